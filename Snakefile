@@ -1,0 +1,32 @@
+# The campaign DAG. All logic lives in the `campaign` package (workflow/campaign); rules only wire
+# inputs, outputs, params, logs and resources to its stage commands. See README.md.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "params.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/plan.smk"
+include: "workflow/rules/report.smk"
+
+
+localrules:
+    all,
+    run_spec,
+    plan_table,
+    metrics,
+
+
+rule all:
+    input:
+        "results/data/manifest.parquet",
+        "results/data/summary.json",
+        "results/data/manifest_diff.json",
+        "results/plan/runs.tsv",
+        planned_run_specs,
+        "results/metrics.json",
+    default_target: True

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Run the whole test suite: unit, stage-command, end-to-end Snakemake and DVC runs, lint, and the
+# SLURM cluster test. The cluster test runs against a local single-node cluster that this script
+# starts (and stops) when slurm-wlm is installed; set CAMPAIGN_SLURM=install to let it install the
+# packages (root, Debian), and CAMPAIGN_REQUIRE_SLURM=1 to fail rather than skip without one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export PATH="$PWD/.venv/bin:$PATH"
+
+started_slurm=0
+if [ "${CAMPAIGN_SLURM:-}" = "install" ]; then
+  bash scripts/slurm-cluster.sh install
+fi
+if command -v slurmctld >/dev/null 2>&1 && [ "${CAMPAIGN_SLURM:-}" != "off" ]; then
+  if ! bash scripts/slurm-cluster.sh status >/dev/null 2>&1; then
+    bash scripts/slurm-cluster.sh start
+    started_slurm=1
+  fi
+fi
+cleanup() { if [ "$started_slurm" = 1 ]; then bash scripts/slurm-cluster.sh stop || true; fi; }
+trap cleanup EXIT
+
+python -m pytest "$@"

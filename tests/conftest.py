@@ -1,0 +1,108 @@
+"""Shared fixtures: a throwaway copy of the project to run Snakemake, DVC and the CLI in."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+FIXTURES = REPO / "tests" / "fixtures"
+
+
+def project_files() -> list[str]:
+    """Tracked files plus new, not-ignored ones: what a clone (plus this change) would hold."""
+    out = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, check=True,
+        capture_output=True, text=True,
+    ).stdout.split("\n")
+    return [f for f in out if f and (REPO / f).is_file()]
+
+
+def copy_project(dest: Path, params: Path | None = FIXTURES / "tiny_params.yaml") -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    for rel in project_files():
+        if rel.startswith("tests/"):
+            continue
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / rel, target)
+    if params is not None:
+        shutil.copy(params, dest / "params.yaml")
+    return dest
+
+
+def env() -> dict:
+    e = dict(os.environ)
+    e["PATH"] = f"{BIN}{os.pathsep}{e.get('PATH', '')}"
+    return e
+
+
+def run(cmd: list[str], cwd: Path, timeout: float = 300, check: bool = True):
+    proc = subprocess.run(cmd, cwd=cwd, env=env(), capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"{' '.join(map(str, cmd))} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}"
+            f"\n--- stderr\n{proc.stderr[-4000:]}"
+        )
+    return proc
+
+
+def snakemake(project: Path, *args: str, timeout: float = 300, check: bool = True):
+    return run([str(BIN / "snakemake"), "--profile", "profiles/default", "--cores", "2", *args],
+               project, timeout=timeout, check=check)
+
+
+def campaign(project: Path, *args: str, check: bool = True, timeout: float = 120):
+    return run([sys.executable, "-m", "campaign", *args], project, timeout=timeout, check=check)
+
+
+_JOB = re.compile(r"^(?:local)?rule (\w+):\s*$")
+_OUTPUT = re.compile(r"^\s+output: (.*)$")
+
+
+def planned_jobs(dry_run_output: str) -> list[tuple[str, str]]:
+    """(rule, first output) for every job a `snakemake -n` listing would run."""
+    jobs, rule = [], None
+    for line in dry_run_output.splitlines():
+        if m := _JOB.match(line):
+            rule = m.group(1)
+            if rule == "all":
+                jobs.append(("all", ""))
+                rule = None
+        elif rule and (m := _OUTPUT.match(line)):
+            jobs.append((rule, m.group(1).split(",")[0].strip()))
+            rule = None
+    return sorted(jobs)
+
+
+def events(project: Path) -> list[dict]:
+    import json
+
+    path = project / ".campaign" / "events.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def result_hashes(project: Path) -> dict[str, str]:
+    """Content hash of every file under results/ except the per-job timings."""
+    from campaign.hashing import hash_file
+
+    root = project / "results"
+    return {
+        p.relative_to(root).as_posix(): hash_file(p)
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "benchmarks" not in p.parts and p.name != ".gitignore"
+    }
+
+
+@pytest.fixture()
+def tiny_project(tmp_path: Path) -> Path:
+    return copy_project(tmp_path / "project")

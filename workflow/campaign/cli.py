@@ -1,0 +1,231 @@
+"""The `campaign` command: one subcommand per stage (what the rules run) plus the user tools.
+
+Stage subcommands take their params subset either from a params file (`--params`, for a person)
+or as JSON (`--spec`, what the Snakemake rules pass so that Snakemake's params trigger sees it),
+inputs as `--in NAME=PATH` and outputs as `--out NAME=PATH`. Paths are always arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from campaign.errors import CampaignError
+
+STAGE_COMMANDS = {"manifest": "manifest", "run-spec": "run_spec", "plan-table": "plan_table",
+                  "metrics": "metrics"}
+
+
+def _pairs(values: list[str] | None, flag: str) -> dict[str, list[Path]]:
+    out: dict[str, list[Path]] = {}
+    for item in values or []:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise CampaignError(f"{flag} {item!r}: expected NAME=PATH")
+        out.setdefault(name, []).append(Path(path))
+    return out
+
+
+def _load(args) -> dict:
+    from campaign.config import load_params
+
+    return load_params(args.params)
+
+
+def _store(args):
+    from campaign.store import Store
+
+    if getattr(args, "state_dir", None):
+        return Store(args.state_dir)
+    return Store(_load(args)["campaign"]["state_dir"])
+
+
+# ------------------------------------------------------------------ stage commands
+def cmd_stage(args) -> int:
+    from campaign.runner import run_stage
+    from campaign.stages import get_stage
+
+    stage = get_stage(STAGE_COMMANDS[args.command])
+    if args.spec is not None:
+        try:
+            spec = json.loads(args.spec)
+        except json.JSONDecodeError as e:
+            raise CampaignError(f"--spec: not valid JSON ({e.msg} at char {e.pos})") from None
+        state_dir = args.state_dir
+        if state_dir is None:
+            raise CampaignError("--state-dir is required with --spec")
+    else:
+        params = _load(args)
+        wildcards = {"run": args.run} if args.run else {}
+        spec = stage.spec(params, **wildcards)
+        state_dir = args.state_dir or params["campaign"]["state_dir"]
+    outputs = {name: paths[0] for name, paths in _pairs(args.out, "--out").items()}
+    missing = [n for n in stage.outputs if n not in outputs]
+    if missing:
+        raise CampaignError(f"{args.command}: missing --out for {', '.join(missing)}")
+    inputs = _pairs(args.inputs, "--in")
+    unknown = [n for n in inputs if n not in stage.inputs]
+    if unknown:
+        raise CampaignError(f"{args.command}: unknown input(s) {', '.join(unknown)}")
+    from campaign.store import Store
+
+    run_stage(stage.name, spec, inputs, outputs, Store(state_dir), Path("."))
+    return 0
+
+
+# ------------------------------------------------------------------ user tools
+def cmd_validate(args) -> int:
+    _load(args)
+    print(f"{args.params}: ok")
+    return 0
+
+
+def cmd_plan(args) -> int:
+    from campaign.plan import format_table, plan_rows, plan_runs
+
+    params = _load(args)
+    runs = plan_runs(params)
+    rows = plan_rows(runs)
+    if args.format == "json":
+        print(json.dumps(rows, indent=2))
+    else:
+        print(format_table(rows))
+        cells = len({r.cell for r in runs})
+        seeds = len(params["ablation"]["seeds"])
+        print(f"\n{len(runs)} runs: {cells} cells × {seeds} seeds (baseline merged with its grid cell)"
+              if any(len(r.roles) > 1 for r in runs) else
+              f"\n{len(runs)} runs: {cells} cells × {seeds} seeds")
+    return 0
+
+
+def cmd_verify(args) -> int:
+    from campaign.verify import verify_store
+
+    store = _store(args)
+    bad = verify_store(store, remove=args.remove)
+    return 1 if bad else 0
+
+
+def cmd_gc(args) -> int:
+    from campaign.status import garbage_collect
+
+    return garbage_collect(args.params, _store(args), dry_run=args.dry_run, snakefile=args.snakefile)
+
+
+def cmd_status(args) -> int:
+    from campaign.status import print_status
+
+    return print_status(args.params, _store(args), snakefile=args.snakefile)
+
+
+def cmd_reproduce(args) -> int:
+    import tempfile
+
+    from campaign.runner import reproduce
+
+    store = _store(args)
+    with tempfile.TemporaryDirectory(prefix="campaign-reproduce-") as scratch:
+        rows = reproduce(store, args.key, Path(scratch))
+    width = max(len(r["output"]) for r in rows)
+    for r in rows:
+        verdict = "same" if r["equal"] else "DIFFERENT"
+        print(f"{r['output'].ljust(width)}  stored {r['stored'][:16]}  recomputed "
+              f"{r['recomputed'][:16]}  {verdict}")
+    differ = [r["output"] for r in rows if not r["equal"]]
+    if differ:
+        print(f"reproduce: {len(differ)} output(s) differ: {', '.join(differ)}")
+        return 1
+    print(f"reproduce: all {len(rows)} output(s) reproduced bit for bit")
+    return 0
+
+
+def cmd_demo_data(args) -> int:
+    from campaign.demo_data import DEFAULT_N_RECORDS, write_corpus
+
+    n_records = DEFAULT_N_RECORDS if args.n is None else args.n
+    if n_records < 1:
+        raise CampaignError(f"--n: expected a positive number of records; got {n_records}")
+    try:
+        write_corpus(args.out, seed=args.seed, n_records=n_records)
+    except ValueError as e:
+        raise CampaignError(f"demo-data: {e}") from None
+    print(f"wrote {args.out}")
+    return 0
+
+
+# ------------------------------------------------------------------ parser
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="campaign",
+        description="Run an ML compute campaign as one reproducible Snakemake DAG.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def with_params(p):
+        p.add_argument("--params", default="params.yaml", help="params file (default params.yaml)")
+        return p
+
+    stage_help = {
+        "manifest": "stage: read the data sources, validate them, write the manifest",
+        "run-spec": "stage: write one planned run's resolved spec",
+        "plan-table": "stage: write the plan as a table",
+        "metrics": "stage: write the campaign's headline metrics",
+    }
+    for name, text in stage_help.items():
+        p = with_params(sub.add_parser(name, help=text, description=text))
+        p.add_argument("--spec", help="the stage's params subset as JSON (instead of --params)")
+        p.add_argument("--run", help="run id (run-spec with --params)")
+        p.add_argument("--in", dest="inputs", action="append", metavar="NAME=PATH")
+        p.add_argument("--out", action="append", metavar="NAME=PATH")
+        p.add_argument("--state-dir", help="store folder (default: campaign.state_dir)")
+        p.set_defaults(func=cmd_stage)
+
+    p = with_params(sub.add_parser("validate", help="check a params file against the schema"))
+    p.set_defaults(func=cmd_validate)
+    p = with_params(sub.add_parser("plan", help="print the planned runs"))
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.set_defaults(func=cmd_plan)
+    for name, func, text in (
+        ("status", cmd_status, "which planned jobs are done, running, missing or failed"),
+        ("gc", cmd_gc, "drop store entries the current plan does not reference"),
+    ):
+        p = with_params(sub.add_parser(name, help=text, description=text))
+        p.add_argument("--state-dir", help="store folder (default: campaign.state_dir)")
+        p.add_argument("--snakefile", default="Snakefile")
+        if name == "gc":
+            p.add_argument("--dry-run", "-n", action="store_true", help="only list what would go")
+        p.set_defaults(func=func)
+    p = with_params(sub.add_parser("verify", help="re-hash every store entry; report corrupt ones"))
+    p.add_argument("--state-dir", help="store folder (default: campaign.state_dir)")
+    p.add_argument("--remove", action="store_true", help="move corrupt entries out of the store")
+    p.set_defaults(func=cmd_verify)
+    p = with_params(sub.add_parser("reproduce", help="recompute a store entry; compare hashes"))
+    p.add_argument("key", help="store key (or a unique prefix)")
+    p.add_argument("--state-dir", help="store folder (default: campaign.state_dir)")
+    p.set_defaults(func=cmd_reproduce)
+    p = sub.add_parser("demo-data", help="regenerate the embedded demo corpus")
+    p.add_argument("--out", default="data/raw/demo.jsonl")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--n", type=int, default=None, help="number of records (default: the demo's)")
+    p.set_defaults(func=cmd_demo_data)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    # Everything the campaign writes (results, store, checkpoints) is owner-only.
+    os.umask(0o077)
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except CampaignError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""The stage registry: what each stage runs, which code and libraries make up its version.
+
+Imported by the Snakefile at DAG-build time, so it imports nothing heavy; a stage's function
+is imported only when the stage runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from campaign.errors import CampaignError
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    entry: str  # "module:function" taking a StageContext
+    modules: tuple[str, ...]  # whose source text is the stage's code version
+    libraries: tuple[str, ...]  # whose installed versions are part of the content key
+    inputs: tuple[str, ...]  # logical input names (each one file or a list of files)
+    outputs: tuple[str, ...]  # logical output names
+    spec: Callable[..., Any]  # (params, **wildcards) -> the params subset the stage reads
+
+    def module_files(self) -> list[Path]:
+        return [PACKAGE_DIR / (m.removeprefix("campaign.") + ".py") for m in self.modules]
+
+    def function(self):
+        module_name, func_name = self.entry.split(":")
+        return getattr(importlib.import_module(module_name), func_name)
+
+
+# Each stage reads exactly this subset of params; the Snakefile passes it through `params:` so
+# Snakemake's params trigger fires for these keys and no others.
+def _data_spec(params: dict) -> dict:
+    return params["data"]
+
+
+def _run_spec(params: dict, run: str) -> dict:
+    from campaign.plan import run_spec
+
+    return run_spec(params, run)
+
+
+def _plan_spec(params: dict) -> list[dict]:
+    from campaign.plan import plan_rows, plan_runs
+
+    return plan_rows(plan_runs(params))
+
+
+def _no_spec(params: dict) -> None:
+    return None
+
+
+STAGES: dict[str, Stage] = {
+    s.name: s
+    for s in (
+        Stage(
+            name="manifest",
+            entry="campaign.manifest:stage",
+            modules=("campaign.manifest", "campaign.hashing"),
+            libraries=("pandas", "pyarrow", "blake3"),
+            inputs=("sources", "previous"),
+            outputs=("manifest", "summary", "diff"),
+            spec=_data_spec,
+        ),
+        Stage(
+            name="run_spec",
+            entry="campaign.plan:stage_run_spec",
+            modules=("campaign.plan",),
+            libraries=(),
+            inputs=(),
+            outputs=("spec",),
+            spec=_run_spec,
+        ),
+        Stage(
+            name="plan_table",
+            entry="campaign.plan:stage_plan_table",
+            modules=("campaign.plan",),
+            libraries=(),
+            inputs=(),
+            outputs=("runs",),
+            spec=_plan_spec,
+        ),
+        Stage(
+            name="metrics",
+            entry="campaign.metrics:stage",
+            modules=("campaign.metrics",),
+            libraries=(),
+            inputs=("summary", "runs"),
+            outputs=("metrics",),
+            spec=_no_spec,
+        ),
+    )
+}
+
+
+def get_stage(name: str) -> Stage:
+    try:
+        return STAGES[name]
+    except KeyError:
+        raise CampaignError(f"unknown stage '{name}' (known: {', '.join(STAGES)})") from None
+
+
+def code_files(name: str) -> list[str]:
+    """The stage's module files, relative to the working folder when inside it (for Snakemake)."""
+    out = []
+    for path in get_stage(name).module_files():
+        try:
+            out.append(str(path.relative_to(Path.cwd())))
+        except ValueError:
+            out.append(str(path))
+    return out

@@ -1,0 +1,139 @@
+"""`campaign status` and `campaign gc`: the planned jobs (from Snakemake's own DAG) against the store.
+
+Snakemake knows which outputs the current params plan and whether they are up to date; the job
+records in the state folder know which store key made each output and whether its job is running
+or failed. Together they answer "where is my campaign" without guessing a path.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from campaign.errors import CampaignError
+from campaign.store import Store, _rmtree
+
+
+def snakemake_summary(params_path: str, snakefile: str) -> list[dict]:
+    """Rows of `snakemake --summary` (output_file, date, rule, status, plan) for the current DAG."""
+    cmd = [sys.executable, "-m", "snakemake", "--summary", "--snakefile", snakefile,
+           "--configfile", params_path, "--cores", "1"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise CampaignError(f"snakemake --summary failed: {last}")
+    lines = proc.stdout.splitlines()
+    try:
+        start = next(i for i, line in enumerate(lines) if line.startswith("output_file\t"))
+    except StopIteration:
+        raise CampaignError("snakemake --summary printed no table") from None
+    header = lines[start].split("\t")
+    return [dict(zip(header, line.split("\t"), strict=False)) for line in lines[start + 1:] if line]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _slurm_job_alive(job_id: str) -> bool:
+    try:
+        proc = subprocess.run(["squeue", "-h", "-j", str(job_id), "-o", "%T"],
+                              capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0 and proc.stdout.strip() not in ("", "COMPLETED", "FAILED")
+
+
+def job_state(row: dict, record: dict | None) -> tuple[str, str]:
+    """(state, note) for one planned output: done, stale, running, failed, interrupted, missing."""
+    present = row.get("status") == "ok" or Path(row["output_file"]).exists()
+    pending = row.get("plan", "") != "no update"
+    if record is not None and record.get("state") == "running":
+        alive = (
+            _slurm_job_alive(record["slurm_job_id"]) if record.get("slurm_job_id")
+            else record.get("host") == socket.gethostname() and _pid_alive(record["pid"])
+        )
+        if alive:
+            where = f"slurm job {record['slurm_job_id']}" if record.get("slurm_job_id") else (
+                f"pid {record['pid']}")
+            return "running", where
+        if not present or pending:
+            return "interrupted", "its job died; the next snakemake run resumes it"
+    if record is not None and record.get("state") == "failed" and (not present or pending):
+        return "failed", record.get("error", "")[:200]
+    if not present:
+        return "missing", ""
+    if pending:
+        return "stale", row.get("status", "")
+    return "done", ""
+
+
+def print_status(params_path: str, store: Store, snakefile: str = "Snakefile") -> int:
+    rows = snakemake_summary(params_path, snakefile)
+    records = store.jobs_by_output()
+    counts: Counter = Counter()
+    per_rule: dict[str, Counter] = {}
+    details = []
+    for row in rows:
+        state, note = job_state(row, records.get(row["output_file"]))
+        counts[state] += 1
+        per_rule.setdefault(row["rule"], Counter())[state] += 1
+        if state != "done":
+            details.append((state, row["rule"], row["output_file"], note))
+    print(f"{'rule':<16} " + "  ".join(f"{s:>11}" for s in _STATES))
+    for rule, c in per_rule.items():
+        print(f"{rule:<16} " + "  ".join(f"{c.get(s, 0):>11}" for s in _STATES))
+    for state, rule, output, note in details:
+        print(f"{state:<11}  {rule:<14} {output}" + (f"  ({note})" if note else ""))
+    print("summary: " + ", ".join(f"{counts[s]} {s}" for s in _STATES if counts[s]))
+    return 1 if counts["failed"] else 0
+
+
+_STATES = ("done", "running", "stale", "interrupted", "failed", "missing")
+
+
+def referenced_keys(params_path: str, store: Store, snakefile: str) -> set[str]:
+    """Keys recorded for the outputs the current DAG plans (whatever their job's state)."""
+    records = store.jobs_by_output()
+    return {
+        records[row["output_file"]]["key"]
+        for row in snakemake_summary(params_path, snakefile)
+        if row["output_file"] in records
+    }
+
+
+def garbage_collect(params_path: str, store: Store, dry_run: bool, snakefile: str = "Snakefile") -> int:
+    """Drop store entries and work folders the current plan does not reference."""
+    keep = referenced_keys(params_path, store, snakefile)
+    drop = [k for k in store.keys() if k not in keep]
+    work = [p.name for p in store.work_root.iterdir()] if store.work_root.exists() else []
+    drop_work = [k for k in work if k not in keep and k not in drop]
+    quarantined = sorted(store.tmp.glob("corrupt-*")) if store.tmp.exists() else []
+    size = 0
+    for key in drop:
+        entry = store.read_entry(key)
+        outputs = entry.meta.get("outputs", {}) if entry else {}
+        size += sum(o.get("bytes", 0) for o in outputs.values())
+        stage = entry.meta.get("stage", "?") if entry else "?"
+        print(f"{'would remove' if dry_run else 'remove'}  {stage:<12} {key}")
+    verb = "would remove" if dry_run else "removed"
+    print(f"{verb} {len(drop)} entries ({size / 1e6:.1f} MB), {len(drop_work)} work folders, "
+          f"{len(quarantined)} quarantined corrupt entries; kept {len(keep)} referenced entries")
+    if not dry_run:
+        for key in drop:
+            store.remove(key)
+        for key in drop_work:
+            _rmtree(store.work_root / key)
+        for path in quarantined:
+            _rmtree(path)
+    return 0
