@@ -22,6 +22,7 @@ localrules:
 
 
 rule all:
+    default_target: True
     input:
         "results/data/manifest.parquet",
         "results/data/summary.json",
@@ -29,4 +30,3 @@ rule all:
         "results/plan/runs.tsv",
         planned_run_specs,
         "results/metrics.json",
-    default_target: True

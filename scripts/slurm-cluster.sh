@@ -14,18 +14,21 @@
 #   SLURM_CLUSTER_TIMEOUT  seconds `start` waits for an idle, registered node (default 60).
 #   SLURM_CLUSTER_NO_ETC=1 do not manage /etc/slurm/slurm.conf (see below).
 #
-# Where the configuration lives (the choice made here):
-#   The generated file is $SLURM_CLUSTER_DIR/slurm.conf; the daemons are started with
-#   SLURM_CONF pointing at it. So that the client tools (sbatch, squeue, sinfo, scontrol,
-#   srun inside jobs) and the Snakemake SLURM plugin find it WITHOUT any environment set-up,
-#   `start` also makes /etc/slurm/slurm.conf a symlink to it — but only when that path is
-#   absent or is already a symlink (a regular file, i.e. somebody else's cluster config, is
-#   never touched; a warning is printed instead). Callers that cannot rely on /etc (the
-#   path is a regular file, SLURM_CLUSTER_NO_ETC=1, or several state folders) must set
-#   SLURM_CONF themselves:   eval "$(scripts/slurm-cluster.sh env)"
-#   Setting SLURM_CONF is always safe and takes precedence over /etc/slurm/slurm.conf.
-#   The plugin runs sbatch/squeue/scontrol with the environment of the snakemake process,
-#   and sbatch exports that environment into the jobs.
+# Where the configuration lives (the choice made here, and why):
+#   The generated file is $SLURM_CLUSTER_DIR/slurm.conf (gres.conf next to it); the
+#   daemons are started with SLURM_CONF pointing at it. `start` ALSO makes
+#   /etc/slurm/slurm.conf a symlink to it, and that symlink is what the Snakemake SLURM
+#   plugin relies on: inside each job the slurm-jobstep plugin (0.6.1) strips every
+#   SLURM_* variable except a few job-identity ones — SLURM_CONF included — before it runs
+#   the nested `srun`, so with SLURM_CONF alone every job fails with
+#   "srun: fatal: Could not establish a configuration source". With the symlink, callers
+#   need no environment at all: sbatch/squeue/sinfo/scontrol and snakemake just work.
+#   The symlink is made only when /etc/slurm/slurm.conf is absent or already a symlink; a
+#   regular file there (somebody else's cluster) is never touched — `start` then warns
+#   that Snakemake jobs will fail. SLURM_CLUSTER_NO_ETC=1 skips the symlink (plain
+#   sbatch/sinfo still work after: eval "$(scripts/slurm-cluster.sh env)").
+#   The symlink stays after `stop`, so a later `start` with another SLURM_CLUSTER_DIR
+#   simply re-points it.
 #
 # Only one such cluster can run per machine (fixed ports 6817/6818).
 set -euo pipefail
@@ -64,6 +67,16 @@ cmd_install() {
   fi
   log "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  # The packages' postinst scripts run `invoke-rc.d <daemon> start || exit 1`; without
+  # systemd that runs the SysV scripts, and slurmd/slurmctld fail there (no slurm.conf
+  # yet), which fails the install. Docker images ship a policy-rc.d that denies service
+  # starts; provide one for the duration of the install where there is none.
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\n# temporary, from scripts/slurm-cluster.sh install\nexit 101\n' \
+      | as_root tee /usr/sbin/policy-rc.d >/dev/null
+    as_root chmod 0755 /usr/sbin/policy-rc.d
+    trap 'as_root rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
   local apt_opts=(-y -q --no-install-recommends -o Dpkg::Options::=--force-confdef
                   -o Dpkg::Options::=--force-confold)
   # A fresh image often has no package lists at all; update then. Otherwise try the
@@ -102,18 +115,18 @@ pid_of() {
 
 # stop_one NAME COMM: SIGTERM, wait up to 10 s, then SIGKILL; remove the PID file.
 stop_one() {
-  local name="$1" comm="$2" pid i
+  local name="$1" comm="$2" pid _
   if pid="$(pid_of "$name" "$comm")"; then
     log "stopping $name (pid $pid)"
     kill -TERM "$pid" 2>/dev/null || true
-    for i in $(seq 1 50); do
+    for _ in $(seq 1 50); do
       alive "$pid" "$comm" || break
       sleep 0.2
     done
     if alive "$pid" "$comm"; then
       log "$name did not exit after SIGTERM; sending SIGKILL"
       kill -KILL "$pid" 2>/dev/null || true
-      for i in $(seq 1 25); do
+      for _ in $(seq 1 25); do
         alive "$pid" "$comm" || break
         sleep 0.2
       done
@@ -142,7 +155,9 @@ write_config() {
   cores="$(sed -n 's/.* CoresPerSocket=\([0-9]*\).*/\1/p' <<<"$hw")"
   threads="$(sed -n 's/.* ThreadsPerCore=\([0-9]*\).*/\1/p' <<<"$hw")"
   mem="$(sed -n 's/.* RealMemory=\([0-9]*\).*/\1/p' <<<"$hw")"
-  [ -n "$node" ] && [ -n "$cpus" ] && [ -n "$mem" ] || die "cannot parse 'slurmd -C': $hw"
+  if [ -z "$node" ] || [ -z "$cpus" ] || [ -z "$mem" ]; then
+    die "cannot parse 'slurmd -C': $hw"
+  fi
   # A little under what slurmd reports (5 %, at least 256 MB), else the node can be
   # marked INVAL when the measured memory wobbles below the configured value.
   realmem=$(( mem - (mem / 20 > 256 ? mem / 20 : 256) ))
@@ -194,8 +209,9 @@ EOF
 link_etc_conf() {
   [ "${SLURM_CLUSTER_NO_ETC:-0}" = 1 ] && return 0
   if [ -e "$ETC_CONF" ] && [ ! -L "$ETC_CONF" ]; then
-    log "WARNING: $ETC_CONF is a regular file (not ours); left alone."
-    log "WARNING: callers must run: eval \"\$($0 env)\""
+    log "WARNING: $ETC_CONF is a regular file (not ours); left alone. Plain sbatch/sinfo"
+    log "WARNING: need: eval \"\$($0 env)\"; Snakemake SLURM jobs will FAIL (the nested srun"
+    log "WARNING: in each job ignores SLURM_CONF and reads $ETC_CONF)."
     return 0
   fi
   if [ "$(readlink "$ETC_CONF" 2>/dev/null)" != "$CONF" ]; then
@@ -267,8 +283,8 @@ start_munge() {
   else
     su -s /bin/sh munge -c "/usr/sbin/munged"
   fi
-  local i
-  for i in $(seq 1 50); do munge_works && break; sleep 0.1; done
+  local _
+  for _ in $(seq 1 50); do munge_works && break; sleep 0.1; done
   # munged writes /run/munge/munged.pid; record it as ours.
   adopt_munge || true
   munge_works || { show_logs; die "munged did not come up"; }
@@ -276,8 +292,10 @@ start_munge() {
 }
 
 cmd_start() {
-  command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v sinfo >/dev/null \
-    || die "slurm is not installed; run: $0 install"
+  local tool
+  for tool in slurmctld slurmd sinfo munged; do
+    command -v "$tool" >/dev/null || die "$tool not found; run: $0 install"
+  done
   [ "$(id -u)" -eq 0 ] || die "start must run as root (the daemons run as root here)"
   mkdir -p "$DIR"
   if cluster_up; then
@@ -337,7 +355,7 @@ cmd_stop() {
 
 cmd_status() {
   if [ ! -f "$CONF" ]; then echo "not configured ($CONF missing)"; return 1; fi
-  local n
+  local n p
   for n in slurmctld slurmd munged; do
     if p="$(pid_of "$n" "$n")"; then echo "$n: running (pid $p)"; else echo "$n: not running (by this script)"; fi
   done

@@ -19,8 +19,11 @@ FIXTURES = REPO / "tests" / "fixtures"
 def project_files() -> list[str]:
     """Tracked files plus new, not-ignored ones: what a clone (plus this change) would hold."""
     out = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, check=True,
-        capture_output=True, text=True,
+        ["git", "ls-files", "-co", "--exclude-standard"],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.split("\n")
     return [f for f in out if f and (REPO / f).is_file()]
 
@@ -55,8 +58,12 @@ def run(cmd: list[str], cwd: Path, timeout: float = 300, check: bool = True):
 
 
 def snakemake(project: Path, *args: str, timeout: float = 300, check: bool = True):
-    return run([str(BIN / "snakemake"), "--profile", "profiles/default", "--cores", "2", *args],
-               project, timeout=timeout, check=check)
+    return run(
+        [str(BIN / "snakemake"), "--profile", "profiles/default", "--cores", "2", *args],
+        project,
+        timeout=timeout,
+        check=check,
+    )
 
 
 def campaign(project: Path, *args: str, check: bool = True, timeout: float = 120):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from campaign import demo_data
 from campaign.demo_data import (
     DEFAULT_N_RECORDS,

@@ -1,4 +1,4 @@
-"""End to end: a tiny campaign through real Snakemake — reruns, kill -9 and resume, the CLI tools."""
+"""End to end: a tiny campaign through real Snakemake: reruns, kill -9 and resume, CLI tools."""
 
 from __future__ import annotations
 
@@ -12,7 +12,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import BIN, campaign, copy_project, env, events, planned_jobs, result_hashes, snakemake
+from conftest import (
+    BIN,
+    campaign,
+    copy_project,
+    env,
+    events,
+    planned_jobs,
+    result_hashes,
+    snakemake,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -51,12 +60,12 @@ def test_editing_one_param_reruns_exactly_its_dependents(tiny_project):
 
     # One ablation level changes: its 2 runs (× 2 seeds) are new; the plan table and the
     # metrics that summarize it follow; the data and the other runs are untouched.
-    edit_params(tiny_project, lambda p: p["ablation"]["factors"]["train"].update(lr=[1.0e-3, 2.0e-3]))
+    edit_params(
+        tiny_project, lambda p: p["ablation"]["factors"]["train"].update(lr=[1.0e-3, 2.0e-3])
+    )
     dry = snakemake(tiny_project, "-n")
     jobs = planned_jobs(dry.stdout)
-    new_runs = sorted(
-        (rule, out) for rule, out in jobs if rule == "run_spec"
-    )
+    new_runs = sorted((rule, out) for rule, out in jobs if rule == "run_spec")
     assert [rule for rule, _ in jobs if rule != "run_spec"] == ["all", "metrics", "plan_table"]
     assert len(new_runs) == 2
     snakemake(tiny_project)
@@ -68,7 +77,10 @@ def test_editing_one_param_reruns_exactly_its_dependents(tiny_project):
     assert manifest.stat().st_ino == manifest_stat.st_ino
     new_events = events(tiny_project)[n_events:]
     assert sorted(e["stage"] for e in new_events if e["event"] == "miss") == [
-        "metrics", "plan_table", "run_spec", "run_spec"
+        "metrics",
+        "plan_table",
+        "run_spec",
+        "run_spec",
     ]
 
     # A data-only param: the manifest and the metrics rerun, no run spec, no plan table.
@@ -85,8 +97,10 @@ def test_touching_inputs_costs_a_store_hit_not_a_recomputation(tiny_project):
     before = result_hashes(tiny_project)
     n_events = len(events(tiny_project))
     # What `git checkout` or `dvc pull` does: same bytes, new mtimes.
-    for path in [tiny_project / "data" / "raw" / "demo.jsonl",
-                 *(tiny_project / "workflow" / "campaign").glob("*.py")]:
+    for path in [
+        tiny_project / "data" / "raw" / "demo.jsonl",
+        *(tiny_project / "workflow" / "campaign").glob("*.py"),
+    ]:
         os.utime(path)
     jobs = planned_jobs(snakemake(tiny_project, "-n").stdout)
     assert ("manifest", "results/data/manifest.parquet") in jobs
@@ -109,7 +123,10 @@ def test_kill_9_then_the_documented_recovery_finishes_without_recomputing(tmp_pa
 
     proc = subprocess.Popen(
         [str(BIN / "snakemake"), "--profile", "profiles/default", "--cores", "1"],
-        cwd=killed, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=killed,
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
     deadline = time.time() + 120
@@ -127,7 +144,7 @@ def test_kill_9_then_the_documented_recovery_finishes_without_recomputing(tmp_pa
     snakemake(killed, "--unlock")
     snakemake(killed)
 
-    after = events(killed)[len(before_kill):]
+    after = events(killed)[len(before_kill) :]
     recomputed = {e["key"] for e in after if e["event"] == "miss"} & committed
     assert recomputed == set(), "a finished stage was computed again"
     snakemake(clean)

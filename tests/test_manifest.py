@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
+
 from campaign.errors import CampaignError
 from campaign.manifest import (
     RECORD_COLUMNS,

@@ -77,7 +77,9 @@ def test_model_factor(params):
 
 def test_max_runs_is_enforced(params):
     params["ablation"]["max_runs"] = 5
-    with pytest.raises(CampaignError, match=r"ablation.max_runs: the plan has 8 runs \(4 cells × 2"):
+    with pytest.raises(
+        CampaignError, match=r"ablation.max_runs: the plan has 8 runs \(4 cells × 2"
+    ):
         plan_runs(params)
 
 

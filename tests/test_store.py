@@ -98,8 +98,10 @@ def test_two_processes_committing_one_key_leave_one_valid_entry(tmp_path, attemp
     barrier = ctx.Barrier(2)
     results = ctx.Queue()
     payload = b"the same result\n" * 1000
-    procs = [ctx.Process(target=_commit_same_key, args=(str(store.root), barrier, payload, results))
-             for _ in range(2)]
+    procs = [
+        ctx.Process(target=_commit_same_key, args=(str(store.root), barrier, payload, results))
+        for _ in range(2)
+    ]
     for p in procs:
         p.start()
     for p in procs:
@@ -120,8 +122,10 @@ def _run_spec_job(state_dir: str, out: str) -> None:
 def test_concurrent_jobs_for_one_key_compute_it_once(tmp_path):
     store = Store(tmp_path / "state")
     ctx = mp.get_context("fork")
-    procs = [ctx.Process(target=_run_spec_job, args=(str(store.root), str(tmp_path / f"o{i}.json")))
-             for i in range(4)]
+    procs = [
+        ctx.Process(target=_run_spec_job, args=(str(store.root), str(tmp_path / f"o{i}.json")))
+        for i in range(4)
+    ]
     for p in procs:
         p.start()
     for p in procs:
@@ -137,8 +141,7 @@ def test_failed_stage_leaves_no_output_and_records_the_failure(tmp_path):
     store = Store(tmp_path / "state")
     out = tmp_path / "summary.json"
     with pytest.raises(CampaignError):
-        run_stage("metrics", None, {"summary": [tmp_path / "absent.json"]},
-                  {"metrics": out}, store)
+        run_stage("metrics", None, {"summary": [tmp_path / "absent.json"]}, {"metrics": out}, store)
     assert not out.exists()
     assert store.keys() == []
     assert list(store.tmp.iterdir()) == []
@@ -148,8 +151,14 @@ def test_reproduce_recomputes_and_compares(tmp_path):
     store = Store(tmp_path / "state")
     key = run_stage("run_spec", SPEC, {}, {"spec": tmp_path / "s.json"}, store).key
     rows = reproduce(store, key[:10], tmp_path / "scratch")
-    assert rows == [{"output": "spec", "stored": rows[0]["stored"],
-                     "recomputed": rows[0]["stored"], "equal": True}]
+    assert rows == [
+        {
+            "output": "spec",
+            "stored": rows[0]["stored"],
+            "recomputed": rows[0]["stored"],
+            "equal": True,
+        }
+    ]
     with pytest.raises(CampaignError, match="no such store entry"):
         reproduce(store, "f" * 64, tmp_path / "scratch2")
 

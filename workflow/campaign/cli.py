@@ -15,8 +15,12 @@ from pathlib import Path
 
 from campaign.errors import CampaignError
 
-STAGE_COMMANDS = {"manifest": "manifest", "run-spec": "run_spec", "plan-table": "plan_table",
-                  "metrics": "metrics"}
+STAGE_COMMANDS = {
+    "manifest": "manifest",
+    "run-spec": "run_spec",
+    "plan-table": "plan_table",
+    "metrics": "metrics",
+}
 
 
 def _pairs(values: list[str] | None, flag: str) -> dict[str, list[Path]]:
@@ -78,8 +82,12 @@ def cmd_stage(args) -> int:
 
 # ------------------------------------------------------------------ user tools
 def cmd_validate(args) -> int:
-    _load(args)
-    print(f"{args.params}: ok")
+    from campaign.manifest import expand_sources
+    from campaign.plan import plan_index
+
+    params = _load(args)
+    files = expand_sources(params["data"]["sources"], Path("."))
+    print(f"{args.params}: ok ({len(files)} data file(s), {len(plan_index(params))} planned runs)")
     return 0
 
 
@@ -95,9 +103,9 @@ def cmd_plan(args) -> int:
         print(format_table(rows))
         cells = len({r.cell for r in runs})
         seeds = len(params["ablation"]["seeds"])
-        print(f"\n{len(runs)} runs: {cells} cells × {seeds} seeds (baseline merged with its grid cell)"
-              if any(len(r.roles) > 1 for r in runs) else
-              f"\n{len(runs)} runs: {cells} cells × {seeds} seeds")
+        merged = any(len(r.roles) > 1 for r in runs)
+        note = " (the baseline is one of the grid cells)" if merged else ""
+        print(f"\n{len(runs)} runs: {cells} cells × {seeds} seeds{note}")
     return 0
 
 
@@ -112,7 +120,9 @@ def cmd_verify(args) -> int:
 def cmd_gc(args) -> int:
     from campaign.status import garbage_collect
 
-    return garbage_collect(args.params, _store(args), dry_run=args.dry_run, snakefile=args.snakefile)
+    return garbage_collect(
+        args.params, _store(args), dry_run=args.dry_run, snakefile=args.snakefile
+    )
 
 
 def cmd_status(args) -> int:
@@ -132,8 +142,10 @@ def cmd_reproduce(args) -> int:
     width = max(len(r["output"]) for r in rows)
     for r in rows:
         verdict = "same" if r["equal"] else "DIFFERENT"
-        print(f"{r['output'].ljust(width)}  stored {r['stored'][:16]}  recomputed "
-              f"{r['recomputed'][:16]}  {verdict}")
+        print(
+            f"{r['output'].ljust(width)}  stored {r['stored'][:16]}  recomputed "
+            f"{r['recomputed'][:16]}  {verdict}"
+        )
     differ = [r["output"] for r in rows if not r["equal"]]
     if differ:
         print(f"reproduce: {len(differ)} output(s) differ: {', '.join(differ)}")
@@ -181,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--in", dest="inputs", action="append", metavar="NAME=PATH")
         p.add_argument("--out", action="append", metavar="NAME=PATH")
         p.add_argument("--state-dir", help="store folder (default: campaign.state_dir)")
+        p.add_argument("--log", help="write the stage's output here; errors also go to stderr")
         p.set_defaults(func=cmd_stage)
 
     p = with_params(sub.add_parser("validate", help="check a params file against the schema"))
@@ -214,17 +227,44 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _redirect_to_log(path: str) -> int:
+    """Send this process's stdout and stderr (file descriptors, so child processes too) to the
+    log file; return a descriptor of the original stderr for the one-line error."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    saved = os.dup(2)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    return saved
+
+
 def main(argv: list[str] | None = None) -> int:
     # Everything the campaign writes (results, store, checkpoints) is owner-only.
     os.umask(0o077)
     args = build_parser().parse_args(argv)
+    user_stderr = _redirect_to_log(args.log) if getattr(args, "log", None) else None
     try:
         return args.func(args)
     except CampaignError as e:
-        print(f"error: {e}", file=sys.stderr)
+        line = f"error: {e}"
+        print(line, file=sys.stderr, flush=True)
+        if user_stderr is not None:
+            os.write(user_stderr, (line + "\n").encode())
         return 2
     except KeyboardInterrupt:
         return 130
+    except Exception:
+        if user_stderr is None:
+            raise
+        import traceback
+
+        traceback.print_exc()
+        sys.stderr.flush()
+        os.write(user_stderr, f"error: unexpected failure; see {args.log}\n".encode())
+        return 1
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ def _factor_levels_schema(value_schema: dict) -> dict:
 
 
 def _factors_schema(schema: dict) -> dict:
-    """Derive ablation.factors from train and model.config: each scalar key → a list of its values."""
+    """Derive ablation.factors from train and model.config: each key → a list of its values."""
     props = schema["properties"]
     train = props["train"]["properties"]
     model_config = props["model"]["properties"]["config"]["properties"]
@@ -92,9 +92,11 @@ def _expected_type(schema: dict) -> str:
     if types == ["array"] and isinstance(schema.get("items"), dict):
         item = schema["items"]
         if "type" in item and isinstance(item["type"], str):
-            text = "a list of " + {"number": "numbers", "integer": "integers", "string": "strings"}.get(
-                item["type"], _TYPE_WORDS.get(item["type"], item["type"])
-            )
+            text = "a list of " + {
+                "number": "numbers",
+                "integer": "integers",
+                "string": "strings",
+            }.get(item["type"], _TYPE_WORDS.get(item["type"], item["type"]))
         elif "enum" in item:
             text = "a list of values from " + ", ".join(map(str, item["enum"]))
     return text
@@ -139,13 +141,17 @@ def format_error(error) -> str:
     if kind == "type":
         msg = f"{where}: expected {_expected_type(schema)}; got {_describe(value)}"
         if _looks_like_yaml_float(value):
-            msg += " (YAML reads a number without a decimal point, like 1e-4, as text: write 1.0e-4)"
+            msg += (
+                " (YAML reads a number without a decimal point, like 1e-4, as text: write 1.0e-4)"
+            )
         return msg
     if kind == "enum":
         options = ", ".join(str(o) for o in error.validator_value)
         return f"{where}: expected one of {options}; got {_describe(value)}"
     if kind in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
-        op = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}[kind]
+        op = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}[
+            kind
+        ]
         return f"{where}: must be {op} {error.validator_value}; got {value}"
     if kind == "minItems":
         return f"{where}: must list at least {error.validator_value} item(s)"
@@ -175,6 +181,12 @@ def validate(params: Any, source: str = "params") -> dict:
         same = [e for e in errors if [str(p) for p in e.absolute_path] == first_path]
         raise CampaignError(f"{source}: {format_error(same[0])}")
     _check_cross_keys(params, source)
+    from campaign.plan import plan_index
+
+    try:
+        plan_index(params)  # the plan must fit in ablation.max_runs
+    except CampaignError as e:
+        raise CampaignError(f"{source}: {e}") from None
     return params
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import blake3
@@ -36,9 +36,7 @@ def hash_file(path: str | os.PathLike) -> str:
     return blake3.blake3(path.read_bytes()).hexdigest()
 
 
-def hash_tree(
-    path: str | os.PathLike, file_hasher: Callable[[Path], str] = hash_file
-) -> str:
+def hash_tree(path: str | os.PathLike, file_hasher: Callable[[Path], str] = hash_file) -> str:
     """Hash of a file, or of a folder as its sorted (relative path, file hash) list."""
     path = Path(path)
     if path.is_file():

@@ -18,7 +18,7 @@ from campaign.hashing import canonical_json, hash_value
 
 RUN_ID_PREFIX = "run-"
 RUN_ID_HEX = 12
-RUN_ID_PATTERN = RUN_ID_PREFIX + "[0-9a-f]{%d}" % RUN_ID_HEX
+RUN_ID_PATTERN = RUN_ID_PREFIX + f"[0-9a-f]{{{RUN_ID_HEX}}}"
 
 
 @dataclass(frozen=True)
@@ -101,8 +101,9 @@ _INDEX_CACHE: dict[str, dict[str, Run]] = {}
 
 def plan_index(params: dict) -> dict[str, Run]:
     """Runs by id, memoized on the params' content (Snakemake asks once per job)."""
-    fingerprint = canonical_json({"model": params["model"], "train": params["train"],
-                                  "ablation": params["ablation"]})
+    fingerprint = canonical_json(
+        {"model": params["model"], "train": params["train"], "ablation": params["ablation"]}
+    )
     if fingerprint not in _INDEX_CACHE:
         _INDEX_CACHE[fingerprint] = {r.run_id: r for r in plan_runs(params)}
     return _INDEX_CACHE[fingerprint]
@@ -149,5 +150,8 @@ def stage_plan_table(ctx) -> None:
     rows = ctx.spec
     columns = list(rows[0]) if rows else ["run", "roles", "seed"]
     lines = ["\t".join(columns)]
-    lines += ["\t".join(json.dumps(r[c]) if not isinstance(r[c], str) else r[c] for c in columns) for r in rows]
+    lines += [
+        "\t".join(json.dumps(r[c]) if not isinstance(r[c], str) else r[c] for c in columns)
+        for r in rows
+    ]
     ctx.outputs["runs"].write_text("\n".join(lines) + "\n")

@@ -14,9 +14,7 @@ import os
 import platform
 import resource
 import socket
-import sys
 import time
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,7 +48,9 @@ class RunResult:
 
 
 def code_version(stage: Stage) -> str:
-    return hash_value({m: hash_file(p) for m, p in zip(stage.modules, stage.module_files(), strict=True)})
+    return hash_value(
+        {m: hash_file(p) for m, p in zip(stage.modules, stage.module_files(), strict=True)}
+    )
 
 
 def library_versions(stage: Stage) -> dict[str, str]:
@@ -108,8 +108,12 @@ def _peak_rss_bytes() -> int:
 
 
 def execute(
-    stage: Stage, spec: Any, inputs: dict[str, list[Path]], outputs: dict[str, Path],
-    work_dir: Path, root: Path,
+    stage: Stage,
+    spec: Any,
+    inputs: dict[str, list[Path]],
+    outputs: dict[str, Path],
+    work_dir: Path,
+    root: Path,
 ) -> None:
     """Run a stage function into the given output paths, and check it wrote all of them."""
     ctx = StageContext(stage.name, spec, inputs, outputs, work_dir, root)
@@ -198,9 +202,9 @@ def run_stage(
             _rmtree(staging)
         message = str(e) if isinstance(e, CampaignError) else f"{type(e).__name__}: {e}"
         store.log_event("fail", key, stage.name, error=message[:500])
-        store.write_job(job_id, {**job, "state": "failed", "error": message[:2000], "ended": time.time()})
-        if not isinstance(e, CampaignError | KeyboardInterrupt):
-            traceback.print_exc(file=sys.stderr)
+        store.write_job(
+            job_id, {**job, "state": "failed", "error": message[:2000], "ended": time.time()}
+        )
         raise
 
 
@@ -216,7 +220,9 @@ def reproduce(store: Store, key: str, scratch: Path, root: Path = Path(".")) -> 
         if len(matches) == 1:
             entry = store.read_entry(matches[0])
         elif len(matches) > 1:
-            raise CampaignError(f"key prefix {key} matches {len(matches)} entries; give more digits")
+            raise CampaignError(
+                f"key prefix {key} matches {len(matches)} entries; give more digits"
+            )
     if entry is None or "key_material" not in entry.meta:
         raise CampaignError(f"{key}: no such store entry")
     meta = entry.meta
@@ -247,6 +253,12 @@ def reproduce(store: Store, key: str, scratch: Path, root: Path = Path(".")) -> 
     rows = []
     for name, info in sorted(meta["outputs"].items()):
         actual = hash_tree(outputs[name])
-        rows.append({"output": name, "stored": info["hash"], "recomputed": actual,
-                     "equal": actual == info["hash"]})
+        rows.append(
+            {
+                "output": name,
+                "stored": info["hash"],
+                "recomputed": actual,
+                "equal": actual == info["hash"],
+            }
+        )
     return rows

@@ -1,4 +1,4 @@
-"""`campaign status` and `campaign gc`: the planned jobs (from Snakemake's own DAG) against the store.
+"""`campaign status` and `campaign gc`: the planned jobs (Snakemake's own DAG) against the store.
 
 Snakemake knows which outputs the current params plan and whether they are up to date; the job
 records in the state folder know which store key made each output and whether its job is running
@@ -20,8 +20,18 @@ from campaign.store import Store, _rmtree
 
 def snakemake_summary(params_path: str, snakefile: str) -> list[dict]:
     """Rows of `snakemake --summary` (output_file, date, rule, status, plan) for the current DAG."""
-    cmd = [sys.executable, "-m", "snakemake", "--summary", "--snakefile", snakefile,
-           "--configfile", params_path, "--cores", "1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--summary",
+        "--snakefile",
+        snakefile,
+        "--configfile",
+        params_path,
+        "--cores",
+        "1",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
@@ -32,7 +42,9 @@ def snakemake_summary(params_path: str, snakefile: str) -> list[dict]:
     except StopIteration:
         raise CampaignError("snakemake --summary printed no table") from None
     header = lines[start].split("\t")
-    return [dict(zip(header, line.split("\t"), strict=False)) for line in lines[start + 1:] if line]
+    return [
+        dict(zip(header, line.split("\t"), strict=False)) for line in lines[start + 1 :] if line
+    ]
 
 
 def _pid_alive(pid: int) -> bool:
@@ -47,8 +59,12 @@ def _pid_alive(pid: int) -> bool:
 
 def _slurm_job_alive(job_id: str) -> bool:
     try:
-        proc = subprocess.run(["squeue", "-h", "-j", str(job_id), "-o", "%T"],
-                              capture_output=True, text=True, timeout=20)
+        proc = subprocess.run(
+            ["squeue", "-h", "-j", str(job_id), "-o", "%T"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return proc.returncode == 0 and proc.stdout.strip() not in ("", "COMPLETED", "FAILED")
@@ -60,12 +76,16 @@ def job_state(row: dict, record: dict | None) -> tuple[str, str]:
     pending = row.get("plan", "") != "no update"
     if record is not None and record.get("state") == "running":
         alive = (
-            _slurm_job_alive(record["slurm_job_id"]) if record.get("slurm_job_id")
+            _slurm_job_alive(record["slurm_job_id"])
+            if record.get("slurm_job_id")
             else record.get("host") == socket.gethostname() and _pid_alive(record["pid"])
         )
         if alive:
-            where = f"slurm job {record['slurm_job_id']}" if record.get("slurm_job_id") else (
-                f"pid {record['pid']}")
+            where = (
+                f"slurm job {record['slurm_job_id']}"
+                if record.get("slurm_job_id")
+                else (f"pid {record['pid']}")
+            )
             return "running", where
         if not present or pending:
             return "interrupted", "its job died; the next snakemake run resumes it"
@@ -112,7 +132,9 @@ def referenced_keys(params_path: str, store: Store, snakefile: str) -> set[str]:
     }
 
 
-def garbage_collect(params_path: str, store: Store, dry_run: bool, snakefile: str = "Snakefile") -> int:
+def garbage_collect(
+    params_path: str, store: Store, dry_run: bool, snakefile: str = "Snakefile"
+) -> int:
     """Drop store entries and work folders the current plan does not reference."""
     keep = referenced_keys(params_path, store, snakefile)
     drop = [k for k in store.keys() if k not in keep]
@@ -127,8 +149,10 @@ def garbage_collect(params_path: str, store: Store, dry_run: bool, snakefile: st
         stage = entry.meta.get("stage", "?") if entry else "?"
         print(f"{'would remove' if dry_run else 'remove'}  {stage:<12} {key}")
     verb = "would remove" if dry_run else "removed"
-    print(f"{verb} {len(drop)} entries ({size / 1e6:.1f} MB), {len(drop_work)} work folders, "
-          f"{len(quarantined)} quarantined corrupt entries; kept {len(keep)} referenced entries")
+    print(
+        f"{verb} {len(drop)} entries ({size / 1e6:.1f} MB), {len(drop_work)} work folders, "
+        f"{len(quarantined)} quarantined corrupt entries; kept {len(keep)} referenced entries"
+    )
     if not dry_run:
         for key in drop:
             store.remove(key)

@@ -34,7 +34,9 @@ from campaign.errors import CampaignError
 from campaign.hashing import ALGORITHM, canonical_json, hash_tree, hash_value
 
 ENTRY_FORMAT = 1
-_FILE_MODE = 0o400  # store files are read-only: a stage that writes into a linked output fails loudly
+_FILE_MODE = (
+    0o400  # store files are read-only: a stage that writes into a linked output fails loudly
+)
 _DIR_MODE = 0o700
 
 
@@ -152,7 +154,9 @@ class Store:
             "key": key,
             "host": socket.gethostname(),
             "pid": os.getpid(),
-            **({"slurm_job_id": os.environ["SLURM_JOB_ID"]} if "SLURM_JOB_ID" in os.environ else {}),
+            **(
+                {"slurm_job_id": os.environ["SLURM_JOB_ID"]} if "SLURM_JOB_ID" in os.environ else {}
+            ),
             **extra,
         }
         line = (json.dumps(record, sort_keys=True) + "\n").encode("utf-8")
@@ -224,7 +228,7 @@ class Store:
             os.rename(self.entry_path(key), self.tmp / f"corrupt-{key}-{uuid.uuid4().hex[:8]}")
 
     def lookup(self, key: str, stage: str) -> Entry | None:
-        """A verified entry, or None. A corrupt entry is reported, quarantined and treated as absent."""
+        """A verified entry, or None; a corrupt one is reported, quarantined, treated as absent."""
         entry = self.read_entry(key)
         if entry is None:
             return None
@@ -256,7 +260,13 @@ class Store:
                 "kind": "dir" if child.is_dir() else "file",
                 "bytes": _tree_bytes(child),
             }
-        meta = {**meta, "key": key, "algorithm": ALGORITHM, "format": ENTRY_FORMAT, "outputs": outputs}
+        meta = {
+            **meta,
+            "key": key,
+            "algorithm": ALGORITHM,
+            "format": ENTRY_FORMAT,
+            "outputs": outputs,
+        }
         (staging / "entry.json").write_text(
             json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8"
         )

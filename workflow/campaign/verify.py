@@ -22,10 +22,15 @@ def verify_store(store: Store, remove: bool = False) -> list[str]:
                 store.log_event("corrupt", key, stage, problems=problems[:5])
         else:
             size = sum(o["bytes"] for o in entry.meta["outputs"].values())
-            print(f"ok       {stage:<12} {key}  {len(entry.meta['outputs'])} output(s), {size} bytes")
+            print(
+                f"ok       {stage:<12} {key}  {len(entry.meta['outputs'])} output(s), {size} bytes"
+            )
     verdict = f"{len(keys) - len(bad)} of {len(keys)} entries sound"
     if bad:
-        verdict += f"; {len(bad)} corrupt" + (" (moved out of the store)" if remove else
-                                                " (run with --remove, or let the next use recompute)")
+        verdict += f"; {len(bad)} corrupt" + (
+            " (moved out of the store)"
+            if remove
+            else " (run with --remove, or let the next use recompute)"
+        )
     print(verdict)
     return bad

@@ -1,5 +1,6 @@
-# Shared helpers: config validation, the planner, and the small functions rules read config through.
-import json
+# Shared setup and the small named functions every rule reads config through (rule files hold
+# rules only). All logic lives in the `campaign` package.
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -13,31 +14,28 @@ from campaign.manifest import expand_sources
 from campaign.plan import RUN_ID_PATTERN, plan_index
 from campaign.stages import code_files, get_stage
 
-# One-line error naming the key (e.g. `ablation.factors.train.lr: expected a list of numbers`);
-# then Snakemake's own check against the same schema file.
+# One-line error naming the file and key (e.g. `ablation.factors.train.lr: expected a list of
+# numbers`); then Snakemake's own check against the same schema file.
+PARAMS_FILES = ", ".join(os.path.relpath(f) for f in workflow.configfiles) or "params"
 try:
-    validate_params(config, source="params")
-except CampaignError as e:
-    sys.exit(f"error: {e}")
-validate(config, "../schemas/params.schema.yaml", set_default=False)
-
-# Stage commands run with this interpreter, so a job finds the package without an activated venv.
-CAMPAIGN = f"{shlex.quote(sys.executable)} -m campaign"
-STATE_DIR = config["campaign"]["state_dir"]
-# Keep the stage's own log, and show its last lines (the one-line error) when it fails.
-LOGGED = "> {log} 2>&1 || {{ rc=$?; tail -n 3 {log} >&2; exit $rc; }}"
-
-try:
+    validate_params(config, source=PARAMS_FILES)
     RUNS = plan_index(config)
     SOURCES = [str(p) for p in expand_sources(config["data"]["sources"], Path("."))]
 except CampaignError as e:
     sys.exit(f"error: {e}")
+validate(config, "../schemas/params.schema.yaml", set_default=False)
+
+# Stage commands run with this interpreter, so a job (local or on a cluster node) finds the
+# package without an activated virtual environment.
+CAMPAIGN = f"{shlex.quote(sys.executable)} -m campaign"
+STATE_DIR = config["campaign"]["state_dir"]
 
 
 wildcard_constraints:
     run=RUN_ID_PATTERN,
 
 
+# ------------------------------------------------------------------ generic
 def stage_code(stage):
     """The stage's package modules: listed as inputs so a code change reruns its jobs."""
     return code_files(stage)
@@ -58,5 +56,37 @@ def in_args(input, *names):
     return " ".join(args)
 
 
+# ------------------------------------------------------------------ data phase
+def data_sources(wildcards):
+    return SOURCES
+
+
+def previous_manifest(wildcards):
+    previous = config["data"]["previous_manifest"]
+    return [previous] if previous else []
+
+
+def manifest_spec(wildcards):
+    return stage_spec("manifest")
+
+
+def manifest_inputs(wildcards, input):
+    return in_args(input, "sources", "previous")
+
+
+# ------------------------------------------------------------------ plan phase
 def planned_run_specs(wildcards):
     return [f"results/runs/{run}/spec.json" for run in RUNS]
+
+
+def run_spec_json(wildcards):
+    return stage_spec("run_spec", run=wildcards.run)
+
+
+def plan_spec(wildcards):
+    return stage_spec("plan_table")
+
+
+# ------------------------------------------------------------------ report phase
+def metrics_inputs(wildcards, input):
+    return in_args(input, "summary", "runs")

@@ -3,29 +3,22 @@
 # new run paths and touches no other run.
 
 
-def run_spec_json(wildcards):
-    return stage_spec("run_spec", run=wildcards.run)
-
-
-def plan_spec(wildcards):
-    return stage_spec("plan_table")
-
-
 rule run_spec:
     input:
         code=stage_code("run_spec"),
     output:
         spec="results/runs/{run}/spec.json",
-    params:
-        spec=run_spec_json,
-        state_dir=STATE_DIR,
     log:
         "logs/run_spec/{run}.log",
     benchmark:
         "results/benchmarks/run_spec/{run}.tsv"
+    params:
+        campaign=CAMPAIGN,
+        spec=run_spec_json,
+        state_dir=STATE_DIR,
     shell:
-        "{CAMPAIGN} run-spec --spec {params.spec:q} --state-dir {params.state_dir:q} "
-        "--out spec={output.spec:q} " + LOGGED
+        "{params.campaign} run-spec --spec {params.spec:q} --state-dir {params.state_dir:q} "
+        "--out spec={output.spec:q} --log {log:q}"
 
 
 rule plan_table:
@@ -33,13 +26,14 @@ rule plan_table:
         code=stage_code("plan_table"),
     output:
         runs="results/plan/runs.tsv",
-    params:
-        spec=plan_spec,
-        state_dir=STATE_DIR,
     log:
         "logs/plan_table/plan_table.log",
     benchmark:
         "results/benchmarks/plan_table/plan_table.tsv"
+    params:
+        campaign=CAMPAIGN,
+        spec=plan_spec,
+        state_dir=STATE_DIR,
     shell:
-        "{CAMPAIGN} plan-table --spec {params.spec:q} --state-dir {params.state_dir:q} "
-        "--out runs={output.runs:q} " + LOGGED
+        "{params.campaign} plan-table --spec {params.spec:q} --state-dir {params.state_dir:q} "
+        "--out runs={output.runs:q} --log {log:q}"

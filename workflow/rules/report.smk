@@ -1,10 +1,6 @@
 # Report phase: the campaign's headline numbers (read by `dvc metrics show`).
 
 
-def metrics_inputs(wildcards, input):
-    return in_args(input, "summary", "runs")
-
-
 rule metrics:
     input:
         summary="results/data/summary.json",
@@ -12,13 +8,14 @@ rule metrics:
         code=stage_code("metrics"),
     output:
         metrics="results/metrics.json",
-    params:
-        inputs=metrics_inputs,
-        state_dir=STATE_DIR,
     log:
         "logs/metrics/metrics.log",
     benchmark:
         "results/benchmarks/metrics/metrics.tsv"
+    params:
+        campaign=CAMPAIGN,
+        inputs=metrics_inputs,
+        state_dir=STATE_DIR,
     shell:
-        "{CAMPAIGN} metrics --spec null --state-dir {params.state_dir:q} {params.inputs} "
-        "--out metrics={output.metrics:q} " + LOGGED
+        "{params.campaign} metrics --spec null --state-dir {params.state_dir:q} {params.inputs} "
+        "--out metrics={output.metrics:q} --log {log:q}"
