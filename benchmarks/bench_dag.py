@@ -5,9 +5,16 @@ plus manifest, plan_table, metrics and all. The bare one is plain shell rules wi
 functions, no planner and no config, so the ratio project/bare is the cost of the campaign's own
 DAG-time work (config validation, the planner, per-job params functions). Goal: ratio <= 1.2.
 
-Runs alternate A B A B ... after one untimed warm-up each, so drift (page cache, CPU clock) hits
-both sides alike. With --profile (or when the goal is missed) the project's dry run is also run
-under cProfile and the in-process planner calls are timed, to show where the time goes.
+A third workflow, "wiring", is the bare one with the project's per-job directives added (log,
+benchmark, a code-file input, a params function returning a constant): it splits the gap into
+what Snakemake spends on the rule shape and what the campaign's own Python costs.
+
+Runs alternate A B C A B C ... after one untimed warm-up each, so drift (page cache, CPU clock)
+hits every side alike; median and min are reported. Every `snakemake` start also imports the
+installed executor plugins (the SLURM one runs `scontrol show config`, up to 10 s when no
+controller answers): that is the same on every side and is why min is shown next to the median.
+With --profile (or when the goal is missed) the project's and the bare dry runs are run under
+cProfile and the planner calls are timed in-process, to show where the time goes.
 
     .venv/bin/python benchmarks/bench_dag.py [--seeds 10 --levels 10 --repeats 5 --profile]
 """
@@ -85,6 +92,39 @@ rule metrics:
 """
 
 
+# The bare workflow with the project's per-job directives (log, benchmark, code input, params fn).
+WIRING_RUN_SPEC = """\
+def spec_fn(wildcards):
+    return "{{}}"
+
+
+rule run_spec:
+    input:
+        code=["code/plan.py"],
+    output:
+        "results/runs/{{run}}/spec.json",
+    params:
+        spec=spec_fn,
+        state_dir=".campaign",
+    log:
+        "logs/run_spec/{{run}}.log",
+    benchmark:
+        "results/benchmarks/run_spec/{{run}}.tsv"
+    shell:
+"""
+BARE_RUN_SPEC = """\
+rule run_spec:
+    output:
+        "results/runs/{{run}}/spec.json",
+    shell:
+"""
+# Entry-point frames that enclose the whole run: left out of the differential profile.
+DRIVER_FRAMES = re.compile(
+    r"asyncio/|runpy|importlib|contextvars|builtins\.exec|snakemake/(cli|api)\.py|"
+    r"snakemake/workflow\.py:(execute|async_run|_build_dag)|<string>|snakemake/__main__"
+)
+
+
 # ------------------------------------------------------------------------------ scratch projects
 def project_files(repo: Path) -> list[str]:
     """Tracked + untracked-not-ignored files (git ls-files -co --exclude-standard), minus tests/."""
@@ -138,13 +178,19 @@ def make_project(dest: Path, seeds: int, levels: int) -> dict:
     return params
 
 
-def make_bare(dest: Path, n_runs: int, seed: int) -> None:
+def make_bare(dest: Path, n_runs: int, seed: int, wiring: bool = False) -> None:
+    """The bare twin (or, with wiring, the twin with the project's per-job directives)."""
     rng = random.Random(seed)
-    runs = sorted({f"run-{rng.getrandbits(48):012x}" for _ in range(n_runs)})
-    while len(runs) < n_runs:  # a 48-bit collision is all but impossible; stay exact anyway
-        runs = sorted(set(runs) | {f"run-{rng.getrandbits(48):012x}"})
+    runs: set[str] = set()
+    while len(runs) < n_runs:  # 48-bit ids: a collision is all but impossible, stay exact anyway
+        runs.add(f"run-{rng.getrandbits(48):012x}")
+    text = BARE_SNAKEFILE.format(runs=sorted(runs))
+    if wiring:
+        text = text.replace(BARE_RUN_SPEC.format(), WIRING_RUN_SPEC.format())
+        (dest / "code").mkdir(parents=True, exist_ok=True)
+        (dest / "code" / "plan.py").write_text("# stands in for a stage's code file\n")
     dest.mkdir(parents=True, exist_ok=True)
-    (dest / "Snakefile").write_text(BARE_SNAKEFILE.format(runs=runs), encoding="utf-8")
+    (dest / "Snakefile").write_text(text, encoding="utf-8")
 
 
 # ------------------------------------------------------------------------------ running
