@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from conftest import BIN, REPO, copy_project, env, events, result_hashes, run, snakemake
+from conftest import BIN, copy_project, env, events, result_hashes, run, snakemake
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 
@@ -21,9 +21,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 def cluster_up() -> tuple[bool, str]:
     if shutil.which("sbatch") is None:
         return False, "sbatch not installed (CAMPAIGN_SLURM=install bash scripts/test.sh)"
-    proc = subprocess.run(["bash", str(REPO / "scripts" / "slurm-cluster.sh"), "status"],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
+    try:
+        proc = subprocess.run(
+            ["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=20
+        )
+    except subprocess.TimeoutExpired:
+        return False, "sinfo did not answer in 20 s"
+    if proc.returncode != 0 or not {"idle", "mixed"} & set(proc.stdout.split()):
         return False, "local SLURM cluster not running (bash scripts/slurm-cluster.sh start)"
     return True, ""
 
@@ -39,8 +43,11 @@ def require_cluster():
 
 def test_tiny_campaign_through_sbatch(tmp_path):
     project = copy_project(tmp_path / "cluster")
-    proc = run(["timeout", "900", str(BIN / "snakemake"), "--profile", "profiles/slurm"],
-               project, timeout=960)
+    proc = run(
+        ["timeout", "900", str(BIN / "snakemake"), "--profile", "profiles/slurm"],
+        project,
+        timeout=960,
+    )
     assert "Nothing to be done" not in proc.stdout + proc.stderr
 
     # The manifest job ran inside a SLURM allocation: its store entry and events say which.
@@ -52,8 +59,13 @@ def test_tiny_campaign_through_sbatch(tmp_path):
     )
     assert entry["environment"]["slurm_job_id"] == job_id
     # ... and the scheduler knows that job as a finished Snakemake job for rule manifest.
-    queue = subprocess.run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%i|%k|%T"],
-                           capture_output=True, text=True, env=env(), timeout=30)
+    queue = subprocess.run(
+        ["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%i|%k|%T"],
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=30,
+    )
     assert queue.returncode == 0, queue.stderr
     jid, comment, state = queue.stdout.strip().split("|")
     assert jid == job_id and state == "COMPLETED" and "manifest" in comment

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -29,6 +28,8 @@ from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
+
+from campaign.fsutil import atomic_write_bytes
 
 DEFAULT_SEED = 7
 DEFAULT_N_RECORDS = 3000
@@ -583,27 +584,7 @@ def corpus_bytes(records: Sequence[dict]) -> bytes:
     return "".join(line + "\n" for line in lines).encode("utf-8")
 
 
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temporary file in path's folder, fsync, rename over path."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; the corpus is meant to be read by others
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)  # make the rename itself durable
-    finally:
-        os.close(dir_fd)
-
-
 def write_corpus(path: str | os.PathLike, seed: int, n_records: int) -> None:
     """Write generate_corpus(seed, n_records) to path as JSON Lines, atomically."""
-    _atomic_write_bytes(Path(path), corpus_bytes(generate_corpus(seed, n_records)))
+    # 0644: the corpus is committed and meant to be read by others.
+    atomic_write_bytes(Path(path), corpus_bytes(generate_corpus(seed, n_records)), mode=0o644)

@@ -31,7 +31,6 @@ import json
 import math
 import os
 import re
-import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -40,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from campaign.errors import CampaignError
+from campaign.fsutil import atomic_write_bytes
 from campaign.hashing import ALGORITHM, hash_bytes, hash_value
 
 if TYPE_CHECKING:
@@ -760,27 +760,6 @@ def _json_bytes(value: Any) -> bytes:
     return (json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write via a temporary file in the same folder, fsync, rename: a reader never sees half a
-    file. The file is owner-only (mkstemp's 0600)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
-
-
 def build_manifest(spec: dict, outputs: dict[str, Path], root: Path) -> None:
     """Read and validate the data named by params ``data`` (spec) and write three files:
 
@@ -809,7 +788,7 @@ def build_manifest(spec: dict, outputs: dict[str, Path], root: Path) -> None:
     }
     targets = {name: Path(outputs[name]) for name in contents}
     for name, data in contents.items():
-        _write_atomic(targets[name], data)
+        atomic_write_bytes(targets[name], data)
 
 
 def stage(ctx) -> None:

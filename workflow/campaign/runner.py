@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from campaign.errors import CampaignError
+from campaign.fsutil import remove_tree
 from campaign.hashcache import HashCache
 from campaign.hashing import ALGORITHM, hash_file, hash_tree, hash_value
 from campaign.stages import Stage, get_stage
-from campaign.store import Store, _rmtree
+from campaign.store import Store
 
 KEY_FORMAT = 1
 
@@ -191,7 +192,7 @@ def run_stage(
             staging = None
             store.materialize(entry, outputs)
             # The work folder held resumable state; the entry is the result now.
-            _rmtree(work_dir)
+            remove_tree(work_dir)
             seconds = time.time() - started
             store.log_event("commit", key, stage.name, seconds=round(seconds, 3))
             store.write_job(job_id, {**job, "state": "done", "hit": False, "ended": time.time()})
@@ -199,7 +200,7 @@ def run_stage(
             return RunResult(key, False, seconds)
     except BaseException as e:
         if staging is not None:
-            _rmtree(staging)
+            remove_tree(staging)
         message = str(e) if isinstance(e, CampaignError) else f"{type(e).__name__}: {e}"
         store.log_event("fail", key, stage.name, error=message[:500])
         store.write_job(

@@ -15,7 +15,8 @@ from collections import Counter
 from pathlib import Path
 
 from campaign.errors import CampaignError
-from campaign.store import Store, _rmtree
+from campaign.fsutil import remove_tree
+from campaign.store import Store
 
 
 def snakemake_summary(params_path: str, snakefile: str) -> list[dict]:
@@ -157,7 +158,7 @@ def garbage_collect(
         for key in drop:
             store.remove(key)
         for key in drop_work:
-            _rmtree(store.work_root / key)
+            remove_tree(store.work_root / key)
         for path in quarantined:
-            _rmtree(path)
+            remove_tree(path)
     return 0

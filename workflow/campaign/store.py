@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from campaign.errors import CampaignError
+from campaign.fsutil import atomic_write_text, fsync_path, remove_tree
 from campaign.hashing import ALGORITHM, canonical_json, hash_tree, hash_value
 
 ENTRY_FORMAT = 1
@@ -38,26 +39,6 @@ _FILE_MODE = (
     0o400  # store files are read-only: a stage that writes into a linked output fails loudly
 )
 _DIR_MODE = 0o700
-
-
-def fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temporary name in the same folder, fsync, rename: readers never see half."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def _fsync_tree(root: Path) -> None:
@@ -74,21 +55,6 @@ def _make_read_only(root: Path) -> None:
     for dirpath, _dirs, files in os.walk(root):
         for name in files:
             os.chmod(Path(dirpath, name), _FILE_MODE)
-
-
-def _rmtree(path: Path) -> None:
-    """Remove a tree that may hold read-only files and folders."""
-
-    def onerror(func, p, _exc_info):
-        os.chmod(Path(p).parent, _DIR_MODE)
-        with contextlib.suppress(FileNotFoundError):
-            os.chmod(p, _DIR_MODE)
-        func(p)
-
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.exists():
-        shutil.rmtree(path, onerror=onerror)
 
 
 def _tree_bytes(path: Path) -> int:
@@ -284,7 +250,7 @@ class Store:
                     raise
             existing = self.read_entry(key)
             if existing is not None and not self.problems(existing):
-                _rmtree(staging)
+                remove_tree(staging)
                 return existing
             self.quarantine(key)
         raise CampaignError(f"store: could not commit entry {key} after 3 attempts")
@@ -315,12 +281,12 @@ class Store:
                 _link_or_copy(src, tmp)
                 os.utime(tmp, (now, now))
             if dest.is_dir() and not dest.is_symlink():
-                _rmtree(dest)
+                remove_tree(dest)
             os.replace(tmp, dest)
 
     def remove(self, key: str) -> None:
-        _rmtree(self.entry_path(key))
-        _rmtree(self.work_root / key)
+        remove_tree(self.entry_path(key))
+        remove_tree(self.work_root / key)
         with contextlib.suppress(FileNotFoundError):
             (self.locks / f"{key}.lock").unlink()
 

@@ -1,0 +1,58 @@
+"""Atomic, durable file writes: temporary name in the same folder, fsync, rename, fsync folder."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+
+def fsync_path(path: str | os.PathLike) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes, mode: int | None = None) -> None:
+    """A reader sees the old file or the new one, never half; a crash leaves the old one.
+
+    The file is owner-only (mkstemp's 0600) unless ``mode`` says otherwise.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_path(path.parent)  # make the rename itself durable
+
+
+def atomic_write_text(path: str | os.PathLike, text: str, mode: int | None = None) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), mode)
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a tree that may hold read-only files and folders."""
+
+    def onerror(func, p, _exc_info):
+        os.chmod(Path(p).parent, 0o700)
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(p, 0o700)
+        func(p)
+
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path, onerror=onerror)
