@@ -46,6 +46,10 @@ def test_campaign_runs_then_nothing_to_do(tiny_project):
     assert len(run_ids(tiny_project)) == 4
     metrics = json.loads((tiny_project / "results" / "metrics.json").read_text())
     assert metrics["plan"] == {"runs": 4, "seeds": 2, "cells": 2}
+    # Results and the store may hold personal data: owner-only, every file and folder.
+    for top in (tiny_project / "results", tiny_project / ".campaign" / "store"):
+        for path in [top, *top.rglob("*")]:
+            assert path.stat().st_mode & 0o077 == 0, f"{path} is readable by others"
     again = snakemake(tiny_project, "-n")
     assert planned_jobs(again.stdout) == []
     assert "Nothing to be done" in again.stdout + again.stderr

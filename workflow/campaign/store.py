@@ -57,6 +57,23 @@ def _make_read_only(root: Path) -> None:
             os.chmod(Path(dirpath, name), _FILE_MODE)
 
 
+def _owner_only_parents(path: Path) -> None:
+    """Make the folders Snakemake created for an output (e.g. results/, results/data/) 0700.
+
+    Snakemake creates them with its own umask before the job starts; results may hold personal
+    data, so every folder from the working directory down to the output is owner-only.
+    """
+    try:
+        rel = path.parent.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        return  # outside the project: not ours to change
+    folder = Path.cwd()
+    for part in rel.parts:
+        folder = folder / part
+        with contextlib.suppress(OSError):
+            os.chmod(folder, _DIR_MODE)
+
+
 def _tree_bytes(path: Path) -> int:
     if path.is_file():
         return path.stat().st_size
@@ -267,6 +284,7 @@ class Store:
                 raise CampaignError(f"store entry {entry.key} has no output '{name}'")
             dest = Path(dest)
             dest.parent.mkdir(parents=True, exist_ok=True)
+            _owner_only_parents(dest)
             tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}.tmp")
             if src.is_dir():
                 tmp.mkdir(mode=_DIR_MODE)

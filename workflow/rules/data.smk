@@ -13,7 +13,7 @@ rule manifest:
     log:
         "logs/manifest/manifest.log",
     benchmark:
-        "results/benchmarks/manifest/manifest.tsv"
+        "logs/benchmarks/manifest/manifest.tsv"
     params:
         campaign=CAMPAIGN,
         spec=manifest_spec,

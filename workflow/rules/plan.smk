@@ -11,7 +11,7 @@ rule run_spec:
     log:
         "logs/run_spec/{run}.log",
     benchmark:
-        "results/benchmarks/run_spec/{run}.tsv"
+        "logs/benchmarks/run_spec/{run}.tsv"
     params:
         campaign=CAMPAIGN,
         spec=run_spec_json,
@@ -29,7 +29,7 @@ rule plan_table:
     log:
         "logs/plan_table/plan_table.log",
     benchmark:
-        "results/benchmarks/plan_table/plan_table.tsv"
+        "logs/benchmarks/plan_table/plan_table.tsv"
     params:
         campaign=CAMPAIGN,
         spec=plan_spec,

@@ -11,7 +11,7 @@ rule metrics:
     log:
         "logs/metrics/metrics.log",
     benchmark:
-        "results/benchmarks/metrics/metrics.tsv"
+        "logs/benchmarks/metrics/metrics.tsv"
     params:
         campaign=CAMPAIGN,
         inputs=metrics_inputs,
