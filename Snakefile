@@ -27,6 +27,8 @@ rule all:
         "results/data/manifest.parquet",
         "results/data/summary.json",
         "results/data/manifest_diff.json",
+        "results/data/splits/train.parquet",
+        "results/data/leakage_audit.json",
         "results/plan/runs.tsv",
         planned_run_specs,
         "results/metrics.json",

@@ -13,7 +13,11 @@ from campaign.cli import main
 from conftest import FIXTURES, copy_project, events, snakemake
 
 BAD_PARAMS = {
-    "broken_yaml.yaml": "broken_yaml.yaml line 35: not valid YAML",
+    "broken_yaml.yaml": "broken_yaml.yaml line 50: not valid YAML",
+    "cutoff_without_temporal.yaml": "split.temporal_cutoff: only used by method 'temporal'",
+    "fractions_sum_above_one.yaml": "split.fractions: sum to 1.1, expected 1",
+    "split_without_test.yaml": "split.fractions.test: missing required key",
+    "unknown_privacy_policy.yaml": "data.privacy: expected one of report, redact, fail",
     "campaign_name_with_spaces.yaml": "campaign.name: must match",
     "factor_not_a_list.yaml": "ablation.factors.train.lr: expected a list of numbers; got number",
     "factor_outside_train_and_model.yaml": "ablation.factors.optimizer: unknown key",
@@ -124,5 +128,5 @@ def test_snakemake_refuses_bad_params_in_one_line(tiny_project, name):
     shutil.copy(FIXTURES / "bad_params" / name, tiny_project / "params.yaml")
     proc = snakemake(tiny_project, "-n", check=False)
     assert proc.returncode != 0
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1 and BAD_PARAMS[name] in errors[0], proc.stderr
+    errors = {line for line in proc.stderr.splitlines() if line.startswith("error: ")}
+    assert len(errors) == 1 and BAD_PARAMS[name] in errors.pop(), proc.stderr

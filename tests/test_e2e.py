@@ -87,10 +87,11 @@ def test_editing_one_param_reruns_exactly_its_dependents(tiny_project):
         "run_spec",
     ]
 
-    # A data-only param: the manifest and the metrics rerun, no run spec, no plan table.
+    # A data-only param: the manifest, the split (it reads the sources) and the metrics rerun;
+    # no run spec, no plan table.
     edit_params(tiny_project, lambda p: p["data"]["sources"][0].update(licence="CC-BY-4.0"))
     jobs = planned_jobs(snakemake(tiny_project, "-n").stdout)
-    assert [rule for rule, _ in jobs] == ["all", "manifest", "metrics"]
+    assert [rule for rule, _ in jobs] == ["all", "manifest", "metrics", "split"]
     snakemake(tiny_project)
     summary = json.loads((tiny_project / "results" / "data" / "summary.json").read_text())
     assert summary["per_licence"] == {"CC-BY-4.0": summary["records"]}
@@ -126,7 +127,7 @@ def test_kill_9_then_the_documented_recovery_finishes_without_recomputing(tmp_pa
     clean = copy_project(tmp_path / "clean", params_file)
 
     proc = subprocess.Popen(
-        [str(BIN / "snakemake"), "--profile", "profiles/default", "--cores", "1"],
+        [str(BIN / "snakemake"), "--cores", "1"],
         cwd=killed,
         env=env(),
         stdout=subprocess.DEVNULL,

@@ -17,6 +17,7 @@ from campaign.errors import CampaignError
 
 STAGE_COMMANDS = {
     "manifest": "manifest",
+    "split": "split",
     "run-spec": "run_spec",
     "plan-table": "plan_table",
     "metrics": "metrics",
@@ -154,6 +155,23 @@ def cmd_reproduce(args) -> int:
     return 0
 
 
+def cmd_split_salt(args) -> int:
+    from campaign.manifest import load_records
+    from campaign.split import find_salt
+
+    params = _load(args)
+    records = load_records(params["data"]["sources"], params["data"]["fields"], Path("."))
+    salt, deviation = find_salt(
+        records, params["split"], seed=params["campaign"]["seed"], tries=args.tries
+    )
+    print(
+        f"best salt: {salt}  (max label deviation {deviation:.4f}, tolerance "
+        f"{params['split']['stratify_tolerance']})"
+    )
+    print(f"put it in {args.params}:  split: {{salt: {salt}}}")
+    return 0
+
+
 def cmd_demo_data(args) -> int:
     from campaign.demo_data import DEFAULT_N_RECORDS, write_corpus
 
@@ -182,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     stage_help = {
         "manifest": "stage: read the data sources, validate them, write the manifest",
+        "split": "stage: privacy scan, leak-free train/validation/test split, leakage audit",
         "run-spec": "stage: write one planned run's resolved spec",
         "plan-table": "stage: write the plan as a table",
         "metrics": "stage: write the campaign's headline metrics",
@@ -219,6 +238,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("key", help="store key (or a unique prefix)")
     p.add_argument("--state-dir", help="store folder (default: campaign.state_dir)")
     p.set_defaults(func=cmd_reproduce)
+    p = with_params(
+        sub.add_parser(
+            "split-salt",
+            help="find a split salt (<split.salt>-N) that keeps label shares within tolerance",
+        )
+    )
+    p.add_argument("--tries", type=int, default=2000)
+    p.set_defaults(func=cmd_split_salt)
     p = sub.add_parser("demo-data", help="regenerate the embedded demo corpus")
     p.add_argument("--out", default="data/raw/demo.jsonl")
     p.add_argument("--seed", type=int, default=7)
@@ -227,44 +254,56 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _redirect_to_log(path: str) -> int:
+def _redirect_to_log(path: str) -> tuple[int, int]:
     """Send this process's stdout and stderr (file descriptors, so child processes too) to the
-    log file; return a descriptor of the original stderr for the one-line error."""
+    log file; return copies of the original descriptors (to restore, and for the error line)."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()
     sys.stderr.flush()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    saved = os.dup(2)
+    saved = (os.dup(1), os.dup(2))
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
     return saved
 
 
+def _restore(saved: tuple[int, int]) -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(saved[0], 1)
+    os.dup2(saved[1], 2)
+    os.close(saved[0])
+    os.close(saved[1])
+
+
 def main(argv: list[str] | None = None) -> int:
     # Everything the campaign writes (results, store, checkpoints) is owner-only.
     os.umask(0o077)
     args = build_parser().parse_args(argv)
-    user_stderr = _redirect_to_log(args.log) if getattr(args, "log", None) else None
+    saved = _redirect_to_log(args.log) if getattr(args, "log", None) else None
     try:
         return args.func(args)
     except CampaignError as e:
         line = f"error: {e}"
         print(line, file=sys.stderr, flush=True)
-        if user_stderr is not None:
-            os.write(user_stderr, (line + "\n").encode())
+        if saved is not None:
+            os.write(saved[1], (line + "\n").encode())
         return 2
     except KeyboardInterrupt:
         return 130
     except Exception:
-        if user_stderr is None:
+        if saved is None:
             raise
         import traceback
 
         traceback.print_exc()
         sys.stderr.flush()
-        os.write(user_stderr, f"error: unexpected failure; see {args.log}\n".encode())
+        os.write(saved[1], f"error: unexpected failure; see {args.log}\n".encode())
         return 1
+    finally:
+        if saved is not None:
+            _restore(saved)
 
 
 if __name__ == "__main__":

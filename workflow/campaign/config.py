@@ -191,6 +191,12 @@ def validate(params: Any, source: str = "params") -> dict:
 
 
 def _check_cross_keys(params: dict, source: str) -> None:
+    from campaign.split import check_cfg
+
+    try:
+        check_cfg(params["split"])  # fractions sum to 1, a cutoff only with method temporal, ...
+    except CampaignError as e:
+        raise CampaignError(f"{source}: {e}") from None
     factors = params["ablation"]["factors"]
     config = params["model"]["config"]
     for key in factors.get("model", {}).get("config", {}):

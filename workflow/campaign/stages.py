@@ -41,6 +41,17 @@ def _data_spec(params: dict) -> dict:
     return params["data"]
 
 
+def _split_spec(params: dict) -> dict:
+    data = params["data"]
+    return {
+        "sources": data["sources"],
+        "fields": data["fields"],
+        "privacy": data["privacy"],
+        "split": params["split"],
+        "seed": params["campaign"]["seed"],
+    }
+
+
 def _run_spec(params: dict, run: str) -> dict:
     from campaign.plan import run_spec
 
@@ -68,6 +79,15 @@ STAGES: dict[str, Stage] = {
             inputs=("sources", "previous"),
             outputs=("manifest", "summary", "diff"),
             spec=_data_spec,
+        ),
+        Stage(
+            name="split",
+            entry="campaign.split:stage",
+            modules=("campaign.split", "campaign.dedup", "campaign.privacy", "campaign.manifest"),
+            libraries=("pandas", "pyarrow", "numpy", "blake3"),
+            inputs=("sources",),
+            outputs=("train", "validation", "test", "audit", "audit_table", "privacy"),
+            spec=_split_spec,
         ),
         Stage(
             name="run_spec",

@@ -74,6 +74,14 @@ def manifest_inputs(wildcards, input):
     return in_args(input, "sources", "previous")
 
 
+def split_spec(wildcards):
+    return stage_spec("split")
+
+
+def split_inputs(wildcards, input):
+    return in_args(input, "sources")
+
+
 # ------------------------------------------------------------------ plan phase
 def planned_run_specs(wildcards):
     return [f"results/runs/{run}/spec.json" for run in RUNS]
