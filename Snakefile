@@ -11,6 +11,7 @@ configfile: "params.yaml"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/plan.smk"
+include: "workflow/rules/train.smk"
 include: "workflow/rules/report.smk"
 
 
@@ -31,4 +32,5 @@ rule all:
         "results/data/leakage_audit.json",
         "results/plan/runs.tsv",
         planned_run_specs,
+        trained_models,
         "results/metrics.json",

@@ -98,15 +98,19 @@ def events(project: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def result_hashes(project: Path) -> dict[str, str]:
-    """Content hash of every file under results/ except the per-job timings."""
+# Training outputs that record wall-clock timings (throughput, seconds): equal runs differ here.
+TIMED_OUTPUTS = ("metrics.parquet", "run_manifest.json")
+
+
+def result_hashes(project: Path, timed: bool = True) -> dict[str, str]:
+    """Content hash of every file under results/ (without the timed outputs if timed=False)."""
     from campaign.hashing import hash_file
 
     root = project / "results"
     return {
         p.relative_to(root).as_posix(): hash_file(p)
         for p in sorted(root.rglob("*"))
-        if p.is_file() and "benchmarks" not in p.parts and p.name != ".gitignore"
+        if p.is_file() and p.name != ".gitignore" and (timed or p.name not in TIMED_OUTPUTS)
     }
 
 

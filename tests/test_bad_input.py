@@ -12,26 +12,107 @@ from test_manifest import BAD_DATA
 from campaign.cli import main
 from conftest import FIXTURES, copy_project, events, snakemake
 
+# Malformed params files, each one problem: (text to replace in tiny_params.yaml, replacement,
+# what the one-line error must say). Built from the tiny campaign so they stay valid elsewhere.
 BAD_PARAMS = {
-    "broken_yaml.yaml": "broken_yaml.yaml line 50: not valid YAML",
-    "cutoff_without_temporal.yaml": "split.temporal_cutoff: only used by method 'temporal'",
-    "fractions_sum_above_one.yaml": "split.fractions: sum to 1.1, expected 1",
-    "split_without_test.yaml": "split.fractions.test: missing required key",
-    "unknown_privacy_policy.yaml": "data.privacy: expected one of report, redact, fail",
-    "campaign_name_with_spaces.yaml": "campaign.name: must match",
-    "factor_not_a_list.yaml": "ablation.factors.train.lr: expected a list of numbers; got number",
-    "factor_outside_train_and_model.yaml": "ablation.factors.optimizer: unknown key",
-    "missing_licence.yaml": "data.sources[0].licence: missing required key",
-    "no_seeds.yaml": "ablation.seeds: must list at least 1 item",
-    "not_a_mapping.yaml": "not_a_mapping.yaml: expected a mapping of sections",
-    "plan_exceeds_max_runs.yaml": "ablation.max_runs: the plan has 4 runs (2 cells × 2 seeds)",
-    "source_matches_nothing.yaml": "data.sources[0].path: no file matches 'data/raw/missing-",
-    "unknown_format.yaml": "data.sources[0].format: expected one of csv, jsonl, parquet",
-    "unknown_precision.yaml": "train.precision: expected one of fp32, bf16, fp16; got string 'fp8'",
-    "unknown_train_key.yaml": "train.momentum: unknown key",
-    "yaml_float_as_text.yaml": "ablation.factors.train.lr[0]: expected a number; got string '1e-3'",
-    "zero_micro_batch.yaml": "train.micro_batch: must be >= 1; got 0",
+    "broken_yaml": ("  max_steps: 20", "  max_steps: [20", "not valid YAML (expected ','"),
+    "campaign_name_with_spaces": ("  name: tiny", "  name: my tiny", "campaign.name: must match"),
+    "cutoff_without_temporal": (
+        "  temporal_cutoff: null",
+        '  temporal_cutoff: "2024-01-01"',
+        "split.temporal_cutoff: only used by method 'temporal'",
+    ),
+    "factor_not_a_list": (
+        "      lr: [1.0e-3, 3.0e-3]",
+        "      lr: 1.0e-3",
+        "ablation.factors.train.lr: expected a list of numbers; got number",
+    ),
+    "factor_outside_train_and_model": (
+        "      lr: [1.0e-3, 3.0e-3]",
+        "      lr: [1.0e-3, 3.0e-3]\n    optimizer:\n      name: [adam]",
+        "ablation.factors.optimizer: unknown key",
+    ),
+    "fractions_sum_above_one": (
+        "test: 0.1}",
+        "test: 0.2}",
+        "split.fractions: sum to 1.1, expected 1",
+    ),
+    "missing_licence": (
+        "      licence: CC0-1.0\n",
+        "",
+        "data.sources[0].licence: missing required key",
+    ),
+    "no_seeds": ("  seeds: [1, 2]", "  seeds: []", "ablation.seeds: must list at least 1 item"),
+    "plan_exceeds_max_runs": (
+        "  max_runs: 16",
+        "  max_runs: 3",
+        "ablation.max_runs: the plan has 4 runs (2 cells × 2 seeds)",
+    ),
+    "source_matches_nothing": (
+        "    - path: data/raw/demo.jsonl",
+        "    - path: data/raw/missing-*.jsonl",
+        "data.sources[0].path: no file matches 'data/raw/missing-",
+    ),
+    "split_without_test": (
+        "validation: 0.1, test: 0.1}",
+        "validation: 0.2}",
+        "split.fractions.test: missing required key",
+    ),
+    "unknown_format": (
+        "      format: jsonl",
+        "      format: xlsx",
+        "data.sources[0].format: expected one of csv, jsonl, parquet",
+    ),
+    "unknown_precision": (
+        "  precision: fp32",
+        "  precision: fp8",
+        "train.precision: expected one of fp32, bf16, fp16; got string 'fp8'",
+    ),
+    "unknown_privacy_policy": (
+        "  privacy: report",
+        "  privacy: ignore",
+        "data.privacy: expected one of report, redact, fail",
+    ),
+    "unknown_train_key": (
+        "  lr: 1.0e-3\n",
+        "  lr: 1.0e-3\n  momentum: 0.9\n",
+        "train.momentum: unknown key",
+    ),
+    "warmup_longer_than_training": (
+        "  warmup_steps: 2",
+        "  warmup_steps: 50",
+        "train.warmup_steps: 50 is more than train.max_steps (20)",
+    ),
+    "yaml_float_as_text": (
+        "      lr: [1.0e-3, 3.0e-3]",
+        "      lr: [1e-3, 3e-3]",
+        "ablation.factors.train.lr[0]: expected a number; got string '1e-3'",
+    ),
+    "zero_micro_batch": (
+        "  micro_batch: 8",
+        "  micro_batch: 0",
+        "train.micro_batch: must be >= 1; got 0",
+    ),
+    "causal_lm_on_an_encoder": (
+        "  task: sequence_classification",
+        "  task: causal_lm",
+        "model.config.architecture: causal_lm needs gpt2",
+    ),
+    "not_a_mapping": (None, "just a string\n", "expected a mapping of sections"),
 }
+
+
+def write_bad_params(folder: Path, name: str) -> Path:
+    old, new, _ = BAD_PARAMS[name]
+    text = (FIXTURES / "tiny_params.yaml").read_text()
+    if old is None:
+        text = new
+    else:
+        assert text.count(old) == 1, f"{name}: {old!r} must occur once in tiny_params.yaml"
+        text = text.replace(old, new)
+    path = folder / f"{name}.yaml"
+    path.write_text(text)
+    return path
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str]:
@@ -40,18 +121,21 @@ def run_cli(capsys, *argv: str) -> tuple[int, str]:
     return code, err
 
 
-def test_bad_params_table_covers_the_corpus():
-    assert sorted(BAD_PARAMS) == sorted(p.name for p in (FIXTURES / "bad_params").iterdir())
+def test_tiny_params_are_valid(capsys, monkeypatch):
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    code, err = run_cli(capsys, "validate", "--params", "tests/fixtures/tiny_params.yaml")
+    assert code == 0, err
 
 
 @pytest.mark.parametrize("name", sorted(BAD_PARAMS))
-def test_bad_params_file(capsys, monkeypatch, name):
+def test_bad_params_file(capsys, monkeypatch, tmp_path, name):
+    path = write_bad_params(tmp_path, name)
     monkeypatch.chdir(Path(__file__).resolve().parents[1])
-    code, err = run_cli(capsys, "validate", "--params", f"tests/fixtures/bad_params/{name}")
+    code, err = run_cli(capsys, "validate", "--params", str(path))
     assert code == 2
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    assert BAD_PARAMS[name] in lines[0]
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}"), err
+    assert BAD_PARAMS[name][2] in lines[0]
 
 
 @pytest.fixture(scope="module")
@@ -123,10 +207,10 @@ def test_snakemake_run_on_bad_data_stops_with_the_error_and_keeps_nothing(tiny_p
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["zero_micro_batch.yaml", "source_matches_nothing.yaml"])
+@pytest.mark.parametrize("name", ["zero_micro_batch", "source_matches_nothing"])
 def test_snakemake_refuses_bad_params_in_one_line(tiny_project, name):
-    shutil.copy(FIXTURES / "bad_params" / name, tiny_project / "params.yaml")
+    shutil.copy(write_bad_params(tiny_project, name), tiny_project / "params.yaml")
     proc = snakemake(tiny_project, "-n", check=False)
     assert proc.returncode != 0
     errors = {line for line in proc.stderr.splitlines() if line.startswith("error: ")}
-    assert len(errors) == 1 and BAD_PARAMS[name] in errors.pop(), proc.stderr
+    assert len(errors) == 1 and BAD_PARAMS[name][2] in errors.pop(), proc.stderr

@@ -163,14 +163,21 @@ def test_reproduce_recomputes_and_compares(tmp_path):
         reproduce(store, "f" * 64, tmp_path / "scratch2")
 
 
-def test_hash_cache_sees_a_silent_change(tmp_path):
+def test_hash_cache_serves_unchanged_files_and_sees_a_silent_change(tmp_path):
+    import sqlite3
+
     f = tmp_path / "data.bin"
-    f.write_bytes(b"a" * 100)
+    f.write_bytes(b"a" * (2 << 20))  # above MIN_CACHED_BYTES
     cache = HashCache(tmp_path / "cache.sqlite")
     first = cache.hash(f)
-    assert cache.hash(f) == first == hash_tree(f)
+    cache.close()
+    rows = sqlite3.connect(tmp_path / "cache.sqlite").execute("SELECT digest FROM files").fetchall()
+    assert rows == [(first,)] and first == hash_tree(f)
+    cache = HashCache(tmp_path / "cache.sqlite")
+    assert cache.hash(f) == first
     st = f.stat()
-    f.write_bytes(b"b" + b"a" * 99)
+    with open(f, "r+b") as handle:
+        handle.write(b"b")
     os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))  # same size and mtime; ctime moves
     assert cache.hash(f) == hash_tree(f) != first
     cache.close()

@@ -18,6 +18,7 @@ from campaign.errors import CampaignError
 STAGE_COMMANDS = {
     "manifest": "manifest",
     "split": "split",
+    "train": "train",
     "run-spec": "run_spec",
     "plan-table": "plan_table",
     "metrics": "metrics",
@@ -87,7 +88,10 @@ def cmd_validate(args) -> int:
     from campaign.plan import plan_index
 
     params = _load(args)
-    files = expand_sources(params["data"]["sources"], Path("."))
+    try:
+        files = expand_sources(params["data"]["sources"], Path("."))
+    except CampaignError as e:
+        raise CampaignError(f"{args.params}: {e}") from None
     print(f"{args.params}: ok ({len(files)} data file(s), {len(plan_index(params))} planned runs)")
     return 0
 
@@ -201,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     stage_help = {
         "manifest": "stage: read the data sources, validate them, write the manifest",
         "split": "stage: privacy scan, leak-free train/validation/test split, leakage audit",
+        "train": "stage: fine-tune one planned run (resumes from its last checkpoint)",
         "run-spec": "stage: write one planned run's resolved spec",
         "plan-table": "stage: write the plan as a table",
         "metrics": "stage: write the campaign's headline metrics",
@@ -208,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, text in stage_help.items():
         p = with_params(sub.add_parser(name, help=text, description=text))
         p.add_argument("--spec", help="the stage's params subset as JSON (instead of --params)")
-        p.add_argument("--run", help="run id (run-spec with --params)")
+        p.add_argument("--run", help="run id (run-spec and train with --params)")
         p.add_argument("--in", dest="inputs", action="append", metavar="NAME=PATH")
         p.add_argument("--out", action="append", metavar="NAME=PATH")
         p.add_argument("--state-dir", help="store folder (default: campaign.state_dir)")

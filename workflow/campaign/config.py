@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import difflib
 import functools
 import math
@@ -191,12 +190,20 @@ def validate(params: Any, source: str = "params") -> dict:
 
 
 def _check_cross_keys(params: dict, source: str) -> None:
+    from campaign.models import check_model_spec
     from campaign.split import check_cfg
 
     try:
         check_cfg(params["split"])  # fractions sum to 1, a cutoff only with method temporal, ...
+        check_model_spec(params["model"])  # tokenizer source vs model source, causal_lm → gpt2
     except CampaignError as e:
         raise CampaignError(f"{source}: {e}") from None
+    train = params["train"]
+    if train["warmup_steps"] > train["max_steps"]:
+        raise CampaignError(
+            f"{source}: train.warmup_steps: {train['warmup_steps']} is more than train.max_steps "
+            f"({train['max_steps']})"
+        )
     factors = params["ablation"]["factors"]
     config = params["model"]["config"]
     for key in factors.get("model", {}).get("config", {}):
@@ -236,14 +243,3 @@ def get_key(params: dict, dotted: str) -> Any:
     for part in dotted.split("."):
         node = node[part]
     return node
-
-
-def with_key(params: dict, dotted: str, value: Any) -> dict:
-    """A deep copy of params with one dotted key set."""
-    out = copy.deepcopy(params)
-    node = out
-    parts = dotted.split(".")
-    for part in parts[:-1]:
-        node = node[part]
-    node[parts[-1]] = value
-    return out

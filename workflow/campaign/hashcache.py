@@ -1,5 +1,8 @@
 """A stat cache for file hashes: an unchanged file (size, mtime, ctime, inode) is not re-read.
 
+Only files of at least ``MIN_CACHED_BYTES`` go through it: hashing a small file with BLAKE3 costs
+less than the stat and the lookup. New digests are written in one transaction on ``close``.
+
 Local to one checkout (it lives in the state folder, not in the shared store). ctime is part of
 the key because tools that preserve mtime (cp -p, rsync -t, a byte flipped in place and the mtime
 put back) cannot preserve it.
@@ -14,10 +17,13 @@ from pathlib import Path
 
 from campaign.hashing import hash_file, hash_tree
 
+MIN_CACHED_BYTES = 1 << 20
+
 
 class HashCache:
     def __init__(self, db_path: str | os.PathLike | None):
         self._db = None
+        self._new: list[tuple] = []
         if db_path is None:
             return
         Path(db_path).parent.mkdir(parents=True, exist_ok=True)
@@ -25,6 +31,7 @@ class HashCache:
         with contextlib.suppress(sqlite3.Error):
             db = sqlite3.connect(db_path, timeout=30, isolation_level=None)
             db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")  # a cache: losing the last writes is fine
             db.execute(
                 "CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, size INTEGER, "
                 "mtime_ns INTEGER, ctime_ns INTEGER, ino INTEGER, digest TEXT)"
@@ -32,24 +39,19 @@ class HashCache:
             self._db = db
 
     def hash(self, path: str | os.PathLike) -> str:
-        path = Path(path)
-        st = path.stat()
+        st = os.stat(path)
+        if st.st_size < MIN_CACHED_BYTES or self._db is None:
+            return hash_file(path)
         sig = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-        name = str(path.resolve())
-        if self._db is not None:
-            with contextlib.suppress(sqlite3.Error):
-                row = self._db.execute(
-                    "SELECT size, mtime_ns, ctime_ns, ino, digest FROM files WHERE path = ?",
-                    (name,),
-                ).fetchone()
-                if row is not None and tuple(row[:4]) == sig:
-                    return row[4]
+        name = os.path.abspath(path)
+        with contextlib.suppress(sqlite3.Error):
+            row = self._db.execute(
+                "SELECT size, mtime_ns, ctime_ns, ino, digest FROM files WHERE path = ?", (name,)
+            ).fetchone()
+            if row is not None and tuple(row[:4]) == sig:
+                return row[4]
         digest = hash_file(path)
-        if self._db is not None:
-            with contextlib.suppress(sqlite3.Error):
-                self._db.execute(
-                    "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?)", (name, *sig, digest)
-                )
+        self._new.append((name, *sig, digest))
         return digest
 
     def hash_tree(self, path: str | os.PathLike) -> str:
@@ -57,6 +59,14 @@ class HashCache:
         return hash_tree(path, file_hasher=self.hash)
 
     def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
+        if self._db is None:
+            return
+        with contextlib.suppress(sqlite3.Error):
+            with self._db:  # one transaction for every new digest
+                self._db.execute("BEGIN")
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?)", self._new
+                )
+        self._new = []
+        self._db.close()
+        self._db = None

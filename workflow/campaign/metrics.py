@@ -1,4 +1,5 @@
-"""The campaign's headline numbers for `dvc metrics show`: data identity and plan size."""
+"""The campaign's headline numbers for `dvc metrics show`: data identity, plan size, and each
+trained run's final validation accuracy (the evaluation phase adds the statistics)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,13 @@ def stage(ctx) -> None:
     with open(ctx.inputs["runs"][0], encoding="utf-8", newline="") as f:
         runs = list(csv.DictReader(f, delimiter="\t"))
     factor_columns = [c for c in (runs[0] if runs else {}) if c not in ("run", "roles", "seed")]
+    trained = {}
+    for path in ctx.inputs.get("run_manifests", []):
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        final = manifest.get("final_validation") or {}
+        trained[path.parent.name] = final.get("accuracy")
+    scored = {k: v for k, v in trained.items() if v is not None}
+    best = max(scored, key=scored.get) if scored else None
     metrics = {
         "data": {
             "dataset_hash": summary["dataset_hash"],
@@ -21,6 +29,12 @@ def stage(ctx) -> None:
             "runs": len(runs),
             "seeds": len({r["seed"] for r in runs}),
             "cells": len({tuple(r[c] for c in factor_columns) for r in runs}),
+        },
+        "training": {
+            "runs_trained": len(trained),
+            "validation_accuracy": dict(sorted(trained.items())),
+            "best_run": best,
+            "best_validation_accuracy": scored[best] if best else None,
         },
     }
     ctx.outputs["metrics"].write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")

@@ -7,12 +7,13 @@ paths and leaves every other run untouched.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from campaign.config import get_key, with_key
+from campaign.config import get_key
 from campaign.errors import CampaignError
 from campaign.hashing import canonical_json, hash_value
 
@@ -46,14 +47,31 @@ def factor_keys(factors: dict, prefix: str = "") -> list[str]:
 
 def resolved_spec(params: dict, overrides: dict[str, Any], seed: int) -> dict:
     """The full recipe a run trains with: model and train sections with the cell's levels set."""
-    base = {"model": params["model"], "train": params["train"]}
+    # One deep copy per spec (the sections are small); levels are then set in place.
+    spec = copy.deepcopy({"model": params["model"], "train": params["train"]})
     for key, level in overrides.items():
-        base = with_key(base, key, level)
-    return {"model": base["model"], "train": base["train"], "seed": seed}
+        node = spec
+        *head, last = key.split(".")
+        for part in head:
+            node = node[part]
+        node[last] = level
+    spec["seed"] = seed
+    return spec
+
+
+# Train keys that change how a run is executed, not what it computes (resume is exact): they are
+# left out of run ids and store keys, so changing them retrains nothing.
+OPERATIONAL_TRAIN_KEYS = ("checkpoint_every", "keep_checkpoints")
+
+
+def identity(spec: dict) -> dict:
+    """The part of a run spec that decides its result: what run ids and store keys hash."""
+    train = {k: v for k, v in spec["train"].items() if k not in OPERATIONAL_TRAIN_KEYS}
+    return {**spec, "train": train}
 
 
 def run_id(spec: dict) -> str:
-    return RUN_ID_PREFIX + hash_value(spec)[:RUN_ID_HEX]
+    return RUN_ID_PREFIX + hash_value(identity(spec))[:RUN_ID_HEX]
 
 
 def plan_runs(params: dict) -> list[Run]:
@@ -100,7 +118,7 @@ _INDEX_CACHE: dict[str, dict[str, Run]] = {}
 
 
 def plan_index(params: dict) -> dict[str, Run]:
-    """Runs by id, memoized on the params' content (Snakemake asks once per job)."""
+    """Runs by id, memoized on the params' content."""
     fingerprint = canonical_json(
         {"model": params["model"], "train": params["train"], "ablation": params["ablation"]}
     )

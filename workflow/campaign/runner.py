@@ -94,7 +94,7 @@ def content_key(stage: Stage, spec: Any, input_hashes: dict[str, list[dict]]) ->
         "algorithm": ALGORITHM,
         "stage": stage.name,
         "code": code_version(stage),
-        "params": spec,
+        "params": stage.key_params(spec),
         "inputs": {name: [r["hash"] for r in rows] for name, rows in input_hashes.items()},
         "libraries": library_versions(stage),
     }
@@ -182,6 +182,7 @@ def run_stage(
             meta = {
                 "stage": stage.name,
                 "key_material": material,
+                "spec": spec,
                 "inputs": input_hashes,
                 "wall_seconds": round(wall, 3),
                 "peak_rss_bytes": _peak_rss_bytes(),
@@ -250,7 +251,7 @@ def reproduce(store: Store, key: str, scratch: Path, root: Path = Path(".")) -> 
     work_dir = scratch / "work"
     work_dir.mkdir(exist_ok=True)
     with contextlib.chdir(root):
-        execute(stage, material["params"], inputs, outputs, work_dir, Path("."))
+        execute(stage, meta.get("spec", material["params"]), inputs, outputs, work_dir, Path("."))
     rows = []
     for name, info in sorted(meta["outputs"].items()):
         actual = hash_tree(outputs[name])

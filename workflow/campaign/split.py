@@ -934,8 +934,10 @@ def stage(ctx) -> None:
     spec = ctx.spec
     records = load_records(spec["sources"], spec["fields"], ctx.root)
     report = scan_records(records["id"].tolist(), records["text"].tolist())
-    print(f"privacy: {report.n_flagged} of {report.n_records} records flagged "
-          f"(policy {spec['privacy']})")
+    print(
+        f"privacy: {report.n_flagged} of {report.n_records} records flagged "
+        f"(policy {spec['privacy']})"
+    )
     texts = apply_policy(spec["privacy"], records["text"].tolist(), report)
 
     assignments, result = make_splits(records, spec["split"], seed=spec["seed"])

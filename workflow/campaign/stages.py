@@ -26,6 +26,11 @@ class Stage:
     inputs: tuple[str, ...]  # logical input names (each one file or a list of files)
     outputs: tuple[str, ...]  # logical output names
     spec: Callable[..., Any]  # (params, **wildcards) -> the params subset the stage reads
+    # The part of the spec that decides the result (hashed into the content key); default: all.
+    key_view: Callable[[Any], Any] | None = None
+
+    def key_params(self, spec: Any) -> Any:
+        return spec if self.key_view is None else self.key_view(spec)
 
     def module_files(self) -> list[Path]:
         return [PACKAGE_DIR / (m.removeprefix("campaign.") + ".py") for m in self.modules]
@@ -59,13 +64,19 @@ def _run_spec(params: dict, run: str) -> dict:
 
 
 def _plan_spec(params: dict) -> list[dict]:
-    from campaign.plan import plan_rows, plan_runs
+    from campaign.plan import plan_index, plan_rows
 
-    return plan_rows(plan_runs(params))
+    return plan_rows(list(plan_index(params).values()))
 
 
 def _no_spec(params: dict) -> None:
     return None
+
+
+def _run_identity(spec: dict) -> dict:
+    from campaign.plan import identity
+
+    return identity(spec)
 
 
 STAGES: dict[str, Stage] = {
@@ -99,6 +110,33 @@ STAGES: dict[str, Stage] = {
             spec=_run_spec,
         ),
         Stage(
+            name="train",
+            entry="campaign.train:stage",
+            modules=tuple(
+                f"campaign.{m}" for m in ("train", "models", "batches", "checkpoint", "devices")
+            ),
+            libraries=(
+                "torch",
+                "transformers",
+                "tokenizers",
+                "safetensors",
+                "peft",
+                "numpy",
+                "pandas",
+                "pyarrow",
+            ),
+            inputs=("train", "validation", "test", "base_model"),
+            outputs=(
+                "model",
+                "metrics",
+                "predictions_validation",
+                "predictions_test",
+                "run_manifest",
+            ),
+            spec=_run_spec,
+            key_view=_run_identity,
+        ),
+        Stage(
             name="plan_table",
             entry="campaign.plan:stage_plan_table",
             modules=("campaign.plan",),
@@ -112,7 +150,7 @@ STAGES: dict[str, Stage] = {
             entry="campaign.metrics:stage",
             modules=("campaign.metrics",),
             libraries=(),
-            inputs=("summary", "runs"),
+            inputs=("summary", "runs", "run_manifests"),
             outputs=("metrics",),
             spec=_no_spec,
         ),
@@ -125,6 +163,13 @@ def get_stage(name: str) -> Stage:
         return STAGES[name]
     except KeyError:
         raise CampaignError(f"unknown stage '{name}' (known: {', '.join(STAGES)})") from None
+
+
+def stage_spec_text(name: str, params: dict, **wildcards) -> str:
+    """The stage's params subset as canonical JSON: what a rule passes to the stage command."""
+    from campaign.hashing import canonical_json
+
+    return canonical_json(get_stage(name).spec(params, **wildcards))
 
 
 def code_files(name: str) -> list[str]:

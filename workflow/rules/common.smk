@@ -7,12 +7,16 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
+# The package in this checkout, not whichever one the environment installed: the code a rule
+# lists as input is the code its job runs (two checkouts may share one virtual environment).
+PACKAGE_ROOT = str(Path(workflow.basedir) / "workflow")
+sys.path.insert(0, PACKAGE_ROOT)
+
 from campaign.config import validate as validate_params
 from campaign.errors import CampaignError
-from campaign.hashing import canonical_json
 from campaign.manifest import expand_sources
 from campaign.plan import RUN_ID_PATTERN, plan_index
-from campaign.stages import code_files, get_stage
+from campaign.stages import code_files, stage_spec_text
 
 # One-line error naming the file and key (e.g. `ablation.factors.train.lr: expected a list of
 # numbers`); then Snakemake's own check against the same schema file.
@@ -20,14 +24,19 @@ PARAMS_FILES = ", ".join(os.path.relpath(f) for f in workflow.configfiles) or "p
 try:
     validate_params(config, source=PARAMS_FILES)
     RUNS = plan_index(config)
+    # Each run's params subset as the run_spec stage reads it, serialized once.
+    RUN_SPECS = {run: stage_spec_text("run_spec", config, run=run) for run in RUNS}
     SOURCES = [str(p) for p in expand_sources(config["data"]["sources"], Path("."))]
 except CampaignError as e:
     sys.exit(f"error: {e}")
 validate(config, "../schemas/params.schema.yaml", set_default=False)
 
-# Stage commands run with this interpreter, so a job (local or on a cluster node) finds the
-# package without an activated virtual environment.
-CAMPAIGN = f"{shlex.quote(sys.executable)} -m campaign"
+# Stage commands run with this interpreter and this checkout's package, so a job (local or on a
+# cluster node) needs no activated virtual environment.
+CAMPAIGN = (
+    f"PYTHONPATH={shlex.quote(PACKAGE_ROOT)}${{PYTHONPATH:+:$PYTHONPATH}} "
+    f"{shlex.quote(sys.executable)} -m campaign"
+)
 STATE_DIR = config["campaign"]["state_dir"]
 
 
@@ -43,7 +52,7 @@ def stage_code(stage):
 
 def stage_spec(stage, **wildcards):
     """The params subset the stage reads, as canonical JSON (what the params trigger compares)."""
-    return canonical_json(get_stage(stage).spec(config, **wildcards))
+    return stage_spec_text(stage, config, **wildcards)
 
 
 def in_args(input, *names):
@@ -88,13 +97,32 @@ def planned_run_specs(wildcards):
 
 
 def run_spec_json(wildcards):
-    return stage_spec("run_spec", run=wildcards.run)
+    return RUN_SPECS[wildcards.run]
 
 
 def plan_spec(wildcards):
     return stage_spec("plan_table")
 
 
+# ------------------------------------------------------------------ train phase
+def base_model(wildcards):
+    """A pretrained model folder is an input (its content is part of the key); from_config: none."""
+    source = config["model"]["source"]
+    return [] if source == "from_config" else [source]
+
+
+def train_inputs(wildcards, input):
+    return in_args(input, "train", "validation", "test", "base_model")
+
+
+def trained_models(wildcards):
+    return [f"results/runs/{run}/predictions_test.parquet" for run in RUNS]
+
+
 # ------------------------------------------------------------------ report phase
+def trained_run_manifests(wildcards):
+    return [f"results/runs/{run}/run_manifest.json" for run in RUNS]
+
+
 def metrics_inputs(wildcards, input):
-    return in_args(input, "summary", "runs")
+    return in_args(input, "summary", "runs", "run_manifests")

@@ -5,6 +5,7 @@ rule metrics:
     input:
         summary="results/data/summary.json",
         runs="results/plan/runs.tsv",
+        run_manifests=trained_run_manifests,
         code=stage_code("metrics"),
     output:
         metrics="results/metrics.json",
