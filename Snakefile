@@ -11,6 +11,7 @@ configfile: "params.yaml"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/plan.smk"
+include: "workflow/rules/preflight.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/report.smk"
 
@@ -31,6 +32,7 @@ rule all:
         "results/data/splits/train.parquet",
         "results/data/leakage_audit.json",
         "results/plan/runs.tsv",
+        "results/preflight/report.json",
         planned_run_specs,
         trained_models,
         "results/metrics.json",

@@ -211,8 +211,14 @@ def bench_remanifest(scratch: Path, args, hashing, hashcache, manifest, runner, 
     n = len(files)
     counter = iter(range(1_000_000))
 
+    cache_paths: list[Path] = []
+
+    def cache_path_of(paths: list[Path]) -> Path:
+        return paths[-1]
+
     def fresh_cache():
-        return hashcache.HashCache(scratch / "caches" / f"{next(counter)}" / "hashcache.sqlite")
+        cache_paths.append(scratch / "caches" / f"{next(counter)}" / "hashcache.sqlite")
+        return hashcache.HashCache(cache_paths[-1])
 
     rows: list[tuple[str, list[float], str]] = []
 
@@ -235,28 +241,33 @@ def bench_remanifest(scratch: Path, args, hashing, hashcache, manifest, runner, 
         speedup = statistics.median(cold) / statistics.median(hit)
         rows.append((f"{label}, unchanged (stat hit)", hit, f"{speedup:.1f}x vs cold"))
 
-    # What-if: the same cold pass with all inserts in one transaction (the cache's database is
-    # in autocommit mode, so each miss is its own WAL commit and fsync).
-    batched = []
+    # Large files are where the stat cache pays: an unchanged file is not re-read.
+    big_dir = root / "data" / "big"
+    big = []
+    for k in range(args.big_files):
+        path = big_dir / f"part-{k:03d}.bin"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_random(path, args.big_mib << 20, rng)
+        big.append(path)
+    warm(big)
+    cold, hit = [], []
     for _ in range(args.repeats):
         cache = fresh_cache()
         try:
-            db = cache._db
-            if db is None:
-                break
-            t0 = time.perf_counter()
-            db.execute("BEGIN")
-            [cache.hash(p) for p in files]
-            db.execute("COMMIT")
-            batched.append(time.perf_counter() - t0)
+            cold.append(timed(lambda c=cache: c.hash_tree(big_dir)))
+            cache.close()
+            cache = hashcache.HashCache(cache_path_of(cache_paths))
+            hit.append(timed(lambda c=cache: c.hash_tree(big_dir)))
         finally:
             cache.close()
-    if batched:
-        cold_per_file = rows[1][1]
-        speedup = statistics.median(cold_per_file) / statistics.median(batched)
-        rows.append(
-            ("(what-if) HashCache.hash per file, cold, one txn", batched, f"{speedup:.1f}x vs cold")
-        )
+    big_rows = [
+        (f"HashCache.hash_tree, {args.big_files} × {args.big_mib} MiB, cold", cold, ""),
+        (
+            f"HashCache.hash_tree, {args.big_files} × {args.big_mib} MiB, unchanged",
+            hit,
+            f"{statistics.median(cold) / statistics.median(hit):.0f}x vs cold",
+        ),
+    ]
 
     # The manifest stage end to end, as `campaign manifest` runs it under Snakemake.
     spec = {
@@ -309,6 +320,14 @@ def bench_remanifest(scratch: Path, args, hashing, hashcache, manifest, runner, 
     for name, times, note in rows:
         med = statistics.median(times)
         print(f"{name:<{width}} {med:>9.3f} {min(times):>7.3f} {n / med:>9.0f}  {note}")
+    print(
+        f"# files under {hashcache.MIN_CACHED_BYTES >> 20} MiB skip the stat cache: hashing them "
+        "costs less than the lookup. The cache pays on large files:"
+    )
+    for name, times, note in big_rows:
+        med = statistics.median(times)
+        mib_s = args.big_files * args.big_mib / med
+        print(f"{name:<{width}} {med:>9.3f} {min(times):>7.3f} {mib_s:>7.0f} MiB/s  {note}")
 
 
 # ------------------------------------------------------------------------------ main
@@ -319,6 +338,8 @@ def main() -> None:
     ap.add_argument("--small-kib", type=int, default=64, help="size of each small file (64 KiB)")
     ap.add_argument("--tree-files", type=int, default=5000, help="JSONL files for (b) (5000)")
     ap.add_argument("--records", type=int, default=3, help="records per JSONL file (3)")
+    ap.add_argument("--big-files", type=int, default=8, help="large files for (b) (8)")
+    ap.add_argument("--big-mib", type=int, default=32, help="size of each large file (32 MiB)")
     ap.add_argument("--repeats", type=int, default=3, help="repeats per hashing case (3)")
     ap.add_argument("--stage-repeats", type=int, default=3, help="miss+hit stage runs (3)")
     ap.add_argument("--seed", type=int, default=0, help="RNG seed for the scratch data (0)")

@@ -74,12 +74,21 @@ def test_bad_params_name_the_key(params, mutate, expected):
     assert expected in error_for(params, mutate)
 
 
-def test_factor_must_vary_a_key_the_model_sets(params):
+def test_model_factors_need_a_model_built_from_config(params):
     def mutate(p):
-        p["model"]["config"].pop("hidden_size")
+        p["model"]["source"] = "models/minilm"
+        p["model"]["tokenizer"] = {"source": "model"}
         p["ablation"]["factors"]["model"] = {"config": {"hidden_size": [32, 64]}}
 
-    assert "ablation.factors.model.config.hidden_size: varies a key" in error_for(params, mutate)
+    assert (
+        "ablation.factors.model: model.config can only be varied when model.source is "
+        "from_config" in error_for(params, mutate)
+    )
+
+
+def test_from_config_model_needs_every_config_key(params):
+    message = error_for(params, lambda p: p["model"]["config"].pop("hidden_size"))
+    assert "model.config.hidden_size: missing" in message
 
 
 def test_params_file_errors_name_the_file(tmp_path):

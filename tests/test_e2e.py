@@ -104,7 +104,12 @@ def test_editing_one_param_reruns_exactly_its_dependents(tiny_project):
     jobs = planned_jobs(snakemake(tiny_project, "-n").stdout)
     # Training jobs are listed (their split inputs will be rewritten) but the split's bytes do
     # not change, so each is a store hit: nothing is retrained.
-    assert [rule for rule, _ in jobs if rule != "train"] == ["all", "manifest", "metrics", "split"]
+    assert [rule for rule, _ in jobs if rule not in ("train", "preflight")] == [
+        "all",
+        "manifest",
+        "metrics",
+        "split",
+    ]
     n_events = len(events(tiny_project))
     snakemake(tiny_project)
     new_events = events(tiny_project)[n_events:]
@@ -114,6 +119,7 @@ def test_editing_one_param_reruns_exactly_its_dependents(tiny_project):
         "split",
     ]
     assert [e["event"] for e in new_events if e["stage"] == "train"] == ["hit"] * 4
+    assert [e["event"] for e in new_events if e["stage"] == "preflight"] == ["hit"]
     summary = json.loads((tiny_project / "results" / "data" / "summary.json").read_text())
     assert summary["per_licence"] == {"CC-BY-4.0": summary["records"]}
 

@@ -18,6 +18,7 @@ from campaign.errors import CampaignError
 STAGE_COMMANDS = {
     "manifest": "manifest",
     "split": "split",
+    "preflight": "preflight",
     "train": "train",
     "run-spec": "run_spec",
     "plan-table": "plan_table",
@@ -205,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     stage_help = {
         "manifest": "stage: read the data sources, validate them, write the manifest",
         "split": "stage: privacy scan, leak-free train/validation/test split, leakage audit",
+        "preflight": "stage: the checks that must pass before any training job runs",
         "train": "stage: fine-tune one planned run (resumes from its last checkpoint)",
         "run-spec": "stage: write one planned run's resolved spec",
         "plan-table": "stage: write the plan as a table",

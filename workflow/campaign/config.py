@@ -205,13 +205,6 @@ def _check_cross_keys(params: dict, source: str) -> None:
             f"({train['max_steps']})"
         )
     factors = params["ablation"]["factors"]
-    config = params["model"]["config"]
-    for key in factors.get("model", {}).get("config", {}):
-        if key not in config:
-            raise CampaignError(
-                f"{source}: ablation.factors.model.config.{key}: varies a key that "
-                f"model.config does not set"
-            )
     if params["model"]["source"] != "from_config" and factors.get("model"):
         raise CampaignError(
             f"{source}: ablation.factors.model: model.config can only be varied when "

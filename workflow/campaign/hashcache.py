@@ -23,7 +23,7 @@ MIN_CACHED_BYTES = 1 << 20
 class HashCache:
     def __init__(self, db_path: str | os.PathLike | None):
         self._db = None
-        self._new: list[tuple] = []
+        self._new: dict[str, tuple] = {}  # path -> (size, mtime_ns, ctime_ns, ino, digest)
         if db_path is None:
             return
         Path(db_path).parent.mkdir(parents=True, exist_ok=True)
@@ -44,6 +44,8 @@ class HashCache:
             return hash_file(path)
         sig = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
         name = os.path.abspath(path)
+        if name in self._new and self._new[name][:4] == sig:
+            return self._new[name][4]
         with contextlib.suppress(sqlite3.Error):
             row = self._db.execute(
                 "SELECT size, mtime_ns, ctime_ns, ino, digest FROM files WHERE path = ?", (name,)
@@ -51,7 +53,7 @@ class HashCache:
             if row is not None and tuple(row[:4]) == sig:
                 return row[4]
         digest = hash_file(path)
-        self._new.append((name, *sig, digest))
+        self._new[name] = (*sig, digest)
         return digest
 
     def hash_tree(self, path: str | os.PathLike) -> str:
@@ -65,8 +67,9 @@ class HashCache:
             with self._db:  # one transaction for every new digest
                 self._db.execute("BEGIN")
                 self._db.executemany(
-                    "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?)", self._new
+                    "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?)",
+                    [(name, *row) for name, row in self._new.items()],
                 )
-        self._new = []
+        self._new = {}
         self._db.close()
         self._db = None

@@ -69,6 +69,17 @@ def _plan_spec(params: dict) -> list[dict]:
     return plan_rows(list(plan_index(params).values()))
 
 
+def _preflight_spec(params: dict) -> dict:
+    """The baseline recipe (first seed), the checks' settings, and the plan size to project."""
+    from campaign.plan import plan_index, resolved_spec
+
+    return {
+        "run": resolved_spec(params, {}, params["ablation"]["seeds"][0]),
+        "preflight": params["preflight"],
+        "plan_size": len(plan_index(params)),
+    }
+
+
 def _no_spec(params: dict) -> None:
     return None
 
@@ -108,6 +119,24 @@ STAGES: dict[str, Stage] = {
             inputs=(),
             outputs=("spec",),
             spec=_run_spec,
+        ),
+        Stage(
+            name="preflight",
+            entry="campaign.preflight:stage",
+            modules=tuple(
+                f"campaign.{m}"
+                for m in (
+                    "preflight", "train", "models", "batches", "checkpoint", "devices", "memory",
+                    "envreport",
+                )
+            ),
+            libraries=(
+                "torch", "transformers", "tokenizers", "safetensors", "peft", "numpy", "pandas",
+                "pyarrow",
+            ),
+            inputs=("train", "validation", "test", "base_model"),
+            outputs=("report", "report_text"),
+            spec=_preflight_spec,
         ),
         Stage(
             name="train",

@@ -104,6 +104,11 @@ def plan_spec(wildcards):
     return stage_spec("plan_table")
 
 
+# ------------------------------------------------------------------ preflight phase
+def preflight_spec(wildcards):
+    return stage_spec("preflight")
+
+
 # ------------------------------------------------------------------ train phase
 def base_model(wildcards):
     """A pretrained model folder is an input (its content is part of the key); from_config: none."""
