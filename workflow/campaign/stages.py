@@ -126,12 +126,24 @@ STAGES: dict[str, Stage] = {
             modules=tuple(
                 f"campaign.{m}"
                 for m in (
-                    "preflight", "train", "models", "batches", "checkpoint", "devices", "memory",
+                    "preflight",
+                    "train",
+                    "models",
+                    "batches",
+                    "checkpoint",
+                    "devices",
+                    "memory",
                     "envreport",
                 )
             ),
             libraries=(
-                "torch", "transformers", "tokenizers", "safetensors", "peft", "numpy", "pandas",
+                "torch",
+                "transformers",
+                "tokenizers",
+                "safetensors",
+                "peft",
+                "numpy",
+                "pandas",
                 "pyarrow",
             ),
             inputs=("train", "validation", "test", "base_model"),
