@@ -127,35 +127,6 @@ def context(spec: dict, inputs: dict, folder: Path) -> StageContext:
     return StageContext("train", spec, inputs, {n: out / n for n in OUTPUTS}, work, REPO)
 
 
-def _train_stage():
-    from campaign.stages import Stage, _run_spec
-
-    return Stage(
-        name="train",
-        entry="campaign.train:stage",
-        modules=tuple(
-            f"campaign.{m}"
-            for m in ("train", "models", "batches", "checkpoint", "devices", "hashing")
-        ),
-        libraries=(
-            "torch",
-            "transformers",
-            "tokenizers",
-            "safetensors",
-            "peft",
-            "numpy",
-            "pandas",
-            "pyarrow",
-        ),
-        inputs=("train", "validation", "test", "base_model"),
-        outputs=OUTPUTS,
-        spec=_run_spec,
-    )
-
-
-TRAIN_STAGE = _train_stage()
-
-
 @pytest.fixture(autouse=True)
 def cpu_only(monkeypatch):
     """The CPU claims (byte-deterministic outputs) are tested on the CPU, GPU or not."""
@@ -420,13 +391,11 @@ def test_gpt2_sequence_classification(small_inputs, tmp_path):
     assert config["pad_token_id"] is not None  # the head finds each text's last token by it
 
 
-def test_through_the_runner_commits_and_then_hits(small_inputs, tmp_path, monkeypatch):
-    """The stage as campaign.stages would register it (TRAIN_STAGE above)."""
-    from campaign import stages
+def test_through_the_runner_commits_and_then_hits(small_inputs, tmp_path):
+    """The stage as campaign.stages registers it."""
     from campaign.runner import run_stage
     from campaign.store import Store
 
-    monkeypatch.setitem(stages.STAGES, "train", TRAIN_STAGE)
     store = Store(tmp_path / "state")
     outputs = {n: tmp_path / "results" / n for n in OUTPUTS}
     spec = tiny_spec(max_steps=4, eval_every=4)
@@ -435,6 +404,16 @@ def test_through_the_runner_commits_and_then_hits(small_inputs, tmp_path, monkey
     model_hash = hash_tree(outputs["model"])
     second = run_stage("train", spec, small_inputs, outputs, store, root=REPO)
     assert second.hit and second.key == first.key and hash_tree(outputs["model"]) == model_hash
+    # checkpoint_every changes how the run is executed, not its result: same key.
+    third = run_stage(
+        "train",
+        {**spec, "train": {**spec["train"], "checkpoint_every": 1}},
+        small_inputs,
+        outputs,
+        store,
+        root=REPO,
+    )
+    assert third.hit and third.key == first.key
 
 
 def test_bf16_autocast_runs_on_cpu(small_inputs, tmp_path):

@@ -90,6 +90,22 @@ def _run_identity(spec: dict) -> dict:
     return identity(spec)
 
 
+# What a training job runs and reads (preflight runs the same code on the baseline recipe).
+TRAINING_MODULES = tuple(
+    f"campaign.{m}" for m in ("train", "models", "batches", "checkpoint", "devices")
+)
+TRAINING_LIBRARIES = (
+    "torch",
+    "transformers",
+    "tokenizers",
+    "safetensors",
+    "peft",
+    "numpy",
+    "pandas",
+    "pyarrow",
+)
+TRAINING_INPUTS = ("train", "validation", "test", "base_model")
+
 STAGES: dict[str, Stage] = {
     s.name: s
     for s in (
@@ -123,50 +139,23 @@ STAGES: dict[str, Stage] = {
         Stage(
             name="preflight",
             entry="campaign.preflight:stage",
-            modules=tuple(
-                f"campaign.{m}"
-                for m in (
-                    "preflight",
-                    "train",
-                    "models",
-                    "batches",
-                    "checkpoint",
-                    "devices",
-                    "memory",
-                    "envreport",
-                )
+            modules=(
+                "campaign.preflight",
+                *TRAINING_MODULES,
+                "campaign.memory",
+                "campaign.envreport",
             ),
-            libraries=(
-                "torch",
-                "transformers",
-                "tokenizers",
-                "safetensors",
-                "peft",
-                "numpy",
-                "pandas",
-                "pyarrow",
-            ),
-            inputs=("train", "validation", "test", "base_model"),
+            libraries=TRAINING_LIBRARIES,
+            inputs=TRAINING_INPUTS,
             outputs=("report", "report_text"),
             spec=_preflight_spec,
         ),
         Stage(
             name="train",
             entry="campaign.train:stage",
-            modules=tuple(
-                f"campaign.{m}" for m in ("train", "models", "batches", "checkpoint", "devices")
-            ),
-            libraries=(
-                "torch",
-                "transformers",
-                "tokenizers",
-                "safetensors",
-                "peft",
-                "numpy",
-                "pandas",
-                "pyarrow",
-            ),
-            inputs=("train", "validation", "test", "base_model"),
+            modules=TRAINING_MODULES,
+            libraries=TRAINING_LIBRARIES,
+            inputs=TRAINING_INPUTS,
             outputs=(
                 "model",
                 "metrics",
