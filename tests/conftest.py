@@ -98,8 +98,10 @@ def events(project: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-# Training outputs that record wall-clock timings (throughput, seconds): equal runs differ here.
+# Outputs that record wall-clock timings or machine state (throughput, seconds, free disk):
+# equal runs differ here. Everything else (models, predictions, splits, ...) is bit for bit.
 TIMED_OUTPUTS = ("metrics.parquet", "run_manifest.json")
+TIMED_FOLDERS = ("preflight",)
 
 
 def result_hashes(project: Path, timed: bool = True) -> dict[str, str]:
@@ -110,7 +112,12 @@ def result_hashes(project: Path, timed: bool = True) -> dict[str, str]:
     return {
         p.relative_to(root).as_posix(): hash_file(p)
         for p in sorted(root.rglob("*"))
-        if p.is_file() and p.name != ".gitignore" and (timed or p.name not in TIMED_OUTPUTS)
+        if p.is_file()
+        and p.name != ".gitignore"
+        and (
+            timed
+            or (p.name not in TIMED_OUTPUTS and p.relative_to(root).parts[0] not in TIMED_FOLDERS)
+        )
     }
 
 
