@@ -7,6 +7,7 @@ bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 campaign validate
 campaign plan
-snakemake --profile profiles/default "$@"
+# profiles/default is Snakemake's workflow profile: applied without --profile.
+snakemake "$@"
 campaign status
 echo "results: results/ (metrics: results/metrics.json, manifest: results/data/)"
