@@ -1,9 +1,11 @@
 """Measures `snakemake -n` (DAG build + dry run) on a ~1,000-run campaign vs a bare Snakefile.
 
-Both workflows have the same rules and job counts: one run_spec job per planned run, plus the
-project's one-job rules (manifest, plan_table, metrics, ...) and all. The bare twin is generated
-from the project's job stats: plain `touch` rules, one wildcard rule for each rule with many
-jobs, all of it aggregated by rule all; no config, no planner, no params functions. So the ratio
+Both workflows have the same rules, job counts and dependencies: one run_spec and one train job
+per planned run, the project's one-job rules (manifest, split, preflight, plan_table, metrics)
+and all. The bare twin is generated from the project's job stats and rule graph
+(`snakemake --rulegraph`): plain `touch` rules, one wildcard rule for each rule with many jobs,
+each reading its upstream rules' outputs, all aggregated by rule all; no config, no planner,
+no params functions. So the ratio
 project/bare is the cost of the campaign's own DAG-time work. Goal: ratio <= 1.2.
 
 A third workflow, "wiring", is the bare twin with the project's per-job directives on every rule
@@ -57,7 +59,7 @@ TWIN_HEADER = """\
 """
 BARE_RULE = """\
 rule {rule}:
-    output:
+{inputs}    output:
         "{output}",
     shell:
         "touch {{output}}"
@@ -66,7 +68,7 @@ rule {rule}:
 WIRING_RULE = """\
 rule {rule}:
     input:
-        code=["code/stage.py"],
+{input_lines}        code=["code/stage.py"],
     output:
         "{output}",
     params:
@@ -147,29 +149,74 @@ def make_project(dest: Path, seeds: int, levels: int) -> None:
     (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
 
 
-def make_twin(dest: Path, job_counts: dict[str, int], seed: int, wiring: bool) -> None:
-    """A plain twin with the project's rules and job counts (with wiring: the per-job
-    directives of the project's rules on every rule)."""
+def rule_graph(project: Path, env: dict) -> dict[str, list[str]]:
+    """Rule -> the rules whose outputs it reads, from `snakemake --rulegraph`."""
+    out = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--rulegraph"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    names = dict(re.findall(r"^\s*(\d+)\[label = \"(\w+)\"", out, flags=re.M))
+    upstream: dict[str, list[str]] = {name: [] for name in names.values()}
+    for a, b in re.findall(r"^\s*(\d+) -> (\d+)", out, flags=re.M):
+        upstream[names[b]].append(names[a])
+    return upstream
+
+
+def make_twin(
+    dest: Path,
+    job_counts: dict[str, int],
+    seed: int,
+    wiring: bool,
+    upstream: dict[str, list[str]] | None = None,
+) -> None:
+    """A plain twin with the project's rules, job counts and rule-graph edges (with wiring: the
+    per-job directives of the project's rules on every rule).
+
+    Edges: a rule reads its upstream rules' outputs — a one-job rule's file; every output of a
+    many-job rule when it has one job itself; the same id's output when both have as many jobs
+    (the project's per-run rules share the run ids)."""
     rng = random.Random(seed)
+    upstream = upstream or {}
     parts = [TWIN_HEADER.format(what="Wiring" if wiring else "Bare")]
     if wiring:
         parts.append(WIRING_HELPERS)
+    rules = {r: c for r, c in job_counts.items() if r not in ("all", "total")}
+    id_lists: dict[int, str] = {}
+    for count in sorted({c for c in rules.values() if c > 1}):
+        ids: set[str] = set()
+        while len(ids) < count:  # 48-bit ids: a collision is all but impossible; stay exact
+            ids.add(f"id-{rng.getrandbits(48):012x}")
+        id_lists[count] = f"IDS_{count}"
+        parts.append(f"IDS_{count} = {sorted(ids)!r}\n")
+
+    def output_of(rule: str) -> str:
+        return f"results/{rule}.out" if rules[rule] == 1 else f"results/{rule}/{{id}}.out"
+
     targets = []
-    for rule, count in job_counts.items():
-        if rule in ("all", "total"):
-            continue
-        if count == 1:
-            output, log = f"results/{rule}.out", rule
-            targets.append(repr(output))
+    for rule, count in rules.items():
+        output = output_of(rule)
+        log = rule if count == 1 else "{id}"
+        targets.append(repr(output) if count == 1 else f"expand({output!r}, id={id_lists[count]})")
+        reads = []
+        for up in upstream.get(rule, []):
+            if up not in rules:
+                continue
+            if rules[up] == 1 or (count > 1 and rules[up] == count):
+                reads.append(repr(output_of(up)))
+            else:
+                reads.append(f"expand({output_of(up)!r}, id={id_lists[rules[up]]})")
+        input_lines = "".join(f"        {r},\n" for r in reads)
+        inputs = f"    input:\n{input_lines}" if reads else ""
+        if wiring:
+            parts.append(
+                WIRING_RULE.format(rule=rule, output=output, log=log, input_lines=input_lines)
+            )
         else:
-            ids: set[str] = set()
-            while len(ids) < count:  # 48-bit ids: a collision is all but impossible; stay exact
-                ids.add(f"id-{rng.getrandbits(48):012x}")
-            parts.append(f"{rule.upper()}_IDS = {sorted(ids)!r}\n")
-            output, log = f"results/{rule}/{{id}}.out", "{id}"
-            targets.append(f"expand({output!r}, id={rule.upper()}_IDS)")
-        template = WIRING_RULE if wiring else BARE_RULE
-        parts.append(template.format(rule=rule, output=output, log=log))
+            parts.append(BARE_RULE.format(rule=rule, output=output, log=log, inputs=inputs))
     inputs = "".join(f"        {t},\n" for t in targets)
     parts.append(f"rule all:\n    input:\n{inputs}    default_target: True\n")
     dest.mkdir(parents=True, exist_ok=True)
@@ -386,8 +433,11 @@ def main() -> None:
         # (non-quiet) output gives the job counts, which must agree.
         jobs = {"project": job_counts(dry_run(folders["project"], env, quiet=False)[1])}
         n_runs = jobs["project"].get("run_spec", 0)
+        edges = rule_graph(folders["project"], env)
         for name in ("bare", "wiring"):
-            make_twin(folders[name], jobs["project"], args.seed, wiring=name == "wiring")
+            make_twin(
+                folders[name], jobs["project"], args.seed, wiring=name == "wiring", upstream=edges
+            )
             jobs[name] = job_counts(dry_run(folders[name], env, quiet=False)[1])
             if jobs[name] != jobs["project"]:
                 sys.exit(

@@ -110,14 +110,24 @@ def preflight_spec(wildcards):
 
 
 # ------------------------------------------------------------------ train phase
+SPLITS = {
+    name: f"results/data/splits/{name}.parquet"
+    for name in ("train", "validation", "test")
+}
+# A pretrained model folder is an input (its content is part of the key); from_config: none.
+BASE_MODEL = (
+    [] if config["model"]["source"] == "from_config" else [config["model"]["source"]]
+)
+# The same for every training job: built once, not per job (1,000 runs → 1,000 jobs).
+TRAIN_IN_ARGS = in_args({**SPLITS, "base_model": BASE_MODEL}, *SPLITS, "base_model")
+
+
 def base_model(wildcards):
-    """A pretrained model folder is an input (its content is part of the key); from_config: none."""
-    source = config["model"]["source"]
-    return [] if source == "from_config" else [source]
+    return BASE_MODEL
 
 
-def train_inputs(wildcards, input):
-    return in_args(input, "train", "validation", "test", "base_model")
+def train_inputs(wildcards):
+    return TRAIN_IN_ARGS
 
 
 def trained_models(wildcards):
