@@ -52,5 +52,8 @@ def test_push_clone_pull_then_snakemake_has_zero_store_misses(tmp_path):
     snakemake(clone)
     assert [e for e in events(clone) if e["event"] == "miss"] == []
     assert result_hashes(clone) == result_hashes(project)
+    # No job records in a pulled checkout: gc still keeps every entry its outputs came from.
+    gc = run([str(BIN / "python"), "-m", "campaign", "gc", "--dry-run"], clone)
+    assert "would remove 0 entries" in gc.stdout, gc.stdout
     status = run([dvc, "status"], clone)
     assert "up to date" in status.stdout.lower() or status.stdout.strip() == "", status.stdout

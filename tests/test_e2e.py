@@ -215,7 +215,8 @@ def test_corrupted_store_entry_is_recomputed_in_a_snakemake_run(tiny_project):
 def test_status_gc_and_reproduce(tiny_project):
     snakemake(tiny_project)
     status = campaign(tiny_project, "status")
-    assert "done" in status.stdout and "missing" not in status.stdout.split("summary:")[-1]
+    summary = status.stdout.split("summary:")[-1]
+    assert "done" in summary and "missing" not in summary and "stale" not in summary
     manifest_key = next(e["key"] for e in events(tiny_project) if e["stage"] == "manifest")
     rep = campaign(tiny_project, "reproduce", manifest_key[:12])
     assert "reproduced bit for bit" in rep.stdout
@@ -223,7 +224,12 @@ def test_status_gc_and_reproduce(tiny_project):
     # Drop a level: its runs leave the plan; gc lists their entries, then removes them.
     edit_params(tiny_project, lambda p: p["ablation"]["factors"]["train"].update(lr=[1.0e-3]))
     status = campaign(tiny_project, "status")
-    assert "missing" in status.stdout  # the plan table and metrics are stale now
+    # The plan table and the metrics no longer match the plan: stale, listed by output.
+    assert "stale" in status.stdout.split("summary:")[-1]
+    assert any(
+        line.startswith("stale") and "results/plan/runs.tsv" in line
+        for line in status.stdout.splitlines()
+    ), status.stdout
     dry = campaign(tiny_project, "gc", "--dry-run")
     store = tiny_project / ".campaign" / "store"
     n_before = len(list(store.iterdir()))

@@ -137,14 +137,35 @@ def test_concurrent_jobs_for_one_key_compute_it_once(tmp_path):
     assert len(texts) == 1
 
 
-def test_failed_stage_leaves_no_output_and_records_the_failure(tmp_path):
+def test_failed_stage_leaves_no_output_and_records_the_failure(tmp_path, monkeypatch):
+    # A stage that fails while running (a bad record), after the runner made its staging folder.
+    monkeypatch.chdir(tmp_path)
+    Path("bad.jsonl").write_text('{"id": "a", "text": "", "label": "x"}\n')
+    spec = {
+        "sources": [{"path": "bad.jsonl", "format": "jsonl", "licence": "CC0-1.0", "origin": "t"}],
+        "fields": {"id": "id", "text": "text", "label": "label", "group": None, "timestamp": None},
+        "previous_manifest": None,
+    }
     store = Store(tmp_path / "state")
-    out = tmp_path / "summary.json"
-    with pytest.raises(CampaignError):
+    outputs = {n: tmp_path / "out" / n for n in ("manifest", "summary", "diff")}
+    with pytest.raises(CampaignError, match="bad.jsonl line 1: field 'text' is empty"):
+        run_stage("manifest", spec, {"sources": [Path("bad.jsonl")]}, outputs, store)
+    assert not any(p.exists() for p in outputs.values())
+    assert store.keys() == [] and list(store.tmp.iterdir()) == []  # staging removed
+    records = store.job_records()
+    assert len(records) == 1 and records[0]["state"] == "failed"
+    assert "field 'text' is empty" in records[0]["error"]
+    assert [e["event"] for e in store.events()] == ["miss", "fail"]
+
+
+def test_missing_input_is_recorded_as_a_failed_job(tmp_path):
+    store = Store(tmp_path / "state")
+    out = tmp_path / "metrics.json"
+    with pytest.raises(CampaignError, match="does not exist"):
         run_stage("metrics", None, {"summary": [tmp_path / "absent.json"]}, {"metrics": out}, store)
     assert not out.exists()
-    assert store.keys() == []
-    assert list(store.tmp.iterdir()) == []
+    assert [r["state"] for r in store.job_records()] == ["failed"]
+    assert [e["event"] for e in store.events()] == ["fail"]
 
 
 def test_reproduce_recomputes_and_compares(tmp_path):

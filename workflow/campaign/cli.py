@@ -236,6 +236,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--snakefile", default="Snakefile")
         if name == "gc":
             p.add_argument("--dry-run", "-n", action="store_true", help="only list what would go")
+            p.add_argument(
+                "--force",
+                action="store_true",
+                help="collect even when some planned outputs have no file and no job record",
+            )
         p.set_defaults(func=func)
     p = with_params(sub.add_parser("verify", help="re-hash every store entry; report corrupt ones"))
     p.add_argument("--state-dir", help="store folder (default: campaign.state_dir)")

@@ -142,17 +142,32 @@ def run_stage(
         )
     store.ensure()
     started = time.time()
+    job_id = store.job_id(outputs)
     cache = HashCache(store.root / "hashcache.sqlite")
     try:
         input_hashes = hash_inputs(inputs, cache)
+    except CampaignError as e:
+        store.log_event("fail", "", stage.name, error=str(e)[:500])
+        store.write_job(
+            job_id,
+            {
+                "stage": stage.name,
+                "key": None,
+                "state": "failed",
+                "outputs": [str(p) for p in outputs.values()],
+                "project": str(Path.cwd()),
+                "error": str(e)[:2000],
+            },
+        )
+        raise
     finally:
         cache.close()
     key, material = content_key(stage, spec, input_hashes)
-    job_id = store.job_id(outputs)
     job = {
         "stage": stage.name,
         "key": key,
         "outputs": [str(p) for p in outputs.values()],
+        "project": str(Path.cwd()),
         "host": socket.gethostname(),
         "pid": os.getpid(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),

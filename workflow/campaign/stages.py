@@ -92,7 +92,7 @@ def _run_identity(spec: dict) -> dict:
 
 # What a training job runs and reads (preflight runs the same code on the baseline recipe).
 TRAINING_MODULES = tuple(
-    f"campaign.{m}" for m in ("train", "models", "batches", "checkpoint", "devices")
+    f"campaign.{m}" for m in ("train", "models", "batches", "checkpoint", "devices", "hashing")
 )
 TRAINING_LIBRARIES = (
     "torch",
@@ -121,7 +121,13 @@ STAGES: dict[str, Stage] = {
         Stage(
             name="split",
             entry="campaign.split:stage",
-            modules=("campaign.split", "campaign.dedup", "campaign.privacy", "campaign.manifest"),
+            modules=(
+                "campaign.split",
+                "campaign.dedup",
+                "campaign.privacy",
+                "campaign.manifest",
+                "campaign.hashing",
+            ),
             libraries=("pandas", "pyarrow", "numpy", "blake3"),
             inputs=("sources",),
             outputs=("train", "validation", "test", "audit", "audit_table", "privacy"),
@@ -130,7 +136,7 @@ STAGES: dict[str, Stage] = {
         Stage(
             name="run_spec",
             entry="campaign.plan:stage_run_spec",
-            modules=("campaign.plan",),
+            modules=("campaign.plan", "campaign.config", "campaign.hashing"),
             libraries=(),
             inputs=(),
             outputs=("spec",),
@@ -169,7 +175,7 @@ STAGES: dict[str, Stage] = {
         Stage(
             name="plan_table",
             entry="campaign.plan:stage_plan_table",
-            modules=("campaign.plan",),
+            modules=("campaign.plan", "campaign.config", "campaign.hashing"),
             libraries=(),
             inputs=(),
             outputs=("runs",),

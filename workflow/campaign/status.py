@@ -68,7 +68,22 @@ def _slurm_job_alive(job_id: str) -> bool:
         )
     except (OSError, subprocess.TimeoutExpired):
         return False
-    return proc.returncode == 0 and proc.stdout.strip() not in ("", "COMPLETED", "FAILED")
+    # Only these states mean the job may still write; CANCELLED, TIMEOUT, OUT_OF_MEMORY,
+    # NODE_FAIL, PREEMPTED, ... mean it is over (squeue lists ended jobs for MinJobAge).
+    alive = {
+        "PENDING",
+        "CONFIGURING",
+        "RUNNING",
+        "COMPLETING",
+        "SUSPENDED",
+        "REQUEUED",
+        "RESIZING",
+        "REQUEUE_HOLD",
+        "REQUEUE_FED",
+        "STAGE_OUT",
+        "SIGNALING",
+    }
+    return proc.returncode == 0 and proc.stdout.strip() in alive
 
 
 def job_state(row: dict, record: dict | None) -> tuple[str, str]:
@@ -123,21 +138,49 @@ def print_status(params_path: str, store: Store, snakefile: str = "Snakefile") -
 _STATES = ("done", "running", "stale", "interrupted", "failed", "missing")
 
 
-def referenced_keys(params_path: str, store: Store, snakefile: str) -> set[str]:
-    """Keys recorded for the outputs the current DAG plans (whatever their job's state)."""
+def referenced_keys(params_path: str, store: Store, snakefile: str) -> tuple[set[str], list[str]]:
+    """(keys to keep, planned outputs nobody can account for).
+
+    Kept: keys this checkout's job records name for the outputs the current DAG plans; entries
+    whose file outputs have the content of an existing planned output (a checkout filled by
+    `dvc pull` has outputs but no job records); keys other checkouts sharing the store record.
+    """
+    from campaign.hashing import hash_file
+
+    rows = snakemake_summary(params_path, snakefile)
     records = store.jobs_by_output()
-    return {
-        records[row["output_file"]]["key"]
-        for row in snakemake_summary(params_path, snakefile)
-        if row["output_file"] in records
-    }
+    keep = {records[r["output_file"]].get("key") for r in rows if r["output_file"] in records}
+    present = {hash_file(p) for r in rows if (p := Path(r["output_file"])).is_file()}
+    for key in store.keys():
+        entry = store.read_entry(key)
+        outputs = entry.meta.get("outputs", {}) if entry else {}
+        if any(o.get("kind") == "file" and o.get("hash") in present for o in outputs.values()):
+            keep.add(key)
+    here = str(Path.cwd())
+    keep |= {r.get("key") for r in store.job_records() if r.get("project", here) != here}
+    unaccounted = [
+        r["output_file"]
+        for r in rows
+        if r["output_file"] not in records and not Path(r["output_file"]).exists()
+    ]
+    return {k for k in keep if k}, unaccounted
 
 
 def garbage_collect(
-    params_path: str, store: Store, dry_run: bool, snakefile: str = "Snakefile"
+    params_path: str,
+    store: Store,
+    dry_run: bool,
+    snakefile: str = "Snakefile",
+    force: bool = False,
 ) -> int:
     """Drop store entries and work folders the current plan does not reference."""
-    keep = referenced_keys(params_path, store, snakefile)
+    keep, unaccounted = referenced_keys(params_path, store, snakefile)
+    if unaccounted and not force:
+        raise CampaignError(
+            f"gc: {len(unaccounted)} planned output(s) have neither a file nor a job record "
+            f"(e.g. {unaccounted[0]}), so their store entries cannot be told apart from garbage; "
+            f"run snakemake first, or pass --force"
+        )
     drop = [k for k in store.keys() if k not in keep]
     work = [p.name for p in store.work_root.iterdir()] if store.work_root.exists() else []
     drop_work = [k for k in work if k not in keep and k not in drop]

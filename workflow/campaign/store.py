@@ -310,19 +310,29 @@ class Store:
 
     # ---------------------------------------------------------------- job records
     def job_id(self, outputs: dict[str, Path]) -> str:
-        return hash_value(sorted(str(p) for p in outputs.values()))[:24]
+        """One record per (checkout, output set): campaigns sharing a store keep their own."""
+        return hash_value([str(Path.cwd()), sorted(str(p) for p in outputs.values())])[:24]
 
     def write_job(self, job_id: str, record: dict) -> None:
         self.jobs.mkdir(parents=True, exist_ok=True, mode=_DIR_MODE)
         atomic_write_text(self.jobs / f"{job_id}.json", canonical_json(record) + "\n")
 
-    def jobs_by_output(self) -> dict[str, dict]:
-        out: dict[str, dict] = {}
+    def job_records(self) -> list[dict]:
+        records = []
         if not self.jobs.exists():
-            return out
+            return records
         for path in self.jobs.glob("*.json"):
             with contextlib.suppress(OSError, json.JSONDecodeError):
-                record = json.loads(path.read_text(encoding="utf-8"))
-                for output in record.get("outputs", []):
-                    out[output] = record
+                records.append(json.loads(path.read_text(encoding="utf-8")))
+        return records
+
+    def jobs_by_output(self, project: Path | None = None) -> dict[str, dict]:
+        """This checkout's records (of `project`, default the working folder) by output path."""
+        here = str(project or Path.cwd())
+        out: dict[str, dict] = {}
+        for record in self.job_records():
+            if record.get("project", here) != here:
+                continue
+            for output in record.get("outputs", []):
+                out[output] = record
         return out

@@ -20,7 +20,23 @@ from campaign.stages import code_files, stage_spec_text
 
 # One-line error naming the file and key (e.g. `ablation.factors.train.lr: expected a list of
 # numbers`); then Snakemake's own check against the same schema file.
-PARAMS_FILES = ", ".join(os.path.relpath(f) for f in workflow.configfiles) or "params"
+# `--configfile other.yaml` replaces params.yaml instead of being merged over it (Snakemake's
+# default), so a campaign is exactly the file named: no key left over from params.yaml.
+if workflow.overwrite_configfiles:
+    import yaml
+
+    config.clear()
+    for _path in workflow.overwrite_configfiles:
+        with open(_path, encoding="utf-8") as _f:
+            _loaded = yaml.safe_load(_f)
+        if not isinstance(_loaded, dict):
+            sys.exit(f"error: {os.path.relpath(_path)}: expected a mapping of sections")
+        config.update(_loaded)
+    PARAMS_FILES = ", ".join(os.path.relpath(f) for f in workflow.overwrite_configfiles)
+else:
+    PARAMS_FILES = (
+        ", ".join(os.path.relpath(f) for f in workflow.configfiles) or "params"
+    )
 try:
     validate_params(config, source=PARAMS_FILES)
     RUNS = plan_index(config)
@@ -33,9 +49,15 @@ validate(config, "../schemas/params.schema.yaml", set_default=False)
 
 # Stage commands run with this interpreter and this checkout's package, so a job (local or on a
 # cluster node) needs no activated virtual environment.
+# One spelling of the interpreter however Snakemake was started (`snakemake` runs .venv/bin/python3,
+# `python -m snakemake` .venv/bin/python): it is part of every rule's params.
+_PYTHON = (
+    Path(sys.prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+)
+PYTHON = str(_PYTHON) if _PYTHON.exists() else sys.executable
 CAMPAIGN = (
     f"PYTHONPATH={shlex.quote(PACKAGE_ROOT)}${{PYTHONPATH:+:$PYTHONPATH}} "
-    f"{shlex.quote(sys.executable)} -m campaign"
+    f"{shlex.quote(PYTHON)} -m campaign"
 )
 STATE_DIR = config["campaign"]["state_dir"]
 
