@@ -18,9 +18,6 @@ include: "workflow/rules/report.smk"
 
 localrules:
     all,
-    run_spec,
-    plan_table,
-    metrics,
 
 
 rule all:
@@ -33,6 +30,6 @@ rule all:
         "results/data/leakage_audit.json",
         "results/plan/runs.tsv",
         "results/preflight/report.json",
-        planned_run_specs,
-        trained_models,
+        run_paths("results/runs/{run}/spec.json"),
+        run_paths("results/runs/{run}/predictions_test.parquet"),
         "results/metrics.json",

@@ -336,10 +336,10 @@ def profile_planner(project: Path, repeats: int) -> None:
     try:
         from snakemake.utils import validate as snakemake_validate
 
-        from campaign import plan
-        from campaign.config import validate
-        from campaign.hashing import canonical_json
-        from campaign.stages import get_stage
+        from campaign.core.hashing import canonical_json
+        from campaign.core.params import validate
+        from campaign.core.registry import get_stage
+        from campaign.plan import planner as plan
     except ImportError as e:
         print(f"\n(planner timing skipped: {e})")
         return
@@ -380,8 +380,8 @@ def profile_planner(project: Path, repeats: int) -> None:
         fn()
         first[name] = time.perf_counter() - t0
     rows = [
-        ("campaign.config.validate, first call (+ jsonschema import)", first["campaign"]),
-        ("campaign.config.validate (schema + plan_index)", best(lambda: validate(params))),
+        ("campaign.core.params.validate, first call (+ jsonschema import)", first["campaign"]),
+        ("campaign.core.params.validate (schema + plan_index)", best(lambda: validate(params))),
         ("snakemake.utils.validate, first call", first["snakemake"]),
         (
             "snakemake.utils.validate, later calls",

@@ -1,4 +1,4 @@
-"""Benchmarks near-duplicate detection (campaign.dedup.near_duplicate_pairs) on synthetic text.
+"""Benchmarks near-duplicate detection (campaign.data.dedup.near_duplicate_pairs) on synthetic text.
 
 Corpus (seeded): ``--docs`` documents, of which ``--near`` are near copies of random others
 with 1-6 word edits (70% substitutions, 15% insertions, 15% deletions) and the rest random
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from campaign import dedup
+from campaign.data import dedup
 
 TIME_GOAL_S = 30.0
 RECALL_GOAL = 0.95

@@ -1,12 +1,12 @@
 """Measures file-hashing throughput (BLAKE3 vs MD5) and re-manifesting an unchanged data tree.
 
-(a) campaign.hashing.hash_file (BLAKE3; large files memory-mapped and multithreaded) against
+(a) campaign.core.hashing.hash_file (BLAKE3; large files memory-mapped and multithreaded) against
     hashlib MD5 over the same bytes: one large file, the same bytes in memory (CPU only), and
     many small files hashed one by one. The page cache is warmed first, so this is CPU-bound.
     Goal: blake3/md5 >= 4x.
-(b) A folder of small JSONL files: hashed through campaign.hashcache.HashCache with an empty
+(b) A folder of small JSONL files: hashed through campaign.core.hashcache.HashCache with an empty
     cache (cold) and again with every file unchanged (stat-cache hit), per file and as one
-    tree; then the whole manifest stage through campaign.runner.run_stage, first run (store
+    tree; then the whole manifest stage through campaign.core.runner.run_stage, first run (store
     miss: hash inputs, build and commit the manifest) against a rerun on the unchanged tree
     (hit: stat cache, verify the entry, materialize). Reported as files/s and hit/miss speedup.
 
@@ -42,7 +42,8 @@ WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu x
 def campaign_modules():
     """The campaign package of this checkout (not whatever the venv's install points at)."""
     sys.path.insert(0, str(REPO / "workflow"))
-    from campaign import hashcache, hashing, manifest, runner, store
+    from campaign.core import hashcache, hashing, runner, store
+    from campaign.data import manifest
 
     return hashing, hashcache, manifest, runner, store
 
@@ -351,8 +352,13 @@ def main() -> None:
     hashing, hashcache, manifest, runner, store = campaign_modules()
     import blake3
 
-    print("# bench_hash: BLAKE3 (campaign.hashing) vs MD5 throughput; stat-cache and store-hit")
-    print("# speed of re-manifesting an unchanged tree (campaign.hashcache, campaign.runner)")
+    print(
+        "# bench_hash: BLAKE3 (campaign.core.hashing) vs MD5 throughput; stat-cache and store-hit"
+    )
+    print(
+        "# speed of re-manifesting an unchanged tree (campaign.core.hashcache, "
+        "campaign.core.runner)"
+    )
     print(
         f"# {os.cpu_count()} CPUs, blake3 {blake3.__version__}, seed {args.seed}, "
         f"{args.repeats} repeats (stage: {args.stage_repeats})"

@@ -32,10 +32,11 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from campaign import models
-from campaign.batches import micro_batches
-from campaign.hashing import hash_value
-from campaign.train import Trainer, _param_groups, lr_factor, read_data
+from campaign.core.hashing import hash_value
+from campaign.train import Trainer, models, read_data
+from campaign.train.batches import micro_batches
+from campaign.train.recipe import lr_factor
+from campaign.train.steps import param_groups
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "data" / "raw" / "demo.jsonl"
@@ -106,7 +107,7 @@ class Bare:
     def __init__(self, trainer: Trainer, total_steps: int):
         r = trainer.recipe
         self.model = copy.deepcopy(trainer.model)
-        self.optimizer = torch.optim.AdamW(_param_groups(self.model, r.weight_decay), lr=r.lr)
+        self.optimizer = torch.optim.AdamW(param_groups(self.model, r.weight_decay), lr=r.lr)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer,
             functools.partial(

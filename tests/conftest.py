@@ -67,7 +67,23 @@ def snakemake(project: Path, *args: str, timeout: float = 300, check: bool = Tru
 
 
 def campaign(project: Path, *args: str, check: bool = True, timeout: float = 120):
-    return run([sys.executable, "-m", "campaign", *args], project, timeout=timeout, check=check)
+    """`python -m campaign` in a project copy, with that copy's package (as its rules run it)."""
+    e = env()
+    e["PYTHONPATH"] = str(project / "workflow")
+    proc = subprocess.run(
+        [sys.executable, "-m", "campaign", *args],
+        cwd=project,
+        env=e,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"campaign {' '.join(args)} exited {proc.returncode}\n--- stdout\n"
+            f"{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}"
+        )
+    return proc
 
 
 _JOB = re.compile(r"^(?:local)?rule (\w+):\s*$")
@@ -106,7 +122,7 @@ TIMED_FOLDERS = ("preflight",)
 
 def result_hashes(project: Path, timed: bool = True) -> dict[str, str]:
     """Content hash of every file under results/ (without the timed outputs if timed=False)."""
-    from campaign.hashing import hash_file
+    from campaign.core.hashing import hash_file
 
     root = project / "results"
     return {

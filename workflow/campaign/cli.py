@@ -13,17 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from campaign.errors import CampaignError
-
-STAGE_COMMANDS = {
-    "manifest": "manifest",
-    "split": "split",
-    "preflight": "preflight",
-    "train": "train",
-    "run-spec": "run_spec",
-    "plan-table": "plan_table",
-    "metrics": "metrics",
-}
+from campaign.core.errors import CampaignError
 
 
 def _pairs(values: list[str] | None, flag: str) -> dict[str, list[Path]]:
@@ -37,13 +27,13 @@ def _pairs(values: list[str] | None, flag: str) -> dict[str, list[Path]]:
 
 
 def _load(args) -> dict:
-    from campaign.config import load_params
+    from campaign.core.params import load_params
 
     return load_params(args.params)
 
 
 def _store(args):
-    from campaign.store import Store
+    from campaign.core.store import Store
 
     if getattr(args, "state_dir", None):
         return Store(args.state_dir)
@@ -52,10 +42,10 @@ def _store(args):
 
 # ------------------------------------------------------------------ stage commands
 def cmd_stage(args) -> int:
-    from campaign.runner import run_stage
-    from campaign.stages import get_stage
+    from campaign.core.registry import get_stage
+    from campaign.core.runner import run_stage
 
-    stage = get_stage(STAGE_COMMANDS[args.command])
+    stage = get_stage(args.stage)
     if args.spec is not None:
         try:
             spec = json.loads(args.spec)
@@ -77,7 +67,7 @@ def cmd_stage(args) -> int:
     unknown = [n for n in inputs if n not in stage.inputs]
     if unknown:
         raise CampaignError(f"{args.command}: unknown input(s) {', '.join(unknown)}")
-    from campaign.store import Store
+    from campaign.core.store import Store
 
     run_stage(stage.name, spec, inputs, outputs, Store(state_dir), Path("."))
     return 0
@@ -85,7 +75,7 @@ def cmd_stage(args) -> int:
 
 # ------------------------------------------------------------------ user tools
 def cmd_validate(args) -> int:
-    from campaign.manifest import expand_sources
+    from campaign.data import expand_sources
     from campaign.plan import plan_index
 
     params = _load(args)
@@ -116,7 +106,7 @@ def cmd_plan(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from campaign.verify import verify_store
+    from campaign.tools.verify import verify_store
 
     store = _store(args)
     bad = verify_store(store, remove=args.remove)
@@ -124,7 +114,7 @@ def cmd_verify(args) -> int:
 
 
 def cmd_gc(args) -> int:
-    from campaign.status import garbage_collect
+    from campaign.tools.status import garbage_collect
 
     return garbage_collect(
         args.params, _store(args), dry_run=args.dry_run, snakefile=args.snakefile
@@ -132,7 +122,7 @@ def cmd_gc(args) -> int:
 
 
 def cmd_status(args) -> int:
-    from campaign.status import print_status
+    from campaign.tools.status import print_status
 
     return print_status(args.params, _store(args), snakefile=args.snakefile)
 
@@ -140,7 +130,7 @@ def cmd_status(args) -> int:
 def cmd_reproduce(args) -> int:
     import tempfile
 
-    from campaign.runner import reproduce
+    from campaign.core.runner import reproduce
 
     store = _store(args)
     with tempfile.TemporaryDirectory(prefix="campaign-reproduce-") as scratch:
@@ -161,8 +151,7 @@ def cmd_reproduce(args) -> int:
 
 
 def cmd_split_salt(args) -> int:
-    from campaign.manifest import load_records
-    from campaign.split import find_salt
+    from campaign.data import find_salt, load_records
 
     params = _load(args)
     records = load_records(params["data"]["sources"], params["data"]["fields"], Path("."))
@@ -178,7 +167,7 @@ def cmd_split_salt(args) -> int:
 
 
 def cmd_demo_data(args) -> int:
-    from campaign.demo_data import DEFAULT_N_RECORDS, write_corpus
+    from campaign.tools.demo_data import DEFAULT_N_RECORDS, write_corpus
 
     n_records = DEFAULT_N_RECORDS if args.n is None else args.n
     if n_records < 1:
@@ -203,24 +192,19 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--params", default="params.yaml", help="params file (default params.yaml)")
         return p
 
-    stage_help = {
-        "manifest": "stage: read the data sources, validate them, write the manifest",
-        "split": "stage: privacy scan, leak-free train/validation/test split, leakage audit",
-        "preflight": "stage: the checks that must pass before any training job runs",
-        "train": "stage: fine-tune one planned run (resumes from its last checkpoint)",
-        "run-spec": "stage: write one planned run's resolved spec",
-        "plan-table": "stage: write the plan as a table",
-        "metrics": "stage: write the campaign's headline metrics",
-    }
-    for name, text in stage_help.items():
-        p = with_params(sub.add_parser(name, help=text, description=text))
+    from campaign.core.registry import stages
+
+    # One subcommand per declared stage (what the rules run), in DAG order.
+    for stage in stages().values():
+        text = f"stage: {stage.help}"
+        p = with_params(sub.add_parser(stage.command, help=text, description=text))
         p.add_argument("--spec", help="the stage's params subset as JSON (instead of --params)")
         p.add_argument("--run", help="run id (run-spec and train with --params)")
         p.add_argument("--in", dest="inputs", action="append", metavar="NAME=PATH")
         p.add_argument("--out", action="append", metavar="NAME=PATH")
         p.add_argument("--state-dir", help="store folder (default: campaign.state_dir)")
         p.add_argument("--log", help="write the stage's output here; errors also go to stderr")
-        p.set_defaults(func=cmd_stage)
+        p.set_defaults(func=cmd_stage, stage=stage.name)
 
     p = with_params(sub.add_parser("validate", help="check a params file against the schema"))
     p.set_defaults(func=cmd_validate)

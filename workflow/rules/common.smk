@@ -1,5 +1,6 @@
-# Shared setup and the small named functions every rule reads config through (rule files hold
-# rules only). All logic lives in the `campaign` package.
+# Shared setup and the generic helpers of every phase: params validation, the interpreter and
+# package a stage command runs with, the plan's runs, and each stage's params subset, code version
+# and command-line arguments as the stage registry declares them. Phase files hold wiring only.
 import os
 import shlex
 import sys
@@ -7,16 +8,17 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
-# The package in this checkout, not whichever one the environment installed: the code a rule
-# lists as input is the code its job runs (two checkouts may share one virtual environment).
+# The package in this checkout, not whichever one the environment installed: the code a job's
+# code version names is the code it runs (two checkouts may share one virtual environment).
 PACKAGE_ROOT = str(Path(workflow.basedir) / "workflow")
 sys.path.insert(0, PACKAGE_ROOT)
 
-from campaign.config import validate as validate_params
-from campaign.errors import CampaignError
-from campaign.manifest import expand_sources
+from campaign.core.code import code_version
+from campaign.core.errors import CampaignError
+from campaign.core.params import validate as validate_params
+from campaign.core.registry import get_stage, stage_spec_text
+from campaign.data import expand_sources
 from campaign.plan import RUN_ID_PATTERN, plan_index
-from campaign.stages import code_files, stage_spec_text
 
 # One-line error naming the file and key (e.g. `ablation.factors.train.lr: expected a list of
 # numbers`); then Snakemake's own check against the same schema file.
@@ -39,18 +41,31 @@ else:
     )
 try:
     validate_params(config, source=PARAMS_FILES)
-    RUNS = plan_index(config)
-    # Each run's params subset as the run_spec stage reads it, serialized once.
-    RUN_SPECS = {run: stage_spec_text("run_spec", config, run=run) for run in RUNS}
-    SOURCES = [str(p) for p in expand_sources(config["data"]["sources"], Path("."))]
 except CampaignError as e:
     sys.exit(f"error: {e}")
 validate(config, "../schemas/params.schema.yaml", set_default=False)
+# The campaign's inputs and plan: data files, an earlier manifest, a pretrained model folder (its
+# content is part of every key that builds on it), the planned runs.
+try:
+    SOURCES = [str(p) for p in expand_sources(config["data"]["sources"], Path("."))]
+except CampaignError as e:
+    sys.exit(f"error: {PARAMS_FILES}: {e}")
+PREVIOUS_MANIFEST = (
+    [config["data"]["previous_manifest"]] if config["data"]["previous_manifest"] else []
+)
+BASE_MODEL = (
+    [] if config["model"]["source"] == "from_config" else [config["model"]["source"]]
+)
+RUNS = list(plan_index(config))
+SPLITS = {
+    name: f"results/data/splits/{name}.parquet"
+    for name in ("train", "validation", "test")
+}
 
 # Stage commands run with this interpreter and this checkout's package, so a job (local or on a
 # cluster node) needs no activated virtual environment.
 # One spelling of the interpreter however Snakemake was started (`snakemake` runs .venv/bin/python3,
-# `python -m snakemake` .venv/bin/python): it is part of every rule's params.
+# `python -m snakemake` .venv/bin/python): it is part of every job's params.
 _PYTHON = (
     Path(sys.prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
 )
@@ -60,106 +75,85 @@ CAMPAIGN = (
     f"{shlex.quote(PYTHON)} -m campaign"
 )
 STATE_DIR = config["campaign"]["state_dir"]
+# What every stage job runs: the stage's subcommand with its params subset (--spec), its inputs
+# (--in) and outputs (--out) by the names the stage declares, and its log.
+STAGE_SHELL = (
+    "{params.campaign} {params.command} --spec {params.spec:q} "
+    "--state-dir {params.state_dir:q} {params.args} --log {log:q}"
+)
 
 
-wildcard_constraints:
-    run=RUN_ID_PATTERN,
+def run_paths(pattern):
+    """`pattern` (with `{run}`) for every planned run."""
+    return [pattern.format(run=run) for run in RUNS]
 
 
-# ------------------------------------------------------------------ generic
+def stage_command(stage):
+    return get_stage(stage).command
+
+
+_CODE = {}
+
+
 def stage_code(stage):
-    """The stage's package modules: listed as inputs so a code change reruns its jobs."""
-    return code_files(stage)
+    """The stage's code version (its import closure, docstrings and comments aside): a param, so
+    a code change reruns the stage's jobs and a comment or docstring edit reruns nothing.
+    """
+    if stage not in _CODE:
+        _CODE[stage] = code_version(get_stage(stage).module)
+    return _CODE[stage]
 
 
-def stage_spec(stage, **wildcards):
-    """The params subset the stage reads, as canonical JSON (what the params trigger compares)."""
-    return stage_spec_text(stage, config, **wildcards)
+_SPECS = {}
 
 
-def in_args(input, *names):
-    """`--in NAME=PATH` for each file of each named input (one file or a list)."""
+def stage_spec(stage):
+    """A params function: the params subset the stage reads for this job, as canonical JSON
+    (what Snakemake's params trigger compares). Memoized per spec function and wildcards, so the
+    stages that read a run's spec (run_spec, train) serialize it once per run."""
+    declared = get_stage(stage)
+
+    def spec(wildcards):
+        key = (declared.spec, tuple(sorted(wildcards.items())))
+        if key not in _SPECS:
+            _SPECS[key] = stage_spec_text(stage, config, **dict(wildcards.items()))
+        return _SPECS[key]
+
+    return spec
+
+
+def stage_params(stage):
+    """Everything STAGE_SHELL reads, for one stage: the command, its params subset, its code
+    version (a param, so Snakemake reruns the stage's jobs when its code changes), its file
+    arguments, the store folder."""
+    return {
+        "campaign": CAMPAIGN,
+        "command": stage_command(stage),
+        "code": stage_code(stage),
+        "spec": stage_spec(stage),
+        "args": stage_args(stage),
+        "state_dir": STATE_DIR,
+    }
+
+
+def _file_args(flag, files, names):
     args = []
     for name in names:
-        value = input.get(name) or []
+        value = files.get(name) or []
         for path in [value] if isinstance(value, str) else value:
-            args.append(f"--in {name}={shlex.quote(str(path))}")
-    return " ".join(args)
+            args.append(f"{flag} {name}={shlex.quote(str(path))}")
+    return args
 
 
-# ------------------------------------------------------------------ data phase
-def data_sources(wildcards):
-    return SOURCES
+def stage_args(stage):
+    """A params function: `--in NAME=PATH` for each declared input the job has (other inputs
+    only order it) and `--out NAME=PATH` for each output."""
+    declared = get_stage(stage)
 
+    def args(wildcards, input, output):
+        return " ".join(
+            _file_args("--in", input, declared.inputs)
+            + _file_args("--out", output, declared.outputs)
+        )
 
-def previous_manifest(wildcards):
-    previous = config["data"]["previous_manifest"]
-    return [previous] if previous else []
-
-
-def manifest_spec(wildcards):
-    return stage_spec("manifest")
-
-
-def manifest_inputs(wildcards, input):
-    return in_args(input, "sources", "previous")
-
-
-def split_spec(wildcards):
-    return stage_spec("split")
-
-
-def split_inputs(wildcards, input):
-    return in_args(input, "sources")
-
-
-# ------------------------------------------------------------------ plan phase
-def planned_run_specs(wildcards):
-    return [f"results/runs/{run}/spec.json" for run in RUNS]
-
-
-def run_spec_json(wildcards):
-    return RUN_SPECS[wildcards.run]
-
-
-def plan_spec(wildcards):
-    return stage_spec("plan_table")
-
-
-# ------------------------------------------------------------------ preflight phase
-def preflight_spec(wildcards):
-    return stage_spec("preflight")
-
-
-# ------------------------------------------------------------------ train phase
-SPLITS = {
-    name: f"results/data/splits/{name}.parquet"
-    for name in ("train", "validation", "test")
-}
-# A pretrained model folder is an input (its content is part of the key); from_config: none.
-BASE_MODEL = (
-    [] if config["model"]["source"] == "from_config" else [config["model"]["source"]]
-)
-# The same for every training job: built once, not per job (1,000 runs → 1,000 jobs).
-TRAIN_IN_ARGS = in_args({**SPLITS, "base_model": BASE_MODEL}, *SPLITS, "base_model")
-
-
-def base_model(wildcards):
-    return BASE_MODEL
-
-
-def train_inputs(wildcards):
-    return TRAIN_IN_ARGS
-
-
-def trained_models(wildcards):
-    return [f"results/runs/{run}/predictions_test.parquet" for run in RUNS]
-
-
-# ------------------------------------------------------------------ report phase
-def trained_run_manifests(wildcards):
-    return [f"results/runs/{run}/run_manifest.json" for run in RUNS]
-
-
-def metrics_inputs(wildcards, input):
-    return in_args(input, "summary", "runs", "run_manifests")
+    return args

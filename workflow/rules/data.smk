@@ -1,11 +1,9 @@
-# Data phase: read and validate the sources, write the manifest (splits come next).
-
-
+# Data phase: read and validate the sources, write the manifest; privacy scan, leak-free split
+# and leakage audit.
 rule manifest:
     input:
-        sources=data_sources,
-        previous=previous_manifest,
-        code=stage_code("manifest"),
+        sources=SOURCES,
+        previous=PREVIOUS_MANIFEST,
     output:
         manifest="results/data/manifest.parquet",
         summary="results/data/summary.json",
@@ -15,23 +13,17 @@ rule manifest:
     benchmark:
         "logs/benchmarks/manifest/manifest.tsv"
     params:
-        campaign=CAMPAIGN,
-        spec=manifest_spec,
-        inputs=manifest_inputs,
-        state_dir=STATE_DIR,
+        **stage_params("manifest"),
     shell:
-        "{params.campaign} manifest --spec {params.spec:q} --state-dir {params.state_dir:q} "
-        "{params.inputs} --out manifest={output.manifest:q} --out summary={output.summary:q} "
-        "--out diff={output.diff:q} --log {log:q}"
+        STAGE_SHELL
 
 
 rule split:
     input:
-        sources=data_sources,
+        sources=SOURCES,
         # Not hashed into the split's key (the sources are): it orders the split after the
         # manifest, so a bad record is reported once, by the manifest stage.
         manifest="results/data/manifest.parquet",
-        code=stage_code("split"),
     output:
         train="results/data/splits/train.parquet",
         validation="results/data/splits/validation.parquet",
@@ -44,12 +36,6 @@ rule split:
     benchmark:
         "logs/benchmarks/split/split.tsv"
     params:
-        campaign=CAMPAIGN,
-        spec=split_spec,
-        inputs=split_inputs,
-        state_dir=STATE_DIR,
+        **stage_params("split"),
     shell:
-        "{params.campaign} split --spec {params.spec:q} --state-dir {params.state_dir:q} "
-        "{params.inputs} --out train={output.train:q} --out validation={output.validation:q} "
-        "--out test={output.test:q} --out audit={output.audit:q} "
-        "--out audit_table={output.audit_table:q} --out privacy={output.privacy:q} --log {log:q}"
+        STAGE_SHELL

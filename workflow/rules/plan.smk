@@ -1,11 +1,16 @@
 # Plan phase: the resolved spec of every planned run (what its training job consumes) and the
 # plan table. A run's path carries its id, a hash of its spec, so editing one ablation level adds
 # new run paths and touches no other run.
+wildcard_constraints:
+    run=RUN_ID_PATTERN,
+
+
+localrules:
+    run_spec,
+    plan_table,
 
 
 rule run_spec:
-    input:
-        code=stage_code("run_spec"),
     output:
         spec="results/runs/{run}/spec.json",
     log:
@@ -13,17 +18,12 @@ rule run_spec:
     benchmark:
         "logs/benchmarks/run_spec/{run}.tsv"
     params:
-        campaign=CAMPAIGN,
-        spec=run_spec_json,
-        state_dir=STATE_DIR,
+        **stage_params("run_spec"),
     shell:
-        "{params.campaign} run-spec --spec {params.spec:q} --state-dir {params.state_dir:q} "
-        "--out spec={output.spec:q} --log {log:q}"
+        STAGE_SHELL
 
 
 rule plan_table:
-    input:
-        code=stage_code("plan_table"),
     output:
         runs="results/plan/runs.tsv",
     log:
@@ -31,9 +31,6 @@ rule plan_table:
     benchmark:
         "logs/benchmarks/plan_table/plan_table.tsv"
     params:
-        campaign=CAMPAIGN,
-        spec=plan_spec,
-        state_dir=STATE_DIR,
+        **stage_params("plan_table"),
     shell:
-        "{params.campaign} plan-table --spec {params.spec:q} --state-dir {params.state_dir:q} "
-        "--out runs={output.runs:q} --log {log:q}"
+        STAGE_SHELL

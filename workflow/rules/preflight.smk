@@ -4,11 +4,8 @@
 
 rule preflight:
     input:
-        train="results/data/splits/train.parquet",
-        validation="results/data/splits/validation.parquet",
-        test="results/data/splits/test.parquet",
-        base_model=base_model,
-        code=stage_code("preflight"),
+        **SPLITS,
+        base_model=BASE_MODEL,
     output:
         report="results/preflight/report.json",
         report_text="results/preflight/report.txt",
@@ -17,11 +14,6 @@ rule preflight:
     benchmark:
         "logs/benchmarks/preflight/preflight.tsv"
     params:
-        campaign=CAMPAIGN,
-        spec=preflight_spec,
-        inputs=train_inputs,
-        state_dir=STATE_DIR,
+        **stage_params("preflight"),
     shell:
-        "{params.campaign} preflight --spec {params.spec:q} --state-dir {params.state_dir:q} "
-        "{params.inputs} --out report={output.report:q} "
-        "--out report_text={output.report_text:q} --log {log:q}"
+        STAGE_SHELL

@@ -1,12 +1,15 @@
 # Report phase: the campaign's headline numbers (read by `dvc metrics show`).
 
 
+localrules:
+    metrics,
+
+
 rule metrics:
     input:
         summary="results/data/summary.json",
         runs="results/plan/runs.tsv",
-        run_manifests=trained_run_manifests,
-        code=stage_code("metrics"),
+        run_manifests=run_paths("results/runs/{run}/run_manifest.json"),
     output:
         metrics="results/metrics.json",
     log:
@@ -14,9 +17,6 @@ rule metrics:
     benchmark:
         "logs/benchmarks/metrics/metrics.tsv"
     params:
-        campaign=CAMPAIGN,
-        inputs=metrics_inputs,
-        state_dir=STATE_DIR,
+        **stage_params("metrics"),
     shell:
-        "{params.campaign} metrics --spec null --state-dir {params.state_dir:q} {params.inputs} "
-        "--out metrics={output.metrics:q} --log {log:q}"
+        STAGE_SHELL

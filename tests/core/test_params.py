@@ -1,0 +1,110 @@
+"""params.yaml against the schema: valid as shipped, and one-line errors naming the key."""
+
+import copy
+
+import pytest
+import yaml
+
+from campaign.core.errors import CampaignError
+from campaign.core.params import load_params, validate
+
+
+@pytest.fixture(scope="module")
+def params():
+    return load_params("params.yaml")
+
+
+def error_for(params, mutate) -> str:
+    bad = copy.deepcopy(params)
+    mutate(bad)
+    with pytest.raises(CampaignError) as info:
+        validate(bad)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_shipped_params_are_valid(params):
+    assert params["campaign"]["name"] == "demo"
+
+
+@pytest.mark.parametrize(
+    "mutate, expected",
+    [
+        (
+            lambda p: p["ablation"]["factors"]["train"].update(lr=0.001),
+            "ablation.factors.train.lr: expected a list of numbers; got number 0.001",
+        ),
+        (
+            lambda p: p["ablation"]["factors"]["train"].update(lr=["1e-4"]),
+            "ablation.factors.train.lr[0]: expected a number; got string '1e-4' (YAML reads",
+        ),
+        (lambda p: p["train"].update(lrr=0.1), "train.lrr: unknown key"),
+        (lambda p: p["train"].update(lrr=0.1), "did you mean 'lr'?"),
+        (lambda p: p["train"].pop("max_steps"), "train.max_steps: missing required key"),
+        (
+            lambda p: p["train"].update(precision="fp8"),
+            "train.precision: expected one of fp32, bf16, fp16; got string 'fp8'",
+        ),
+        (lambda p: p["train"].update(micro_batch=0), "train.micro_batch: must be >= 1; got 0"),
+        (lambda p: p["train"].update(lr=-1.0), "train.lr: must be > 0; got -1.0"),
+        (
+            lambda p: p["data"]["sources"][0].pop("licence"),
+            "data.sources[0].licence: missing required key",
+        ),
+        (
+            lambda p: p["data"]["sources"][0].update(format="xlsx"),
+            "data.sources[0].format: expected one of csv, jsonl, parquet",
+        ),
+        (lambda p: p["data"].update(sources=[]), "data.sources: must list at least 1 item"),
+        (lambda p: p["ablation"].update(seeds=[1, 1]), "ablation.seeds: values must be unique"),
+        (
+            lambda p: p["ablation"]["factors"].update(model={"config": {"vocab": [1]}}),
+            "ablation.factors.model.config.vocab: unknown key",
+        ),
+        (
+            lambda p: p["ablation"]["factors"].update(optimizer={"name": ["adam"]}),
+            "ablation.factors.optimizer: unknown key",
+        ),
+        (lambda p: p.update(extra={}), "extra: unknown key"),
+        (lambda p: p["campaign"].update(name="my campaign"), "campaign.name: must match"),
+    ],
+)
+def test_bad_params_name_the_key(params, mutate, expected):
+    assert expected in error_for(params, mutate)
+
+
+def test_model_factors_need_a_model_built_from_config(params):
+    def mutate(p):
+        p["model"]["source"] = "models/minilm"
+        p["model"]["tokenizer"] = {"source": "model"}
+        p["ablation"]["factors"]["model"] = {"config": {"hidden_size": [32, 64]}}
+
+    assert (
+        "ablation.factors.model: model.config can only be varied when model.source is "
+        "from_config" in error_for(params, mutate)
+    )
+
+
+def test_from_config_model_needs_every_config_key(params):
+    message = error_for(params, lambda p: p["model"]["config"].pop("hidden_size"))
+    assert "model.config.hidden_size: missing" in message
+
+
+def test_params_file_errors_name_the_file(tmp_path):
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(CampaignError, match="nope.yaml: params file not found"):
+        load_params(missing)
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("train: [1, 2\n")
+    with pytest.raises(CampaignError, match=r"broken.yaml line \d+: not valid YAML"):
+        load_params(broken)
+    scalar = tmp_path / "scalar.yaml"
+    scalar.write_text("42\n")
+    with pytest.raises(CampaignError, match="scalar.yaml: expected a mapping of sections"):
+        load_params(scalar)
+
+
+def test_every_schema_section_is_in_params(params):
+    schema = yaml.safe_load(open("workflow/schemas/params.schema.yaml"))
+    assert set(schema["required"]) == set(params)

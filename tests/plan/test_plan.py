@@ -1,0 +1,90 @@
+"""The planner: cells × seeds, param-derived ids, the baseline merged with its grid cell."""
+
+import copy
+
+import pytest
+
+from campaign.core.errors import CampaignError
+from campaign.core.params import load_params
+from campaign.plan import format_table, plan_rows, plan_runs, run_id
+
+
+@pytest.fixture()
+def params():
+    p = load_params("params.yaml")
+    p["ablation"]["factors"] = {"train": {"lr": [1.0e-4, 5.0e-4], "max_length": [32, 64]}}
+    p["ablation"]["seeds"] = [1, 2]
+    p["train"]["lr"] = 5.0e-4
+    p["train"]["max_length"] = 64
+    return p
+
+
+def test_full_factorial_with_baseline_merged(params):
+    runs = plan_runs(params)
+    # 2 × 2 cells; the baseline (lr 5e-4, max_length 64) is one of them → 4 cells × 2 seeds.
+    assert len(runs) == 8
+    baseline = [r for r in runs if "baseline" in r.roles]
+    assert len(baseline) == 2
+    assert all(r.roles == ("baseline", "grid") for r in baseline)
+    assert {dict(r.cell)["train.lr"] for r in runs} == {1.0e-4, 5.0e-4}
+    assert len({r.run_id for r in runs}) == 8
+
+
+def test_baseline_outside_the_grid_is_an_extra_cell(params):
+    params["train"]["lr"] = 1.0e-3
+    runs = plan_runs(params)
+    assert len(runs) == 10  # (4 grid cells + baseline) × 2 seeds
+    assert sum("baseline" in r.roles for r in runs) == 2
+    assert all(r.roles in (("baseline",), ("grid",)) for r in runs)
+
+
+def test_no_factors_is_the_baseline_alone(params):
+    params["ablation"]["factors"] = {}
+    runs = plan_runs(params)
+    assert [r.roles for r in runs] == [("baseline",), ("baseline",)]
+
+
+def test_ids_depend_only_on_the_resolved_spec(params):
+    before = {r.run_id: r for r in plan_runs(params)}
+    assert all(r.run_id == run_id(r.spec) for r in before.values())
+    # Editing one level: runs at the other level keep their ids; new ids for the new level.
+    edited = copy.deepcopy(params)
+    edited["ablation"]["factors"]["train"]["lr"] = [2.0e-4, 5.0e-4]
+    after = {r.run_id: r for r in plan_runs(edited)}
+    kept = set(before) & set(after)
+    assert {dict(before[k].cell)["train.lr"] for k in kept} == {5.0e-4}
+    assert len(kept) == 4 and len(set(after) - kept) == 4
+    # Unrelated sections (data, campaign) do not change any run id.
+    other = copy.deepcopy(params)
+    other["data"]["sources"][0]["licence"] = "MIT"
+    other["campaign"]["name"] = "renamed"
+    assert {r.run_id for r in plan_runs(other)} == set(before)
+
+
+def test_seed_changes_the_id(params):
+    a = plan_runs(params)
+    params["ablation"]["seeds"] = [3]
+    b = plan_runs(params)
+    assert not {r.run_id for r in a} & {r.run_id for r in b}
+
+
+def test_model_factor(params):
+    params["ablation"]["factors"] = {"model": {"config": {"hidden_size": [32, 64]}}}
+    runs = plan_runs(params)
+    assert {r.spec["model"]["config"]["hidden_size"] for r in runs} == {32, 64}
+    assert params["model"]["config"]["hidden_size"] == 64  # the input is not mutated
+
+
+def test_max_runs_is_enforced(params):
+    params["ablation"]["max_runs"] = 5
+    with pytest.raises(
+        CampaignError, match=r"ablation.max_runs: the plan has 8 runs \(4 cells × 2"
+    ):
+        plan_runs(params)
+
+
+def test_table_lists_every_run(params):
+    rows = plan_rows(plan_runs(params))
+    text = format_table(rows)
+    assert text.splitlines()[0].split() == ["run", "roles", "seed", "train.lr", "train.max_length"]
+    assert len(text.splitlines()) == 2 + 8

@@ -1,0 +1,146 @@
+"""Device choice: one card per job by lock file, a scheduler's assignment kept, progress lines."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from campaign.core.errors import CampaignError
+from campaign.train import devices
+
+# Takes a card, prints CUDA_VISIBLE_DEVICES, holds the card until killed (or argv[3] seconds).
+HOLDER = """
+import os, sys, time
+from campaign.train.devices import acquire_gpu
+from campaign.core.errors import CampaignError
+try:
+    lease = acquire_gpu(sys.argv[1], float(sys.argv[2]))
+except CampaignError as e:
+    print(f"error: {e}", flush=True)
+    sys.exit(1)
+print(lease.source, os.environ["CUDA_VISIBLE_DEVICES"], flush=True)
+time.sleep(float(sys.argv[3]))
+"""
+
+
+def holder_env(cards: int) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("SLURM_JOB_ID", "CUDA_VISIBLE_DEVICES")}
+    env["CAMPAIGN_FAKE_GPU_COUNT"] = str(cards)
+    return env
+
+
+def start(lock_dir: Path, timeout_s: float, hold_s: float = 60) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(lock_dir), str(timeout_s), str(hold_s)],
+        env=holder_env(4),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_four_jobs_get_four_cards_and_a_fifth_waits_or_fails(tmp_path):
+    locks = tmp_path / "locks"
+    jobs = [start(locks, timeout_s=30) for _ in range(4)]
+    try:
+        lines = [job.stdout.readline().split() for job in jobs]
+        assert all(line[0] == "lock" for line in lines), lines
+        assert sorted(line[1] for line in lines) == ["0", "1", "2", "3"]
+
+        # A fifth job with a short timeout: a one-line error, non-zero exit.
+        t0 = time.monotonic()
+        fifth = start(locks, timeout_s=0.5)
+        out, _ = fifth.communicate(timeout=30)
+        assert fifth.returncode == 1 and time.monotonic() - t0 >= 0.5
+        assert out.startswith("error: no free GPU: all 4 card(s) locked")
+
+        # A fifth job that waits gets the card of a job that dies (SIGKILL frees the flock).
+        waiting = start(locks, timeout_s=30, hold_s=0)
+        time.sleep(0.5)
+        assert waiting.poll() is None
+        freed = lines[2][1]
+        jobs[2].kill()
+        jobs[2].wait()
+        out, _ = waiting.communicate(timeout=30)
+        assert out.split() == ["lock", freed]
+    finally:
+        for job in jobs:
+            job.kill()
+            job.wait()
+
+
+def test_scheduler_assignment_is_kept(tmp_path):
+    env = {"SLURM_JOB_ID": "42", "CUDA_VISIBLE_DEVICES": "3", "CAMPAIGN_FAKE_GPU_COUNT": "4"}
+    lease = devices.acquire_gpu(tmp_path, 0, env=env)
+    assert (lease.source, lease.visible_devices, env["CUDA_VISIBLE_DEVICES"]) == (
+        "scheduler",
+        "3",
+        "3",
+    )
+    assert not list(tmp_path.iterdir())  # no lock taken
+    preset = {"CUDA_VISIBLE_DEVICES": "1,2", "CAMPAIGN_FAKE_GPU_COUNT": "4"}
+    assert devices.acquire_gpu(tmp_path, 0, env=preset).visible_devices == "1,2"
+
+
+def test_no_card_means_cpu_and_no_lock(tmp_path):
+    env = {"CAMPAIGN_FAKE_GPU_COUNT": "0"}
+    lease = devices.acquire_gpu(tmp_path / "locks", 0, env=env)
+    assert lease.source == "none" and "CUDA_VISIBLE_DEVICES" not in env
+    assert str(devices.select_device()) == "cpu"
+
+
+def test_lease_release_frees_the_card(tmp_path):
+    env = {"CAMPAIGN_FAKE_GPU_COUNT": "1"}
+    lease = devices.acquire_gpu(tmp_path, 0, env=env)
+    assert lease.index == 0 and env["CUDA_VISIBLE_DEVICES"] == "0"
+    with pytest.raises(CampaignError, match="no free GPU"):
+        devices.acquire_gpu(tmp_path, 0, env={"CAMPAIGN_FAKE_GPU_COUNT": "1"})
+    lease.release()
+    assert devices.acquire_gpu(tmp_path, 0, env={"CAMPAIGN_FAKE_GPU_COUNT": "1"}).index == 0
+
+
+def test_bad_settings_are_one_line_errors():
+    with pytest.raises(CampaignError, match="CAMPAIGN_FAKE_GPU_COUNT='two'"):
+        devices.gpu_count({"CAMPAIGN_FAKE_GPU_COUNT": "two"})
+    with pytest.raises(CampaignError, match="CAMPAIGN_GPU_WAIT_S='soon'"):
+        devices.lease_from_env({"CAMPAIGN_GPU_WAIT_S": "soon", "CAMPAIGN_FAKE_GPU_COUNT": "0"})
+
+
+def test_precision_checks():
+    import torch
+
+    cpu = torch.device("cpu")
+    with pytest.raises(CampaignError, match="fp16 needs a CUDA device"):
+        devices.check_precision(cpu, "fp16")
+    devices.check_precision(cpu, "bf16")
+    with devices.autocast(cpu, "bf16"):
+        y = torch.ones(2, 2) @ torch.ones(2, 2)
+    assert y.dtype == torch.bfloat16
+    with devices.autocast(cpu, "fp32"):
+        assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.float32
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_lines_when_not_a_terminal():
+    log = io.StringIO()
+    progress = devices.Progress(total=3, stream=log, interval_s=3600)
+    for step in (1, 2, 3):
+        progress.update(step, loss=1.0 / step)
+    progress.close()
+    # Only the last step (the interval never passed): one line, no bar control characters.
+    assert log.getvalue() == "train: step 3/3 loss 0.3333\n"
+
+    tty = _Tty()
+    bar = devices.Progress(total=3, stream=tty)
+    bar.update(2, loss=0.5)
+    bar.close()
+    assert "\r" in tty.getvalue() and "2/3" in tty.getvalue()

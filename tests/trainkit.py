@@ -1,0 +1,109 @@
+"""Tiny training runs for the tests: demo-corpus splits by author, a tiny run spec, a stage
+context. Shared by the train, checkpoint and preflight tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from campaign.core.hashing import hash_value
+from campaign.core.runner import StageContext
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO / "data" / "raw" / "demo.jsonl"
+OUTPUTS = ("model", "metrics", "predictions_validation", "predictions_test", "run_manifest")
+SPLITS = ("train", "validation", "test")
+
+
+def demo_records() -> list[dict]:
+    return [json.loads(line) for line in DEMO.read_text(encoding="utf-8").splitlines()]
+
+
+def split_of(author: str) -> str:
+    """70/15/15 by a hash of the author, so no author spans two splits."""
+    bucket = int(hash_value(author)[:8], 16) % 100
+    return "train" if bucket < 70 else "validation" if bucket < 85 else "test"
+
+
+def write_splits(folder: Path, n_train: int, n_eval: int, records=None) -> dict[str, list[Path]]:
+    """Parquet split files (id, text, label, group, unit) from the demo corpus."""
+    records = demo_records() if records is None else records
+    folder.mkdir(parents=True, exist_ok=True)
+    sizes = {"train": n_train, "validation": n_eval, "test": n_eval}
+    inputs = {}
+    for name, size in sizes.items():
+        rows = [
+            {
+                "id": r["id"],
+                "text": r["text"],
+                "label": r["label"],
+                "group": r["author"],
+                "unit": r["author"],
+            }
+            for r in records
+            if split_of(r["author"]) == name
+        ][:size]
+        path = folder / f"{name}.parquet"
+        pd.DataFrame(rows).to_parquet(path, index=False)
+        inputs[name] = [path]
+    return inputs
+
+
+def tiny_spec(
+    task: str = "sequence_classification",
+    architecture: str = "bert",
+    seed: int = 1,
+    hidden: int = 32,
+    layers: int = 1,
+    **train,
+) -> dict:
+    spec = {
+        "model": {
+            "task": task,
+            "source": "from_config",
+            "config": {
+                "architecture": architecture,
+                "hidden_size": hidden,
+                "num_hidden_layers": layers,
+                "num_attention_heads": 2,
+                "intermediate_size": 2 * hidden,
+                "max_position_embeddings": 64,
+                "dropout": 0.1,
+            },
+            "tokenizer": {
+                "source": "train_split",
+                "vocab_size": 600,
+                "min_frequency": 2,
+                "lowercase": True,
+            },
+        },
+        "train": {
+            "lr": 3.0e-3,
+            "weight_decay": 0.01,
+            "max_steps": 12,
+            "micro_batch": 8,
+            "grad_accum": 2,
+            "max_length": 32,
+            "precision": "fp32",
+            "schedule": "linear",
+            "warmup_steps": 2,
+            "max_grad_norm": 1.0,
+            "eval_every": 6,
+            "checkpoint_every": 4,
+            "keep_checkpoints": 2,
+            "lora": None,
+        },
+        "seed": seed,
+    }
+    spec["train"].update(train)
+    return spec
+
+
+def context(spec: dict, inputs: dict, folder: Path) -> StageContext:
+    out = folder / "outputs"
+    out.mkdir(parents=True, exist_ok=True)
+    work = folder / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    return StageContext("train", spec, inputs, {n: out / n for n in OUTPUTS}, work, REPO)

@@ -1,0 +1,242 @@
+"""End to end: a tiny campaign through real Snakemake: reruns, kill -9 and resume, CLI tools."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import (
+    BIN,
+    FIXTURES,
+    campaign,
+    copy_project,
+    env,
+    events,
+    planned_jobs,
+    result_hashes,
+    snakemake,
+)
+
+pytestmark = pytest.mark.slow
+
+
+def edit_params(project: Path, edit) -> None:
+    path = project / "params.yaml"
+    params = yaml.safe_load(path.read_text())
+    edit(params)
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def run_ids(project: Path) -> set[str]:
+    return {p.name for p in (project / "results" / "runs").iterdir()}
+
+
+def test_campaign_runs_then_nothing_to_do(tiny_project):
+    snakemake(tiny_project)
+    hashes = result_hashes(tiny_project)
+    assert {"data/manifest.parquet", "data/summary.json", "plan/runs.tsv", "metrics.json"} <= set(
+        hashes
+    )
+    assert len(run_ids(tiny_project)) == 4
+    metrics = json.loads((tiny_project / "results" / "metrics.json").read_text())
+    assert metrics["plan"] == {"runs": 4, "seeds": 2, "cells": 2}
+    # Results and the store may hold personal data: owner-only, every file and folder.
+    for top in (tiny_project / "results", tiny_project / ".campaign" / "store"):
+        for path in [top, *top.rglob("*")]:
+            if path.name == ".snakemake_timestamp":
+                continue  # Snakemake's own empty marker in directory() outputs
+            assert path.stat().st_mode & 0o077 == 0, f"{path} is readable by others"
+    again = snakemake(tiny_project, "-n")
+    assert planned_jobs(again.stdout) == []
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_editing_one_param_reruns_exactly_its_dependents(tiny_project):
+    snakemake(tiny_project)
+    before_runs = run_ids(tiny_project)
+    manifest = tiny_project / "results" / "data" / "manifest.parquet"
+    manifest_stat = manifest.stat()
+    n_events = len(events(tiny_project))
+
+    # One ablation level changes: its 2 runs (× 2 seeds) are new; the plan table and the
+    # metrics that summarize it follow; the data and the other runs are untouched.
+    edit_params(
+        tiny_project, lambda p: p["ablation"]["factors"]["train"].update(lr=[1.0e-3, 2.0e-3])
+    )
+    dry = snakemake(tiny_project, "-n")
+    jobs = planned_jobs(dry.stdout)
+    new_runs = sorted((rule, out) for rule, out in jobs if rule == "run_spec")
+    assert [rule for rule, _ in jobs if rule not in ("run_spec", "train")] == [
+        "all",
+        "metrics",
+        "plan_table",
+    ]
+    assert len(new_runs) == 2
+    assert sorted(out.split("/")[2] for rule, out in jobs if rule == "train") == sorted(
+        out.split("/")[2] for _, out in new_runs
+    )
+    snakemake(tiny_project)
+    after_runs = run_ids(tiny_project)
+    assert {f"results/runs/{r}/spec.json" for r in after_runs - before_runs} == {
+        out for _, out in new_runs
+    }
+    assert manifest.stat().st_mtime_ns == manifest_stat.st_mtime_ns
+    assert manifest.stat().st_ino == manifest_stat.st_ino
+    new_events = events(tiny_project)[n_events:]
+    assert sorted(e["stage"] for e in new_events if e["event"] == "miss") == [
+        "metrics",
+        "plan_table",
+        "run_spec",
+        "run_spec",
+        "train",
+        "train",
+    ]
+
+    # A data-only param: the manifest, the split (it reads the sources) and the metrics rerun;
+    # no run spec, no plan table.
+    edit_params(tiny_project, lambda p: p["data"]["sources"][0].update(licence="CC-BY-4.0"))
+    jobs = planned_jobs(snakemake(tiny_project, "-n").stdout)
+    # Training jobs are listed (their split inputs will be rewritten) but the split's bytes do
+    # not change, so each is a store hit: nothing is retrained.
+    assert [rule for rule, _ in jobs if rule not in ("train", "preflight")] == [
+        "all",
+        "manifest",
+        "metrics",
+        "split",
+    ]
+    n_events = len(events(tiny_project))
+    snakemake(tiny_project)
+    new_events = events(tiny_project)[n_events:]
+    assert sorted(e["stage"] for e in new_events if e["event"] == "miss") == [
+        "manifest",
+        "metrics",
+        "split",
+    ]
+    assert [e["event"] for e in new_events if e["stage"] == "train"] == ["hit"] * 4
+    assert [e["event"] for e in new_events if e["stage"] == "preflight"] == ["hit"]
+    summary = json.loads((tiny_project / "results" / "data" / "summary.json").read_text())
+    assert summary["per_licence"] == {"CC-BY-4.0": summary["records"]}
+
+
+def test_touching_inputs_costs_a_store_hit_not_a_recomputation(tiny_project):
+    snakemake(tiny_project)
+    before = result_hashes(tiny_project)
+    n_events = len(events(tiny_project))
+    # What `git checkout` or `dvc pull` does: same bytes, new mtimes.
+    for path in [
+        tiny_project / "data" / "raw" / "demo.jsonl",
+        *(tiny_project / "workflow" / "campaign").glob("*.py"),
+    ]:
+        os.utime(path)
+    jobs = planned_jobs(snakemake(tiny_project, "-n").stdout)
+    assert ("manifest", "results/data/manifest.parquet") in jobs
+    snakemake(tiny_project)
+    new = events(tiny_project)[n_events:]
+    assert [e for e in new if e["event"] == "miss"] == []
+    assert sum(e["event"] == "hit" for e in new) >= len(jobs) - 1
+    assert result_hashes(tiny_project) == before
+    assert planned_jobs(snakemake(tiny_project, "-n").stdout) == []
+
+
+def test_kill_9_then_the_documented_recovery_finishes_without_recomputing(tmp_path):
+    params = yaml.safe_load((FIXTURES / "tiny_params.yaml").read_text())
+    params["ablation"]["seeds"] = [1, 2, 3]
+    params["train"]["max_steps"] = 60
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(yaml.safe_dump(params, sort_keys=False))
+    killed = copy_project(tmp_path / "killed", params_file)
+    clean = copy_project(tmp_path / "clean", params_file)
+
+    proc = subprocess.Popen(
+        [str(BIN / "snakemake"), "--cores", "1"],
+        cwd=killed,
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    # Kill while a training job is mid-run: right after its first checkpoint lands.
+    work = killed / ".campaign" / "work"
+    deadline = time.time() + 300
+    while time.time() < deadline and not list(work.glob("*/ckpt-*")):
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)  # Snakemake and every job it started
+    proc.wait()
+    before_kill = events(killed)
+    committed = {e["key"] for e in before_kill if e["event"] == "commit"}
+    interrupted = {e["key"] for e in before_kill if e["event"] == "miss"} - committed
+    assert committed and interrupted, "the kill must land mid-campaign"
+    assert list(work.glob("*/ckpt-*")), "a checkpoint survives in the work folder"
+
+    # The recovery command from README.md.
+    snakemake(killed, "--unlock")
+    snakemake(killed)
+
+    after = events(killed)[len(before_kill) :]
+    recomputed = {e["key"] for e in after if e["event"] == "miss"} & committed
+    assert recomputed == set(), "a finished stage was computed again"
+    logs = "".join(p.read_text() for p in (killed / "logs" / "train").glob("*.log"))
+    assert "train: resumed from step" in logs
+    snakemake(clean)
+    # Bit for bit: models, predictions, splits, manifests (timings aside).
+    assert result_hashes(killed, timed=False) == result_hashes(clean, timed=False)
+    assert planned_jobs(snakemake(killed, "-n").stdout) == []
+
+
+def test_corrupted_store_entry_is_recomputed_in_a_snakemake_run(tiny_project):
+    snakemake(tiny_project)
+    manifest_key = next(e["key"] for e in events(tiny_project) if e["stage"] == "manifest")
+    stored = tiny_project / ".campaign" / "store" / manifest_key / "outputs" / "summary"
+    good = stored.read_bytes()
+    os.chmod(stored, 0o600)
+    with open(stored, "r+b") as f:
+        f.seek(10)
+        byte = f.read(1)
+        f.seek(10)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    verify = campaign(tiny_project, "verify", check=False)
+    assert verify.returncode == 1
+    assert f"CORRUPT  manifest     {manifest_key}/outputs/summary" in verify.stdout
+    os.utime(tiny_project / "data" / "raw" / "demo.jsonl")  # make Snakemake look again
+    out = snakemake(tiny_project)
+    log = (tiny_project / "logs" / "manifest" / "manifest.log").read_text()
+    assert f"corrupt entry {manifest_key}/outputs/summary" in log
+    assert stored.read_bytes() == good
+    assert campaign(tiny_project, "verify").returncode == 0
+    assert out.returncode == 0
+
+
+def test_status_gc_and_reproduce(tiny_project):
+    snakemake(tiny_project)
+    status = campaign(tiny_project, "status")
+    summary = status.stdout.split("summary:")[-1]
+    assert "done" in summary and "missing" not in summary and "stale" not in summary
+    manifest_key = next(e["key"] for e in events(tiny_project) if e["stage"] == "manifest")
+    rep = campaign(tiny_project, "reproduce", manifest_key[:12])
+    assert "reproduced bit for bit" in rep.stdout
+
+    # Drop a level: its runs leave the plan; gc lists their entries, then removes them.
+    edit_params(tiny_project, lambda p: p["ablation"]["factors"]["train"].update(lr=[1.0e-3]))
+    status = campaign(tiny_project, "status")
+    # The plan table and the metrics no longer match the plan: stale, listed by output.
+    assert "stale" in status.stdout.split("summary:")[-1]
+    assert any(
+        line.startswith("stale") and "results/plan/runs.tsv" in line
+        for line in status.stdout.splitlines()
+    ), status.stdout
+    dry = campaign(tiny_project, "gc", "--dry-run")
+    store = tiny_project / ".campaign" / "store"
+    n_before = len(list(store.iterdir()))
+    assert "would remove 4 entries" in dry.stdout  # 2 runs: their spec and training entries
+    assert len(list(store.iterdir())) == n_before
+    campaign(tiny_project, "gc")
+    assert len(list(store.iterdir())) == n_before - 4
+    snakemake(tiny_project)
+    assert campaign(tiny_project, "verify").returncode == 0

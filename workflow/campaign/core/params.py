@@ -1,0 +1,243 @@
+"""Load params.yaml and check it against the one schema, with one-line errors naming the key."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import math
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from campaign.core.errors import CampaignError
+
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "params.schema.yaml"
+
+_TYPE_WORDS = {
+    "number": "a number",
+    "integer": "an integer",
+    "string": "a string",
+    "array": "a list",
+    "object": "a mapping",
+    "boolean": "true or false",
+    "null": "null",
+}
+
+
+def _factor_levels_schema(value_schema: dict) -> dict:
+    return {"type": "array", "minItems": 1, "uniqueItems": True, "items": value_schema}
+
+
+def _factors_schema(schema: dict) -> dict:
+    """Derive ablation.factors from train and model.config: each key → a list of its values."""
+    props = schema["properties"]
+    train = props["train"]["properties"]
+    model_config = props["model"]["properties"]["config"]["properties"]
+
+    def levels(properties: dict) -> dict:
+        return {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {k: _factor_levels_schema(v) for k, v in properties.items()},
+        }
+
+    config_levels = levels({k: v for k, v in model_config.items() if k != "architecture"})
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "train": levels(train),
+            "model": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {"config": config_levels},
+            },
+        },
+    }
+
+
+REGISTRY_KEY = "x-registry"  # in the schema: the value is a member of this registry package
+
+
+def _fill_registries(node: Any) -> None:
+    """Replace each `x-registry: <package>` with the enum of that registry's member names, so a
+    new check, design or variant is one module and no schema edit."""
+    from campaign.core.registry import member_names
+
+    if isinstance(node, dict):
+        package = node.pop(REGISTRY_KEY, None)
+        if package is not None:
+            node["enum"] = member_names(package)
+        for value in node.values():
+            _fill_registries(value)
+    elif isinstance(node, list):
+        for value in node:
+            _fill_registries(value)
+
+
+@functools.cache
+def load_schema() -> dict:
+    """The params schema with ablation.factors derived from the keys it may vary, and the names
+    of registry members (checks, designs, variants) from their folders."""
+    with open(SCHEMA_PATH, encoding="utf-8") as f:
+        schema = yaml.safe_load(f)
+    schema["properties"]["ablation"]["properties"]["factors"] = _factors_schema(schema)
+    _fill_registries(schema)
+    return schema
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"boolean {str(value).lower()}"
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        return f"string '{shown}'"
+    if isinstance(value, int | float):
+        return f"number {value}"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
+def _expected_type(schema: dict) -> str:
+    types = schema.get("type")
+    types = [types] if isinstance(types, str) else list(types or [])
+    words = [_TYPE_WORDS.get(t, t) for t in types]
+    text = " or ".join(words)
+    if types == ["array"] and isinstance(schema.get("items"), dict):
+        item = schema["items"]
+        if "type" in item and isinstance(item["type"], str):
+            text = "a list of " + {
+                "number": "numbers",
+                "integer": "integers",
+                "string": "strings",
+            }.get(item["type"], _TYPE_WORDS.get(item["type"], item["type"]))
+        elif "enum" in item:
+            text = "a list of values from " + ", ".join(map(str, item["enum"]))
+    return text
+
+
+def _looks_like_yaml_float(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except ValueError:
+        return False
+
+
+def key_path(parts) -> str:
+    """`data.sources[0].licence` from ("data", "sources", 0, "licence")."""
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def format_error(error) -> str:
+    """One line: `<key path>: <what was expected>; got <what was found>`."""
+    path = key_path(error.absolute_path)
+    where = path or "params"
+    kind = error.validator
+    value = error.instance
+    schema = error.schema
+    if kind == "additionalProperties":
+        allowed = sorted(schema.get("properties", {}))
+        unknown = sorted(set(value) - set(allowed))
+        key = unknown[0]
+        hint = difflib.get_close_matches(key, allowed, n=1)
+        full = f"{path}.{key}" if path else key
+        tail = f"; did you mean '{hint[0]}'?" if hint else ""
+        return f"{full}: unknown key (allowed: {', '.join(allowed)}){tail}"
+    if kind == "required":
+        missing = [k for k in error.validator_value if k not in value][0]
+        full = f"{path}.{missing}" if path else missing
+        return f"{full}: missing required key"
+    if kind == "type":
+        msg = f"{where}: expected {_expected_type(schema)}; got {_describe(value)}"
+        if _looks_like_yaml_float(value):
+            msg += (
+                " (YAML reads a number without a decimal point, like 1e-4, as text: write 1.0e-4)"
+            )
+        return msg
+    if kind == "enum":
+        options = ", ".join(str(o) for o in error.validator_value)
+        return f"{where}: expected one of {options}; got {_describe(value)}"
+    if kind in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        op = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}[
+            kind
+        ]
+        return f"{where}: must be {op} {error.validator_value}; got {value}"
+    if kind == "minItems":
+        return f"{where}: must list at least {error.validator_value} item(s)"
+    if kind == "uniqueItems":
+        return f"{where}: values must be unique; got {value}"
+    if kind == "minLength":
+        return f"{where}: must not be empty"
+    if kind == "pattern":
+        return f"{where}: must match {error.validator_value}; got {_describe(value)}"
+    return f"{where}: {error.message}"
+
+
+def validate(params: Any, source: str = "params") -> dict:
+    """Check params against the schema and the cross-key rules; return them unchanged.
+
+    Raises CampaignError naming the first offending key (in document order of the key path).
+    """
+    import jsonschema
+
+    if not isinstance(params, dict):
+        raise CampaignError(f"{source}: expected a mapping of sections; got {_describe(params)}")
+    validator = jsonschema.Draft202012Validator(load_schema())
+    errors = sorted(validator.iter_errors(params), key=lambda e: [str(p) for p in e.absolute_path])
+    if errors:
+        # The deepest error on the first path is the most specific one.
+        first_path = [str(p) for p in errors[0].absolute_path]
+        same = [e for e in errors if [str(p) for p in e.absolute_path] == first_path]
+        raise CampaignError(f"{source}: {format_error(same[0])}")
+    _check_phases(params, source)
+    return params
+
+
+def _check_phases(params: dict, source: str) -> None:
+    """Each phase's rules that the schema cannot state, in DAG order."""
+    from campaign.core.registry import phases
+
+    for phase in phases():
+        if phase.check_params is None:
+            continue
+        try:
+            phase.check_params(params)
+        except CampaignError as e:
+            raise CampaignError(f"{source}: {e}") from None
+
+
+def load_params(path: str | Path = "params.yaml") -> dict:
+    """Read and validate a params file. Errors name the file and the key."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CampaignError(f"{path}: params file not found") from None
+    except UnicodeDecodeError as e:
+        raise CampaignError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    try:
+        params = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise CampaignError(f"{path}{where}: not valid YAML ({problem})") from None
+    return validate(params, source=str(path))
+
+
+def get_key(params: dict, dotted: str) -> Any:
+    node = params
+    for part in dotted.split("."):
+        node = node[part]
+    return node

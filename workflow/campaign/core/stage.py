@@ -1,0 +1,57 @@
+"""What a phase declares: its stages (name, entry, inputs, outputs, params subset) and checks.
+
+A phase is a subpackage of `campaign` whose `__init__` defines `PHASE = Phase(...)`; the registry
+(`campaign.core.registry`) finds it, so the command line, the content keys and the Snakefile's
+helpers need no edit when a phase is added. Declarations import nothing heavy: the Snakefile reads
+them when it builds the DAG, and a stage's function is imported only when the stage runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    entry: str  # "campaign.<phase>.<module>:<function>", called with a StageContext
+    help: str  # one line for `campaign --help`
+    inputs: tuple[str, ...]  # logical input names (each one file or a list of files)
+    outputs: tuple[str, ...]  # logical output names
+    spec: Callable[..., Any]  # (params, **wildcards) -> the params subset the stage reads
+    libraries: tuple[str, ...] = ()  # whose installed versions are part of the content key
+    # The part of the spec that decides the result (hashed into the content key); default: all.
+    key_view: Callable[[Any], Any] | None = None
+
+    @property
+    def command(self) -> str:
+        """The `campaign` subcommand that runs the stage (run_spec -> run-spec)."""
+        return self.name.replace("_", "-")
+
+    @property
+    def module(self) -> str:
+        return self.entry.partition(":")[0]
+
+    def key_params(self, spec: Any) -> Any:
+        return spec if self.key_view is None else self.key_view(spec)
+
+    def function(self) -> Callable:
+        module_name, _, func_name = self.entry.partition(":")
+        return getattr(importlib.import_module(module_name), func_name)
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase of the DAG. `order` places it (data 10, preflight 20, plan 30, train 40, ...).
+
+    check_params(params) raises CampaignError for rules the schema cannot state (a sum of
+    fractions, a key that only makes sense with another); it runs after the schema check.
+    """
+
+    name: str
+    order: int
+    stages: tuple[Stage, ...] = ()
+    check_params: Callable[[dict], None] | None = None

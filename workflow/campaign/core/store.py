@@ -1,0 +1,338 @@
+"""The content-addressed store: verified entries, atomic commits, work folders, job records, events.
+
+Layout under the state folder (params `campaign.state_dir`):
+
+    store/<key>/entry.json          what made the entry and the hash of every output
+    store/<key>/outputs/<name>      one file or folder per logical output
+    work/<key>/                     private scratch of a running stage (checkpoints); survives
+                                    Snakemake deleting outputs, so a restarted job resumes
+    tmp/                            half-written commits and quarantined corrupt entries
+    locks/<key>.lock                one computation per key at a time (flock)
+    jobs/<id>.json                  the last state of the job that makes a set of outputs
+    events.jsonl                    one line per hit / miss / commit / corrupt / fail
+
+Only store/ is shared (DVC tracks it); everything else is local to a checkout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import shutil
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from campaign.core.errors import CampaignError
+from campaign.core.fsutil import atomic_write_text, fsync_path, remove_tree
+from campaign.core.hashing import ALGORITHM, canonical_json, hash_tree, hash_value
+
+ENTRY_FORMAT = 1
+_FILE_MODE = (
+    0o400  # store files are read-only: a stage that writes into a linked output fails loudly
+)
+_DIR_MODE = 0o700
+
+
+def _fsync_tree(root: Path) -> None:
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            fsync_path(Path(dirpath, name))
+        fsync_path(Path(dirpath))
+
+
+def _make_read_only(root: Path) -> None:
+    if root.is_file():
+        os.chmod(root, _FILE_MODE)
+        return
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            os.chmod(Path(dirpath, name), _FILE_MODE)
+
+
+def _owner_only_parents(path: Path) -> None:
+    """Make the folders Snakemake created for an output (e.g. results/, results/data/) 0700.
+
+    Snakemake creates them with its own umask before the job starts; results may hold personal
+    data, so every folder from the working directory down to the output is owner-only.
+    """
+    try:
+        rel = path.parent.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        return  # outside the project: not ours to change
+    folder = Path.cwd()
+    for part in rel.parts:
+        folder = folder / part
+        with contextlib.suppress(OSError):
+            os.chmod(folder, _DIR_MODE)
+
+
+def _tree_bytes(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst)
+    except OSError as e:
+        if e.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
+            raise
+        shutil.copy2(src, dst)
+
+
+@dataclass(frozen=True)
+class Entry:
+    key: str
+    path: Path
+    meta: dict
+
+    def output_path(self, name: str) -> Path:
+        return self.path / "outputs" / name
+
+
+class Store:
+    def __init__(self, state_dir: str | os.PathLike):
+        self.root = Path(state_dir)
+        self.entries = self.root / "store"
+        self.work_root = self.root / "work"
+        self.tmp = self.root / "tmp"
+        self.locks = self.root / "locks"
+        self.jobs = self.root / "jobs"
+        self.events_path = self.root / "events.jsonl"
+
+    # ---------------------------------------------------------------- layout
+    def ensure(self) -> None:
+        for d in (self.root, self.entries, self.work_root, self.tmp, self.locks, self.jobs):
+            d.mkdir(parents=True, exist_ok=True, mode=_DIR_MODE)
+
+    def entry_path(self, key: str) -> Path:
+        return self.entries / key
+
+    def work_dir(self, key: str) -> Path:
+        path = self.work_root / key
+        path.mkdir(parents=True, exist_ok=True, mode=_DIR_MODE)
+        return path
+
+    def keys(self) -> list[str]:
+        if not self.entries.exists():
+            return []
+        return sorted(p.name for p in self.entries.iterdir() if p.is_dir())
+
+    # ---------------------------------------------------------------- events
+    def log_event(self, event: str, key: str, stage: str, **extra: Any) -> None:
+        """Append one line; O_APPEND writes under 4 KiB do not interleave between processes."""
+        record = {
+            "time": round(time.time(), 3),
+            "event": event,
+            "stage": stage,
+            "key": key,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            **(
+                {"slurm_job_id": os.environ["SLURM_JOB_ID"]} if "SLURM_JOB_ID" in os.environ else {}
+            ),
+            **extra,
+        }
+        line = (json.dumps(record, sort_keys=True) + "\n").encode("utf-8")
+        self.root.mkdir(parents=True, exist_ok=True, mode=_DIR_MODE)
+        fd = os.open(self.events_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+
+    def events(self) -> list[dict]:
+        if not self.events_path.exists():
+            return []
+        out = []
+        for line in self.events_path.read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(json.JSONDecodeError):
+                out.append(json.loads(line))
+        return out
+
+    # ---------------------------------------------------------------- locking
+    @contextlib.contextmanager
+    def lock(self, key: str) -> Iterator[None]:
+        """Hold the key's lock: a second job for the same key waits, then finds the entry."""
+        self.locks.mkdir(parents=True, exist_ok=True, mode=_DIR_MODE)
+        fd = os.open(self.locks / f"{key}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    # ---------------------------------------------------------------- entries
+    def read_entry(self, key: str) -> Entry | None:
+        path = self.entry_path(key)
+        if not path.is_dir():
+            return None
+        try:
+            meta = json.loads((path / "entry.json").read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+            meta = {}
+        return Entry(key=key, path=path, meta=meta)
+
+    def problems(self, entry: Entry) -> list[str]:
+        """Re-hash every output of an entry; one line per problem, empty when the entry is sound."""
+        meta = entry.meta
+        if meta.get("key") != entry.key or "outputs" not in meta:
+            return [f"{entry.key}/entry.json: missing or unreadable"]
+        if meta.get("algorithm") != ALGORITHM:
+            return [f"{entry.key}/entry.json: hashed with {meta.get('algorithm')}, not {ALGORITHM}"]
+        found = []
+        for name, info in sorted(meta["outputs"].items()):
+            path = entry.output_path(name)
+            if not path.exists():
+                found.append(f"{entry.key}/outputs/{name}: missing")
+                continue
+            actual = hash_tree(path)
+            if actual != info["hash"]:
+                found.append(
+                    f"{entry.key}/outputs/{name}: hash {actual[:16]}… but entry.json says "
+                    f"{info['hash'][:16]}…"
+                )
+        return found
+
+    def quarantine(self, key: str) -> None:
+        """Move a corrupt entry out of the store (kept under tmp/ for inspection)."""
+        self.tmp.mkdir(parents=True, exist_ok=True, mode=_DIR_MODE)
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(self.entry_path(key), self.tmp / f"corrupt-{key}-{uuid.uuid4().hex[:8]}")
+
+    def lookup(self, key: str, stage: str) -> Entry | None:
+        """A verified entry, or None; a corrupt one is reported, quarantined, treated as absent."""
+        entry = self.read_entry(key)
+        if entry is None:
+            return None
+        problems = self.problems(entry)
+        if not problems:
+            return entry
+        for problem in problems:
+            print(f"store: corrupt entry {problem}; recomputing", flush=True)
+        self.log_event("corrupt", key, stage, problems=problems[:5])
+        self.quarantine(key)
+        return None
+
+    def new_staging(self, key: str) -> Path:
+        self.tmp.mkdir(parents=True, exist_ok=True, mode=_DIR_MODE)
+        staging = self.tmp / f"commit-{key[:16]}-{uuid.uuid4().hex[:8]}"
+        (staging / "outputs").mkdir(parents=True, mode=_DIR_MODE)
+        return staging
+
+    def commit(self, key: str, staging: Path, meta: dict) -> Entry:
+        """Seal a staged entry and move it into the store with one rename.
+
+        Two processes committing the same key: one rename wins; the other finds a sound entry
+        and discards its own copy (or replaces an entry that fails verification).
+        """
+        outputs = {}
+        for child in sorted((staging / "outputs").iterdir()):
+            outputs[child.name] = {
+                "hash": hash_tree(child),
+                "kind": "dir" if child.is_dir() else "file",
+                "bytes": _tree_bytes(child),
+            }
+        meta = {
+            **meta,
+            "key": key,
+            "algorithm": ALGORITHM,
+            "format": ENTRY_FORMAT,
+            "outputs": outputs,
+        }
+        (staging / "entry.json").write_text(
+            json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+        )
+        _make_read_only(staging / "outputs")
+        _fsync_tree(staging)
+        self.entries.mkdir(parents=True, exist_ok=True, mode=_DIR_MODE)
+        target = self.entry_path(key)
+        for _attempt in range(3):
+            try:
+                os.rename(staging, target)
+                fsync_path(self.entries)
+                return Entry(key=key, path=target, meta=meta)
+            except OSError as e:
+                if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+            existing = self.read_entry(key)
+            if existing is not None and not self.problems(existing):
+                remove_tree(staging)
+                return existing
+            self.quarantine(key)
+        raise CampaignError(f"store: could not commit entry {key} after 3 attempts")
+
+    def materialize(self, entry: Entry, outputs: dict[str, Path]) -> None:
+        """Place each output at its path: hard links into the store (copies across devices).
+
+        The link gets a fresh mtime, so Snakemake sees the output as newer than its inputs.
+        """
+        now = time.time()
+        for name, dest in outputs.items():
+            src = entry.output_path(name)
+            if not src.exists():
+                raise CampaignError(f"store entry {entry.key} has no output '{name}'")
+            dest = Path(dest)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            _owner_only_parents(dest)
+            tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}.tmp")
+            if src.is_dir():
+                tmp.mkdir(mode=_DIR_MODE)
+                for dirpath, dirs, files in os.walk(src):
+                    rel = Path(dirpath).relative_to(src)
+                    for d in dirs:
+                        (tmp / rel / d).mkdir(mode=_DIR_MODE)
+                    for f in files:
+                        _link_or_copy(Path(dirpath, f), tmp / rel / f)
+                        os.utime(tmp / rel / f, (now, now))
+            else:
+                _link_or_copy(src, tmp)
+                os.utime(tmp, (now, now))
+            if dest.is_dir() and not dest.is_symlink():
+                remove_tree(dest)
+            os.replace(tmp, dest)
+
+    def remove(self, key: str) -> None:
+        remove_tree(self.entry_path(key))
+        remove_tree(self.work_root / key)
+        with contextlib.suppress(FileNotFoundError):
+            (self.locks / f"{key}.lock").unlink()
+
+    # ---------------------------------------------------------------- job records
+    def job_id(self, outputs: dict[str, Path]) -> str:
+        """One record per (checkout, output set): campaigns sharing a store keep their own."""
+        return hash_value([str(Path.cwd()), sorted(str(p) for p in outputs.values())])[:24]
+
+    def write_job(self, job_id: str, record: dict) -> None:
+        self.jobs.mkdir(parents=True, exist_ok=True, mode=_DIR_MODE)
+        atomic_write_text(self.jobs / f"{job_id}.json", canonical_json(record) + "\n")
+
+    def job_records(self) -> list[dict]:
+        records = []
+        if not self.jobs.exists():
+            return records
+        for path in self.jobs.glob("*.json"):
+            with contextlib.suppress(OSError, json.JSONDecodeError):
+                records.append(json.loads(path.read_text(encoding="utf-8")))
+        return records
+
+    def jobs_by_output(self, project: Path | None = None) -> dict[str, dict]:
+        """This checkout's records (of `project`, default the working folder) by output path."""
+        here = str(project or Path.cwd())
+        out: dict[str, dict] = {}
+        for record in self.job_records():
+            if record.get("project", here) != here:
+                continue
+            for output in record.get("outputs", []):
+                out[output] = record
+        return out

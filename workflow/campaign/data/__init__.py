@@ -1,0 +1,61 @@
+"""The data phase: read and validate the sources (manifest); scan them for private data, find
+exact and near duplicates, join leak units and split them without leaks (split, audit)."""
+
+from campaign.core.lazy import exports
+from campaign.core.stage import Phase, Stage
+
+# What other phases and tools may use; everything else in this folder is the phase's own.
+_PUBLIC = {
+    "expand_sources": "sources",
+    "load_records": "readers",
+    "find_salt": "split",
+}
+__getattr__, __dir__ = exports(__name__, _PUBLIC)
+
+
+def _manifest_spec(params: dict) -> dict:
+    return params["data"]
+
+
+def _split_spec(params: dict) -> dict:
+    data = params["data"]
+    return {
+        "sources": data["sources"],
+        "fields": data["fields"],
+        "privacy": data["privacy"],
+        "split": params["split"],
+        "seed": params["campaign"]["seed"],
+    }
+
+
+def _check_params(params: dict) -> None:
+    from campaign.data.split import check_cfg
+
+    check_cfg(params["split"])  # fractions sum to 1, a cutoff only with method temporal, ...
+
+
+PHASE = Phase(
+    name="data",
+    order=10,
+    stages=(
+        Stage(
+            name="manifest",
+            entry="campaign.data.manifest:stage",
+            help="read the data sources, validate them, write the manifest",
+            inputs=("sources", "previous"),
+            outputs=("manifest", "summary", "diff"),
+            spec=_manifest_spec,
+            libraries=("pandas", "pyarrow", "blake3"),
+        ),
+        Stage(
+            name="split",
+            entry="campaign.data.split:stage",
+            help="privacy scan, leak-free train/validation/test split, leakage audit",
+            inputs=("sources",),
+            outputs=("train", "validation", "test", "audit", "audit_table", "privacy"),
+            spec=_split_spec,
+            libraries=("pandas", "pyarrow", "numpy", "blake3"),
+        ),
+    ),
+    check_params=_check_params,
+)

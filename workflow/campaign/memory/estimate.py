@@ -1,0 +1,202 @@
+"""How much accelerator memory a run needs, estimated from the config (no model is built).
+
+weights          4 x all parameters. The campaign keeps fp32 weights and runs bf16/fp16 as
+                     autocast over the forward (devices.autocast), so the fp32 weights ARE the
+                     master weights: no second copy. (Half-precision weights plus an fp32
+                     master copy would be 2 + 4 per parameter; the campaign does not train so.)
+    gradients        4 x trainable parameters (.grad takes the parameter's dtype).
+    optimizer_state  AdamW: exp_avg + exp_avg_sq = 8 x trainable parameters, plus a 4-byte `step`
+                     tensor per trainable parameter tensor.
+    activations      what autograd saves for backward in one forward of a micro-batch (below),
+                     plus the logits around the loss (not saved, but alive there): for causal_lm
+                     2*T*V*4 (fp32 logits and the shifted copy the loss reads, or in backward
+                     their gradients), else T*C*d.
+    kv_cache         causal_lm: the generation cache, `kv_cache_bytes`.
+LoRA (`train.lora`): only the adapters, and for sequence classification peft's trainable copy of
+the head (modules_to_save), have gradients and optimizer state; the copy also adds to the weights.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from campaign.core.errors import CampaignError
+from campaign.memory.activations import activation_bytes, attention_kernel
+from campaign.memory.shape import (
+    COMPUTE_BYTES,
+    FP32_BYTES,
+    count_parameters,
+    kv_cache_bytes,
+    model_shape,
+)
+
+
+# ------------------------------------------------------------------ the estimate
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Estimated bytes per component for one micro-batch of `micro_batch` examples.
+
+    `activations_per_example` and `kv_cache_per_example` are the parts that grow linearly with
+    the micro-batch (everything else is fixed), which is what `fit_table` solves for.
+    """
+
+    weights: int
+    gradients: int
+    optimizer_state: int
+    activations: int
+    kv_cache: int
+    activations_per_example: int
+    kv_cache_per_example: int
+    micro_batch: int
+
+    def phases(self) -> dict[str, dict[str, int]]:
+        """{phase: {bytes, fixed_bytes, bytes_per_example}}: a training step; generation (LM)."""
+        train = self.weights + self.gradients + self.optimizer_state + self.activations
+        out = {
+            "train_step": {
+                "bytes": train,
+                "fixed_bytes": train - self.activations_per_example * self.micro_batch,
+                "bytes_per_example": self.activations_per_example,
+            }
+        }
+        if self.kv_cache:
+            out["generate"] = {
+                "bytes": self.weights + self.kv_cache,
+                "fixed_bytes": self.weights,
+                "bytes_per_example": self.kv_cache_per_example,
+            }
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        phases = self.phases()
+        peak_phase = max(phases, key=lambda p: phases[p]["bytes"])
+        return {
+            "bytes": {
+                "weights": self.weights,
+                "gradients": self.gradients,
+                "optimizer_state": self.optimizer_state,
+                "activations": self.activations,
+                "kv_cache": self.kv_cache,
+            },
+            "micro_batch": self.micro_batch,
+            "phases": phases,
+            "peak_phase": peak_phase,
+            "peak_bytes": phases[peak_phase]["bytes"],
+        }
+
+
+ASSUMPTIONS = (
+    "weights fp32 (4 B/param); bf16/fp16 run as autocast, so no separate master copy",
+    "gradients fp32 for trainable parameters only",
+    "AdamW: exp_avg + exp_avg_sq fp32 (8 B/trainable param) + a 4 B step per trainable tensor",
+    "activations: analytic saved-for-backward bytes of one micro-batch, every example padded to "
+    "max_length, + logits; an estimate",
+    "kv_cache (causal_lm): generation of micro_batch sequences of max_length tokens",
+    "not counted: CUDA context and kernels (~0.3-1 GiB), allocator fragmentation (reserved > "
+    "allocated), temporaries inside a kernel; the fit table's margin is for those",
+)
+
+
+def _need_keys(section: dict, keys: Sequence[str], where: str) -> None:
+    for key in keys:
+        if key not in section:
+            raise CampaignError(f"{where}.{key}: missing (the memory estimate reads it)")
+
+
+def estimate_memory(
+    model_cfg: dict,
+    train_cfg: dict,
+    n_trainable: int | None = None,
+    n_params: int | None = None,
+    *,
+    num_labels: int | None = None,
+    device: str = "cuda",
+    attention: str = "sdpa",
+    gradient_checkpointing: bool = False,
+    use_cache: bool = False,
+) -> dict[str, Any]:
+    """Estimated memory of a training step (and of generation for causal_lm), from config alone.
+
+    model_cfg: the `model` section (task, config, tokenizer); train_cfg: the `train` section
+    (micro_batch, max_length, precision, optional lora). n_params / n_trainable replace the
+    analytic counts when the real model is known (e.g. a pretrained model). `device` ("cuda" or
+    "cpu") and `attention` ("sdpa" or "eager", what envreport says transformers picks) decide the
+    attention kernel and dropout-mask size; the training stage does not use gradient
+    checkpointing, the flag shows what it would save. `use_cache=True` estimates a training
+    forward that lets GPT-2 build a KV cache (the campaign's train.logits_of turns it off).
+    Returns a JSON-able dict, all sizes in bytes.
+    """
+    _need_keys(train_cfg, ("micro_batch", "max_length", "precision"), "train")
+    precision = train_cfg["precision"]
+    if precision not in COMPUTE_BYTES:
+        raise CampaignError(f"train.precision: {precision!r} is not one of fp32, bf16, fp16")
+    if device not in ("cuda", "cpu"):
+        raise CampaignError(f"device: {device!r} is not one of cuda, cpu")
+    lora = train_cfg.get("lora") or None
+    shape = model_shape(model_cfg, num_labels)
+    batch, seq_len, d = train_cfg["micro_batch"], train_cfg["max_length"], COMPUTE_BYTES[precision]
+    if seq_len > shape.max_positions:
+        raise CampaignError(
+            f"train.max_length: {seq_len} exceeds model.config.max_position_embeddings "
+            f"{shape.max_positions}"
+        )
+    count = count_parameters(shape, lora)
+    total = count.total if n_params is None else int(n_params)
+    trainable = count.trainable if n_trainable is None else int(n_trainable)
+
+    def act(b: int) -> dict[str, int]:
+        return activation_bytes(
+            shape,
+            b,
+            seq_len,
+            d,
+            device=device,
+            attention=attention,
+            gradient_checkpointing=gradient_checkpointing,
+            lora=lora,
+            use_cache=use_cache,
+        )
+
+    acts, per_example = act(batch), act(1)["total"] - act(0)["total"]
+    kv = kv_per_example = 0
+    if shape.task == "causal_lm":
+        kv_per_example = kv_cache_bytes(
+            shape.num_layers, shape.num_kv_heads, shape.head_dim, seq_len, 1, d
+        )
+        kv = kv_per_example * batch
+    estimate = MemoryEstimate(
+        weights=total * FP32_BYTES,
+        gradients=trainable * FP32_BYTES,
+        optimizer_state=2 * trainable * FP32_BYTES + count.trainable_tensors * FP32_BYTES,
+        activations=acts["total"],
+        kv_cache=kv,
+        activations_per_example=per_example,
+        kv_cache_per_example=kv_per_example,
+        micro_batch=batch,
+    )
+    out = estimate.to_dict()
+    out["activations_detail"] = acts
+    out["model"] = {
+        "architecture": shape.architecture,
+        "task": shape.task,
+        "n_params": total,
+        "n_trainable": trainable,
+        "trainable_tensors": count.trainable_tensors,
+        "lora": lora is not None,
+    }
+    out["settings"] = {
+        "micro_batch": batch,
+        "seq_len": seq_len,
+        "precision": precision,
+        "compute_bytes": d,
+        "device": device,
+        "attention": attention,
+        "attention_kernel": attention_kernel(attention, device, shape.dropout),
+        "dropout": shape.dropout,
+        "gradient_checkpointing": gradient_checkpointing,
+        "training_kv_cache": use_cache and shape.architecture == "gpt2",
+    }
+    out["assumptions"] = list(ASSUMPTIONS)
+    return out

@@ -1,0 +1,70 @@
+"""Memory numbers as text: bytes in binary units, the comparison and the fit table."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from campaign.memory.shape import GIB
+
+
+def format_bytes(n: int | float) -> str:
+    for unit, size in (("GiB", GIB), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{int(n)} B"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)]
+    lines = [header, ["-" * w for w in widths], *rows]
+    return "\n".join(
+        "  ".join(
+            str(x).rjust(w) if j else str(x).ljust(w)
+            for j, (x, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in lines
+    )
+
+
+def format_comparison(rows: Sequence[dict[str, Any]]) -> str:
+    body = [
+        [
+            r["component"],
+            format_bytes(r["estimated"]),
+            format_bytes(r["measured"]),
+            "-" if r["ratio"] is None else f"{r['ratio']:.3f}",
+        ]
+        for r in rows
+    ]
+    return _table(["component", "estimated", "measured", "est/meas"], body)
+
+
+def format_fit_table(rows: Sequence[dict[str, Any]]) -> str:
+    """The fit table as aligned text, one line per card."""
+    body = [
+        [
+            r["card"],
+            format_bytes(r["memory_bytes"]),
+            f"{format_bytes(r['need_bytes'])} ({r['phase']})",
+            format_bytes(r["margin_bytes"]),
+            f"{r['margin_pct']:.1f}%",
+            f"{r['required_margin_pct']:.0f}%",
+            "yes" if r["fits"] else "NO",
+            str(r["micro_batch"]),
+            "any" if r["max_micro_batch"] is None else str(r["max_micro_batch"]),
+        ]
+        for r in rows
+    ]
+    header = [
+        "card",
+        "memory",
+        "need (phase)",
+        "margin",
+        "margin %",
+        "required",
+        "fits",
+        "micro_batch",
+        "max micro_batch",
+    ]
+    return _table(header, body)

@@ -1,0 +1,53 @@
+"""The preflight phase: one cheap pass over the baseline recipe, before any training job spends
+money, that fails loudly when the recipe is broken.
+
+The checks (`campaign.preflight.checks`, one module each) run on a seeded sample of the splits,
+each independent of the others (a check builds its own throwaway Trainer; a broken piece fails
+its own check, not the rest). `preflight.blocking` names the checks whose failure stops the
+campaign. Tests break one piece at a time through `Hooks` (campaign.preflight.bench).
+
+The report is a snapshot: throughput and free disk are measured when the stage runs, and the
+store reuses the report until the spec, the data or the code change (the key does not hold the
+host). Numbers come from the sample: a tokenizer trained on the sample (model.tokenizer.source
+train_split) can hold fewer tokens than one trained on the full split, so the memory comparison
+uses the model actually built, and the fit table the configured vocabulary size.
+"""
+
+from campaign.core.lazy import exports
+from campaign.core.stage import Phase, Stage
+from campaign.train import INPUTS as TRAINING_INPUTS
+from campaign.train import LIBRARIES as TRAINING_LIBRARIES
+
+_PUBLIC = {
+    "failed_blocking": "report",
+    "format_report": "report",
+}
+__getattr__, __dir__ = exports(__name__, _PUBLIC)
+
+
+def _preflight_spec(params: dict) -> dict:
+    """The baseline recipe (first seed), the checks' settings, and the plan size to project."""
+    from campaign.plan import plan_index, resolved_spec
+
+    return {
+        "run": resolved_spec(params, {}, params["ablation"]["seeds"][0]),
+        "preflight": params["preflight"],
+        "plan_size": len(plan_index(params)),
+    }
+
+
+PHASE = Phase(
+    name="preflight",
+    order=20,
+    stages=(
+        Stage(
+            name="preflight",
+            entry="campaign.preflight.stage:stage",
+            help="the checks that must pass before any training job runs",
+            inputs=TRAINING_INPUTS,
+            outputs=("report", "report_text"),
+            spec=_preflight_spec,
+            libraries=TRAINING_LIBRARIES,
+        ),
+    ),
+)

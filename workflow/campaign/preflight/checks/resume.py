@@ -1,0 +1,165 @@
+"""resume: save -> resume -> continue equals the uninterrupted run bitwise; the saved model
+reloads and predicts (and, causal_lm, generates) exactly as in memory."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from campaign.core.fsutil import remove_tree
+from campaign.preflight.bench import (
+    Bench,
+    Result,
+    tree_bytes,
+)
+from campaign.train import (
+    Trainer,
+    save_model,
+)
+
+ORDER = 60  # place in the report
+
+
+def _weights(trainer: Trainer) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone().cpu() for k, v in trainer.model.state_dict().items()}
+
+
+def _load_saved(folder: Path, task: str, device):
+    from transformers import (
+        AutoModelForCausalLM,
+        AutoModelForSequenceClassification,
+        AutoTokenizer,
+    )
+
+    cls = AutoModelForCausalLM if task == "causal_lm" else AutoModelForSequenceClassification
+    model = cls.from_pretrained(str(folder), dtype=torch.float32).to(device).eval()
+    return model, AutoTokenizer.from_pretrained(str(folder))
+
+
+def _scores(frame) -> np.ndarray:
+    return frame[[c for c in frame.columns if c.startswith("score_")]].to_numpy()
+
+
+@torch.no_grad()
+def _generate(trainer: Trainer, model, texts: Sequence[str]) -> list[list[int]]:
+    """Greedy continuations of the prompts (text + separator), as long as the longest label."""
+    new_tokens = max(len(t) for t in trainer.fmt.targets)
+    out = []
+    for ids in trainer.fmt.text_ids(trainer.tokenizer, texts):
+        prompt = torch.tensor([ids + trainer.fmt.sep_ids], device=trainer.device)
+        with trainer.autocast():
+            generated = model.generate(
+                prompt,
+                attention_mask=torch.ones_like(prompt),
+                max_new_tokens=new_tokens,
+                do_sample=False,
+                pad_token_id=trainer.pad_id,
+            )
+        out.append(generated[0, prompt.shape[1] :].tolist())
+    return out
+
+
+def run(bench: Bench) -> Result:
+    cfg = bench.cfg["resume"]
+    before, after = cfg["steps_before"], cfg["steps_after"]
+    folder = bench.scratch("resume")
+    ckpt_dir = folder / "checkpoints"
+    details: dict[str, Any] = {"steps_before": before, "steps_after": after}
+
+    a = bench.trainer(work_dir=ckpt_dir)
+    for _ in range(before):
+        a.train_step()
+    expected_keys = sorted(a.state_dict())
+    path = bench.hooks.save_checkpoint(ckpt_dir, a.state_dict(), bench.recipe.keep_checkpoints)
+    for _ in range(after):
+        a.train_step()
+    uninterrupted = _weights(a)
+
+    saved = torch.load(path, map_location="cpu", weights_only=True)
+    missing = [k for k in expected_keys if k not in saved]
+    details.update({"checkpoint": path.name, "checkpoint_keys": sorted(saved), "missing": missing})
+    if missing:
+        return Result(
+            False,
+            f"the checkpoint at step {before} lacks {', '.join(missing)}: a resumed run could "
+            f"not continue where it stopped",
+            details,
+        )
+    b = bench.trainer(work_dir=ckpt_dir)
+    resumed_at = b.resume()
+    details["resumed_from"] = resumed_at
+    if resumed_at != before:
+        return Result(False, f"no usable checkpoint of step {before} was found", details)
+    for _ in range(after):
+        b.train_step()
+    resumed = _weights(b)
+    differing = [k for k in uninterrupted if not torch.equal(uninterrupted[k], resumed[k])]
+    max_diff = max(
+        (float((uninterrupted[k].double() - resumed[k].double()).abs().max()) for k in differing),
+        default=0.0,
+    )
+    details.update({"differing_tensors": len(differing), "max_abs_difference": max_diff})
+    if differing:
+        return Result(
+            False,
+            f"resumed at step {before}, {len(differing)} of {len(uninterrupted)} weight tensors "
+            f"differ from the uninterrupted run after {after} more steps (max |diff| "
+            f"{max_diff:.3g}): the checkpoint does not hold the whole training state",
+            details,
+        )
+
+    # reload -> predict (-> generate): the saved model folder against the model in memory.
+    a.finish()
+    model_dir = folder / "model"
+    save_model(a.model, a.tokenizer, model_dir)
+    split = "validation" if len(bench.sample.validation) else "train"
+    texts = getattr(bench.sample, split).texts
+    in_memory_model = a.model
+    expected = a.predictions(split)
+    generated = _generate(a, in_memory_model, texts[:2]) if bench.task == "causal_lm" else None
+    reloaded, reloaded_tok = _load_saved(model_dir, bench.task, a.device)
+    same_tokens = reloaded_tok(list(texts))["input_ids"] == a.tokenizer(list(texts))["input_ids"]
+    a.model = reloaded
+    got = a.predictions(split)
+    score_diff = float(np.abs(_scores(got) - _scores(expected)).max()) if len(got) else 0.0
+    same_predictions = bool(
+        (got["prediction"] == expected["prediction"]).all()
+        and np.array_equal(_scores(got), _scores(expected))
+    )
+    same_generation = None
+    if generated is not None:
+        same_generation = _generate(a, reloaded, texts[:2]) == generated
+    details.update(
+        {
+            "model_folder_bytes": tree_bytes(model_dir),
+            "prediction_split": split,
+            "predicted_examples": len(got),
+            "tokenizer_reloads_identically": same_tokens,
+            "predictions_identical": same_predictions,
+            "max_score_difference": score_diff,
+            "generation_identical": same_generation,
+        }
+    )
+    remove_tree(folder)
+    problems = []
+    if not same_tokens:
+        problems.append("the reloaded tokenizer encodes differently")
+    if not same_predictions:
+        problems.append(
+            f"the reloaded model's predictions differ (max |score diff| {score_diff:.3g})"
+        )
+    if same_generation is False:
+        problems.append("the reloaded model generates other tokens")
+    if problems:
+        return Result(False, "; ".join(problems), details)
+    what = "predictions" + (" and generations" if generated is not None else "")
+    return Result(
+        True,
+        f"resumed at step {before}: weights bitwise equal after {after} more steps; the saved "
+        f"model reloads with identical {what} on {len(got)} examples",
+        details,
+    )

@@ -1,0 +1,150 @@
+"""tokenization: formatted examples as tokens, with the positions that carry loss; every example
+has a target and (causal_lm) the loss covers exactly the response."""
+
+from __future__ import annotations
+
+from campaign.preflight.bench import (
+    Bench,
+    Result,
+)
+from campaign.train import (
+    IGNORE,
+    Trainer,
+)
+
+ORDER = 30  # place in the report
+
+
+def _show_token(tokenizer, token_id: int) -> str:
+    text = tokenizer.decode([token_id])
+    return text.replace("\n", "\\n") if text else tokenizer.convert_ids_to_tokens(token_id)
+
+
+def _loss_positions(example: dict, task: str, architecture: str | None) -> list[int]:
+    """Positions whose label enters the loss (causal: label at t is predicted from t-1)."""
+    if "labels" in example:
+        return [i for i, v in enumerate(example["labels"]) if i > 0 and v != IGNORE]
+    if example["label"] == IGNORE:
+        return []
+    # The sequence label is read at [CLS] (BERT) or at the last token (GPT-2's pooling).
+    return [0] if architecture != "gpt2" else [len(example["input_ids"]) - 1]
+
+
+def _architecture(trainer: Trainer) -> str:
+    return trainer.model.config.model_type
+
+
+def run(bench: Bench) -> Result:
+    trainer = bench.trainer()
+    tok, task = trainer.tokenizer, bench.task
+    arch = _architecture(trainer)
+    examples = trainer.examples["train"]
+    data = bench.sample.train
+    no_loss, cut, wrong = [], [], []
+    if task == "causal_lm":
+        text_lengths = [
+            len(ids)
+            for ids in tok(list(data.texts), add_special_tokens=False, verbose=False)["input_ids"]
+        ]
+        limit = trainer.fmt.prompt_budget
+    else:
+        text_lengths = [len(ids) for ids in tok(list(data.texts), verbose=False)["input_ids"]]
+        limit = bench.recipe.max_length
+    for i, e in enumerate(examples):
+        positions = _loss_positions(e, task, arch)
+        if not positions:
+            no_loss.append(i)
+            continue
+        if task != "causal_lm":
+            continue
+        lid = trainer.label_ids[data.labels[i]]
+        target = trainer.fmt.targets[lid]
+        expected = [IGNORE] * (len(e["input_ids"]) - len(target)) + target
+        supervised = [e["labels"][p] for p in positions]
+        if e["labels"] != expected:
+            if len(supervised) < len(target) and target[: len(supervised)] == supervised:
+                cut.append(i)
+            else:
+                wrong.append(i)
+        elif any(e["labels"][p] != e["input_ids"][p] for p in positions):
+            wrong.append(i)
+
+    inspected = []
+    for i in range(min(bench.cfg["inspect_examples"], len(examples))):
+        e = examples[i]
+        positions = set(_loss_positions(e, task, arch))
+        tokens = [_show_token(tok, t) for t in e["input_ids"]]
+        entry = {
+            "id": data.ids[i],
+            "label": data.labels[i],
+            "tokens": tokens,
+            "loss_positions": sorted(positions),
+            "n_tokens": len(tokens),
+            "text_tokens": text_lengths[i],
+            "truncated": text_lengths[i] > limit,
+        }
+        if task == "causal_lm":
+            entry["loss_text"] = tok.decode([e["labels"][p] for p in sorted(positions)])
+            entry["masked_prompt_tokens"] = sum(v == IGNORE for v in e["labels"])
+        else:
+            entry["loss_on"] = (
+                "the sequence (label id "
+                f"{e['label']}: {trainer.labels[e['label']] if e['label'] != IGNORE else 'none'})"
+            )
+        inspected.append(entry)
+    truncated = sum(n > limit for n in text_lengths)
+    details = {
+        "task": task,
+        "max_length": bench.recipe.max_length,
+        "examples": len(examples),
+        "truncated_texts": truncated,
+        "no_loss": len(no_loss),
+        "target_truncated": len(cut),
+        "mask_mismatch": len(wrong),
+        "inspected": inspected,
+    }
+    if task == "causal_lm":
+        details["prompt_budget"] = limit
+        details["separator"] = tok.decode(trainer.fmt.sep_ids)
+    problems = []
+    if no_loss:
+        problems.append(
+            f"{len(no_loss)} of {len(examples)} examples carry no loss (labels masked everywhere; "
+            f"first: {data.ids[no_loss[0]]})"
+        )
+    if cut:
+        problems.append(f"truncation cut the target of {len(cut)} examples")
+    if wrong:
+        problems.append(
+            f"{len(wrong)} examples' loss mask is not 'prompt masked, response carries loss'"
+        )
+    if problems:
+        return Result(False, "; ".join(problems), details)
+    carried = sum(len(_loss_positions(e, task, arch)) for e in examples)
+    what = "response tokens" if task == "causal_lm" else "sequence labels"
+    return Result(
+        True,
+        f"every example carries loss ({carried} {what} in {len(examples)} examples); "
+        f"{truncated} texts truncated to fit max_length {bench.recipe.max_length}",
+        details,
+    )
+
+
+def describe(d: dict) -> list[str]:
+    lines = []
+    for e in d.get("inspected", []):
+        loss = set(e["loss_positions"])
+        shown = "|".join(f"[[{t}]]" if i in loss else t for i, t in enumerate(e["tokens"]))
+        cut = f", text cut from {e['text_tokens']} tokens" if e["truncated"] else ""
+        lines.append(f"{e['id']} (label {e['label']}): {e['n_tokens']} tokens{cut}")
+        lines.append(f"  tokens: {shown}")
+        if "loss_text" in e:
+            lines.append(
+                f"  loss on {len(loss)} tokens {e['loss_text']!r}; "
+                f"{e['masked_prompt_tokens']} prompt positions masked"
+            )
+        else:
+            lines.append(f"  loss on {e['loss_on']}")
+    if lines:
+        lines.insert(0, "[[token]] = its position carries loss")
+    return lines

@@ -1,0 +1,40 @@
+"""The preflight stage: the checks on the baseline recipe, before any training job."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from campaign.core.fsutil import atomic_write_text
+from campaign.preflight.report import check_report, format_report, run_preflight
+from campaign.train import (
+    lease_from_env,
+)
+
+
+def stage(ctx) -> None:
+    """Stage entry (campaign.core.runner): ctx.spec = {run, preflight, plan_size}; inputs train,
+    validation, test (and base_model); outputs report (JSON) and report_text.
+
+    Both outputs are written and the text printed before a failed blocking check raises, so the
+    stage log keeps the report of a failed preflight.
+    """
+    spec = ctx.spec
+    lease = lease_from_env()  # a card by lock, like a training job; before CUDA starts
+    try:
+        report = run_preflight(
+            spec["run"],
+            ctx.inputs,
+            spec["preflight"],
+            ctx.work_dir,
+            ctx.root,
+            spec["plan_size"],
+            stream=sys.stderr,
+        )
+    finally:
+        lease.release()
+    text = format_report(report)
+    atomic_write_text(ctx.outputs["report"], json.dumps(report, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(ctx.outputs["report_text"], text + "\n")
+    print(text, flush=True)
+    check_report(report)

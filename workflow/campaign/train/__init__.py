@@ -1,0 +1,102 @@
+"""The train phase: one job per planned run. Models from a config or a local folder, tokenizers
+trained on the train split only, batches with loss masks, the loop with exact resume from
+checkpoints, and the device lease. The preflight phase runs the same machinery on a sample."""
+
+from campaign.core.lazy import exports
+from campaign.core.stage import Phase, Stage
+from campaign.plan import run_spec_of
+
+# What a training job's result depends on besides its code, params and data.
+LIBRARIES = (
+    "torch",
+    "transformers",
+    "tokenizers",
+    "safetensors",
+    "peft",
+    "numpy",
+    "pandas",
+    "pyarrow",
+)
+# Inputs of a training job (and of the preflight, which trains on a sample of the same splits).
+INPUTS = ("train", "validation", "test", "base_model")
+
+_PUBLIC = {
+    # the loop and its pieces
+    "Data": "loop",
+    "EVAL_SPLITS": "loop",
+    "Trainer": "loop",
+    "read_data": "loop",
+    "Recipe": "recipe",
+    "accumulate": "steps",
+    "accumulated_gradients": "steps",
+    "loss_sum": "steps",
+    "run_manifest": "stage",
+    "run_training": "stage",
+    "write_parquet": "stage",
+    # models and tokenizers
+    "check_model_spec": "models",
+    "label_names": "models",
+    "load_tokenizer": "models",
+    "save_model": "models",
+    # batches
+    "IGNORE": "batches",
+    "DataOrder": "batches",
+    "Split": "batches",
+    "causal_example": "batches",
+    "collate": "batches",
+    "count_targets": "batches",
+    # checkpoints
+    "save_checkpoint": "checkpoint",
+    "load_latest": "checkpoint",
+    # devices
+    "autocast": "devices",
+    "check_precision": "devices",
+    "device_info": "devices",
+    "lease_from_env": "devices",
+    "select_device": "devices",
+}
+__getattr__, __dir__ = exports(__name__, _PUBLIC)
+
+
+def _run_identity(spec: dict) -> dict:
+    from campaign.plan import identity
+
+    return identity(spec)
+
+
+def _check_params(params: dict) -> None:
+    from campaign.core.errors import CampaignError
+    from campaign.train.models import check_model_spec
+
+    check_model_spec(params["model"])  # tokenizer source vs model source, causal_lm needs gpt2
+    train = params["train"]
+    if train["warmup_steps"] > train["max_steps"]:
+        raise CampaignError(
+            f"train.warmup_steps: {train['warmup_steps']} is more than train.max_steps "
+            f"({train['max_steps']})"
+        )
+
+
+PHASE = Phase(
+    name="train",
+    order=40,
+    stages=(
+        Stage(
+            name="train",
+            entry="campaign.train.stage:stage",
+            help="fine-tune one planned run (resumes from its last checkpoint)",
+            inputs=INPUTS,
+            outputs=(
+                "model",
+                "metrics",
+                "predictions_validation",
+                "predictions_test",
+                "run_manifest",
+            ),
+            spec=run_spec_of,
+            libraries=LIBRARIES,
+            key_view=_run_identity,
+        ),
+    ),
+    check_params=_check_params,
+)

@@ -1,0 +1,232 @@
+"""Training data as tensors: split files → encoded examples → padded micro-batches, in a seeded
+order that resumes by position.
+
+An example is a dict of plain lists, so a whole split is encoded once up front:
+    sequence_classification: {"input_ids": [int], "label": int}   (label -100: not a train label)
+    causal_lm:               {"input_ids": [int], "labels": [int]} (-100 on prompt positions)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from campaign.core.errors import CampaignError
+
+IGNORE = -100  # the label value cross-entropy skips: prompt, padding, unknown label
+CAUSAL_SEPARATOR = "\nTopic:"  # prompt = text + separator; response = " " + label + EOS
+SPLIT_COLUMNS = ("id", "text", "label")
+_ORDER_STREAM = 0x0DA7A  # keeps the data order independent of the model-init stream
+
+
+@dataclass(frozen=True)
+class Split:
+    """One split's records, in file order."""
+
+    ids: list[str]
+    texts: list[str]
+    labels: list[str]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def read_split(paths: Sequence[Path], name: str) -> Split:
+    """Read a split from one or more Parquet files (columns id, text, label; others ignored)."""
+    import pandas as pd
+
+    frames = []
+    for path in paths:
+        try:
+            frame = pd.read_parquet(path, columns=None)
+        except (OSError, ValueError) as e:
+            raise CampaignError(
+                f"input '{name}': {path} is not a readable Parquet file ({e})"
+            ) from None
+        missing = [c for c in SPLIT_COLUMNS if c not in frame.columns]
+        if missing:
+            raise CampaignError(
+                f"input '{name}': {path} lacks column(s) {', '.join(missing)} "
+                f"(expected {', '.join(SPLIT_COLUMNS)})"
+            )
+        if frame["text"].isna().any() or frame["label"].isna().any():
+            row = int(np.flatnonzero(frame["text"].isna() | frame["label"].isna())[0])
+            raise CampaignError(f"input '{name}': {path} row {row} has an empty text or label")
+        frames.append(frame[list(SPLIT_COLUMNS)])
+    if not frames:
+        return Split([], [], [])
+    frame = pd.concat(frames, ignore_index=True)
+    return Split(
+        ids=[str(v) for v in frame["id"]],
+        texts=[str(v) for v in frame["text"]],
+        labels=[str(v) for v in frame["label"]],
+    )
+
+
+# ------------------------------------------------------------------ encoding
+def encode_classification(
+    tokenizer,
+    texts: Sequence[str],
+    labels: Sequence[str],
+    label_ids: dict[str, int],
+    max_length: int,
+) -> list[dict]:
+    """Token ids (with the tokenizer's special tokens, truncated to max_length) and label id."""
+    encoded = tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
+    return [
+        {"input_ids": list(ids), "label": label_ids.get(label, IGNORE)}
+        for ids, label in zip(encoded, labels, strict=True)
+    ]
+
+
+def response_ids(tokenizer, label: str) -> list[int]:
+    """The target tokens for a label: " " + label, then EOS."""
+    return list(tokenizer(" " + label, add_special_tokens=False)["input_ids"]) + [
+        tokenizer.eos_token_id
+    ]
+
+
+def causal_example(
+    text_ids: Sequence[int], sep_ids: Sequence[int], target: Sequence[int], prompt_budget: int
+) -> dict:
+    """prompt (text truncated to prompt_budget tokens + separator) → target; loss on target only."""
+    prompt = list(text_ids[:prompt_budget]) + list(sep_ids)
+    return {"input_ids": prompt + list(target), "labels": [IGNORE] * len(prompt) + list(target)}
+
+
+@dataclass(frozen=True)
+class CausalFormat:
+    """Token pieces shared by training and label scoring, so both see identical prompts."""
+
+    sep_ids: list[int]
+    targets: list[list[int]]  # response ids per label id
+    prompt_budget: int  # text tokens kept, room left for the separator and the longest target
+
+    @classmethod
+    def build(cls, tokenizer, label_names: Sequence[str], max_length: int) -> CausalFormat:
+        sep_ids = list(tokenizer(CAUSAL_SEPARATOR, add_special_tokens=False)["input_ids"])
+        targets = [response_ids(tokenizer, name) for name in label_names]
+        budget = max_length - len(sep_ids) - max(len(t) for t in targets)
+        if budget < 1:
+            raise CampaignError(
+                f"train.max_length: {max_length} tokens leave no room for the text after the "
+                f"separator ({len(sep_ids)} tokens) and the longest label "
+                f"({max(len(t) for t in targets)} tokens)"
+            )
+        return cls(sep_ids, targets, budget)
+
+    def text_ids(self, tokenizer, texts: Sequence[str]) -> list[list[int]]:
+        encoded = tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+        return [list(ids[: self.prompt_budget]) for ids in encoded]
+
+
+def encode_causal(
+    tokenizer,
+    texts: Sequence[str],
+    labels: Sequence[str],
+    label_ids: dict[str, int],
+    fmt: CausalFormat,
+) -> list[dict]:
+    """Prompt → response examples; a label unknown to training gets an empty (all -100) target."""
+    out = []
+    for ids, label in zip(fmt.text_ids(tokenizer, texts), labels, strict=True):
+        lid = label_ids.get(label)
+        if lid is None:
+            example = causal_example(ids, fmt.sep_ids, [], fmt.prompt_budget)
+        else:
+            example = causal_example(ids, fmt.sep_ids, fmt.targets[lid], fmt.prompt_budget)
+        out.append(example)
+    return out
+
+
+# ------------------------------------------------------------------ batching
+def collate(examples: Sequence[dict], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-pad to the longest example. Returns input_ids, attention_mask: (B, L) int64;
+    labels: (B,) for classification, (B, L) with -100 on padding for causal_lm."""
+    width = max(len(e["input_ids"]) for e in examples)
+    # One tensor per field from padded lists: far cheaper than filling row by row.
+    ids = [e["input_ids"] + [pad_id] * (width - len(e["input_ids"])) for e in examples]
+    mask = [[1] * len(e["input_ids"]) + [0] * (width - len(e["input_ids"])) for e in examples]
+    if "labels" in examples[0]:
+        labels = torch.tensor(
+            [e["labels"] + [IGNORE] * (width - len(e["labels"])) for e in examples],
+            dtype=torch.long,
+        )
+    else:
+        labels = torch.tensor([e["label"] for e in examples], dtype=torch.long)
+    return {
+        "input_ids": torch.tensor(ids, dtype=torch.long),
+        "attention_mask": torch.tensor(mask, dtype=torch.long),
+        "labels": labels,
+    }
+
+
+def count_targets(batch: dict[str, torch.Tensor]) -> int:
+    """Items the loss is averaged over: examples (classification) or predicted tokens (causal).
+
+    For causal_lm the token at position t is predicted from position t-1, so position 0's label
+    is never a target.
+    """
+    labels = batch["labels"]
+    if labels.dim() == 1:
+        return int((labels != IGNORE).sum())
+    return int((labels[:, 1:] != IGNORE).sum())
+
+
+class DataOrder:
+    """A fresh seeded permutation of the examples each epoch; (epoch, index) is its whole state.
+
+    Each epoch's permutation is drawn from numpy's Generator seeded by (run seed, epoch), so
+    resuming needs only the position, not a saved generator state, and is exact by construction.
+    """
+
+    def __init__(self, n_examples: int, seed: int):
+        if n_examples < 1:
+            raise CampaignError("input 'train': the train split has no examples")
+        self.n, self.seed = n_examples, seed
+        self.epoch, self.index = 0, 0
+        self._perm = self.permutation(0)
+
+    def permutation(self, epoch: int) -> np.ndarray:
+        rng = np.random.Generator(
+            np.random.PCG64(np.random.SeedSequence([self.seed, _ORDER_STREAM, epoch]))
+        )
+        return rng.permutation(self.n)
+
+    def take(self, count: int) -> list[int]:
+        """The next `count` example indices, running on into the next epoch when one ends."""
+        out: list[int] = []
+        while len(out) < count:
+            if self.index == self.n:
+                self.epoch, self.index = self.epoch + 1, 0
+                self._perm = self.permutation(self.epoch)
+            step = min(count - len(out), self.n - self.index)
+            out.extend(int(i) for i in self._perm[self.index : self.index + step])
+            self.index += step
+        return out
+
+    def state_dict(self) -> dict:
+        return {"seed": self.seed, "n": self.n, "epoch": self.epoch, "index": self.index}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state["seed"] != self.seed or state["n"] != self.n:
+            raise CampaignError(
+                f"checkpoint data order is for seed {state['seed']} over {state['n']} examples; "
+                f"this run has seed {self.seed} over {self.n}"
+            )
+        self.epoch, self.index = int(state["epoch"]), int(state["index"])
+        self._perm = self.permutation(self.epoch)
+
+
+def micro_batches(
+    examples: Sequence[dict], indices: Sequence[int], micro_batch: int, pad_id: int
+) -> list[dict[str, torch.Tensor]]:
+    """Split one optimizer step's indices into padded micro-batches of `micro_batch` examples."""
+    return [
+        collate([examples[i] for i in indices[j : j + micro_batch]], pad_id)
+        for j in range(0, len(indices), micro_batch)
+    ]

@@ -1,0 +1,261 @@
+"""Where a training job runs: a GPU card taken by file lock (or the scheduler's), else the CPU.
+
+Light at import (no torch): the card must be chosen and CUDA_VISIBLE_DEVICES set before torch
+initializes CUDA, so `acquire_gpu` runs first and torch is imported only by the later helpers.
+
+Machine settings, not results, so they come from the environment rather than params.yaml:
+    CAMPAIGN_GPU_LOCK_DIR     folder of per-card lock files shared by every job on the machine
+                              (default: <tmp>/campaign-gpu-locks)
+    CAMPAIGN_GPU_WAIT_S       how long a job waits for a free card before failing (default 3600)
+    CAMPAIGN_FAKE_GPU_COUNT   pretend the machine has this many cards (tests, dry runs)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from campaign.core.errors import CampaignError
+
+DEFAULT_WAIT_S = 3600.0
+_LOCK_PREFIX = "gpu-"
+
+
+# ------------------------------------------------------------------ card assignment
+@dataclass
+class GpuLease:
+    """The card this process may use. Held until `release()` or process exit (flock)."""
+
+    source: str  # "lock" (we took a card), "scheduler" (SLURM / preset), "none" (no GPU)
+    index: int | None = None  # the physical card index taken by lock
+    visible_devices: str | None = None  # CUDA_VISIBLE_DEVICES as the job sees it
+    _fd: int | None = field(default=None, repr=False)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+                os.close(self._fd)
+            self._fd = None
+
+    def describe(self) -> dict:
+        return {"source": self.source, "index": self.index, "visible": self.visible_devices}
+
+
+def gpu_count(env: dict | None = None) -> int:
+    """Number of NVIDIA cards on the machine, found without initializing CUDA."""
+    env = os.environ if env is None else env
+    fake = env.get("CAMPAIGN_FAKE_GPU_COUNT")
+    if fake is not None:
+        try:
+            return max(0, int(fake))
+        except ValueError:
+            raise CampaignError(
+                f"CAMPAIGN_FAKE_GPU_COUNT={fake!r}: expected a whole number of cards"
+            ) from None
+    proc_dir = Path("/proc/driver/nvidia/gpus")
+    if proc_dir.is_dir():
+        return len(list(proc_dir.iterdir()))
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(line.startswith("GPU ") for line in out.splitlines())
+
+
+def scheduler_assigned(env: dict | None = None) -> bool:
+    """True when a scheduler already chose the cards (SLURM, or CUDA_VISIBLE_DEVICES preset)."""
+    env = os.environ if env is None else env
+    return "SLURM_JOB_ID" in env or "CUDA_VISIBLE_DEVICES" in env
+
+
+def default_lock_dir() -> Path:
+    return Path(tempfile.gettempdir()) / "campaign-gpu-locks"
+
+
+def _try_lock(path: Path) -> int | None:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    # Who holds it, for a person looking at a stuck queue; the lock itself is the flock.
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{socket.gethostname()} pid {os.getpid()}\n".encode())
+    return fd
+
+
+def acquire_gpu(
+    lock_dir: Path,
+    timeout_s: float,
+    env: dict | None = None,
+    poll_s: float = 0.2,
+) -> GpuLease:
+    """Take one free card by lock file and set CUDA_VISIBLE_DEVICES to it (in `env`).
+
+    Under a scheduler (SLURM_JOB_ID or CUDA_VISIBLE_DEVICES already set) the assignment is kept
+    as it is. With no card, returns a "none" lease. Waits up to `timeout_s` seconds for a card,
+    then raises CampaignError. The lock is a flock, so a killed job frees its card at once.
+    """
+    env = os.environ if env is None else env
+    if scheduler_assigned(env):
+        return GpuLease("scheduler", visible_devices=env.get("CUDA_VISIBLE_DEVICES"))
+    count = gpu_count(env)
+    if count == 0:
+        return GpuLease("none")
+    lock_dir = Path(lock_dir)
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        # Jobs of every user on the workstation share the cards, so they share this folder.
+        os.chmod(lock_dir, 0o1777)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for index in range(count):
+            fd = _try_lock(lock_dir / f"{_LOCK_PREFIX}{index}.lock")
+            if fd is not None:
+                env["CUDA_VISIBLE_DEVICES"] = str(index)
+                return GpuLease("lock", index=index, visible_devices=str(index), _fd=fd)
+        if time.monotonic() >= deadline:
+            raise CampaignError(
+                f"no free GPU: all {count} card(s) locked in {lock_dir} for {timeout_s:g} s; "
+                f"raise CAMPAIGN_GPU_WAIT_S or run fewer GPU jobs at once"
+            )
+        time.sleep(poll_s)
+
+
+def lease_from_env(env: dict | None = None) -> GpuLease:
+    """`acquire_gpu` with the machine settings from the environment (see the module doc)."""
+    env = os.environ if env is None else env
+    lock_dir = Path(env.get("CAMPAIGN_GPU_LOCK_DIR") or default_lock_dir())
+    raw = env.get("CAMPAIGN_GPU_WAIT_S")
+    try:
+        timeout_s = DEFAULT_WAIT_S if raw is None else float(raw)
+    except ValueError:
+        raise CampaignError(f"CAMPAIGN_GPU_WAIT_S={raw!r}: expected seconds") from None
+    return acquire_gpu(lock_dir, timeout_s, env)
+
+
+# ------------------------------------------------------------------ torch device and precision
+def select_device():
+    """torch.device for this job: CUDA when present (the leased card), else CPU."""
+    import torch
+
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def check_precision(device, precision: str) -> None:
+    """Fail with a clear message when the device cannot run the precision (no silent fallback)."""
+    import torch
+
+    if precision == "fp16" and device.type != "cuda":
+        raise CampaignError(
+            "train.precision: fp16 needs a CUDA device and this job runs on the CPU; "
+            "use bf16 (CPU autocast) or fp32"
+        )
+    if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise CampaignError(
+            f"train.precision: bf16 is not supported on {torch.cuda.get_device_name(0)}; "
+            "use fp16 or fp32"
+        )
+
+
+def autocast(device, precision: str):
+    """The forward-pass autocast context for a precision (fp32: none). Weights stay fp32."""
+    import torch
+
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def _cpu_name() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def _driver_version() -> str | None:
+    with contextlib.suppress(OSError):
+        text = Path("/proc/driver/nvidia/version").read_text()
+        for word in text.split():
+            if word[:1].isdigit() and word.count(".") >= 1:
+                return word
+    return None
+
+
+def device_info(device, lease: GpuLease | None = None) -> dict[str, Any]:
+    """What the run manifest records about the hardware and its software stack."""
+    import torch
+
+    info: dict[str, Any] = {
+        "type": device.type,
+        "torch_threads": torch.get_num_threads(),
+        "cuda_version": torch.version.cuda,
+        "driver_version": _driver_version(),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+    }
+    if device.type == "cuda":
+        info["name"] = torch.cuda.get_device_name(device)
+        info["capability"] = list(torch.cuda.get_device_capability(device))
+    else:
+        info["name"] = _cpu_name()
+    if lease is not None:
+        info["lease"] = lease.describe()
+    return info
+
+
+# ------------------------------------------------------------------ progress
+class Progress:
+    """A tqdm bar on a terminal; elsewhere (logs, schedulers) one line every `interval_s`."""
+
+    def __init__(
+        self,
+        total: int,
+        initial: int = 0,
+        desc: str = "train",
+        stream: TextIO | None = None,
+        interval_s: float = 10.0,
+    ):
+        self.total, self.desc, self.interval_s = total, desc, interval_s
+        self.stream = sys.stderr if stream is None else stream
+        self._last = time.monotonic()
+        self._bar = None
+        isatty = getattr(self.stream, "isatty", None)
+        if isatty is not None and isatty():
+            from tqdm import tqdm
+
+            self._bar = tqdm(
+                total=total, initial=initial, desc=desc, file=self.stream, dynamic_ncols=True
+            )
+
+    def update(self, step: int, **fields: float) -> None:
+        if self._bar is not None:
+            self._bar.update(step - self._bar.n)
+            self._bar.set_postfix({k: f"{v:.4g}" for k, v in fields.items()}, refresh=False)
+            return
+        now = time.monotonic()
+        if now - self._last >= self.interval_s or step >= self.total:
+            self._last = now
+            shown = " ".join(f"{k} {v:.4g}" for k, v in fields.items())
+            print(f"{self.desc}: step {step}/{self.total} {shown}", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None

@@ -1,0 +1,417 @@
+"""The training loop: one run's model, optimizer and data order, a step at a time, checkpointed
+in its work folder, and the scores and predictions of the model on the evaluation splits.
+
+Determinism: for a given spec and data on CPU, the weights and the predictions are the same bytes
+on every run, resumed or not.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from campaign.core.errors import CampaignError
+from campaign.core.hashing import hash_value
+from campaign.train import checkpoint, devices, models
+from campaign.train.batches import (
+    IGNORE,
+    CausalFormat,
+    DataOrder,
+    Split,
+    causal_example,
+    collate,
+    count_targets,
+    encode_causal,
+    encode_classification,
+    micro_batches,
+    read_split,
+)
+from campaign.train.recipe import Recipe, lr_factor
+from campaign.train.steps import accumulate, logits_of, param_groups
+
+EVAL_SPLITS = ("validation", "test")
+METRIC_COLUMNS = (
+    "step",
+    "split",
+    "loss",
+    "accuracy",
+    "lr",
+    "grad_norm",
+    "targets",
+    "tokens",
+    "seconds",
+    "tokens_per_s",
+    "samples_per_s",
+)
+
+
+@dataclass
+class Data:
+    train: Split
+    validation: Split
+    test: Split
+
+
+class Trainer:
+    """One run: model, optimizer and data order, a step at a time, checkpointed in work_dir."""
+
+    def __init__(
+        self,
+        spec: dict,
+        data: Data,
+        work_dir: Path,
+        root: Path = Path("."),
+        base_model: Path | None = None,
+        device=None,
+        stream=None,
+    ):
+        self.spec = spec
+        self.model_spec = spec["model"]
+        self.task = self.model_spec["task"]
+        self.recipe = Recipe.from_spec(spec["train"])
+        models.check_model_spec(self.model_spec)
+        self.seed = int(spec["seed"])
+        self.work_dir = Path(work_dir)
+        self.stream = sys.stderr if stream is None else stream
+        self.device = device if device is not None else devices.select_device()
+        devices.check_precision(self.device, self.recipe.precision)
+        self.data = data
+        self.spec_hash = hash_value(spec)
+        self.data_hash = hash_value([data.train.ids, data.train.texts, data.train.labels])
+
+        random.seed(self.seed)
+        np.random.seed(self.seed % 2**32)
+        source = models.source_path(self.model_spec, root)
+        if source is not None and base_model is not None:
+            source = Path(base_model)  # the rule's input: its content is part of the key
+        self.tokenizer = models.make_tokenizer(self.model_spec, data.train.texts, source)
+        self.labels = models.label_names(data.train.labels)
+        self.label_ids = {name: i for i, name in enumerate(self.labels)}
+        self.fmt = None
+        if self.task == "causal_lm":
+            self.fmt = CausalFormat.build(self.tokenizer, self.labels, self.recipe.max_length)
+        self.examples = {
+            name: self._encode(getattr(data, name)) for name in ("train", *EVAL_SPLITS)
+        }
+        self.pad_id = self.tokenizer.pad_token_id
+
+        model = models.build_model(self.model_spec, self.tokenizer, self.labels, self.seed, source)
+        self._check_length(model.config)
+        if self.recipe.lora is not None:
+            model = models.apply_lora(model, self.recipe.lora, self.task)
+        self.model = model.to(self.device)
+        self.trainable = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(
+            param_groups(self.model, self.recipe.weight_decay), lr=self.recipe.lr
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer,
+            functools.partial(
+                lr_factor,
+                schedule=self.recipe.schedule,
+                warmup_steps=self.recipe.warmup_steps,
+                max_steps=self.recipe.max_steps,
+            ),
+        )
+        self.scaler = torch.amp.GradScaler(
+            self.device.type, enabled=self.recipe.precision == "fp16"
+        )
+        self.autocast = functools.partial(devices.autocast, self.device, self.recipe.precision)
+        self.order = DataOrder(len(self.examples["train"]), self.seed)
+        self.step = 0
+        self.history: list[dict] = []
+        self.train_seconds = 0.0
+        self.resumed_from: int | None = None
+
+    # -------------------------------------------------------------- data
+    def _check_length(self, config) -> None:
+        limit = getattr(config, "max_position_embeddings", None)
+        if limit is not None and self.recipe.max_length > limit:
+            where = (
+                "model.config.max_position_embeddings"
+                if self.model_spec["source"] == "from_config"
+                else f"the model's max_position_embeddings ({self.model_spec['source']})"
+            )
+            raise CampaignError(
+                f"train.max_length: {self.recipe.max_length} exceeds {where} ({limit})"
+            )
+
+    def _encode(self, split: Split) -> list[dict]:
+        if len(split) == 0:
+            return []
+        if self.task == "sequence_classification":
+            return encode_classification(
+                self.tokenizer, split.texts, split.labels, self.label_ids, self.recipe.max_length
+            )
+        return encode_causal(self.tokenizer, split.texts, split.labels, self.label_ids, self.fmt)
+
+    def _to_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
+
+    # -------------------------------------------------------------- state
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "spec_hash": self.spec_hash,
+            "data_hash": self.data_hash,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "rng": checkpoint.rng_state(),
+            "data_order": self.order.state_dict(),
+            "history": self.history,
+            "train_seconds": self.train_seconds,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state["scaler"])
+        self.order.load_state_dict(state["data_order"])
+        checkpoint.set_rng_state(state["rng"])
+        self.step = int(state["step"])
+        self.history = list(state["history"])
+        self.train_seconds = float(state["train_seconds"])
+
+    def resume(self) -> int | None:
+        """Load the newest good checkpoint from work_dir; returns its step (None: fresh start)."""
+        state = checkpoint.load_latest(
+            self.work_dir, {"spec_hash": self.spec_hash, "data_hash": self.data_hash}
+        )
+        if state is None:
+            return None
+        self.load_state_dict(state)
+        self.resumed_from = self.step
+        print(f"train: resumed from step {self.step}", file=self.stream, flush=True)
+        return self.step
+
+    def save(self) -> Path:
+        return checkpoint.save_checkpoint(
+            self.work_dir, self.state_dict(), self.recipe.keep_checkpoints
+        )
+
+    # -------------------------------------------------------------- steps
+    def train_step(self) -> dict:
+        """One optimizer step over micro_batch × grad_accum examples; returns its metrics row."""
+        t0 = time.perf_counter()
+        r = self.recipe
+        indices = self.order.take(r.batch_examples)
+        batches = [
+            self._to_device(b)
+            for b in micro_batches(self.examples["train"], indices, r.micro_batch, self.pad_id)
+        ]
+        tokens = sum(len(self.examples["train"][i]["input_ids"]) for i in indices)
+        lr = self.scheduler.get_last_lr()[0]
+        if not self.model.training:
+            self.model.train()
+        scale = self.scaler.scale if self.scaler.is_enabled() else None
+        loss_total, targets = accumulate(
+            self.model, batches, self.task, autocast=self.autocast, scale=scale
+        )
+        if self.scaler.is_enabled():
+            self.scaler.unscale_(self.optimizer)
+        if r.max_grad_norm is not None:
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.trainable, r.max_grad_norm)
+        else:
+            grad_norm = torch.nn.utils.get_total_norm(
+                [p.grad for p in self.trainable if p.grad is not None]
+            )
+        if self.scaler.is_enabled():
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step += 1
+        loss = float(loss_total) / targets
+        seconds = time.perf_counter() - t0
+        self.train_seconds += seconds
+        return {
+            "step": self.step,
+            "split": "train",
+            "loss": loss,
+            "accuracy": None,
+            "lr": lr,
+            "grad_norm": float(grad_norm),
+            "targets": targets,
+            "tokens": tokens,
+            "seconds": seconds,
+            "tokens_per_s": tokens / seconds,
+            "samples_per_s": len(indices) / seconds,
+        }
+
+    def run(self, stop_after: int | None = None, after_step: Callable[[int], None] | None = None):
+        """Train up to max_steps (or `stop_after` more steps), evaluating and checkpointing.
+
+        after_step(step) is called after each step's checkpoint, if any (tests use it to stop a
+        job at a known point).
+        """
+        r = self.recipe
+        progress = devices.Progress(r.max_steps, initial=self.step, stream=self.stream)
+        done = 0
+        try:
+            while self.step < r.max_steps and (stop_after is None or done < stop_after):
+                row = self.train_step()
+                self.history.append(row)
+                done += 1
+                last = self.step == r.max_steps
+                fields = {"loss": row["loss"], "lr": row["lr"]}
+                if self.step % r.eval_every == 0 or last:
+                    t0 = time.perf_counter()
+                    result = self.evaluate("validation")
+                    if result is not None:
+                        loss, accuracy, _ = result
+                        seconds = time.perf_counter() - t0
+                        n = len(self.examples["validation"])
+                        self.history.append(
+                            {
+                                **dict.fromkeys(METRIC_COLUMNS),
+                                "step": self.step,
+                                "split": "validation",
+                                "loss": loss,
+                                "accuracy": accuracy,
+                                "seconds": seconds,
+                                "samples_per_s": n / seconds,
+                            }
+                        )
+                        fields["val_acc"] = accuracy
+                if self.step % r.checkpoint_every == 0 or last:
+                    self.save()
+                progress.update(self.step, **fields)
+                if after_step is not None:
+                    after_step(self.step)
+        finally:
+            progress.close()
+
+    # -------------------------------------------------------------- evaluation
+    @torch.no_grad()
+    def scores(self, split: str) -> tuple[np.ndarray, float, int]:
+        """Class probabilities (n, n_labels) for a split, with the summed loss and target count.
+
+        causal_lm: every label's response is scored after the prompt; probabilities are the
+        softmax of the labels' total log-likelihoods, the loss is that of the true response.
+        """
+        examples = self.examples[split]
+        self.model.eval()
+        if self.task == "sequence_classification":
+            return self._classifier_scores(examples)
+        return self._causal_scores(split)
+
+    def _classifier_scores(self, examples: list[dict]) -> tuple[np.ndarray, float, int]:
+        probs, loss, count = [], 0.0, 0
+        size = self.recipe.micro_batch
+        for j in range(0, len(examples), size):
+            batch = self._to_device(collate(examples[j : j + size], self.pad_id))
+            with self.autocast():
+                logits = logits_of(self.model, batch).float()
+            loss += float(
+                F.cross_entropy(logits, batch["labels"], ignore_index=IGNORE, reduction="sum")
+            )
+            count += count_targets(batch)
+            probs.append(torch.softmax(logits, dim=-1).cpu().double().numpy())
+        return np.concatenate(probs), loss, count
+
+    def _causal_scores(self, split: str) -> tuple[np.ndarray, float, int]:
+        texts = getattr(self.data, split).texts
+        labels = getattr(self.data, split).labels
+        text_ids = self.fmt.text_ids(self.tokenizer, texts)
+        n_labels = len(self.labels)
+        pairs = [self._causal_pair(ids, target) for ids in text_ids for target in self.fmt.targets]
+        logliks = np.zeros(len(pairs))
+        size = self.recipe.micro_batch * n_labels
+        for j in range(0, len(pairs), size):
+            batch = self._to_device(collate(pairs[j : j + size], self.pad_id))
+            with self.autocast():
+                logits = logits_of(self.model, batch).float()
+            target = batch["labels"][:, 1:]
+            logp = torch.log_softmax(logits[:, :-1], dim=-1)
+            picked = logp.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+            picked = picked.masked_fill(target == IGNORE, 0.0)
+            logliks[j : j + len(picked)] = picked.sum(-1).double().cpu().numpy()
+        logliks = logliks.reshape(len(text_ids), n_labels)
+        probs = np.exp(logliks - logliks.max(axis=1, keepdims=True))
+        probs /= probs.sum(axis=1, keepdims=True)
+        loss, count = 0.0, 0
+        for row, label in enumerate(labels):
+            lid = self.label_ids.get(label)
+            if lid is not None:
+                loss -= logliks[row, lid]
+                count += len(self.fmt.targets[lid])
+        return probs, loss, count
+
+    def _causal_pair(self, text_ids: list[int], target: list[int]) -> dict:
+        return causal_example(text_ids, self.fmt.sep_ids, target, self.fmt.prompt_budget)
+
+    def evaluate(self, split: str) -> tuple[float, float, np.ndarray] | None:
+        """(mean loss per target, accuracy, probabilities) on a split; None when it is empty."""
+        if not self.examples[split]:
+            return None
+        probs, loss, count = self.scores(split)
+        truth = np.array([self.label_ids.get(v, -1) for v in getattr(self.data, split).labels])
+        accuracy = float((probs.argmax(axis=1) == truth).mean())
+        # Plain floats: rows go into checkpoints, which load with weights_only (no numpy types).
+        return (float(loss) / count if count else float("nan")), accuracy, probs
+
+    def predictions(self, split: str):
+        """DataFrame: id, label, prediction, then score_<label> (probability) per class."""
+        import pandas as pd
+
+        data = getattr(self.data, split)
+        result = self.evaluate(split)
+        probs = result[2] if result is not None else np.zeros((0, len(self.labels)))
+        frame = pd.DataFrame(
+            {
+                "id": pd.Series(data.ids, dtype="string"),
+                "label": pd.Series(data.labels, dtype="string"),
+                "prediction": pd.Series(
+                    [self.labels[i] for i in probs.argmax(axis=1)], dtype="string"
+                ),
+            }
+        )
+        for i, name in enumerate(self.labels):
+            frame[f"score_{name}"] = probs[:, i].astype(np.float64)
+        return frame
+
+    def metrics_frame(self):
+        import pandas as pd
+
+        frame = pd.DataFrame([{k: row.get(k) for k in METRIC_COLUMNS} for row in self.history])
+        return frame.astype(
+            {
+                "step": "int64",
+                "split": "string",
+                "loss": "float64",
+                "accuracy": "float64",
+                "lr": "float64",
+                "grad_norm": "float64",
+                "targets": "Int64",
+                "tokens": "Int64",
+                "seconds": "float64",
+                "tokens_per_s": "float64",
+                "samples_per_s": "float64",
+            }
+        )
+
+    def finish(self) -> None:
+        """Merge LoRA adapters into the weights: the saved and scored model is a plain one."""
+        self.model = models.unwrap(self.model)
+
+
+def read_data(inputs: dict[str, list[Path]]) -> Data:
+    for name in ("train", *EVAL_SPLITS):
+        if name not in inputs:
+            raise CampaignError(f"training stage: missing input '{name}'")
+    return Data(**{name: read_split(inputs[name], name) for name in ("train", *EVAL_SPLITS)})

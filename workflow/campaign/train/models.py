@@ -1,0 +1,336 @@
+"""Models and tokenizers for a run: built from a small config or loaded from a local folder,
+optionally wrapped with LoRA, and saved as one folder (safetensors + config + tokenizer).
+
+transformers and peft are imported inside the functions: they cost seconds to import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from campaign.core.errors import CampaignError
+
+TASKS = ("sequence_classification", "causal_lm")
+ARCHITECTURES = ("bert", "gpt2")
+CONFIG_KEYS = (
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "dropout",
+)
+TOKENIZER_KEYS = ("vocab_size", "min_frequency", "lowercase")
+LORA_KEYS = ("r", "alpha", "dropout", "target_modules")
+BERT_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+GPT2_EOS, GPT2_PAD = "<|endoftext|>", "<pad>"
+
+
+def _need(section: dict, keys: Iterable[str], where: str) -> None:
+    for key in keys:
+        if key not in section:
+            raise CampaignError(f"{where}.{key}: missing (required here)")
+
+
+def label_names(train_labels: Iterable[str]) -> list[str]:
+    """The classes: sorted distinct labels of the train split; their position is the label id."""
+    return sorted(set(train_labels))
+
+
+def source_path(model_spec: dict, root: Path) -> Path | None:
+    """The pretrained model folder named by model.source, or None for `from_config`."""
+    source = model_spec["source"]
+    if source == "from_config":
+        return None
+    path = Path(source)
+    path = path if path.is_absolute() else Path(root) / path
+    if not (path / "config.json").is_file():
+        raise CampaignError(f"model.source: {source} is not a model folder (no config.json)")
+    return path
+
+
+def check_model_spec(model_spec: dict) -> None:
+    """The combinations the builders support, with one-line errors naming the key."""
+    task = model_spec.get("task")
+    if task not in TASKS:
+        raise CampaignError(f"model.task: {task!r} is not one of {', '.join(TASKS)}")
+    tok = model_spec.get("tokenizer")
+    if not isinstance(tok, dict) or tok.get("source") not in ("train_split", "model"):
+        raise CampaignError("model.tokenizer.source: expected train_split or model")
+    if model_spec["source"] == "from_config":
+        config = model_spec.get("config") or {}
+        if config.get("architecture") not in ARCHITECTURES:
+            raise CampaignError(
+                f"model.config.architecture: {config.get('architecture')!r} is not one of "
+                f"{', '.join(ARCHITECTURES)}"
+            )
+        _need(config, CONFIG_KEYS, "model.config")
+        if task == "causal_lm" and config["architecture"] != "gpt2":
+            raise CampaignError("model.config.architecture: causal_lm needs gpt2 (a decoder)")
+        if tok["source"] != "train_split":
+            raise CampaignError(
+                "model.tokenizer.source: a from_config model has no tokenizer of its own; "
+                "use train_split"
+            )
+        _need(tok, TOKENIZER_KEYS, "model.tokenizer")
+    elif tok["source"] != "model":
+        raise CampaignError(
+            "model.tokenizer.source: a pretrained model keeps its own tokenizer (its embeddings "
+            "are indexed by it); use model"
+        )
+
+
+# ------------------------------------------------------------------ tokenizers
+def _continuation_symbols(tok, texts: Sequence[str], prefix: str = "##") -> list[str]:
+    """Every "##c" a WordPiece trainer will create: characters after a word's first, sorted."""
+    chars: set[str] = set()
+    for text in texts:
+        normalized = tok.normalizer.normalize_str(text) if tok.normalizer else text
+        for word, _span in tok.pre_tokenizer.pre_tokenize_str(normalized):
+            chars.update(word[1:])
+    return [prefix + c for c in sorted(chars)]
+
+
+def _drop_added_tokens(tok, keep: Sequence[str]):
+    """The tokenizer with only `keep` as added (special) tokens; the vocabulary is unchanged."""
+    import json
+
+    from tokenizers import Tokenizer
+
+    data = json.loads(tok.to_str())
+    data["added_tokens"] = [t for t in data["added_tokens"] if t["content"] in keep]
+    return Tokenizer.from_str(json.dumps(data))
+
+
+def train_tokenizer(
+    texts: Iterable[str], architecture: str, vocab_size: int, min_frequency: int, lowercase: bool
+):
+    """A fast tokenizer trained on `texts` only (pass the TRAIN split, never evaluation data).
+
+    bert: WordPiece with [CLS] text [SEP]; gpt2: byte-level BPE with <|endoftext|> as EOS and
+    a separate <pad>. Deterministic for the same texts and settings.
+    """
+    from tokenizers import (
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
+    from transformers import PreTrainedTokenizerFast
+
+    texts = list(texts)
+    if architecture == "bert":
+        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        tok.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        # tokenizers (<= 0.23) gives the "##x" continuation symbols ids in hash-map order, and
+        # merges break count ties by id, so two trainings can differ (huggingface/tokenizers
+        # #1794). Registering those symbols up front, in sorted order, fixes their ids.
+        suffixes = _continuation_symbols(tok, texts)
+        trainer = trainers.WordPieceTrainer(
+            vocab_size=vocab_size,
+            min_frequency=min_frequency,
+            special_tokens=[*BERT_SPECIALS, *suffixes],
+            show_progress=False,
+        )
+        tok.train_from_iterator(texts, trainer)
+        tok = _drop_added_tokens(tok, keep=BERT_SPECIALS)
+        cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]",
+            pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+            special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+        )
+        tok.decoder = decoders.WordPiece()
+        specials = dict(
+            unk_token="[UNK]",
+            pad_token="[PAD]",
+            cls_token="[CLS]",
+            sep_token="[SEP]",
+            mask_token="[MASK]",
+        )
+    elif architecture == "gpt2":
+        tok = Tokenizer(models.BPE())
+        if lowercase:
+            tok.normalizer = normalizers.Lowercase()
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            min_frequency=min_frequency,
+            special_tokens=[GPT2_EOS, GPT2_PAD],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        )
+        tok.train_from_iterator(texts, trainer)
+        specials = dict(
+            bos_token=GPT2_EOS, eos_token=GPT2_EOS, unk_token=GPT2_EOS, pad_token=GPT2_PAD
+        )
+    else:
+        raise CampaignError(f"model.config.architecture: {architecture!r} has no tokenizer recipe")
+    return PreTrainedTokenizerFast(tokenizer_object=tok, **specials)
+
+
+def load_tokenizer(path: Path, task: str):
+    """The tokenizer saved with a model folder; a decoder without a pad token pads with EOS."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(path))
+    if tok.pad_token_id is None:
+        if tok.eos_token_id is None:
+            raise CampaignError(f"model.source: the tokenizer in {path} has no pad or EOS token")
+        tok.pad_token = tok.eos_token
+    if task == "causal_lm" and tok.eos_token_id is None:
+        # An encoder tokenizer ([SEP] ends every sequence) can still end a response.
+        tok.eos_token = tok.sep_token
+    return tok
+
+
+def make_tokenizer(model_spec: dict, train_texts: Sequence[str], source: Path | None):
+    """The run's tokenizer: the pretrained model's, or one trained on the train texts only."""
+    if source is not None:
+        return load_tokenizer(source, model_spec["task"])
+    settings = model_spec["tokenizer"]
+    tok = train_tokenizer(
+        train_texts,
+        model_spec["config"]["architecture"],
+        vocab_size=settings["vocab_size"],
+        min_frequency=settings["min_frequency"],
+        lowercase=settings["lowercase"],
+    )
+    tok.model_max_length = model_spec["config"]["max_position_embeddings"]
+    return tok
+
+
+# ------------------------------------------------------------------ models
+def _from_config(model_spec: dict, tokenizer, labels: list[str]):
+    import transformers as tf
+
+    cfg, task = model_spec["config"], model_spec["task"]
+    label_map: dict[str, Any] = {}
+    if task == "sequence_classification":
+        label_map = dict(
+            num_labels=len(labels),
+            id2label=dict(enumerate(labels)),
+            label2id={name: i for i, name in enumerate(labels)},
+        )
+    if cfg["architecture"] == "bert":
+        config = tf.BertConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=cfg["hidden_size"],
+            num_hidden_layers=cfg["num_hidden_layers"],
+            num_attention_heads=cfg["num_attention_heads"],
+            intermediate_size=cfg["intermediate_size"],
+            max_position_embeddings=cfg["max_position_embeddings"],
+            hidden_dropout_prob=cfg["dropout"],
+            attention_probs_dropout_prob=cfg["dropout"],
+            pad_token_id=tokenizer.pad_token_id,
+            **label_map,
+        )
+        return tf.BertForSequenceClassification(config)
+    config = tf.GPT2Config(
+        vocab_size=len(tokenizer),
+        n_positions=cfg["max_position_embeddings"],
+        n_embd=cfg["hidden_size"],
+        n_layer=cfg["num_hidden_layers"],
+        n_head=cfg["num_attention_heads"],
+        n_inner=cfg["intermediate_size"],
+        resid_pdrop=cfg["dropout"],
+        embd_pdrop=cfg["dropout"],
+        attn_pdrop=cfg["dropout"],
+        summary_first_dropout=cfg["dropout"],
+        bos_token_id=tokenizer.eos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        **label_map,
+    )
+    if task == "causal_lm":
+        return tf.GPT2LMHeadModel(config)
+    return tf.GPT2ForSequenceClassification(config)
+
+
+def _pretrained(path: Path, task: str, tokenizer, labels: list[str]):
+    import torch
+    import transformers as tf
+
+    if task == "sequence_classification":
+        model = tf.AutoModelForSequenceClassification.from_pretrained(
+            str(path),
+            num_labels=len(labels),
+            id2label=dict(enumerate(labels)),
+            label2id={name: i for i, name in enumerate(labels)},
+            dtype=torch.float32,
+        )
+    else:
+        model = tf.AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
+    if model.config.pad_token_id is None:
+        model.config.pad_token_id = tokenizer.pad_token_id
+    return model
+
+
+def build_model(model_spec: dict, tokenizer, labels: list[str], seed: int, source: Path | None):
+    """A fresh model for the task; new weights drawn from torch's RNG seeded with `seed`."""
+    import torch
+
+    torch.manual_seed(seed)
+    if source is None:
+        model = _from_config(model_spec, tokenizer, labels)
+    else:
+        model = _pretrained(source, model_spec["task"], tokenizer, labels)
+    return model.float()
+
+
+def check_lora(lora: dict) -> None:
+    _need(lora, LORA_KEYS, "train.lora")
+    if not isinstance(lora["target_modules"], list) or not lora["target_modules"]:
+        raise CampaignError("train.lora.target_modules: expected a non-empty list of module names")
+
+
+def apply_lora(model, lora: dict, task: str):
+    """Wrap with LoRA adapters; only they (and a classification head) train.
+
+    For sequence classification peft also trains and saves the new head ("classifier" for
+    bert, "score" for gpt2), which starts random and must learn.
+    """
+    from peft import LoraConfig, TaskType, get_peft_model
+
+    check_lora(lora)
+    config = LoraConfig(
+        r=lora["r"],
+        lora_alpha=lora["alpha"],
+        lora_dropout=lora["dropout"],
+        target_modules=list(lora["target_modules"]),
+        task_type=TaskType.SEQ_CLS if task == "sequence_classification" else TaskType.CAUSAL_LM,
+        fan_in_fan_out=model.config.model_type == "gpt2",  # GPT-2 stores Conv1D weights (in, out)
+    )
+    try:
+        return get_peft_model(model, config)
+    except ValueError as e:
+        raise CampaignError(f"train.lora.target_modules: {e}") from None
+
+
+def unwrap(model):
+    """A plain transformers model: LoRA adapters merged into the base weights."""
+    if hasattr(model, "merge_and_unload"):
+        return model.merge_and_unload()
+    return model
+
+
+def save_model(model, tokenizer, folder: Path) -> None:
+    """Write model.safetensors, config.json and the tokenizer files into `folder`."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(folder))
+    tokenizer.save_pretrained(str(folder))
+
+
+def count_parameters(model) -> tuple[int, int]:
+    """(all, trainable) parameter counts."""
+    total = sum(p.numel() for p in model.parameters())
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return total, trainable

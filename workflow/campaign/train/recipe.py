@@ -1,0 +1,89 @@
+"""A run's training recipe (the `train` section of its spec), checked, and its lr schedule."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from campaign.core.errors import CampaignError
+from campaign.train import models
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+SCHEDULES = ("constant", "linear", "cosine")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """The `train` section of a run spec, checked."""
+
+    lr: float
+    weight_decay: float
+    max_steps: int
+    micro_batch: int
+    grad_accum: int
+    max_length: int
+    precision: str
+    schedule: str
+    warmup_steps: int
+    max_grad_norm: float | None
+    eval_every: int
+    checkpoint_every: int
+    keep_checkpoints: int
+    lora: dict | None
+
+    @classmethod
+    def from_spec(cls, train: dict) -> Recipe:
+        fields = cls.__dataclass_fields__
+        missing = [k for k in fields if k not in train]
+        if missing:
+            raise CampaignError(f"train.{missing[0]}: missing (the training stage reads it)")
+        unknown = sorted(set(train) - set(fields))
+        if unknown:
+            raise CampaignError(f"train.{unknown[0]}: not a key the training stage knows")
+        recipe = cls(**{k: train[k] for k in fields})
+        recipe.check()
+        return recipe
+
+    def check(self) -> None:
+        positive = ("max_steps", "micro_batch", "grad_accum", "eval_every", "checkpoint_every")
+        for key in (*positive, "keep_checkpoints"):
+            if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
+                raise CampaignError(f"train.{key}: expected a whole number >= 1")
+        if not 0 < self.lr <= 1:
+            raise CampaignError(f"train.lr: {self.lr} is not in (0, 1]")
+        if self.precision not in PRECISIONS:
+            raise CampaignError(
+                f"train.precision: {self.precision!r} is not one of fp32, bf16, fp16"
+            )
+        if self.schedule not in SCHEDULES:
+            raise CampaignError(f"train.schedule: {self.schedule!r} is not one of {SCHEDULES}")
+        if not 0 <= self.warmup_steps <= self.max_steps:
+            raise CampaignError(
+                f"train.warmup_steps: {self.warmup_steps} must be >= 0 and at most max_steps"
+            )
+        if self.max_grad_norm is not None and not self.max_grad_norm > 0:
+            raise CampaignError("train.max_grad_norm: expected a number > 0, or null for none")
+        if self.max_length < 2:
+            raise CampaignError("train.max_length: expected at least 2 tokens")
+        if self.lora is not None:
+            models.check_lora(self.lora)
+
+    @property
+    def batch_examples(self) -> int:
+        return self.micro_batch * self.grad_accum
+
+
+def lr_factor(step: int, schedule: str, warmup_steps: int, max_steps: int) -> float:
+    """Multiplier of the peak lr for optimizer step `step` (0-based).
+
+    Linear warm-up over the first warmup_steps steps ((s+1)/(w+1), so no step is wasted at lr
+    0), then constant, linear decay or cosine decay towards 0 at max_steps.
+    """
+    if step < warmup_steps:
+        return (step + 1) / (warmup_steps + 1)
+    progress = (step - warmup_steps) / max(1, max_steps - warmup_steps)
+    if schedule == "constant":
+        return 1.0
+    if schedule == "linear":
+        return 1.0 - progress
+    return 0.5 * (1.0 + math.cos(math.pi * progress))

@@ -1,0 +1,117 @@
+"""The training stage: fine-tune one run's model on the train split, resumably, and write the
+model, its metrics, validation/test predictions and a run manifest.
+
+Inputs (ctx.inputs): train, validation, test (Parquet: id, text, label, ...), and base_model
+(the pretrained folder, when model.source is a path) so that its content is part of the key.
+Outputs (ctx.outputs): model (folder), metrics (Parquet), predictions_validation,
+predictions_test (Parquet), run_manifest (JSON).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from campaign.core.code import code_version, module_hashes
+from campaign.core.errors import CampaignError
+from campaign.core.hashing import hash_tree
+from campaign.train import devices, models
+from campaign.train.loop import EVAL_SPLITS, Trainer, read_data
+
+
+def write_parquet(frame, path: Path) -> None:
+    # No pandas index and fixed writer options: the same frame gives the same bytes.
+    frame.to_parquet(path, index=False, engine="pyarrow", compression="zstd")
+
+
+def library_versions(lora: bool) -> dict[str, str]:
+    names = ["torch", "transformers", "tokenizers", "safetensors", "numpy", "pandas", "pyarrow"]
+    if lora:
+        names.append("peft")
+    out = {"python": platform.python_version()}
+    for name in names:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
+def run_manifest(
+    trainer: Trainer,
+    inputs: dict[str, list[Path]],
+    device: dict,
+    wall_s: float,
+) -> dict:
+    total, trainable = models.count_parameters(trainer.model)
+    validation = [r for r in trainer.history if r["split"] == "validation"]
+    return {
+        "spec": trainer.spec,
+        "spec_hash": trainer.spec_hash,
+        "inputs": {
+            name: [{"path": str(p), "blake3": hash_tree(p)} for p in paths]
+            for name, paths in sorted(inputs.items())
+        },
+        "code": {
+            "version": code_version(__name__),
+            "modules": module_hashes(__name__),
+        },
+        "versions": library_versions(trainer.recipe.lora is not None),
+        "device": device,
+        "labels": trainer.labels,
+        "tokenizer_vocab_size": len(trainer.tokenizer),
+        "parameters": {"total": total, "trainable_during_training": trainable},
+        "lora": "merged into the weights" if trainer.recipe.lora is not None else None,
+        "steps": trainer.step,
+        "examples_seen": trainer.step * trainer.recipe.batch_examples,
+        "epochs_seen": trainer.step
+        * trainer.recipe.batch_examples
+        / len(trainer.examples["train"]),
+        "resumed_from_step": trainer.resumed_from,
+        "final_validation": validation[-1] if validation else None,
+        "train_seconds": round(trainer.train_seconds, 3),
+        "wall_seconds": round(wall_s, 3),
+    }
+
+
+def run_training(
+    spec: dict,
+    inputs: dict[str, list[Path]],
+    outputs: dict[str, Path],
+    work_dir: Path,
+    root: Path = Path("."),
+    after_step: Callable[[int], None] | None = None,
+    stream=None,
+) -> Trainer:
+    """The stage body: resume or start, train to max_steps, write every output."""
+    started = time.perf_counter()
+    lease = devices.lease_from_env()  # before anything touches CUDA
+    data = read_data(inputs)
+    base = inputs.get("base_model")
+    trainer = Trainer(
+        spec, data, work_dir, root=root, base_model=base[0] if base else None, stream=stream
+    )
+    trainer.resume()
+    trainer.run(after_step=after_step)
+    if trainer.step < trainer.recipe.max_steps:
+        raise CampaignError(
+            f"training stopped at step {trainer.step} of {trainer.recipe.max_steps}"
+        )
+    device = devices.device_info(trainer.device, lease)
+    trainer.finish()
+    models.save_model(trainer.model, trainer.tokenizer, outputs["model"])
+    for split in EVAL_SPLITS:
+        write_parquet(trainer.predictions(split), outputs[f"predictions_{split}"])
+    write_parquet(trainer.metrics_frame(), outputs["metrics"])
+    manifest = run_manifest(trainer, inputs, device, time.perf_counter() - started)
+    outputs["run_manifest"].write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return trainer
+
+
+def stage(ctx) -> None:
+    """Stage entry (campaign.core.runner): ctx.spec is the run spec {model, train, seed}."""
+    run_training(ctx.spec, ctx.inputs, ctx.outputs, ctx.work_dir, ctx.root)
