@@ -1,11 +1,15 @@
 # The campaign DAG. All logic lives in the `campaign` package (workflow/campaign); rules only wire
 # inputs, outputs, params, logs and resources to its stage commands. See README.md.
+import os
+
 from snakemake.utils import min_version
 
 min_version("9.0")
 
 
-configfile: "params.yaml"
+# One campaign definition for Snakemake and every `campaign` command: CAMPAIGN_PARAMS names it
+# (default params.yaml), e.g. `CAMPAIGN_PARAMS=other.yaml snakemake` then `... campaign status`.
+configfile: os.environ.get("CAMPAIGN_PARAMS", "params.yaml")
 
 
 include: "workflow/rules/common.smk"

@@ -1,16 +1,22 @@
-"""Measures `snakemake -n` (DAG build + dry run) on a ~1,000-run campaign vs a bare Snakefile.
+"""Measures `snakemake -n` (DAG build + dry run) on a ~1,000-run campaign vs a bare Snakefile,
+cold (nothing computed yet: every job planned) and warm (every output present: nothing to do).
 
-Both workflows have the same rules, job counts and dependencies: one run_spec and one train job
-per planned run, the project's one-job rules (manifest, split, preflight, plan_table, metrics)
-and all. The bare twin is generated from the project's job stats and rule graph
-(`snakemake --rulegraph`): plain `touch` rules, one wildcard rule for each rule with many jobs,
-each reading its upstream rules' outputs, all aggregated by rule all; no config, no planner,
-no params functions. So the ratio
-project/bare is the cost of the campaign's own DAG-time work. Goal: ratio <= 1.2.
+Both workflows have the same rules, job counts, dependencies and files per job: one run_spec
+and one train job per planned run, the project's one-job rules (manifest, split, preflight,
+plan_table, metrics) and all. The bare twin is generated from the project's own dry-run listing:
+plain `touch` rules, one wildcard rule for each rule with many jobs, each with as many outputs
+as the project's rule and reading as many files of each upstream rule (and as many source files)
+as a job of the project's rule does; all aggregated by rule all; no config, no planner, no
+params functions. So the ratio
+project/bare is the cost of the campaign's own DAG-time work. Goal: ratio <= 1.2, cold and warm.
 
 A third workflow, "wiring", is the bare twin with the project's per-job directives on every rule
-(log, benchmark, a code-file input, a params function returning a constant). It splits the gap
+(log, benchmark, conda, params with a function for the spec). It splits the gap
 into what Snakemake spends on the rule shape and what the campaign's own Python costs.
+
+Warm: every output of every workflow is created (files touched, directory outputs made) with one
+timestamp, newer than the sources, so each dry run finds nothing to do; this is the cost of a
+`snakemake` start on a finished campaign (a rerun after an edit that changes nothing).
 
 Runs alternate project, bare, wiring, project, ... after one untimed warm-up each, so drift
 (page cache, CPU clock, other load) hits every side alike; median and min are reported, and the
@@ -60,24 +66,25 @@ TWIN_HEADER = """\
 BARE_RULE = """\
 rule {rule}:
 {inputs}    output:
-        "{output}",
-    shell:
+{outputs}    shell:
         "touch {{output}}"
 """
-# The same rule with the project's per-job directives: log, benchmark, code input, params fn.
+# The same rule with the project's per-job directives: log, benchmark, conda, params functions.
 WIRING_RULE = """\
 rule {rule}:
-    input:
-{input_lines}        code=["code/stage.py"],
-    output:
-        "{output}",
-    params:
+{inputs}    output:
+{outputs}    params:
+        campaign="python -m campaign",
+        command="{rule}",
+        code="0123456789abcdef",
         spec=spec_fn,
         state_dir=".campaign",
     log:
         "logs/{rule}/{log}.log",
     benchmark:
-        "results/benchmarks/{rule}/{log}.tsv"
+        "logs/benchmarks/{rule}/{log}.tsv"
+    conda:
+        "envs/env.yaml"
     shell:
         "touch {{output}} 2> {{log}}"
 """
@@ -149,81 +156,101 @@ def make_project(dest: Path, seeds: int, levels: int) -> None:
     (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
 
 
-def rule_graph(project: Path, env: dict) -> dict[str, list[str]]:
-    """Rule -> the rules whose outputs it reads, from `snakemake --rulegraph`."""
-    out = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--rulegraph"],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    names = dict(re.findall(r"^\s*(\d+)\[label = \"(\w+)\"", out, flags=re.M))
-    upstream: dict[str, list[str]] = {name: [] for name in names.values()}
-    for a, b in re.findall(r"^\s*(\d+) -> (\d+)", out, flags=re.M):
-        upstream[names[b]].append(names[a])
-    return upstream
+def listing_jobs(output: str) -> list[dict]:
+    """{rule, inputs, outputs} of every job a non-quiet dry run lists."""
+    jobs, job = [], None
+    for line in output.splitlines():
+        if m := re.match(r"^(?:local)?rule (\w+):\s*$", line):
+            job = {"rule": m.group(1), "inputs": [], "outputs": []}
+            jobs.append(job)
+        elif job is not None and (m := re.match(r"^\s+(input|output): (.*)$", line)):
+            paths = [p.strip() for p in m.group(2).split(",") if p.strip()]
+            job["inputs" if m.group(1) == "input" else "outputs"] = paths
+    return jobs
 
 
-def make_twin(
-    dest: Path,
-    job_counts: dict[str, int],
-    seed: int,
-    wiring: bool,
-    upstream: dict[str, list[str]] | None = None,
-) -> None:
-    """A plain twin with the project's rules, job counts and rule-graph edges (with wiring: the
-    per-job directives of the project's rules on every rule).
+def rule_shapes(jobs: list[dict]) -> dict[str, dict]:
+    """Per rule: job count, outputs per job, and how many files one job reads from each
+    upstream rule ("" for files no job makes: the sources)."""
+    made_by = {path: job["rule"] for job in jobs for path in job["outputs"]}
+    shapes: dict[str, dict] = {}
+    for job in jobs:
+        shape = shapes.setdefault(job["rule"], {"jobs": 0, "outputs": len(job["outputs"])})
+        shape["jobs"] += 1
+        if "reads" not in shape:
+            reads: dict[str, int] = {}
+            for path in job["inputs"]:
+                up = made_by.get(path, "")
+                reads[up] = reads.get(up, 0) + 1
+            shape["reads"] = reads
+    return shapes
 
-    Edges: a rule reads its upstream rules' outputs — a one-job rule's file; every output of a
-    many-job rule when it has one job itself; the same id's output when both have as many jobs
-    (the project's per-run rules share the run ids)."""
+
+def make_twin(dest: Path, shapes: dict[str, dict], seed: int, wiring: bool) -> None:
+    """A plain twin with the project's rules, job counts, files per job and dependencies (with
+    wiring: the per-job directives of the project's rules on every rule).
+
+    A rule with one job reads the first k outputs of a one-job upstream rule, or the first of
+    each job of a many-job upstream rule (the metrics rule reads each run's manifest); a many-job
+    rule reads the same id's outputs of an upstream rule with as many jobs (the per-run rules
+    share the run ids)."""
     rng = random.Random(seed)
-    upstream = upstream or {}
     parts = [TWIN_HEADER.format(what="Wiring" if wiring else "Bare")]
     if wiring:
         parts.append(WIRING_HELPERS)
-    rules = {r: c for r, c in job_counts.items() if r not in ("all", "total")}
+    rules = {r: v for r, v in shapes.items() if r != "all"}
     id_lists: dict[int, str] = {}
-    for count in sorted({c for c in rules.values() if c > 1}):
+    for count in sorted({v["jobs"] for v in rules.values() if v["jobs"] > 1}):
         ids: set[str] = set()
         while len(ids) < count:  # 48-bit ids: a collision is all but impossible; stay exact
             ids.add(f"id-{rng.getrandbits(48):012x}")
         id_lists[count] = f"IDS_{count}"
         parts.append(f"IDS_{count} = {sorted(ids)!r}\n")
 
-    def output_of(rule: str) -> str:
-        return f"results/{rule}.out" if rules[rule] == 1 else f"results/{rule}/{{id}}.out"
+    def outputs_of(rule: str) -> list[str]:
+        n = rules[rule]["outputs"]
+        if rules[rule]["jobs"] == 1:
+            return [f"results/{rule}/out{k}" for k in range(n)]
+        return [f"results/{rule}/{{id}}/out{k}" for k in range(n)]
 
+    sources: list[str] = []
     targets = []
-    for rule, count in rules.items():
-        output = output_of(rule)
-        log = rule if count == 1 else "{id}"
-        targets.append(repr(output) if count == 1 else f"expand({output!r}, id={id_lists[count]})")
+    for rule, shape in rules.items():
+        outputs = outputs_of(rule)
+        log = rule if shape["jobs"] == 1 else "{id}"
+        first = outputs[0]
+        targets.append(
+            repr(first)
+            if shape["jobs"] == 1
+            else f"expand({first!r}, id={id_lists[shape['jobs']]})"
+        )
         reads = []
-        for up in upstream.get(rule, []):
-            if up not in rules:
+        for up, k in shape["reads"].items():
+            if up == "":
+                names = [f"sources/{rule}-{i}.txt" for i in range(k)]
+                sources += names
+                reads += [repr(n) for n in names]
+            elif up not in rules:
                 continue
-            if rules[up] == 1 or (count > 1 and rules[up] == count):
-                reads.append(repr(output_of(up)))
+            elif rules[up]["jobs"] == 1 or rules[up]["jobs"] == shape["jobs"]:
+                reads += [repr(p) for p in outputs_of(up)[:k]]
             else:
-                reads.append(f"expand({output_of(up)!r}, id={id_lists[rules[up]]})")
+                reads.append(f"expand({outputs_of(up)[0]!r}, id={id_lists[rules[up]['jobs']]})")
         input_lines = "".join(f"        {r},\n" for r in reads)
         inputs = f"    input:\n{input_lines}" if reads else ""
-        if wiring:
-            parts.append(
-                WIRING_RULE.format(rule=rule, output=output, log=log, input_lines=input_lines)
-            )
-        else:
-            parts.append(BARE_RULE.format(rule=rule, output=output, log=log, inputs=inputs))
+        output_lines = "".join(f"        {o!r},\n" for o in outputs)
+        template = WIRING_RULE if wiring else BARE_RULE
+        parts.append(template.format(rule=rule, outputs=output_lines, log=log, inputs=inputs))
     inputs = "".join(f"        {t},\n" for t in targets)
     parts.append(f"rule all:\n    input:\n{inputs}    default_target: True\n")
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "Snakefile").write_text("\n\n".join(parts), encoding="utf-8")
+    for name in sources:
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        (dest / name).write_text("a source file\n")
     if wiring:
-        (dest / "code").mkdir(exist_ok=True)
-        (dest / "code" / "stage.py").write_text("# stands in for a stage's code file\n")
+        (dest / "envs").mkdir(exist_ok=True)
+        (dest / "envs" / "env.yaml").write_text("dependencies: [python=3.11]\n")
 
 
 # ------------------------------------------------------------------------------ running
@@ -254,6 +281,30 @@ def dry_run(folder: Path, env: dict, quiet: bool = True) -> tuple[float, str]:
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])
         sys.exit(f"error: snakemake -n failed in {folder} (exit {proc.returncode}):\n{tail}")
     return seconds, proc.stdout + proc.stderr
+
+
+def job_outputs(output: str) -> list[str]:
+    """Every output path a non-quiet dry run lists (`output: a, b` lines)."""
+    paths = []
+    for line in output.splitlines():
+        m = re.match(r"^\s+output: (.*)$", line)
+        if m:
+            paths += [p.strip() for p in m.group(1).split(",") if p.strip()]
+    return paths
+
+
+def finish(folder: Path, outputs: list[str]) -> None:
+    """Make every output exist, all with one timestamp newer than the sources (warm state)."""
+    stamp = time.time() + 60
+    for rel in outputs:
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if re.search(r"/model$", rel):  # the training rule's directory() output
+            path.mkdir(exist_ok=True)
+        else:
+            path.touch()
+    for rel in outputs:
+        os.utime(folder / rel, (stamp, stamp))
 
 
 def job_counts(output: str) -> dict[str, int]:
@@ -361,6 +412,13 @@ def profile_planner(project: Path, repeats: int) -> None:
     run_ids = list(plan.plan_index(params))
     run_spec_stage, plan_stage = get_stage("run_spec"), get_stage("plan_table")
 
+    def code_versions() -> None:
+        from campaign.core.code import code_version
+        from campaign.core.registry import stages
+
+        for stage in stages().values():
+            code_version(stage.module)
+
     def per_job_specs() -> None:
         # What each run_spec job's params function does: the stage's spec as canonical JSON.
         for rid in run_ids:
@@ -390,10 +448,8 @@ def profile_planner(project: Path, repeats: int) -> None:
         ("plan.plan_runs", best(lambda: plan.plan_runs(params))),
         ("plan.plan_index, cold", best(lambda: plan.plan_index(params))),
         (f"run_spec params fn × {len(run_ids)} (index warm)", best(per_job_specs, cold=False)),
-        (
-            "plan_table params fn (calls plan_runs again)",
-            best(lambda: plan_stage.spec(params), cold=False),
-        ),
+        ("plan_table params fn", best(lambda: plan_stage.spec(params), cold=False)),
+        ("stage code versions (closure, cache warm)", best(code_versions, cold=False)),
     ]
     print(
         f"\n## In-process cost of the campaign's DAG-time calls ({len(run_ids)} runs, "
@@ -402,6 +458,43 @@ def profile_planner(project: Path, repeats: int) -> None:
     print(f"{'call':<60} {'seconds':>8}")
     for name, seconds in rows:
         print(f"{name:<60} {seconds:>8.3f}")
+
+
+# ------------------------------------------------------------------------------ report
+def report(state: str, times: dict[str, list[float]], n_jobs: int, goal: float) -> float:
+    """Print one state's table; return the median over rounds of project/bare."""
+    med = {name: statistics.median(t) for name, t in times.items()}
+    low = {name: min(t) for name, t in times.items()}
+    # Ratio per round (runs minutes apart drift together), then the median over rounds.
+    paired = {
+        name: statistics.median(a / b for a, b in zip(t, times["bare"], strict=True))
+        for name, t in times.items()
+    }
+    print(f"\n## {state}")
+    print(
+        f"{'workflow':<9} {'jobs':>5} {'median s':>9} {'min s':>7} {'ms/job':>7} "
+        f"{'÷bare':>6} {'÷bare min':>9}"
+    )
+    for name in times:
+        print(
+            f"{name:<9} {n_jobs:>5} {med[name]:>9.3f} {low[name]:>7.3f} "
+            f"{1000 * med[name] / n_jobs:>7.2f} {paired[name]:>6.2f} "
+            f"{low[name] / low['bare']:>9.2f}"
+        )
+    ratio = paired["project"]
+    print("(÷bare: median over rounds of the per-round ratio; ÷bare min: ratio of the mins)")
+
+    def gap(a: str, b: str) -> float:
+        """Median over rounds of a − b within a round (robust to load that comes and goes)."""
+        return statistics.median(x - y for x, y in zip(times[a], times[b], strict=True))
+
+    print(
+        f"ratio project/bare ({state}): {ratio:.2f}; goal <= {goal:g}: "
+        f"{'MET' if ratio <= goal else 'MISSED'}; gap {gap('project', 'bare'):+.3f} s = rule "
+        f"shape (wiring − bare) {gap('wiring', 'bare'):+.3f} s + campaign code (project − "
+        f"wiring) {gap('project', 'wiring'):+.3f} s"
+    )
+    return ratio
 
 
 # ------------------------------------------------------------------------------ main
@@ -431,14 +524,16 @@ def main() -> None:
         env = env_for(folders["project"], None if args.real_scontrol else scratch / "stub-bin")
         # Untimed warm-up of each side (byte-compiles, page cache, .snakemake/); its full
         # (non-quiet) output gives the job counts, which must agree.
-        jobs = {"project": job_counts(dry_run(folders["project"], env, quiet=False)[1])}
+        listing = dry_run(folders["project"], env, quiet=False)[1]
+        jobs = {"project": job_counts(listing)}
+        outputs = {"project": job_outputs(listing)}
         n_runs = jobs["project"].get("run_spec", 0)
-        edges = rule_graph(folders["project"], env)
+        shapes = rule_shapes(listing_jobs(listing))
         for name in ("bare", "wiring"):
-            make_twin(
-                folders[name], jobs["project"], args.seed, wiring=name == "wiring", upstream=edges
-            )
-            jobs[name] = job_counts(dry_run(folders[name], env, quiet=False)[1])
+            make_twin(folders[name], shapes, args.seed, wiring=name == "wiring")
+            listing = dry_run(folders[name], env, quiet=False)[1]
+            jobs[name] = job_counts(listing)
+            outputs[name] = job_outputs(listing)
             if jobs[name] != jobs["project"]:
                 sys.exit(
                     f"error: job counts differ: project {jobs['project']}, {name} {jobs[name]}"
@@ -452,56 +547,35 @@ def main() -> None:
         )
         print(
             "# bare: same jobs, plain shell rules; wiring: bare + the project's per-job "
-            "directives (log, benchmark, code input, params fn)"
+            "directives (log, benchmark, conda, params functions)"
         )
         probe = "real scontrol" if args.real_scontrol else "stub scontrol (no SLURM probe)"
         print(
-            f"# {args.repeats} timed runs per side, alternating, after 1 warm-up each; {probe}; "
-            f"goal: project/bare <= {args.goal:g}"
+            f"# {args.repeats} timed runs per side and state, alternating, after 1 warm-up each; "
+            f"{probe}; goal: project/bare <= {args.goal:g}, cold and warm"
         )
+        ratios = {}
+        for state in ("cold", "warm"):
+            if state == "warm":
+                for name, folder in folders.items():
+                    finish(folder, outputs[name])
+                    out = dry_run(folder, env, quiet=False)[1]  # warm-up, and it must be idle
+                    if job_outputs(out):
+                        sys.exit(f"error: the warm {name} workflow still plans jobs:\n{out[-800:]}")
+            times: dict[str, list[float]] = {name: [] for name in folders}
+            for _ in range(args.repeats):
+                for name in folders:
+                    times[name].append(dry_run(folders[name], env)[0])
+            ratios[state] = report(state, times, n_jobs, args.goal)
 
-        times: dict[str, list[float]] = {name: [] for name in folders}
-        for _ in range(args.repeats):
-            for name in folders:
-                times[name].append(dry_run(folders[name], env)[0])
-
-        med = {name: statistics.median(t) for name, t in times.items()}
-        low = {name: min(t) for name, t in times.items()}
-        # Ratio per round (runs minutes apart drift together), then the median over rounds.
-        paired = {
-            name: statistics.median(a / b for a, b in zip(t, times["bare"], strict=True))
-            for name, t in times.items()
-        }
+        missed = [s for s, r in ratios.items() if r > args.goal]
         print(
-            f"\n{'workflow':<9} {'jobs':>5} {'median s':>9} {'min s':>7} {'ms/job':>7} "
-            f"{'÷bare':>6} {'÷bare min':>9}"
+            "\nsummary: "
+            + ", ".join(f"{s} {r:.2f}" for s, r in ratios.items())
+            + f"; goal <= {args.goal:g}: "
+            + ("MET" if not missed else f"MISSED ({', '.join(missed)})")
         )
-        for name in folders:
-            print(
-                f"{name:<9} {n_jobs:>5} {med[name]:>9.3f} {low[name]:>7.3f} "
-                f"{1000 * med[name] / n_jobs:>7.2f} {paired[name]:>6.2f} "
-                f"{low[name] / low['bare']:>9.2f}"
-            )
-        ratio = paired["project"]
-        print("(÷bare: median over rounds of the per-round ratio; ÷bare min: ratio of the mins)")
-        print(
-            f"\nratio project/bare: {ratio:.2f} "
-            f"(ratio of medians {med['project'] / med['bare']:.2f}, "
-            f"of mins {low['project'] / low['bare']:.2f}); goal <= {args.goal:g}: "
-            f"{'MET' if ratio <= args.goal else 'MISSED'}"
-        )
-
-        def gap(a: str, b: str) -> float:
-            """Median over rounds of a − b within a round (robust to load that comes and goes)."""
-            return statistics.median(x - y for x, y in zip(times[a], times[b], strict=True))
-
-        print(
-            f"  gap project − bare {gap('project', 'bare'):+.3f} s: rule shape (wiring − bare) "
-            f"{gap('wiring', 'bare'):+.3f} s, campaign code (project − wiring) "
-            f"{gap('project', 'wiring'):+.3f} s (per-round medians)"
-        )
-
-        if args.profile or ratio > args.goal:
+        if args.profile or missed:
             profile_dry_runs(folders["project"], folders["bare"], env, args.top, scratch)
             profile_planner(folders["project"], repeats=3)
     finally:

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Run the demo campaign on the embedded data (data/raw/demo.jsonl) with the workstation profile.
+# Run the demo campaign on the embedded data (data/raw/demo.jsonl) with the workstation profile,
+# then record its outputs in dvc.lock so that `dvc push` shares them (README: Sharing results).
 # Extra arguments go to Snakemake, e.g. `bash scripts/demo.sh --cores 2` or `-n` for a dry run.
+# CAMPAIGN_PARAMS=other.yaml runs another campaign definition (Snakemake and `campaign` alike).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -11,3 +13,13 @@ campaign plan
 snakemake "$@"
 campaign status
 echo "results: results/ (metrics: results/metrics.json, manifest: results/data/)"
+dry_run=0
+for arg in "$@"; do
+  case "$arg" in -n | --dry-run | --dryrun | -[a-zA-Z]*n) dry_run=1 ;; esac
+done
+if [ "$dry_run" = 0 ] && [ -d .dvc ] && git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  # The results and the store as they are now, in dvc.lock: what `dvc push` uploads.
+  dvc commit --force --quiet campaign
+  echo "recorded in dvc.lock; to share: dvc remote add -d <name> <url> && dvc push, then" \
+    "git add dvc.lock .dvc/config && git commit"
+fi

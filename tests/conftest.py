@@ -114,10 +114,12 @@ def events(project: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-# Outputs that record wall-clock timings or machine state (throughput, seconds, free disk):
-# equal runs differ here. Everything else (models, predictions, splits, ...) is bit for bit.
-TIMED_OUTPUTS = ("metrics.parquet", "run_manifest.json")
-TIMED_FOLDERS = ("preflight",)
+# Outputs that record wall-clock timings or machine state (throughput, seconds, free disk) — the
+# stages' volatile outputs — and the plan table, whose projected hours come from them: two
+# separately computed campaigns differ here. Everything else (models, metrics, predictions,
+# splits, run manifests, the preflight's verdicts) is bit for bit.
+TIMED_OUTPUTS = ("timings.json", "measurements.json", "report.txt", "runs.tsv")
+TIMED_FOLDERS = ()
 
 
 def result_hashes(project: Path, timed: bool = True) -> dict[str, str]:

@@ -13,7 +13,14 @@ from campaign.core.runner import StageContext
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "data" / "raw" / "demo.jsonl"
-OUTPUTS = ("model", "metrics", "predictions_validation", "predictions_test", "run_manifest")
+OUTPUTS = (
+    "model",
+    "metrics",
+    "predictions_validation",
+    "predictions_test",
+    "run_manifest",
+    "timings",
+)
 SPLITS = ("train", "validation", "test")
 
 

@@ -101,7 +101,7 @@ for name, part in (("train", records[:120]), ("validation", records[120:160]),
                  ).to_parquet(path, index=False)
     inputs[name] = [path]
 spec = resolved_spec(params, {}, 1)
-report = run_preflight(spec, inputs, params["preflight"], Path("work"), Path("."), 4,
+report = run_preflight(spec, inputs, params["preflight"], Path("work"), Path("."),
                        only=["tokenization", "throwaway"])
 print(json.dumps({"report": report, "text": format_report(report)}))
 """

@@ -161,8 +161,13 @@ def test_failed_stage_leaves_no_output_and_records_the_failure(tmp_path, monkeyp
 def test_missing_input_is_recorded_as_a_failed_job(tmp_path):
     store = Store(tmp_path / "state")
     out = tmp_path / "metrics.json"
+    inputs = {
+        "summary": [tmp_path / "absent.json"],
+        "runs": [tmp_path / "runs.tsv"],
+        "run_manifests": [],
+    }
     with pytest.raises(CampaignError, match="does not exist"):
-        run_stage("metrics", None, {"summary": [tmp_path / "absent.json"]}, {"metrics": out}, store)
+        run_stage("metrics", None, inputs, {"metrics": out}, store)
     assert not out.exists()
     assert [r["state"] for r in store.job_records()] == ["failed"]
     assert [e["event"] for e in store.events()] == ["fail"]

@@ -184,14 +184,10 @@ run_training(ctx.spec, ctx.inputs, ctx.outputs, ctx.work_dir, ctx.root, after_st
 """
 
 
-def test_killed_job_resumes_bitwise_equal(inputs, tmp_path):
+def kill_at_step(spec: dict, inputs: dict, folder: Path, step: int) -> None:
+    """Run the training stage in a real subprocess and SIGKILL it after `step`."""
     import json
 
-    spec = spec_for()
-    reference = context(spec, inputs, tmp_path / "ref")
-    stage(reference)
-
-    folder = tmp_path / "killed"
     env = {**os.environ, "PYTHONPATH": str(REPO / "tests"), "CUDA_VISIBLE_DEVICES": ""}
     job = subprocess.Popen(
         [
@@ -201,7 +197,7 @@ def test_killed_job_resumes_bitwise_equal(inputs, tmp_path):
             json.dumps(spec),
             json.dumps({k: [str(p) for p in v] for k, v in inputs.items()}),
             str(folder),
-            "12",
+            str(step),
         ],
         env=env,
         stdout=subprocess.PIPE,
@@ -211,11 +207,20 @@ def test_killed_job_resumes_bitwise_equal(inputs, tmp_path):
     deadline = time.monotonic() + 120
     while not marker.exists():
         assert job.poll() is None, job.stdout.read().decode()[-3000:]
-        assert time.monotonic() < deadline, "the job never reached step 12"
+        assert time.monotonic() < deadline, f"the job never reached step {step}"
         time.sleep(0.05)
     job.send_signal(signal.SIGKILL)
     job.wait(timeout=30)
     assert job.returncode == -signal.SIGKILL
+
+
+def test_killed_job_resumes_bitwise_equal(inputs, tmp_path):
+    spec = spec_for()
+    reference = context(spec, inputs, tmp_path / "ref")
+    stage(reference)
+
+    folder = tmp_path / "killed"
+    kill_at_step(spec, inputs, folder, 12)
     work = folder / "work"
     assert [s for s, _ in checkpoint.checkpoint_files(work)] == [5, 10]
     assert not (folder / "outputs" / "model").exists()
@@ -231,3 +236,36 @@ def test_killed_job_resumes_bitwise_equal(inputs, tmp_path):
     assert trainer.resumed_from == 10 and "resumed from step 10" in log.getvalue()
     for name in ("model", "predictions_validation", "predictions_test"):
         assert hash_tree(restarted.outputs[name]) == hash_tree(reference.outputs[name]), name
+
+
+def test_checkpoint_settings_edited_mid_run_keep_every_checkpoint_usable(inputs, tmp_path):
+    """checkpoint_every and keep_checkpoints are operational: edited between a kill and the
+    restart, the run still resumes from its newest checkpoint and ends bitwise equal."""
+    spec = spec_for()
+    reference = context(spec, inputs, tmp_path / "ref")
+    stage(reference)
+
+    folder = tmp_path / "killed"
+    kill_at_step(spec, inputs, folder, 12)
+    edited = {**spec, "train": {**spec["train"], "checkpoint_every": 3, "keep_checkpoints": 1}}
+    restarted = context(edited, inputs, folder)
+    log = io.StringIO()
+    from campaign.train import run_training
+
+    trainer = run_training(
+        restarted.spec, restarted.inputs, restarted.outputs, restarted.work_dir, REPO, stream=log
+    )
+    assert trainer.resumed_from == 10, log.getvalue()
+    assert [s for s, _ in checkpoint.checkpoint_files(folder / "work")] == [MAX_STEPS]
+    for name in ("model", "predictions_validation", "predictions_test", "metrics"):
+        assert hash_tree(restarted.outputs[name]) == hash_tree(reference.outputs[name]), name
+
+
+def test_pruning_keeps_the_newest_written_not_the_highest_step(tmp_path):
+    # A run resumed from step 5 (its step-10 checkpoint damaged) writes step 6: with keep 1,
+    # step 6 is what a later restart needs, so the older-written step 10 is the one to go.
+    state = {"model": {"w": torch.zeros(2)}}
+    checkpoint.save_checkpoint(tmp_path, {**state, "step": 5}, keep=2)
+    checkpoint.save_checkpoint(tmp_path, {**state, "step": 10}, keep=2)
+    checkpoint.save_checkpoint(tmp_path, {**state, "step": 6}, keep=1)
+    assert [s for s, _ in checkpoint.checkpoint_files(tmp_path)] == [6]

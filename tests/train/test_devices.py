@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
+import stat
 import subprocess
 import sys
+import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -72,6 +76,94 @@ def test_four_jobs_get_four_cards_and_a_fifth_waits_or_fails(tmp_path):
         for job in jobs:
             job.kill()
             job.wait()
+
+
+NOBODY = 65534
+WORKFLOW = Path(devices.__file__).resolve().parents[2]  # the folder holding the package
+
+
+def as_nobody() -> None:
+    """preexec_fn: become a second user (nobody), with the CLI's owner-only umask."""
+    os.umask(0o077)
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+
+
+def nobody_python() -> str | None:
+    """An interpreter the second user can run that imports this checkout's devices module (the
+    virtual environment's may link into root's home)."""
+    for python in (sys.executable, "/usr/bin/python3", shutil.which("python3")):
+        if not python:
+            continue
+        try:
+            check = subprocess.run(
+                [python, "-c", "import campaign.train.devices"],
+                env=nobody_env(1),
+                preexec_fn=as_nobody,
+                cwd="/",
+                capture_output=True,
+            )
+        except PermissionError:
+            continue
+        if check.returncode == 0:
+            return python
+    return None
+
+
+def nobody_env(cards: int) -> dict:
+    return {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(WORKFLOW),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "CAMPAIGN_FAKE_GPU_COUNT": str(cards),
+    }
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0,
+    reason="needs root, to start a job as a second user (uid 65534)",
+)
+def test_a_second_user_shares_the_cards_of_a_lock_dir_root_created(tmp_path):
+    python = nobody_python()
+    if python is None:
+        pytest.skip(f"no python that uid {NOBODY} can run imports {WORKFLOW}/campaign")
+    # A fresh folder under the shared tmp, two levels the campaign creates on the way.
+    top = Path(tempfile.gettempdir()) / f"campaign-test-{uuid.uuid4().hex[:8]}"
+    lock_dir = top / "machine" / "gpu-locks"
+    old_umask = os.umask(0o077)  # what `campaign` sets: results and store are owner-only
+    try:
+        lease = devices.acquire_gpu(lock_dir, 0, env={"CAMPAIGN_FAKE_GPU_COUNT": "2"})
+    finally:
+        os.umask(old_umask)
+    try:
+        assert lease.index == 0
+        assert stat.S_IMODE(lock_dir.stat().st_mode) == 0o1777
+        assert stat.S_IMODE((lock_dir / "gpu-0.lock").stat().st_mode) == 0o666
+
+        def job(cards: int) -> list[str]:
+            proc = subprocess.run(
+                [python, "-c", HOLDER, str(lock_dir), "0", "0"],
+                env=nobody_env(cards),
+                preexec_fn=as_nobody,
+                cwd="/",
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            return proc.stdout.split()
+
+        assert job(cards=2) == ["lock", "1"]  # root holds card 0; the other user gets card 1
+        made = lock_dir / "gpu-1.lock"
+        assert made.stat().st_uid == NOBODY and stat.S_IMODE(made.stat().st_mode) == 0o666
+        lease.release()
+        assert job(cards=1) == ["lock", "0"]  # the lock file root created opens for nobody
+        # ... and root takes the card the other user's job created the lock file of.
+        assert devices.acquire_gpu(lock_dir, 0, env={"CAMPAIGN_FAKE_GPU_COUNT": "2"}).index == 0
+    finally:
+        lease.release()
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def test_scheduler_assignment_is_kept(tmp_path):

@@ -1,4 +1,5 @@
-"""Lint clean: ruff, snakefmt --check, and snakemake --lint (one lint accepted, see below)."""
+"""Lint clean: ruff, snakefmt --check, and snakemake --lint; the rules' conda environment pins
+the same libraries as pyproject.toml."""
 
 import re
 import subprocess
@@ -31,9 +32,18 @@ def test_snakefmt():
 
 def test_snakemake_lint():
     proc = run_tool("snakemake", "--lint")
-    lints = re.findall(r"^\s+\* (.*?):?$", proc.stdout + proc.stderr, flags=re.M)
-    # Accepted: "Specify a conda environment or container for each rule". Every rule runs the
-    # one `campaign` package from the project's pinned virtual environment (scripts/setup.sh);
-    # a per-rule conda env would be a second, untested way to install it.
-    others = [lint for lint in lints if not lint.startswith("Specify a conda environment")]
-    assert others == [], proc.stdout
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Congratulations, your workflow is in a good condition!" in proc.stdout + proc.stderr
+    assert not re.findall(r"^Lints for ", proc.stdout + proc.stderr, flags=re.M)
+
+
+def test_the_conda_environment_pins_what_pyproject_pins():
+    import tomllib
+
+    import yaml
+
+    pins = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    env = yaml.safe_load((REPO / "workflow" / "envs" / "campaign.yaml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    assert pip == pins
+    assert "python=3.11" in env["dependencies"]

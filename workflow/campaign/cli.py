@@ -16,13 +16,17 @@ from pathlib import Path
 from campaign.core.errors import CampaignError
 
 
-def _pairs(values: list[str] | None, flag: str) -> dict[str, list[Path]]:
+def _pairs(values: list | None, flag: str, many: bool = False) -> dict[str, list[Path]]:
+    """{name: [paths]} from `--in NAME=PATH [PATH ...]` (many) or `--out NAME=PATH`. `NAME=` with
+    no path names an input that is empty (a pretrained model folder the params do not name)."""
     out: dict[str, list[Path]] = {}
-    for item in values or []:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            raise CampaignError(f"{flag} {item!r}: expected NAME=PATH")
-        out.setdefault(name, []).append(Path(path))
+    for group in values or []:
+        first, *more = group if isinstance(group, list) else [group]
+        name, sep, path = first.partition("=")
+        if not sep or not name or (not path and not many) or (not many and more):
+            raise CampaignError(f"{flag} {' '.join([first, *more])!r}: expected NAME=PATH")
+        paths = out.setdefault(name, [])
+        paths += [Path(p) for p in ([path] if path else []) + more if p]
     return out
 
 
@@ -63,13 +67,10 @@ def cmd_stage(args) -> int:
     missing = [n for n in stage.outputs if n not in outputs]
     if missing:
         raise CampaignError(f"{args.command}: missing --out for {', '.join(missing)}")
-    inputs = _pairs(args.inputs, "--in")
-    unknown = [n for n in inputs if n not in stage.inputs]
-    if unknown:
-        raise CampaignError(f"{args.command}: unknown input(s) {', '.join(unknown)}")
+    inputs = _pairs(args.inputs, "--in", many=True)
     from campaign.core.store import Store
 
-    run_stage(stage.name, spec, inputs, outputs, Store(state_dir), Path("."))
+    run_stage(stage.name, spec, inputs, outputs, Store(state_dir), Path("."), threads=args.threads)
     return 0
 
 
@@ -117,7 +118,7 @@ def cmd_gc(args) -> int:
     from campaign.tools.status import garbage_collect
 
     return garbage_collect(
-        args.params, _store(args), dry_run=args.dry_run, snakefile=args.snakefile
+        args.params, _store(args), dry_run=args.dry_run, snakefile=args.snakefile, force=args.force
     )
 
 
@@ -137,16 +138,19 @@ def cmd_reproduce(args) -> int:
         rows = reproduce(store, args.key, Path(scratch))
     width = max(len(r["output"]) for r in rows)
     for r in rows:
-        verdict = "same" if r["equal"] else "DIFFERENT"
+        verdict = {True: "same", False: "DIFFERENT", None: "recorded (volatile, not compared)"}
         print(
             f"{r['output'].ljust(width)}  stored {r['stored'][:16]}  recomputed "
-            f"{r['recomputed'][:16]}  {verdict}"
+            f"{r['recomputed'][:16]}  {verdict[r['equal']]}"
         )
-    differ = [r["output"] for r in rows if not r["equal"]]
+    differ = [r["output"] for r in rows if r["equal"] is False]
+    compared = [r for r in rows if r["equal"] is not None]
     if differ:
         print(f"reproduce: {len(differ)} output(s) differ: {', '.join(differ)}")
         return 1
-    print(f"reproduce: all {len(rows)} output(s) reproduced bit for bit")
+    volatile = len(rows) - len(compared)
+    tail = f"; {volatile} volatile output(s) recorded, not compared" if volatile else ""
+    print(f"reproduce: all {len(compared)} compared output(s) reproduced bit for bit{tail}")
     return 0
 
 
@@ -189,7 +193,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def with_params(p):
-        p.add_argument("--params", default="params.yaml", help="params file (default params.yaml)")
+        p.add_argument(
+            "--params",
+            default=os.environ.get("CAMPAIGN_PARAMS", "params.yaml"),
+            help="params file (default: $CAMPAIGN_PARAMS, else params.yaml; Snakemake reads the "
+            "same variable)",
+        )
         return p
 
     from campaign.core.registry import stages
@@ -200,9 +209,23 @@ def build_parser() -> argparse.ArgumentParser:
         p = with_params(sub.add_parser(stage.command, help=text, description=text))
         p.add_argument("--spec", help="the stage's params subset as JSON (instead of --params)")
         p.add_argument("--run", help="run id (run-spec and train with --params)")
-        p.add_argument("--in", dest="inputs", action="append", metavar="NAME=PATH")
+        p.add_argument(
+            "--in",
+            dest="inputs",
+            action="append",
+            nargs="+",
+            metavar="NAME=PATH",
+            help="an input by name, one or more paths (`--in sources=a.csv b.csv`)",
+        )
         p.add_argument("--out", action="append", metavar="NAME=PATH")
         p.add_argument("--state-dir", help="store folder (default: campaign.state_dir)")
+        p.add_argument(
+            "--threads",
+            type=int,
+            default=1,
+            help="compute threads of a stage that trains or predicts (part of its key; rules "
+            "pass their `threads:`)",
+        )
         p.add_argument("--log", help="write the stage's output here; errors also go to stderr")
         p.set_defaults(func=cmd_stage, stage=stage.name)
 
@@ -213,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_plan)
     for name, func, text in (
         ("status", cmd_status, "which planned jobs are done, running, missing or failed"),
-        ("gc", cmd_gc, "drop store entries the current plan does not reference"),
+        ("gc", cmd_gc, "drop store entries and leftovers the current plan does not reference"),
     ):
         p = with_params(sub.add_parser(name, help=text, description=text))
         p.add_argument("--state-dir", help="store folder (default: campaign.state_dir)")
@@ -228,7 +251,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
     p = with_params(sub.add_parser("verify", help="re-hash every store entry; report corrupt ones"))
     p.add_argument("--state-dir", help="store folder (default: campaign.state_dir)")
-    p.add_argument("--remove", action="store_true", help="move corrupt entries out of the store")
+    p.add_argument(
+        "--remove",
+        action="store_true",
+        help="move corrupt entries out of the store (skipping keys a running job holds)",
+    )
     p.set_defaults(func=cmd_verify)
     p = with_params(sub.add_parser("reproduce", help="recompute a store entry; compare hashes"))
     p.add_argument("key", help="store key (or a unique prefix)")
@@ -273,9 +300,22 @@ def _restore(saved: tuple[int, int]) -> None:
     os.close(saved[1])
 
 
+def _on_sigterm(signum, _frame) -> None:
+    from campaign.core.errors import Interrupted
+
+    raise Interrupted(signum)
+
+
 def main(argv: list[str] | None = None) -> int:
+    import signal
+
+    from campaign.core.errors import Interrupted
+
     # Everything the campaign writes (results, store, checkpoints) is owner-only.
     os.umask(0o077)
+    # A scheduler cancels a job with SIGTERM: unwind like Ctrl-C, so the job is recorded as
+    # interrupted and no partial output stays behind.
+    signal.signal(signal.SIGTERM, _on_sigterm)
     args = build_parser().parse_args(argv)
     saved = _redirect_to_log(args.log) if getattr(args, "log", None) else None
     try:
@@ -288,6 +328,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except Interrupted as e:
+        return 128 + e.signum
     except Exception:
         if saved is None:
             raise

@@ -6,8 +6,6 @@ import shlex
 import sys
 from pathlib import Path
 
-from snakemake.utils import validate
-
 # The package in this checkout, not whichever one the environment installed: the code a job's
 # code version names is the code it runs (two checkouts may share one virtual environment).
 PACKAGE_ROOT = str(Path(workflow.basedir) / "workflow")
@@ -21,7 +19,8 @@ from campaign.data import expand_sources
 from campaign.plan import RUN_ID_PATTERN, plan_index
 
 # One-line error naming the file and key (e.g. `ablation.factors.train.lr: expected a list of
-# numbers`); then Snakemake's own check against the same schema file.
+# numbers`), against workflow/schemas/params.schema.yaml (with the registries' names filled in)
+# plus each phase's own rules; the same check every `campaign` command runs.
 # `--configfile other.yaml` replaces params.yaml instead of being merged over it (Snakemake's
 # default), so a campaign is exactly the file named: no key left over from params.yaml.
 if workflow.overwrite_configfiles:
@@ -35,6 +34,15 @@ if workflow.overwrite_configfiles:
             sys.exit(f"error: {os.path.relpath(_path)}: expected a mapping of sections")
         config.update(_loaded)
     PARAMS_FILES = ", ".join(os.path.relpath(f) for f in workflow.overwrite_configfiles)
+    if (
+        os.path.relpath(os.environ.get("CAMPAIGN_PARAMS", "params.yaml"))
+        != PARAMS_FILES
+    ):
+        print(
+            f"note: `campaign` commands read CAMPAIGN_PARAMS (default params.yaml); run them "
+            f"with CAMPAIGN_PARAMS={PARAMS_FILES} to see this campaign",
+            file=sys.stderr,
+        )
 else:
     PARAMS_FILES = (
         ", ".join(os.path.relpath(f) for f in workflow.configfiles) or "params"
@@ -43,7 +51,6 @@ try:
     validate_params(config, source=PARAMS_FILES)
 except CampaignError as e:
     sys.exit(f"error: {e}")
-validate(config, "../schemas/params.schema.yaml", set_default=False)
 # The campaign's inputs and plan: data files, an earlier manifest, a pretrained model folder (its
 # content is part of every key that builds on it), the planned runs.
 try:
@@ -63,24 +70,28 @@ SPLITS = {
 }
 
 # Stage commands run with this interpreter and this checkout's package, so a job (local or on a
-# cluster node) needs no activated virtual environment.
+# cluster node) needs no activated virtual environment. With `--sdm conda`, the job's activated
+# environment (workflow/envs/campaign.yaml) provides `python` instead.
 # One spelling of the interpreter however Snakemake was started (`snakemake` runs .venv/bin/python3,
 # `python -m snakemake` .venv/bin/python): it is part of every job's params.
+CONDA_ENV = "../envs/campaign.yaml"
 _PYTHON = (
     Path(sys.prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
 )
-PYTHON = str(_PYTHON) if _PYTHON.exists() else sys.executable
+if any(
+    "conda" in str(m).lower() for m in workflow.deployment_settings.deployment_method
+):
+    PYTHON = "python"
+else:
+    PYTHON = str(_PYTHON) if _PYTHON.exists() else sys.executable
 CAMPAIGN = (
     f"PYTHONPATH={shlex.quote(PACKAGE_ROOT)}${{PYTHONPATH:+:$PYTHONPATH}} "
     f"{shlex.quote(PYTHON)} -m campaign"
 )
 STATE_DIR = config["campaign"]["state_dir"]
-# What every stage job runs: the stage's subcommand with its params subset (--spec), its inputs
-# (--in) and outputs (--out) by the names the stage declares, and its log.
-STAGE_SHELL = (
-    "{params.campaign} {params.command} --spec {params.spec:q} "
-    "--state-dir {params.state_dir:q} {params.args} --log {log:q}"
-)
+# What a stage job runs (stage_shell): the stage's subcommand with its params subset (--spec),
+# the compute threads, its inputs (--in) and outputs (--out) by the names the stage declares, and
+# its log. Built once per rule: Snakemake fills in the paths when the job runs.
 
 
 def run_paths(pattern):
@@ -123,37 +134,28 @@ def stage_spec(stage):
 
 
 def stage_params(stage):
-    """Everything STAGE_SHELL reads, for one stage: the command, its params subset, its code
-    version (a param, so Snakemake reruns the stage's jobs when its code changes), its file
-    arguments, the store folder."""
+    """Everything stage_shell reads, for one stage: the command, its params subset, its code
+    version (a param, so Snakemake reruns the stage's jobs when its code changes), the store
+    folder."""
     return {
         "campaign": CAMPAIGN,
         "command": stage_command(stage),
         "code": stage_code(stage),
         "spec": stage_spec(stage),
-        "args": stage_args(stage),
         "state_dir": STATE_DIR,
     }
 
 
-def _file_args(flag, files, names):
-    args = []
-    for name in names:
-        value = files.get(name) or []
-        for path in [value] if isinstance(value, str) else value:
-            args.append(f"{flag} {name}={shlex.quote(str(path))}")
-    return args
-
-
-def stage_args(stage):
-    """A params function: `--in NAME=PATH` for each declared input the job has (other inputs
-    only order it) and `--out NAME=PATH` for each output."""
+def stage_shell(stage):
+    """The job's command line. Every input the stage declares must be an input of the rule (an
+    empty list where the params name none), so the runner hashes exactly what it reads.
+    """
     declared = get_stage(stage)
-
-    def args(wildcards, input, output):
-        return " ".join(
-            _file_args("--in", input, declared.inputs)
-            + _file_args("--out", output, declared.outputs)
-        )
-
-    return args
+    files = [f"--in {name}={{input.{name}:q}}" for name in declared.inputs]
+    files += [f"--out {name}={{output.{name}:q}}" for name in declared.outputs]
+    return (
+        "{params.campaign} {params.command} --spec {params.spec:q} "
+        "--state-dir {params.state_dir:q} --threads {threads} "
+        + " ".join(files)
+        + " --log {log:q}"
+    )

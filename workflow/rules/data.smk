@@ -12,10 +12,12 @@ rule manifest:
         "logs/manifest/manifest.log",
     benchmark:
         "logs/benchmarks/manifest/manifest.tsv"
+    conda:
+        CONDA_ENV
     params:
         **stage_params("manifest"),
     shell:
-        STAGE_SHELL
+        stage_shell("manifest")
 
 
 rule split:
@@ -35,7 +37,9 @@ rule split:
         "logs/split/split.log",
     benchmark:
         "logs/benchmarks/split/split.tsv"
+    conda:
+        CONDA_ENV
     params:
         **stage_params("split"),
     shell:
-        STAGE_SHELL
+        stage_shell("split")

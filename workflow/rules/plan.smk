@@ -17,20 +17,27 @@ rule run_spec:
         "logs/run_spec/{run}.log",
     benchmark:
         "logs/benchmarks/run_spec/{run}.tsv"
+    conda:
+        CONDA_ENV
     params:
         **stage_params("run_spec"),
     shell:
-        STAGE_SHELL
+        stage_shell("run_spec")
 
 
 rule plan_table:
+    input:
+        preflight_report="results/preflight/report.json",
+        preflight_measurements="results/preflight/measurements.json",
     output:
         runs="results/plan/runs.tsv",
     log:
         "logs/plan_table/plan_table.log",
     benchmark:
         "logs/benchmarks/plan_table/plan_table.tsv"
+    conda:
+        CONDA_ENV
     params:
         **stage_params("plan_table"),
     shell:
-        STAGE_SHELL
+        stage_shell("plan_table")

@@ -8,12 +8,15 @@ rule preflight:
         base_model=BASE_MODEL,
     output:
         report="results/preflight/report.json",
+        measurements="results/preflight/measurements.json",
         report_text="results/preflight/report.txt",
     log:
         "logs/preflight/preflight.log",
     benchmark:
         "logs/benchmarks/preflight/preflight.tsv"
+    conda:
+        CONDA_ENV
     params:
         **stage_params("preflight"),
     shell:
-        STAGE_SHELL
+        stage_shell("preflight")

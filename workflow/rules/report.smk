@@ -16,7 +16,9 @@ rule metrics:
         "logs/metrics/metrics.log",
     benchmark:
         "logs/benchmarks/metrics/metrics.tsv"
+    conda:
+        CONDA_ENV
     params:
         **stage_params("metrics"),
     shell:
-        STAGE_SHELL
+        stage_shell("metrics")

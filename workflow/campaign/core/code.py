@@ -238,6 +238,13 @@ def _absolute(package: str, target: str) -> str:
     return target if target.startswith(PACKAGE + ".") else f"{package}.{target}"
 
 
+def module_hashes_of(modules: list[str]) -> dict[str, str]:
+    """{module: BLAKE3 of its normalized syntax tree} for the given package modules."""
+    hashes = {m: _info(m)[0] for m in modules}
+    _save_cache()
+    return hashes
+
+
 def module_hashes(entry_module: str) -> dict[str, str]:
     """{module: BLAKE3 of its normalized syntax tree} for every module of the closure."""
     hashes = {m: _info(m)[0] for m in import_closure(entry_module)}

@@ -1,4 +1,4 @@
-"""The one exception type whose message is shown to the user as-is."""
+"""The exceptions whose meaning the command line shows to the user."""
 
 
 class CampaignError(Exception):
@@ -10,3 +10,12 @@ class CampaignError(Exception):
     def __init__(self, message: str):
         # One line, always: a multi-line message would be cut by logs and schedulers.
         super().__init__(" ".join(str(message).split("\n")).strip())
+
+
+class Interrupted(BaseException):  # noqa: N818 (a signal, like KeyboardInterrupt)
+    """SIGTERM (a scheduler cancelling the job, `kill`) turned into an exception, so the job is
+    recorded as interrupted and its partial outputs are removed, as for Ctrl-C."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"signal {signum}")
+        self.signum = signum

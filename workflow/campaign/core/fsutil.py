@@ -44,15 +44,21 @@ def atomic_write_text(path: str | os.PathLike, text: str, mode: int | None = Non
 
 
 def remove_tree(path: Path) -> None:
-    """Remove a tree that may hold read-only files and folders."""
+    """Remove a tree that may hold read-only files and folders. Parts another process removed
+    meanwhile are not an error (gc and a job may clean the same leftovers)."""
 
-    def onerror(func, p, _exc_info):
-        os.chmod(Path(p).parent, 0o700)
+    def onerror(func, p, exc_info):
+        if isinstance(exc_info[1], FileNotFoundError):
+            return
         with contextlib.suppress(FileNotFoundError):
+            os.chmod(Path(p).parent, 0o700)
             os.chmod(p, 0o700)
-        func(p)
+        with contextlib.suppress(FileNotFoundError):
+            func(p)
 
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.exists():
-        shutil.rmtree(path, onerror=onerror)
+    path = Path(path)
+    with contextlib.suppress(FileNotFoundError):
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+        elif path.exists():
+            shutil.rmtree(path, onerror=onerror)

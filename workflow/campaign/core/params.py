@@ -189,10 +189,13 @@ def validate(params: Any, source: str = "params") -> dict:
 
     Raises CampaignError naming the first offending key (in document order of the key path).
     """
-    import jsonschema
-
     if not isinstance(params, dict):
         raise CampaignError(f"{source}: expected a mapping of sections; got {_describe(params)}")
+    fingerprint = _validated_fingerprint(params)
+    if fingerprint is not None and fingerprint in _load_validated():
+        return params
+    import jsonschema
+
     validator = jsonschema.Draft202012Validator(load_schema())
     errors = sorted(validator.iter_errors(params), key=lambda e: [str(p) for p in e.absolute_path])
     if errors:
@@ -201,7 +204,56 @@ def validate(params: Any, source: str = "params") -> dict:
         same = [e for e in errors if [str(p) for p in e.absolute_path] == first_path]
         raise CampaignError(f"{source}: {format_error(same[0])}")
     _check_phases(params, source)
+    if fingerprint is not None:
+        _remember_validated(fingerprint)
     return params
+
+
+# Validation imports jsonschema and builds the plan: about a quarter of a second that every
+# `snakemake` start and every `campaign` command would pay again for the same file. A params file
+# that passed is remembered by the BLAKE3 of its content, the schema's bytes and the syntax trees
+# of every module of the package (phase checks and registry members included), so any change to
+# one of them validates again. Only passes are remembered; they live next to Python's bytecode.
+_VALIDATED_PATH = Path(__file__).resolve().parents[1] / "__pycache__" / "campaign-params.json"
+_VALIDATED_KEEP = 64
+
+
+def _validated_fingerprint(params: dict) -> str | None:
+    from campaign.core.code import module_hashes_of, package_modules
+    from campaign.core.hashing import canonical_json, hash_bytes, hash_value
+
+    try:
+        text = canonical_json(params)
+    except (TypeError, ValueError):  # a value JSON cannot hold (a date YAML made): no cache
+        return None
+    return hash_value(
+        {
+            "params": hash_bytes(text.encode("utf-8")),
+            "schema": hash_bytes(SCHEMA_PATH.read_bytes()),
+            "code": module_hashes_of(package_modules()),
+        }
+    )
+
+
+def _load_validated() -> list[str]:
+    import json
+
+    try:
+        value = json.loads(_VALIDATED_PATH.read_text(encoding="utf-8"))
+        return value if isinstance(value, list) else []
+    except (OSError, ValueError):
+        return []
+
+
+def _remember_validated(fingerprint: str) -> None:
+    import contextlib
+    import json
+
+    from campaign.core.fsutil import atomic_write_text
+
+    known = [k for k in _load_validated() if k != fingerprint][-(_VALIDATED_KEEP - 1) :]
+    with contextlib.suppress(OSError):  # a read-only install validates every time
+        atomic_write_text(_VALIDATED_PATH, json.dumps([*known, fingerprint]), mode=0o644)
 
 
 def _check_phases(params: dict, source: str) -> None:

@@ -1,9 +1,12 @@
 """The stage runner: every stage goes through here, so a result is computed once per content key.
 
-key = BLAKE3(stage name, stage code version, the stage's params subset, input content hashes,
-relevant library versions). A verified store entry for the key is materialized in place of
-running the stage; otherwise the stage runs with a private work folder (.campaign/work/<key>)
-that outlives Snakemake's deletion of outputs, and its outputs are committed atomically.
+The runner is the only way a stage gets its inputs: it resolves them (campaign.core.keys:
+derived from the params or given, never both different), hashes them into the key, and after the
+stage has run checks that none changed meanwhile. A verified store entry for the key is
+materialized in place of running the stage; otherwise the stage runs with a private work folder
+(.campaign/work/<key>) that outlives Snakemake's deletion of outputs, and its outputs are
+committed atomically. Stages that compute with torch run with pinned execution settings (threads,
+deterministic algorithms), which are part of the key.
 """
 
 from __future__ import annotations
@@ -19,16 +22,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from campaign.core.code import code_version as module_code_version
-from campaign.core.errors import CampaignError
+from campaign.core.errors import CampaignError, Interrupted
 from campaign.core.fsutil import remove_tree
 from campaign.core.hashcache import HashCache
-from campaign.core.hashing import ALGORITHM, hash_tree, hash_value
+from campaign.core.hashing import hash_tree
+from campaign.core.keys import (
+    code_version,
+    content_key,
+    execution_module,
+    execution_settings,
+    hash_inputs,
+    resolve_inputs,
+)
 from campaign.core.registry import get_stage
 from campaign.core.stage import Stage
 from campaign.core.store import Store
 
-KEY_FORMAT = 1
+DEFAULT_THREADS = 1  # a stage command run by hand computes like a rule with no `threads:`
 
 
 @dataclass
@@ -37,10 +47,11 @@ class StageContext:
 
     stage: str
     spec: Any
-    inputs: dict[str, list[Path]]
+    inputs: dict[str, list[Path]]  # resolved and hashed by the runner: read exactly these
     outputs: dict[str, Path]  # staging paths: write each output exactly here
     work_dir: Path  # private to this key; survives restarts (checkpoints go here)
-    root: Path  # the project folder, for paths named in params
+    root: Path  # the project folder
+    execution: dict | None = None  # pinned settings of a computing stage (device, threads)
 
 
 @dataclass(frozen=True)
@@ -50,19 +61,11 @@ class RunResult:
     seconds: float
 
 
-def code_version(stage: Stage) -> str:
-    """The stage's import closure inside the package, docstrings and comments aside."""
-    return module_code_version(stage.module)
-
-
-def library_versions(stage: Stage) -> dict[str, str]:
-    out = {}
-    for lib in stage.libraries:
-        try:
-            out[lib] = importlib.metadata.version(lib)
-        except importlib.metadata.PackageNotFoundError:
-            out[lib] = "absent"
-    return out
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed (run from the checkout)"
 
 
 def environment() -> dict:
@@ -70,36 +73,9 @@ def environment() -> dict:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "host": socket.gethostname(),
-        "campaign": importlib.metadata.version("campaign"),
+        "campaign": _version("campaign"),
         **({"slurm_job_id": os.environ["SLURM_JOB_ID"]} if "SLURM_JOB_ID" in os.environ else {}),
     }
-
-
-def hash_inputs(inputs: dict[str, list[Path]], cache: HashCache) -> dict[str, list[dict]]:
-    """{name: [{path, hash}, ...]} with paths as given (relative to the project)."""
-    out = {}
-    for name, paths in sorted(inputs.items()):
-        rows = []
-        for p in paths:
-            if not Path(p).exists():
-                raise CampaignError(f"input '{name}': {p} does not exist")
-            rows.append({"path": str(p), "hash": cache.hash_tree(p)})
-        out[name] = rows
-    return out
-
-
-def content_key(stage: Stage, spec: Any, input_hashes: dict[str, list[dict]]) -> tuple[str, dict]:
-    """The key and the material it hashes. Input paths are left out: content decides."""
-    material = {
-        "format": KEY_FORMAT,
-        "algorithm": ALGORITHM,
-        "stage": stage.name,
-        "code": code_version(stage),
-        "params": stage.key_params(spec),
-        "inputs": {name: [r["hash"] for r in rows] for name, rows in input_hashes.items()},
-        "libraries": library_versions(stage),
-    }
-    return hash_value(material), material
 
 
 def _peak_rss_bytes() -> int:
@@ -116,13 +92,94 @@ def execute(
     outputs: dict[str, Path],
     work_dir: Path,
     root: Path,
+    execution: dict | None = None,
 ) -> None:
     """Run a stage function into the given output paths, and check it wrote all of them."""
-    ctx = StageContext(stage.name, spec, inputs, outputs, work_dir, root)
+    if execution is not None:
+        execution_module(stage).pin(execution)
+    ctx = StageContext(stage.name, spec, inputs, outputs, work_dir, root, execution)
     stage.function()(ctx)
     missing = [name for name, path in outputs.items() if not path.exists()]
     if missing:
         raise CampaignError(f"stage {stage.name} did not write output(s): {', '.join(missing)}")
+
+
+def _changed_inputs(before: dict[str, list[dict]], cache: HashCache) -> list[str]:
+    """The inputs whose content is no longer what was hashed into the key (or that are gone)."""
+    changed = []
+    for name, rows in sorted(before.items()):
+        for row in rows:
+            path = Path(row["path"])
+            if not path.exists() or cache.hash_tree(path) != row["hash"]:
+                changed.append(f"'{name}' {row['path']}")
+    return changed
+
+
+def _hit_or_compute(
+    store: Store,
+    stage: Stage,
+    spec: Any,
+    resolved: dict[str, list[Path]],
+    input_hashes: dict[str, list[dict]],
+    execution: dict | None,
+    key: str,
+    material: dict,
+    outputs: dict[str, Path],
+    root: Path,
+    job: dict,
+    job_id: str,
+    started: float,
+) -> RunResult:
+    """Under the key's lock: materialize a sound entry, or compute, check and commit one."""
+    entry = store.lookup(key, stage.name)
+    if entry is not None:
+        store.materialize(entry, outputs)
+        seconds = time.time() - started
+        store.log_event("hit", key, stage.name, seconds=round(seconds, 3))
+        store.write_job(job_id, {**job, "state": "done", "hit": True, "ended": time.time()})
+        print(f"{stage.name}: store hit {key[:16]} ({seconds:.2f} s)", flush=True)
+        return RunResult(key, True, seconds)
+
+    store.log_event("miss", key, stage.name)
+    print(f"{stage.name}: store miss {key[:16]}; computing", flush=True)
+    work_dir = store.work_dir(key)
+    staging = store.new_staging(key)
+    staged = {name: staging / "outputs" / name for name in outputs}
+    t0 = time.time()
+    execute(stage, spec, resolved, staged, work_dir, root, execution)
+    wall = time.time() - t0
+    # What was read must still be what was hashed: an input rewritten while the stage ran (a
+    # data export, a checkout) would give a result under the wrong key.
+    cache = HashCache(store.root / "hashcache.sqlite")
+    try:
+        changed = _changed_inputs(input_hashes, cache)
+    finally:
+        cache.close()
+    if changed:
+        raise CampaignError(
+            f"{stage.name}: input {', '.join(changed)} changed while the stage ran; "
+            f"nothing was committed (run it again)"
+        )
+    meta = {
+        "stage": stage.name,
+        "key_material": material,
+        "spec": spec,
+        "inputs": input_hashes,
+        "volatile": list(stage.volatile),
+        "wall_seconds": round(wall, 3),
+        "peak_rss_bytes": _peak_rss_bytes(),
+        "created": round(time.time(), 3),
+        "environment": environment(),
+    }
+    # The commit also retires the key's work folder: it held resumable state; the entry is the
+    # result now.
+    entry = store.commit(key, staging, meta)
+    store.materialize(entry, outputs)
+    seconds = time.time() - started
+    store.log_event("commit", key, stage.name, seconds=round(seconds, 3))
+    store.write_job(job_id, {**job, "state": "done", "hit": False, "ended": time.time()})
+    print(f"{stage.name}: committed {key[:16]} ({wall:.2f} s)", flush=True)
+    return RunResult(key, False, seconds)
 
 
 def run_stage(
@@ -132,8 +189,14 @@ def run_stage(
     outputs: dict[str, Path],
     store: Store,
     root: Path = Path("."),
+    threads: int = DEFAULT_THREADS,
 ) -> RunResult:
-    """Materialize the stage's outputs from the store, computing and committing them if needed."""
+    """Materialize the stage's outputs from the store, computing and committing them if needed.
+
+    `inputs` are the `--in` paths (the rules give every input; a person may leave out the ones
+    the params name). `threads`: the compute threads of a stage that computes with torch (the
+    rule's `threads:`), pinned and part of its key.
+    """
     stage = get_stage(stage_name)
     unknown = set(outputs) ^ set(stage.outputs)
     if unknown:
@@ -141,32 +204,14 @@ def run_stage(
             f"stage {stage.name} writes {', '.join(stage.outputs)}; got outputs "
             f"{', '.join(sorted(outputs))}"
         )
+    if not isinstance(threads, int) or threads < 1:
+        raise CampaignError(f"--threads: expected a whole number >= 1, got {threads!r}")
     store.ensure()
     started = time.time()
     job_id = store.job_id(outputs)
-    cache = HashCache(store.root / "hashcache.sqlite")
-    try:
-        input_hashes = hash_inputs(inputs, cache)
-    except CampaignError as e:
-        store.log_event("fail", "", stage.name, error=str(e)[:500])
-        store.write_job(
-            job_id,
-            {
-                "stage": stage.name,
-                "key": None,
-                "state": "failed",
-                "outputs": [str(p) for p in outputs.values()],
-                "project": str(Path.cwd()),
-                "error": str(e)[:2000],
-            },
-        )
-        raise
-    finally:
-        cache.close()
-    key, material = content_key(stage, spec, input_hashes)
     job = {
         "stage": stage.name,
-        "key": key,
+        "key": None,
         "outputs": [str(p) for p in outputs.values()],
         "project": str(Path.cwd()),
         "host": socket.gethostname(),
@@ -174,64 +219,56 @@ def run_stage(
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "started": round(started, 3),
     }
-    store.write_job(job_id, {**job, "state": "running"})
-    staging = None
+    cache = HashCache(store.root / "hashcache.sqlite")
     try:
+        try:
+            resolved = resolve_inputs(stage, spec, inputs, root)
+            input_hashes = hash_inputs(resolved, cache)
+            execution = execution_settings(stage, threads)
+            key, material = content_key(stage, spec, input_hashes, execution)
+        finally:
+            cache.close()
+        job["key"] = key
+        store.write_job(job_id, {**job, "state": "running"})
         with store.lock(key):
-            entry = store.lookup(key, stage.name)
-            if entry is not None:
-                store.materialize(entry, outputs)
-                seconds = time.time() - started
-                store.log_event("hit", key, stage.name, seconds=round(seconds, 3))
-                store.write_job(job_id, {**job, "state": "done", "hit": True, "ended": time.time()})
-                print(f"{stage.name}: store hit {key[:16]} ({seconds:.2f} s)", flush=True)
-                return RunResult(key, True, seconds)
-
-            store.log_event("miss", key, stage.name)
-            print(f"{stage.name}: store miss {key[:16]}; computing", flush=True)
-            work_dir = store.work_dir(key)
-            staging = store.new_staging(key)
-            staged = {name: staging / "outputs" / name for name in outputs}
-            t0 = time.time()
-            execute(stage, spec, inputs, staged, work_dir, root)
-            wall = time.time() - t0
-            meta = {
-                "stage": stage.name,
-                "key_material": material,
-                "spec": spec,
-                "inputs": input_hashes,
-                "wall_seconds": round(wall, 3),
-                "peak_rss_bytes": _peak_rss_bytes(),
-                "created": round(time.time(), 3),
-                "environment": environment(),
-            }
-            entry = store.commit(key, staging, meta)
-            staging = None
-            store.materialize(entry, outputs)
-            # The work folder held resumable state; the entry is the result now.
-            remove_tree(work_dir)
-            seconds = time.time() - started
-            store.log_event("commit", key, stage.name, seconds=round(seconds, 3))
-            store.write_job(job_id, {**job, "state": "done", "hit": False, "ended": time.time()})
-            print(f"{stage.name}: committed {key[:16]} ({wall:.2f} s)", flush=True)
-            return RunResult(key, False, seconds)
+            try:
+                return _hit_or_compute(
+                    store,
+                    stage,
+                    spec,
+                    resolved,
+                    input_hashes,
+                    execution,
+                    key,
+                    material,
+                    outputs,
+                    root,
+                    job,
+                    job_id,
+                    started,
+                )
+            finally:
+                # Still under the key's lock: gc may take it next and must find nothing of ours.
+                for leftover in store.tmp.glob(f"commit-{key}-{os.getpid()}.*"):
+                    remove_tree(leftover)
+    except (KeyboardInterrupt, Interrupted) as e:
+        what = "interrupted (Ctrl-C)" if isinstance(e, KeyboardInterrupt) else f"interrupted ({e})"
+        store.log_event("interrupted", job["key"] or "", stage.name, error=what)
+        store.write_job(
+            job_id, {**job, "state": "interrupted", "error": what, "ended": time.time()}
+        )
+        raise
     except BaseException as e:
-        if staging is not None:
-            remove_tree(staging)
         message = str(e) if isinstance(e, CampaignError) else f"{type(e).__name__}: {e}"
-        store.log_event("fail", key, stage.name, error=message[:500])
+        store.log_event("fail", job["key"] or "", stage.name, error=message[:500])
         store.write_job(
             job_id, {**job, "state": "failed", "error": message[:2000], "ended": time.time()}
         )
         raise
 
 
-def reproduce(store: Store, key: str, scratch: Path, root: Path = Path(".")) -> list[dict]:
-    """Recompute an entry from scratch (fresh work folder) and compare every output hash.
-
-    Returns one row per output: name, stored hash, recomputed hash, equal. Inputs must still have
-    the content the entry recorded.
-    """
+def find_entry(store: Store, key: str):
+    """The entry of a key or of a unique key prefix."""
     entry = store.read_entry(key)
     if entry is None:
         matches = [k for k in store.keys() if k.startswith(key)]
@@ -243,6 +280,17 @@ def reproduce(store: Store, key: str, scratch: Path, root: Path = Path(".")) -> 
             )
     if entry is None or "key_material" not in entry.meta:
         raise CampaignError(f"{key}: no such store entry")
+    return entry
+
+
+def reproduce(store: Store, key: str, scratch: Path, root: Path = Path(".")) -> list[dict]:
+    """Recompute an entry from scratch (fresh work folder) and compare every output hash.
+
+    Returns one row per output: name, stored hash, recomputed hash, equal (None for a volatile
+    output: timings and host facts are recorded, not compared). Inputs must still have the
+    content the entry recorded; a computing stage runs with the recorded execution settings.
+    """
+    entry = find_entry(store, key)
     meta = entry.meta
     stage = get_stage(meta["stage"])
     inputs: dict[str, list[Path]] = {}
@@ -257,17 +305,37 @@ def reproduce(store: Store, key: str, scratch: Path, root: Path = Path(".")) -> 
                     f"{key}: input '{name}' {row['path']} has changed since the entry was made; "
                     f"check out the version it recorded"
                 )
-            inputs[name].append(path)
+            inputs[name].append(Path(row["path"]))  # as recorded: relative to the root
     material = meta["key_material"]
     if material["code"] != code_version(stage):
         print(f"reproduce: note: the {stage.name} code has changed since {key[:16]} was made")
+    execution = material.get("execution")
+    if execution is not None:
+        here = execution_settings(stage, execution["threads"])
+        if here != execution:
+            print(
+                f"reproduce: note: {key[:16]} was computed with {execution}; this machine "
+                f"gives {here}"
+            )
     scratch.mkdir(parents=True, exist_ok=True)
     (scratch / "outputs").mkdir(exist_ok=True)
     outputs = {name: scratch / "outputs" / name for name in meta["outputs"]}
     work_dir = scratch / "work"
     work_dir.mkdir(exist_ok=True)
     with contextlib.chdir(root):
-        execute(stage, meta.get("spec", material["params"]), inputs, outputs, work_dir, Path("."))
+        execute(
+            stage,
+            meta.get("spec", material["params"]),
+            {
+                n: [p.relative_to(root) if p.is_absolute() else p for p in ps]
+                for n, ps in inputs.items()
+            },
+            outputs,
+            work_dir,
+            Path("."),
+            execution,
+        )
+    volatile = set(meta.get("volatile", ()))
     rows = []
     for name, info in sorted(meta["outputs"].items()):
         actual = hash_tree(outputs[name])
@@ -276,7 +344,7 @@ def reproduce(store: Store, key: str, scratch: Path, root: Path = Path(".")) -> 
                 "output": name,
                 "stored": info["hash"],
                 "recomputed": actual,
-                "equal": actual == info["hash"],
+                "equal": None if name in volatile else actual == info["hash"],
             }
         )
     return rows

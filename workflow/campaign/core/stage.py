@@ -25,6 +25,18 @@ class Stage:
     libraries: tuple[str, ...] = ()  # whose installed versions are part of the content key
     # The part of the spec that decides the result (hashed into the content key); default: all.
     key_view: Callable[[Any], Any] | None = None
+    # Outputs that differ between two identical computations (timings, memory peaks, host
+    # facts): stored and materialized like the others, but `campaign reproduce` records them
+    # instead of comparing them. Everything else must come out bit for bit.
+    volatile: tuple[str, ...] = ()
+    # "module:function" (spec, root) -> {input name: [paths]} for the inputs the params name
+    # (data files, an earlier manifest, a pretrained model folder): the runner hashes exactly
+    # these, and refuses --in paths that differ.
+    derive_inputs: str | None = None
+    # A module with settings(threads) -> dict and pin(settings), for stages that compute with
+    # torch: the settings (device type, threads, deterministic algorithms, CUDA versions) are
+    # part of the key, and pinned before the stage runs.
+    execution: str | None = None
 
     @property
     def command(self) -> str:

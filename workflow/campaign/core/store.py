@@ -6,12 +6,20 @@ Layout under the state folder (params `campaign.state_dir`):
     store/<key>/outputs/<name>      one file or folder per logical output
     work/<key>/                     private scratch of a running stage (checkpoints); survives
                                     Snakemake deleting outputs, so a restarted job resumes
-    tmp/                            half-written commits and quarantined corrupt entries
+    tmp/commit-<key>-<id>/          a commit being staged; its writer holds the key's lock, so
+                                    gc collects one whose key lock is free (a killed commit)
+    tmp/corrupt-<key>-<id>/         quarantined corrupt entries
+    tmp/retired-<key>-<id>/         a committed key's work folder being deleted
     locks/<key>.lock                one computation per key at a time (flock)
     jobs/<id>.json                  the last state of the job that makes a set of outputs
     events.jsonl                    one line per hit / miss / commit / corrupt / fail
 
 Only store/ is shared (DVC tracks it); everything else is local to a checkout.
+
+Correctness does not rest on flock (node-local on some cluster file systems): an entry appears by
+one rename and the loser of a race discards its copy, so `CAMPAIGN_FLOCK=off` (a machine setting,
+from the environment) only costs duplicate computation. The lock saves that work, and tells gc
+and `verify --remove` which keys a running job is using.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import shutil
 import socket
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +47,38 @@ _FILE_MODE = (
     0o400  # store files are read-only: a stage that writes into a linked output fails loudly
 )
 _DIR_MODE = 0o700
+FLOCK_ENV = "CAMPAIGN_FLOCK"
+_COMMIT_PREFIX = "commit-"
+_RETIRED_PREFIX = "retired-"
+
+
+def flock_enabled(env: Mapping[str, str] | None = None) -> bool:
+    """Whether key locks are taken: CAMPAIGN_FLOCK=off where flock is missing or node-local."""
+    env = os.environ if env is None else env
+    raw = env.get(FLOCK_ENV, "on").strip().lower()
+    if raw in ("on", "1", "yes", "true", ""):
+        return True
+    if raw in ("off", "0", "no", "false"):
+        return False
+    raise CampaignError(f"{FLOCK_ENV}={env.get(FLOCK_ENV)!r}: expected on or off")
+
+
+def staging_key(path: Path) -> str | None:
+    """The key a staging folder (tmp/commit-<key>-<pid>.<id>) was made for; None for others."""
+    if not path.name.startswith(_COMMIT_PREFIX):
+        return None
+    key, sep, _suffix = path.name[len(_COMMIT_PREFIX) :].rpartition("-")
+    return key if sep and key else None
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether `path` still names the file open at `fd` (not unlinked, not replaced)."""
+    try:
+        now = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
 
 
 def _fsync_tree(root: Path) -> None:
@@ -108,6 +148,7 @@ class Store:
         self.locks = self.root / "locks"
         self.jobs = self.root / "jobs"
         self.events_path = self.root / "events.jsonl"
+        self._held: dict[str, int] = {}  # key -> fd of the lock file this object holds
 
     # ---------------------------------------------------------------- layout
     def ensure(self) -> None:
@@ -126,6 +167,30 @@ class Store:
         if not self.entries.exists():
             return []
         return sorted(p.name for p in self.entries.iterdir() if p.is_dir())
+
+    def work_keys(self) -> list[str]:
+        """Keys that have a work folder (without creating one)."""
+        if not self.work_root.exists():
+            return []
+        return sorted(p.name for p in self.work_root.iterdir() if p.is_dir())
+
+    def staged_commits(self) -> list[Path]:
+        """Staging folders under tmp/: commits under way, or left by a killed job."""
+        if not self.tmp.exists():
+            return []
+        return sorted(p for p in self.tmp.glob(f"{_COMMIT_PREFIX}*") if staging_key(p))
+
+    def quarantined(self) -> list[Path]:
+        """Corrupt entries moved aside, and work folders of committed keys left half-deleted."""
+        if not self.tmp.exists():
+            return []
+        return sorted([*self.tmp.glob("corrupt-*"), *self.tmp.glob(f"{_RETIRED_PREFIX}*")])
+
+    def lock_keys(self) -> list[str]:
+        """Keys that have a lock file (held or not)."""
+        if not self.locks.exists():
+            return []
+        return sorted(p.name.removesuffix(".lock") for p in self.locks.glob("*.lock"))
 
     # ---------------------------------------------------------------- events
     def log_event(self, event: str, key: str, stage: str, **extra: Any) -> None:
@@ -160,17 +225,93 @@ class Store:
         return out
 
     # ---------------------------------------------------------------- locking
-    @contextlib.contextmanager
-    def lock(self, key: str) -> Iterator[None]:
-        """Hold the key's lock: a second job for the same key waits, then finds the entry."""
+    def lock_path(self, key: str) -> Path:
+        return self.locks / f"{key}.lock"
+
+    def _take(self, key: str, wait: bool) -> int | None:
+        """flock the key's lock file: its fd, or None when another process holds it (wait=False).
+
+        Unlink-safe: gc unlinks a lock file only while holding it, so a process that opened the
+        old file and got its flock afterwards holds a lock nobody else sees. After flock, the fd
+        and the path must name the same file; if they do not, close and take the file now there.
+        """
         self.locks.mkdir(parents=True, exist_ok=True, mode=_DIR_MODE)
-        fd = os.open(self.locks / f"{key}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        path = self.lock_path(key)
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if _same_file(fd, path):
+                    return fd
+            except BlockingIOError:
+                os.close(fd)
+                return None
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)  # unlinked or replaced while we waited for it: try again
+
+    @contextlib.contextmanager
+    def _hold(self, key: str, fd: int) -> Iterator[None]:
+        self._held[key] = fd
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
             yield
         finally:
+            del self._held[key]
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
+
+    @contextlib.contextmanager
+    def lock(self, key: str) -> Iterator[None]:
+        """Hold the key's lock: a second job for the same key waits, then finds the entry.
+
+        With CAMPAIGN_FLOCK=off this does nothing: jobs for one key may then both compute, and
+        the commit's rename keeps one result.
+        """
+        if not flock_enabled():
+            yield
+            return
+        fd = self._take(key, wait=True)
+        assert fd is not None
+        with self._hold(key, fd):
+            yield
+
+    @contextlib.contextmanager
+    def try_lock(self, key: str) -> Iterator[bool]:
+        """Hold the key's lock if it is free: yields True, or False at once when it is held."""
+        if not flock_enabled():
+            yield True
+            return
+        fd = self._take(key, wait=False)
+        if fd is None:
+            yield False
+            return
+        with self._hold(key, fd):
+            yield True
+
+    def locked(self, key: str) -> bool:
+        """Whether another process holds the key's lock now; takes it for an instant, creates
+        nothing (what `gc --dry-run` reports)."""
+        if not flock_enabled() or key in self._held:
+            return False
+        try:
+            fd = os.open(self.lock_path(key), os.O_RDWR)
+        except FileNotFoundError:
+            return False  # a held lock's file is always in place: only its holder unlinks it
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
+    def forget_lock(self, key: str) -> None:
+        """Unlink the key's lock file, only while this object holds the lock: a process waiting
+        on the old file then finds it gone and takes a fresh one (see `_take`)."""
+        if key in self._held:
+            with contextlib.suppress(FileNotFoundError):
+                self.lock_path(key).unlink()
 
     # ---------------------------------------------------------------- entries
     def read_entry(self, key: str) -> Entry | None:
@@ -226,7 +367,9 @@ class Store:
 
     def new_staging(self, key: str) -> Path:
         self.tmp.mkdir(parents=True, exist_ok=True, mode=_DIR_MODE)
-        staging = self.tmp / f"commit-{key[:16]}-{uuid.uuid4().hex[:8]}"
+        # The full key in the name: gc tries the key's lock to tell a live commit from a dead one.
+        # ...and the pid: a job cleans up exactly its own staging folders.
+        staging = self.tmp / f"{_COMMIT_PREFIX}{key}-{os.getpid()}.{uuid.uuid4().hex[:8]}"
         (staging / "outputs").mkdir(parents=True, mode=_DIR_MODE)
         return staging
 
@@ -260,17 +403,34 @@ class Store:
         for _attempt in range(3):
             try:
                 os.rename(staging, target)
-                fsync_path(self.entries)
-                return Entry(key=key, path=target, meta=meta)
             except OSError as e:
                 if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                     raise
+            else:
+                fsync_path(self.entries)
+                self.retire_work(key)
+                return Entry(key=key, path=target, meta=meta)
             existing = self.read_entry(key)
             if existing is not None and not self.problems(existing):
                 remove_tree(staging)
+                self.retire_work(key)
                 return existing
             self.quarantine(key)
         raise CampaignError(f"store: could not commit entry {key} after 3 attempts")
+
+    def retire_work(self, key: str) -> None:
+        """The entry is the result now: move the key's work folder aside, then delete it.
+
+        One rename, so two committers of one key (without flock) never delete the same folder
+        at once; a crash mid-delete leaves tmp/retired-*, which gc collects.
+        """
+        aside = self.tmp / f"{_RETIRED_PREFIX}{key}-{uuid.uuid4().hex[:8]}"
+        try:
+            os.rename(self.work_root / key, aside)
+        except FileNotFoundError:
+            return
+        with contextlib.suppress(OSError):  # the entry is committed; gc finishes the delete
+            remove_tree(aside)
 
     def materialize(self, entry: Entry, outputs: dict[str, Path]) -> None:
         """Place each output at its path: hard links into the store (copies across devices).
@@ -303,10 +463,14 @@ class Store:
             os.replace(tmp, dest)
 
     def remove(self, key: str) -> None:
+        """Drop the entry and its work folder; the lock file too when this object holds the key's
+        lock (a lock file another process holds or waits on is never unlinked)."""
         remove_tree(self.entry_path(key))
+        self.remove_work(key)
+        self.forget_lock(key)
+
+    def remove_work(self, key: str) -> None:
         remove_tree(self.work_root / key)
-        with contextlib.suppress(FileNotFoundError):
-            (self.locks / f"{key}.lock").unlink()
 
     # ---------------------------------------------------------------- job records
     def job_id(self, outputs: dict[str, Path]) -> str:

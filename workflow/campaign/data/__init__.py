@@ -28,8 +28,20 @@ def _split_spec(params: dict) -> dict:
     }
 
 
+def _manifest_key(spec: dict) -> dict:
+    """What changes the manifest's bytes: not the privacy policy (the split applies it)."""
+    return {k: v for k, v in spec.items() if k != "privacy"}
+
+
+def _split_key(spec: dict) -> dict:
+    """What changes the split's bytes: each source's format (its files count by content, in the
+    inputs), not its path, licence or origin."""
+    sources = [{"format": s["format"]} for s in spec["sources"]]
+    return {**spec, "sources": sources}
+
+
 def _check_params(params: dict) -> None:
-    from campaign.data.split import check_cfg
+    from campaign.data.settings import check_cfg
 
     check_cfg(params["split"])  # fractions sum to 1, a cutoff only with method temporal, ...
 
@@ -46,6 +58,8 @@ PHASE = Phase(
             outputs=("manifest", "summary", "diff"),
             spec=_manifest_spec,
             libraries=("pandas", "pyarrow", "blake3"),
+            key_view=_manifest_key,
+            derive_inputs="campaign.data.sources:derive_inputs",
         ),
         Stage(
             name="split",
@@ -55,6 +69,8 @@ PHASE = Phase(
             outputs=("train", "validation", "test", "audit", "audit_table", "privacy"),
             spec=_split_spec,
             libraries=("pandas", "pyarrow", "numpy", "blake3"),
+            key_view=_split_key,
+            derive_inputs="campaign.data.sources:derive_inputs",
         ),
     ),
     check_params=_check_params,

@@ -12,42 +12,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from campaign.core.errors import CampaignError
-from campaign.data.units import TRAIN, LeakUnits, parse_cutoff, pick_split, time_text
+from campaign.data.settings import TRAIN, check_policy, parse_cutoff
+from campaign.data.units import LeakUnits, pick_split, time_text
 
 if TYPE_CHECKING:
     pass
-
-
-POLICY_KEYS = ("max_group_overlap", "max_cross_split_duplicates", "allow_label_conflicts")
 
 
 _EXAMPLES = 5  # examples kept in the audit per finding
 
 
 _NAIVE_STREAM = 1  # default_rng([seed, _NAIVE_STREAM]) draws the naive contrast split
-
-
-def check_policy(policy: Any) -> None:
-    """Raise CampaignError naming the ``split.audit.<key>`` unless policy is well formed."""
-    if not isinstance(policy, dict):
-        raise CampaignError(f"split.audit: expected a mapping with {', '.join(POLICY_KEYS)}")
-    for key in policy:
-        if key not in POLICY_KEYS:
-            raise CampaignError(
-                f"split.audit.{key}: unknown key; expected {', '.join(POLICY_KEYS)}"
-            )
-    for key in POLICY_KEYS:
-        if key not in policy:
-            raise CampaignError(f"split.audit.{key}: missing")
-    for key in ("max_group_overlap", "max_cross_split_duplicates"):
-        value = policy[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise CampaignError(f"split.audit.{key}: expected an integer >= 0, got {value!r}")
-    if not isinstance(policy["allow_label_conflicts"], bool):
-        raise CampaignError(
-            "split.audit.allow_label_conflicts: expected true or false, "
-            f"got {policy['allow_label_conflicts']!r}"
-        )
 
 
 def _cross_pairs(counts: Counter) -> int:

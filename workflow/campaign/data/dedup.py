@@ -58,6 +58,7 @@ from typing import Literal
 import numpy as np
 
 from campaign.core.errors import CampaignError
+from campaign.data.settings import check_near_params
 
 MIN_PAIR_DETECTION = 0.99  # P(candidate) for a pair exactly at the threshold, before confirming
 PREFILTER_MISS = 1e-6  # P(estimate filter drops a pair exactly at the threshold)
@@ -474,18 +475,6 @@ def confirm_pairs(
         if score >= threshold:
             out.append((i, j, score))
     return out
-
-
-def check_near_params(threshold: float, num_perm: int, shingle_size: int) -> None:
-    """CampaignError naming the params key when a near-duplicate setting is out of range."""
-    key = "split.dedup.near"
-    if isinstance(threshold, bool) or not isinstance(threshold, int | float):
-        raise CampaignError(f"{key}.threshold: expected a number in (0, 1], got {threshold!r}")
-    if not 0.0 < threshold <= 1.0:
-        raise CampaignError(f"{key}.threshold: expected a number in (0, 1], got {threshold!r}")
-    for name, value in (("num_perm", num_perm), ("shingle_size", shingle_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise CampaignError(f"{key}.{name}: expected a positive integer, got {value!r}")
 
 
 def near_pairs_normalized(

@@ -21,7 +21,7 @@ from campaign.core.errors import CampaignError
 from campaign.core.fsutil import atomic_write_bytes
 from campaign.core.hashing import ALGORITHM, hash_value
 from campaign.data.readers import SourceFile, first_line, read_sources
-from campaign.data.sources import MANIFEST_COLUMNS, check_spec
+from campaign.data.sources import MANIFEST_COLUMNS, assign_files, check_spec
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -202,7 +202,13 @@ def _json_bytes(value: Any) -> bytes:
     return (json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def build_manifest(spec: dict, outputs: dict[str, Path], root: Path) -> None:
+def build_manifest(
+    spec: dict,
+    outputs: dict[str, Path],
+    root: Path,
+    files: list[str | Path] | None = None,
+    previous_file: str | Path | None = None,
+) -> None:
     """Read and validate the data named by params ``data`` (spec) and write three files:
 
     - ``outputs["manifest"]``: Parquet, one row per record in source order: id, content_hash,
@@ -213,19 +219,25 @@ def build_manifest(spec: dict, outputs: dict[str, Path], root: Path) -> None:
       since ``spec["previous_manifest"]``, or a note that there was none to compare with.
 
     Source paths and previous_manifest are relative to root; output paths are used as given.
+    `files` and `previous_file`: the files to read (what the runner hashed), by default the ones
+    the params name.
     Every check runs before anything is written, so bad input leaves no output; each output is
     written atomically, and equal input gives byte-equal output (no times, sorted keys).
     """
     root = Path(root)
     check_spec(spec)
-    records, files = read_sources(spec["sources"], spec["fields"], root)
+    chosen = None if files is None else assign_files(spec["sources"], files)
+    records, read = read_sources(spec["sources"], spec["fields"], root, chosen)
     hashes = content_hashes(records)
     previous_path = spec["previous_manifest"]
-    previous = None if previous_path is None else _read_previous(previous_path, root)
+    if previous_path is None:
+        previous = None
+    else:
+        previous = _read_previous(previous_path if previous_file is None else previous_file, root)
     ids = records["id"].tolist()
     contents = {
         "manifest": _manifest_bytes(records, hashes),
-        "summary": _json_bytes(_summary(records, hashes, files, spec["fields"])),
+        "summary": _json_bytes(_summary(records, hashes, read, spec["fields"])),
         "diff": _json_bytes(_diff(previous_path, previous, ids, hashes)),
     }
     targets = {name: Path(outputs[name]) for name in contents}
@@ -234,5 +246,7 @@ def build_manifest(spec: dict, outputs: dict[str, Path], root: Path) -> None:
 
 
 def stage(ctx) -> None:
-    """The manifest stage as run by campaign.core.runner (inputs are hashed there, read here)."""
-    build_manifest(ctx.spec, ctx.outputs, ctx.root)
+    """The manifest stage as run by campaign.core.runner: it reads exactly the inputs the runner
+    hashed (the sources' files, the earlier manifest)."""
+    previous = ctx.inputs.get("previous") or [None]
+    build_manifest(ctx.spec, ctx.outputs, ctx.root, ctx.inputs["sources"], previous[0])

@@ -380,8 +380,13 @@ class SourceFile:
 
 
 def read_sources(
-    sources: list[dict], fields: dict, root: Path
+    sources: list[dict],
+    fields: dict,
+    root: Path,
+    files: list[tuple[int, str]] | None = None,
 ) -> tuple[pd.DataFrame, list[SourceFile]]:
+    """Records and provenance of the given files ((source index, path as shown), from
+    `assign_files`), or of every file the sources name when `files` is None."""
     import pandas as pd
 
     root = Path(root)
@@ -389,8 +394,9 @@ def read_sources(
     mapping = check_fields(fields)
     columns: dict[str, list] = {name: [] for name in RECORD_COLUMNS}
     first_at: dict[str, str] = {}
-    files = []
-    for index, shown in source_files(sources, root):
+    read: list[SourceFile] = []
+    chosen = source_files(sources, root) if files is None else files
+    for index, shown in chosen:
         source = sources[index]
         fmt = source["format"]
         suffix = Path(shown).suffix.lower()
@@ -422,17 +428,22 @@ def read_sources(
                 columns[key].append(record[key])
             columns["source"].append(shown)
             columns["licence"].append(source["licence"])
-        files.append(SourceFile(shown, fmt, source["licence"], source["origin"], hash_bytes(data)))
+        read.append(SourceFile(shown, fmt, source["licence"], source["origin"], hash_bytes(data)))
     frame = pd.DataFrame(
         {
             name: pd.array(values, dtype="datetime64[us, UTC]" if name == "timestamp" else "str")
             for name, values in columns.items()
         }
     )
-    return frame, files
+    return frame, read
 
 
-def load_records(sources: list[dict], fields: dict, root: Path) -> pd.DataFrame:
+def load_records(
+    sources: list[dict],
+    fields: dict,
+    root: Path,
+    files: list[tuple[int, str]] | None = None,
+) -> pd.DataFrame:
     """Every record of every source, validated, one row per record in source order.
 
     sources: params ``data.sources``; fields: ``data.fields`` (column names in the files);
@@ -440,5 +451,7 @@ def load_records(sources: list[dict], fields: dict, root: Path) -> pd.DataFrame:
     source, licence (str; group NA when data.fields.group is null) and timestamp
     (datetime64[us, UTC]; NaT when data.fields.timestamp is null). ``source`` is the file's path
     as shown in messages. Raises CampaignError (one line: file, line or record, field) on bad input.
+    `files`: read exactly these (a stage passes the inputs the runner hashed); default every file
+    the sources name.
     """
-    return read_sources(sources, fields, root)[0]
+    return read_sources(sources, fields, root, files)[0]

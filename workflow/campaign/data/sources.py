@@ -154,3 +154,66 @@ def expand_sources(sources: list[dict], root: Path) -> list[Path]:
     Raises CampaignError when a file is missing or a pattern matches nothing."""
     root = Path(root)
     return [root / name for _, name in source_files(sources, root)]
+
+
+def _glob_regex(pattern: str) -> re.Pattern:
+    """A regex for a glob pattern with glob's own meaning (`*` and `?` stay within one folder,
+    `**` spans folders), to tell which source names a given file without listing the disk."""
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif pattern[i] == "[" and (end := pattern.find("]", i + 2)) != -1:
+            body = pattern[i + 1 : end]
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out))
+
+
+def assign_files(sources: list[dict], files: list[str | os.PathLike]) -> list[tuple[int, str]]:
+    """(source index, file as shown) for each given file: the source whose path or pattern names
+    it. The stage reads exactly the files the runner hashed, so it must not list the disk again
+    (a file added since would be read without being part of the key)."""
+    check_sources(sources)
+    out = []
+    for file in files:
+        shown = Path(file).as_posix()
+        name = os.path.normpath(shown)
+        owners = [
+            i
+            for i, source in enumerate(sources)
+            if (
+                _glob_regex(os.path.normpath(source["path"])).fullmatch(name)
+                if _GLOB_CHARS.search(source["path"])
+                else os.path.normpath(source["path"]) == name
+            )
+        ]
+        if len(owners) != 1:
+            which = "no source" if not owners else f"data.sources{owners}"
+            raise CampaignError(f"{shown}: named by {which}; each input file needs one source")
+        out.append((owners[0], shown))
+    return out
+
+
+def derive_inputs(spec: dict, root: Path) -> dict[str, list[Path]]:
+    """The files a data stage's params name (Stage.derive_inputs): its sources and, for the
+    manifest, the earlier manifest to diff against."""
+    root = Path(root)
+    out = {"sources": expand_sources(spec["sources"], root)}
+    if "previous_manifest" in spec:
+        previous = spec["previous_manifest"]
+        out["previous"] = [root / previous] if previous else []
+    return out

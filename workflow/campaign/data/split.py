@@ -65,21 +65,17 @@ import math
 from collections import Counter
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from campaign.core.errors import CampaignError
-from campaign.data.audit import audit, audit_table, check_audit, check_policy
-from campaign.data.dedup import (
-    check_near_params,
-)
+from campaign.data.audit import audit, audit_table, check_audit
+from campaign.data.settings import TRAIN, check_cfg, parse_cutoff
 from campaign.data.units import (
-    TRAIN,
     LeakUnits,
     check_records,
     leak_units,
-    parse_cutoff,
     pick_split,
     time_text,
     unit_position,
@@ -89,100 +85,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-METHODS = ("group_hash", "temporal")
-
-
-CFG_KEYS = (
-    "method",
-    "fractions",
-    "salt",
-    "stratify_tolerance",
-    "temporal_cutoff",
-    "dedup",
-    "audit",
-)
-
-
-NEAR_KEYS = ("threshold", "num_perm", "shingle_size")
-
-
 ASSIGNMENT_COLUMNS = ("id", "text", "label", "group", "unit", "split")
-
-
-FRACTION_SUM_TOLERANCE = 1e-9
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def check_cfg(cfg: Any) -> None:
-    """Raise CampaignError (one line naming the ``split.<key>``) unless cfg has the shape
-    described in ``make_splits``."""
-    if not isinstance(cfg, dict):
-        raise CampaignError(f"split: expected a mapping with {', '.join(CFG_KEYS)}")
-    for key in cfg:
-        if key not in CFG_KEYS:
-            raise CampaignError(f"split.{key}: unknown key; expected {', '.join(CFG_KEYS)}")
-    for key in CFG_KEYS:
-        if key not in cfg:
-            hint = " (use null unless method is 'temporal')" if key == "temporal_cutoff" else ""
-            raise CampaignError(f"split.{key}: missing{hint}")
-    if cfg["method"] not in METHODS:
-        raise CampaignError(f"split.method: {cfg['method']!r} is not one of {', '.join(METHODS)}")
-
-    fractions = cfg["fractions"]
-    if not isinstance(fractions, dict) or len(fractions) < 2 or TRAIN not in fractions:
-        raise CampaignError(
-            "split.fractions: expected a mapping of split name to fraction with 'train' and at "
-            f"least one other split, got {fractions!r}"
-        )
-    for name, value in fractions.items():
-        if not isinstance(name, str) or not name:
-            raise CampaignError(f"split.fractions: split names must be strings, got {name!r}")
-        if not _number(value) or value < 0:
-            raise CampaignError(f"split.fractions.{name}: expected a fraction >= 0, got {value!r}")
-        if value == 0:
-            raise CampaignError(
-                f"split.fractions.{name}: is 0, so split {name!r} would be empty; give it a "
-                "positive fraction or remove it"
-            )
-    total = math.fsum(fractions.values())
-    if abs(total - 1.0) > FRACTION_SUM_TOLERANCE:
-        raise CampaignError(
-            f"split.fractions: sum to {total:.12g}, expected 1 (within {FRACTION_SUM_TOLERANCE})"
-        )
-
-    if not isinstance(cfg["salt"], str) or not cfg["salt"]:
-        raise CampaignError(f"split.salt: expected a non-empty string, got {cfg['salt']!r}")
-    tolerance = cfg["stratify_tolerance"]
-    if not _number(tolerance) or not 0 < tolerance <= 1:
-        raise CampaignError(
-            f"split.stratify_tolerance: expected an absolute share in (0, 1], got {tolerance!r}"
-        )
-    if cfg["method"] == "temporal":
-        if cfg["temporal_cutoff"] is None:
-            raise CampaignError("split.temporal_cutoff: method 'temporal' needs a cutoff time")
-        parse_cutoff(cfg["temporal_cutoff"])
-    elif cfg["temporal_cutoff"] is not None:
-        raise CampaignError(
-            f"split.temporal_cutoff: only used by method 'temporal' (method is "
-            f"{cfg['method']!r}); set it to null"
-        )
-
-    dedup = cfg["dedup"]
-    if not isinstance(dedup, dict) or set(dedup) != {"near"} or not isinstance(dedup["near"], dict):
-        raise CampaignError("split.dedup: expected a mapping with one key, near")
-    for key in dedup["near"]:
-        if key not in NEAR_KEYS:
-            raise CampaignError(
-                f"split.dedup.near.{key}: unknown key; expected {', '.join(NEAR_KEYS)}"
-            )
-    for key in NEAR_KEYS:
-        if key not in dedup["near"]:
-            raise CampaignError(f"split.dedup.near.{key}: missing")
-    check_near_params(**dedup["near"])
-    check_policy(cfg["audit"])
 
 
 def assign_units(
@@ -402,22 +305,25 @@ def stage(ctx) -> None:
     from campaign.core.fsutil import atomic_write_bytes
     from campaign.data.privacy import apply_policy, scan_records
     from campaign.data.readers import load_records
+    from campaign.data.sources import assign_files
 
     spec = ctx.spec
-    records = load_records(spec["sources"], spec["fields"], ctx.root)
+    # Exactly the files the runner hashed, never the sources' patterns listed again.
+    files = assign_files(spec["sources"], ctx.inputs["sources"])
+    records = load_records(spec["sources"], spec["fields"], ctx.root, files)
     report = scan_records(records["id"].tolist(), records["text"].tolist())
     print(
         f"privacy: {report.n_flagged} of {report.n_records} records flagged "
         f"(policy {spec['privacy']})"
     )
-    texts = apply_policy(spec["privacy"], records["text"].tolist(), report)
+    # Dedup, leak units and the audit see the text that is written: with `redact`, two records
+    # that differ only by a masked secret are the same text, so they join one unit.
+    records = records.assign(text=apply_policy(spec["privacy"], records["text"].tolist(), report))
 
     assignments, result = make_splits(records, spec["split"], seed=spec["seed"])
     table = audit_table(result)
     print(table)
     check_audit(result, spec["split"]["audit"])
-
-    assignments["text"] = texts  # same row order as records; redacted when the policy says so
     names = sorted(spec["split"]["fractions"])
     columns = ["id", "text", "label", "group", "unit"]
     for name in names:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
-from typing import TYPE_CHECKING, Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from campaign.core.errors import CampaignError
 from campaign.core.hashing import hash_bytes
@@ -22,9 +22,6 @@ from campaign.data.dedup import (
 
 if TYPE_CHECKING:
     import pandas as pd
-
-
-TRAIN = "train"
 
 
 @dataclass(frozen=True)
@@ -96,29 +93,6 @@ def leak_units(records: pd.DataFrame, near: dict, seed: int) -> LeakUnits:
     unit = [key_of_root[r] for r in roots]
     clusters = duplicate_clusters(ids, labels, exact, near_pairs)
     return LeakUnits(ids, labels, groups, unit, exact, near_pairs, clusters)
-
-
-def parse_cutoff(value: Any) -> datetime:
-    """``split.temporal_cutoff`` as an aware UTC datetime: an ISO 8601 string, or the datetime
-    or date YAML makes of an unquoted one; a time without an offset is UTC."""
-    if isinstance(value, datetime):
-        cutoff = value
-    elif isinstance(value, date):
-        cutoff = datetime(value.year, value.month, value.day)
-    elif isinstance(value, str):
-        try:
-            cutoff = datetime.fromisoformat(value)
-        except ValueError:
-            raise CampaignError(
-                f"split.temporal_cutoff: {value!r} is not an ISO 8601 time "
-                "(e.g. '2024-06-01T00:00:00Z')"
-            ) from None
-    else:
-        raise CampaignError(
-            "split.temporal_cutoff: expected an ISO 8601 time such as '2024-06-01T00:00:00Z', "
-            f"got {value!r}"
-        )
-    return cutoff.replace(tzinfo=UTC) if cutoff.tzinfo is None else cutoff.astimezone(UTC)
 
 
 def pick_split(position: float, fractions: dict[str, float]) -> str:

@@ -36,6 +36,14 @@ LoRA: a frozen linear saves no input and nothing upstream of the first adapter i
     adapter saves its input, T*rank*d (A's output) and its dropout mask + dropped input.
 gradient checkpointing: a layer keeps only its input T*h*4 (+ the b*s*s bool mask once); backward
     recomputes one layer at a time, which adds one full layer (`recompute`).
+evaluation (`eval_activation_bytes`, no gradients, eval mode): N sequences (the campaign scores a
+    causal LM's n_labels candidate responses per example: N = micro_batch * n_labels), T = N*s.
+    Nothing is saved; the peak is the larger of one layer's transients, 2*T*h*4 (residual, norm
+    output) + max(feed-forward: BERT 2*T*i*d, GPT-2 4*T*h*4 + 4*T*i*d (gelu_new's temporaries);
+    attention: 6*T*h*d + fused N*s*s*d (the mask) or math 2*a*s*T*4 (scores, probabilities)),
+    and the scores: causal_lm keeps the fp32
+    logits N*s*V*4 and their log-softmax N*(s-1)*V*4, a classifier N*C*4 a few times; plus, under
+    autocast, the d-byte copy of every matmul weight (cached for the forward).
 """
 
 from __future__ import annotations
@@ -372,4 +380,52 @@ def activation_bytes(
         "recompute": recompute,
         "logits": logits,
         "total": saved + recompute + logits,
+    }
+
+
+def _matmul_weights(shape: ModelShape) -> int:
+    """Elements of every matmul weight (blocks and head; GPT-2's tied LM head counts once)."""
+    mats = [m for layer in range(shape.num_layers) for m in layer_linears(shape, layer)]
+    mats += head_linears(shape)
+    return sum(m.n_in * m.n_out for m in mats)
+
+
+def eval_activation_bytes(
+    shape: ModelShape,
+    sequences: int,
+    seq_len: int,
+    dtype_bytes: int,
+    *,
+    device: str = "cuda",
+    attention: str = "sdpa",
+) -> dict[str, int]:
+    """Peak bytes of scoring `sequences` sequences of `seq_len` tokens without gradients.
+
+    Returns {layer, scores, weight_casts, total}: the transients of one block, of the logits
+    and the loss (module doc), the autocast weight copies, and total = casts + the larger of
+    the two. An estimate: the campaign's scoring (train.loop) batches micro_batch sequences for
+    a classifier and micro_batch * n_labels for a causal LM, which the caller passes.
+    """
+    n, s, d = sequences, seq_len, dtype_bytes
+    t, h, i, a = n * s, shape.hidden_size, shape.intermediate_size, shape.num_heads
+    if shape.architecture == "bert":
+        ffn = 2 * t * i * d
+    else:
+        ffn = 4 * t * h * FP32_BYTES + 4 * t * i * d
+    attn = 6 * t * h * d
+    if attention_kernel(attention, device, 0.0) == "fused":  # eval mode: no dropout
+        attn += n * s * s * d
+    else:
+        attn += 2 * a * s * t * FP32_BYTES
+    layer = 2 * t * h * FP32_BYTES + max(ffn, attn)
+    if shape.task == "causal_lm":
+        scores = n * shape.vocab_size * FP32_BYTES * (2 * s - 1)
+    else:
+        scores = 3 * n * shape.num_labels * FP32_BYTES
+    casts = _matmul_weights(shape) * d if d != FP32_BYTES else 0
+    return {
+        "layer": layer,
+        "scores": scores,
+        "weight_casts": casts,
+        "total": casts + max(layer, scores),
     }

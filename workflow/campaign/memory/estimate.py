@@ -12,6 +12,10 @@ weights          4 x all parameters. The campaign keeps fp32 weights and runs bf
                      2*T*V*4 (fp32 logits and the shifted copy the loss reads, or in backward
                      their gradients), else T*C*d.
     kv_cache         causal_lm: the generation cache, `kv_cache_bytes`.
+    evaluation       the scoring of one evaluation batch without gradients, while the optimizer
+                     state stays (the loop evaluates between steps): micro_batch sequences for a
+                     classifier, micro_batch * n_labels for a causal LM (every candidate label's
+                     response is scored), `eval_activation_bytes`.
 LoRA (`train.lora`): only the adapters, and for sequence classification peft's trainable copy of
 the head (modules_to_save), have gradients and optimizer state; the copy also adds to the weights.
 """
@@ -23,7 +27,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from campaign.core.errors import CampaignError
-from campaign.memory.activations import activation_bytes, attention_kernel
+from campaign.memory.activations import (
+    activation_bytes,
+    attention_kernel,
+    eval_activation_bytes,
+)
 from campaign.memory.shape import (
     COMPUTE_BYTES,
     FP32_BYTES,
@@ -38,8 +46,9 @@ from campaign.memory.shape import (
 class MemoryEstimate:
     """Estimated bytes per component for one micro-batch of `micro_batch` examples.
 
-    `activations_per_example` and `kv_cache_per_example` are the parts that grow linearly with
-    the micro-batch (everything else is fixed), which is what `fit_table` solves for.
+    `activations_per_example`, `evaluation_per_example` and `kv_cache_per_example` are the parts
+    that grow linearly with the micro-batch (everything else is fixed), which is what `fit_table`
+    solves for. `evaluation` 0: no evaluation phase (unknown number of labels).
     """
 
     weights: int
@@ -50,9 +59,12 @@ class MemoryEstimate:
     activations_per_example: int
     kv_cache_per_example: int
     micro_batch: int
+    evaluation: int = 0
+    evaluation_per_example: int = 0
 
     def phases(self) -> dict[str, dict[str, int]]:
-        """{phase: {bytes, fixed_bytes, bytes_per_example}}: a training step; generation (LM)."""
+        """{phase: {bytes, fixed_bytes, bytes_per_example}}: a training step, an evaluation
+        batch between steps, generation (LM)."""
         train = self.weights + self.gradients + self.optimizer_state + self.activations
         out = {
             "train_step": {
@@ -61,6 +73,13 @@ class MemoryEstimate:
                 "bytes_per_example": self.activations_per_example,
             }
         }
+        if self.evaluation:
+            evaluate = self.weights + self.optimizer_state + self.evaluation
+            out["evaluate"] = {
+                "bytes": evaluate,
+                "fixed_bytes": evaluate - self.evaluation_per_example * self.micro_batch,
+                "bytes_per_example": self.evaluation_per_example,
+            }
         if self.kv_cache:
             out["generate"] = {
                 "bytes": self.weights + self.kv_cache,
@@ -79,6 +98,7 @@ class MemoryEstimate:
                 "optimizer_state": self.optimizer_state,
                 "activations": self.activations,
                 "kv_cache": self.kv_cache,
+                "evaluation": self.evaluation,
             },
             "micro_batch": self.micro_batch,
             "phases": phases,
@@ -94,6 +114,8 @@ ASSUMPTIONS = (
     "activations: analytic saved-for-backward bytes of one micro-batch, every example padded to "
     "max_length, + logits; an estimate",
     "kv_cache (causal_lm): generation of micro_batch sequences of max_length tokens",
+    "evaluation: one scoring batch without gradients (micro_batch sequences, x n_labels for a "
+    "causal LM) beside the weights and optimizer state; an estimate",
     "not counted: CUDA context and kernels (~0.3-1 GiB), allocator fragmentation (reserved > "
     "allocated), temporaries inside a kernel; the fit table's margin is for those",
 )
@@ -117,16 +139,19 @@ def estimate_memory(
     gradient_checkpointing: bool = False,
     use_cache: bool = False,
 ) -> dict[str, Any]:
-    """Estimated memory of a training step (and of generation for causal_lm), from config alone.
+    """Estimated memory of a training step, an evaluation batch and (causal_lm) generation, from
+    the config alone.
 
     model_cfg: the `model` section (task, config, tokenizer); train_cfg: the `train` section
-    (micro_batch, max_length, precision, optional lora). n_params / n_trainable replace the
-    analytic counts when the real model is known (e.g. a pretrained model). `device` ("cuda" or
+    (micro_batch, max_length, precision, optional lora, grad_accum). n_params / n_trainable replace
+    the analytic counts when the real model is known (e.g. a pretrained model). `num_labels`: the
+    classes (a classifier's head; for causal_lm the candidate responses scored per example in
+    evaluation; without it a causal LM's estimate has no evaluation phase). `device` ("cuda" or
     "cpu") and `attention` ("sdpa" or "eager", what envreport says transformers picks) decide the
-    attention kernel and dropout-mask size; the training stage does not use gradient
-    checkpointing, the flag shows what it would save. `use_cache=True` estimates a training
-    forward that lets GPT-2 build a KV cache (the campaign's train.logits_of turns it off).
-    Returns a JSON-able dict, all sizes in bytes.
+    attention kernel and dropout-mask size; the training stage does not use gradient checkpointing,
+    the flag shows what it would save. `use_cache=True` estimates a training forward that lets GPT-2
+    build a KV cache (the campaign's train.logits_of turns it off). Returns a JSON-able dict, all
+    sizes in bytes.
     """
     _need_keys(train_cfg, ("micro_batch", "max_length", "precision"), "train")
     precision = train_cfg["precision"]
@@ -160,6 +185,17 @@ def estimate_memory(
         )
 
     acts, per_example = act(batch), act(1)["total"] - act(0)["total"]
+    evaluation = eval_per_example = 0
+    if shape.task == "sequence_classification" or num_labels:
+        per_seq = 1 if shape.task == "sequence_classification" else int(num_labels)
+
+        def scoring(b: int) -> int:
+            return eval_activation_bytes(
+                shape, b * per_seq, seq_len, d, device=device, attention=attention
+            )["total"]
+
+        evaluation = scoring(batch)
+        eval_per_example = scoring(batch + 1) - evaluation
     kv = kv_per_example = 0
     if shape.task == "causal_lm":
         kv_per_example = kv_cache_bytes(
@@ -175,8 +211,11 @@ def estimate_memory(
         activations_per_example=per_example,
         kv_cache_per_example=kv_per_example,
         micro_batch=batch,
+        evaluation=evaluation,
+        evaluation_per_example=eval_per_example,
     )
     out = estimate.to_dict()
+    out["source"] = "estimated"
     out["activations_detail"] = acts
     out["model"] = {
         "architecture": shape.architecture,
@@ -188,6 +227,7 @@ def estimate_memory(
     }
     out["settings"] = {
         "micro_batch": batch,
+        "grad_accum": int(train_cfg.get("grad_accum") or 1),
         "seq_len": seq_len,
         "precision": precision,
         "compute_bytes": d,

@@ -7,26 +7,28 @@ from collections.abc import Sequence
 from typing import Any
 
 from campaign.core.errors import CampaignError
+from campaign.memory.levers import lever_rows
 from campaign.memory.shape import GIB
 
 
 def compare(estimate: dict[str, Any], measured: dict[str, Any]) -> list[dict[str, Any]]:
     """Rows {component, estimated, measured, ratio} for the components both sides have.
 
-    Activations compare the estimate's saved-for-backward bytes with the measured saved tensors;
-    on CUDA the step's estimated total is also set against the measured peak allocated.
+    Activations: an analytic estimate's saved-for-backward bytes against the measured saved
+    tensors; a measured (extrapolated) estimate's peak against the step's measured peak tensor
+    bytes. On CUDA the step's estimated total is also set against the peak allocated.
     """
     est, got = estimate["bytes"], measured["bytes"]
     pairs = [
         ("weights", est["weights"], got["weights"]),
         ("gradients", est["gradients"], got["gradients"]),
         ("optimizer_state", est["optimizer_state"], got["optimizer_state"]),
-        (
-            "activations (saved)",
-            estimate["activations_detail"]["saved_for_backward"],
-            got["activations"],
-        ),
     ]
+    if "activations_detail" in estimate:
+        saved = estimate["activations_detail"]["saved_for_backward"]
+        pairs.append(("activations (saved)", saved, got["activations"]))
+    else:
+        pairs.append(("activations (peak)", est["activations"], got["activations_peak"]))
     if measured["peak"]["kind"] == "cuda_allocated":
         pairs.append(
             (
@@ -42,14 +44,19 @@ def compare(estimate: dict[str, Any], measured: dict[str, Any]) -> list[dict[str
 
 
 def fit_table(
-    estimate: dict[str, Any], cards: Sequence[dict[str, Any]], margin_fraction: float
+    estimate: dict[str, Any],
+    cards: Sequence[dict[str, Any]],
+    margin_fraction: float,
+    variants: Sequence[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Does the run fit each card, keeping `margin_fraction` of its memory free?
 
     cards: [{name, memory_gib}]. Per card: need (the estimate's peak phase), margin left (bytes,
     % of the card), fits, and max_micro_batch: the largest micro-batch whose every phase fits
     in memory_gib x (1 - margin_fraction), from fixed + bytes_per_example x micro_batch (None when
-    no phase grows with the micro-batch).
+    no phase grows with the micro-batch); source: "estimated" (analytic) or "measured". A card
+    the run does not fit lists the levers (`levers.lever_rows`): the arithmetic ones always,
+    the recipe-changing ones from `variants` (`analytic_variants` / `measured_variants`).
     """
     if not 0 <= margin_fraction < 1:
         raise CampaignError(f"margin_fraction: {margin_fraction} is not in [0, 1)")
@@ -84,6 +91,9 @@ def fit_table(
                 "fits": need <= usable,
                 "micro_batch": estimate["micro_batch"],
                 "max_micro_batch": min(limits) if limits else None,
+                "source": estimate.get("source", "estimated"),
+                "usable_bytes": int(usable),
+                "levers": [] if need <= usable else lever_rows(estimate, variants, usable),
             }
         )
     return rows

@@ -15,14 +15,15 @@ def format_bytes(n: int | float) -> str:
     return f"{int(n)} B"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], left: Sequence[int] = (0,)) -> str:
+    """Aligned columns: those in `left` flush left, the others (numbers) flush right."""
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)]
     lines = [header, ["-" * w for w in widths], *rows]
     return "\n".join(
         "  ".join(
-            str(x).rjust(w) if j else str(x).ljust(w)
+            str(x).ljust(w) if j in left else str(x).rjust(w)
             for j, (x, w) in enumerate(zip(r, widths, strict=True))
-        )
+        ).rstrip()
         for r in lines
     )
 
@@ -53,6 +54,7 @@ def format_fit_table(rows: Sequence[dict[str, Any]]) -> str:
             "yes" if r["fits"] else "NO",
             str(r["micro_batch"]),
             "any" if r["max_micro_batch"] is None else str(r["max_micro_batch"]),
+            r.get("source", "estimated"),
         ]
         for r in rows
     ]
@@ -66,5 +68,35 @@ def format_fit_table(rows: Sequence[dict[str, Any]]) -> str:
         "fits",
         "micro_batch",
         "max micro_batch",
+        "source",
     ]
     return _table(header, body)
+
+
+def format_levers(rows: Sequence[dict[str, Any]]) -> str:
+    """For each card the run does not fit: every lever, the memory it gives, and its source."""
+    blocks = []
+    for r in rows:
+        if not r.get("levers"):
+            continue
+        body = [
+            [
+                lever["lever"],
+                lever["change"],
+                "-"
+                if lever["need_bytes"] is None
+                else f"{format_bytes(lever['need_bytes'])} ({lever['phase']})",
+                "-" if lever["saves_bytes"] is None else format_bytes(lever["saves_bytes"]),
+                "-" if lever["fits"] is None else ("yes" if lever["fits"] else "no"),
+                lever["source"],
+                lever["note"] or "",
+            ]
+            for lever in r["levers"]
+        ]
+        header = ["lever", "change", "need (phase)", "saves", "fits", "source", "note"]
+        title = (
+            f"levers for {r['card']} (needs {format_bytes(r['need_bytes'])}, "
+            f"{format_bytes(r['usable_bytes'])} usable):"
+        )
+        blocks.append(title + "\n" + _table(header, body, left=(0, 1, 5, 6)))
+    return "\n".join(blocks)

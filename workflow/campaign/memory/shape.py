@@ -1,5 +1,9 @@
 """The model's geometry from a config (known families: BERT, GPT-2), its parameter count with
 and without LoRA, and the KV cache a decoder keeps while generating.
+
+Another architecture (a pretrained RoBERTa, Llama, ...) has no analytic model here:
+`analytic_family` says so without raising, and the memory check measures such a model instead
+(`campaign.memory.probe`).
 """
 
 from __future__ import annotations
@@ -41,6 +45,13 @@ class ModelShape:
         return self.hidden_size // self.num_heads
 
 
+ANALYTIC_FAMILIES = ("bert", "gpt2")
+
+
+class UnknownArchitecture(CampaignError):
+    """The config names an architecture with no analytic memory model (measure it instead)."""
+
+
 # Hugging Face config.json names -> ours, for a pretrained model's config.
 _HF_KEYS = {
     "bert": {
@@ -68,7 +79,10 @@ def _campaign_config(config: dict) -> dict:
         return config
     arch = config["model_type"]
     if arch not in _HF_KEYS:
-        raise CampaignError(f"model config: model_type {arch!r} is not one of bert, gpt2")
+        raise UnknownArchitecture(
+            f"model config: model_type {arch!r} has no analytic memory model (bert, gpt2); "
+            "measure it (campaign.memory.probe)"
+        )
     out = {ours: config.get(theirs) for ours, theirs in _HF_KEYS[arch].items()}
     out["architecture"] = arch
     out["vocab_size"] = config["vocab_size"]
@@ -77,6 +91,18 @@ def _campaign_config(config: dict) -> dict:
     if "id2label" in config:
         out["num_labels"] = len(config["id2label"])
     return out
+
+
+def analytic_family(model_cfg: dict) -> str | None:
+    """The known family ("bert", "gpt2") of the `model` section's config, or None: no analytic
+    model (another architecture, or a BERT causal LM), so the model is to be measured."""
+    config = model_cfg.get("config") or {}
+    arch = config.get("model_type", config.get("architecture"))
+    if arch not in ANALYTIC_FAMILIES:
+        return None
+    if model_cfg.get("task") == "causal_lm" and arch != "gpt2":
+        return None
+    return arch
 
 
 def model_shape(model_cfg: dict, num_labels: int | None = None) -> ModelShape:

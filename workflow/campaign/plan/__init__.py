@@ -5,6 +5,8 @@ from campaign.core.lazy import exports
 from campaign.core.stage import Phase, Stage
 
 _PUBLIC = {
+    "COST_COLUMNS": "projection",
+    "ID_COLUMNS": "planner",
     "RUN_ID_PATTERN": "planner",
     "Run": "planner",
     "format_table": "planner",
@@ -26,10 +28,10 @@ def run_spec_of(params: dict, run: str) -> dict:
     return run_spec(params, run)
 
 
-def _plan_spec(params: dict) -> list[dict]:
-    from campaign.plan.planner import plan_index, plan_rows
+def _plan_spec(params: dict) -> dict:
+    from campaign.plan.planner import table_spec
 
-    return plan_rows(list(plan_index(params).values()))
+    return table_spec(params)
 
 
 def _check_params(params: dict) -> None:
@@ -59,8 +61,8 @@ PHASE = Phase(
         Stage(
             name="plan_table",
             entry="campaign.plan.planner:stage_plan_table",
-            help="write the plan as a table",
-            inputs=(),
+            help="write the plan as a table, with each run's projected hours and disk",
+            inputs=("preflight_report", "preflight_measurements"),
             outputs=("runs",),
             spec=_plan_spec,
         ),

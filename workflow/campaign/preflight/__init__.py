@@ -15,6 +15,7 @@ uses the model actually built, and the fit table the configured vocabulary size.
 
 from campaign.core.lazy import exports
 from campaign.core.stage import Phase, Stage
+from campaign.train import EXECUTION, MODEL_INPUTS
 from campaign.train import INPUTS as TRAINING_INPUTS
 from campaign.train import LIBRARIES as TRAINING_LIBRARIES
 
@@ -26,14 +27,22 @@ __getattr__, __dir__ = exports(__name__, _PUBLIC)
 
 
 def _preflight_spec(params: dict) -> dict:
-    """The baseline recipe (first seed), the checks' settings, and the plan size to project."""
-    from campaign.plan import plan_index, resolved_spec
+    """The baseline recipe (first seed) and the checks' settings."""
+    from campaign.plan import resolved_spec
 
     return {
         "run": resolved_spec(params, {}, params["ablation"]["seeds"][0]),
         "preflight": params["preflight"],
-        "plan_size": len(plan_index(params)),
     }
+
+
+def _preflight_key(spec: dict) -> dict:
+    """What changes the report: the run's identity (not its checkpoint settings), and the checks'
+    settings but max_hours (the plan table holds the projected plan against it)."""
+    from campaign.plan import identity
+
+    checks = {k: v for k, v in spec["preflight"].items() if k != "max_hours"}
+    return {"run": identity(spec["run"]), "preflight": checks}
 
 
 PHASE = Phase(
@@ -45,9 +54,13 @@ PHASE = Phase(
             entry="campaign.preflight.stage:stage",
             help="the checks that must pass before any training job runs",
             inputs=TRAINING_INPUTS,
-            outputs=("report", "report_text"),
+            outputs=("report", "measurements", "report_text"),
             spec=_preflight_spec,
             libraries=TRAINING_LIBRARIES,
+            key_view=_preflight_key,
+            volatile=("measurements", "report_text"),
+            derive_inputs=MODEL_INPUTS,
+            execution=EXECUTION,
         ),
     ),
 )

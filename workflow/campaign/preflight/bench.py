@@ -13,9 +13,7 @@ import numpy as np
 import torch
 
 from campaign.core.fsutil import remove_tree
-from campaign.memory import (
-    format_bytes,
-)
+from campaign.memory import format_bytes
 from campaign.train import (
     IGNORE,
     Data,
@@ -108,7 +106,6 @@ class Bench:
         cfg: dict,
         work_dir: Path,
         root: Path,
-        plan_size: int,
         base_model: Path | None,
         hooks: Hooks,
         stream,
@@ -116,7 +113,7 @@ class Bench:
         self.spec, self.full, self.cfg = spec, data, cfg
         self.recipe = Recipe.from_spec(spec["train"])
         self.task = spec["model"]["task"]
-        self.work_dir, self.root, self.plan_size = Path(work_dir), Path(root), plan_size
+        self.work_dir, self.root = Path(work_dir), Path(root)
         self.base_model, self.hooks, self.stream = base_model, hooks, stream
         self.device = hooks.device if hooks.device is not None else select_device()
         self.sample = sample_data(

@@ -17,15 +17,9 @@ import numpy as np
 from campaign.core.errors import CampaignError
 from campaign.core.fsutil import remove_tree
 from campaign.preflight import checks
-from campaign.preflight.bench import (
-    Bench,
-    Hooks,
-    Result,
-)
+from campaign.preflight.bench import Bench, Hooks, Result
 from campaign.preflight.config import check_config
-from campaign.train import (
-    read_data,
-)
+from campaign.train import read_data
 
 COULD_NOT_RUN = "could not run: "
 
@@ -76,7 +70,6 @@ def run_preflight(
     cfg: dict,
     work_dir: Path,
     root: Path,
-    plan_size: int,
     *,
     only: Sequence[str] | None = None,
     hooks: Hooks | None = None,
@@ -93,8 +86,6 @@ def run_preflight(
     unknown = [c for c in only or () if c not in order]
     if unknown:
         raise CampaignError(f"preflight: unknown check {unknown[0]!r} (known: {', '.join(order)})")
-    if not isinstance(plan_size, int) or plan_size < 1:
-        raise CampaignError(f"plan_size: expected a whole number >= 1, got {plan_size!r}")
     base = data.get("base_model")
     bench = Bench(
         spec,
@@ -102,7 +93,6 @@ def run_preflight(
         cfg,
         work_dir,
         root,
-        plan_size,
         Path(base[0]) if base else None,
         hooks or Hooks(),
         io.StringIO() if stream is None else stream,
@@ -117,6 +107,33 @@ def run_preflight(
             remove_tree(Path(work_dir) / "preflight")
     report["passed"] = not failed_blocking(report)
     return report
+
+
+def split_report(report: dict) -> tuple[dict, dict]:
+    """(stable, measurements): what the checks decided and found that is the same on every
+    identical run (verdicts, exact byte counts, losses on the CPU), and what differs between two
+    identical runs (timings, process memory peaks, free disk, host facts, summaries quoting them,
+    tracebacks). A check names its varying detail keys in its module's `VOLATILE`."""
+    loaded = checks.load()
+    stable: dict[str, Any] = {"passed": report["passed"]}
+    measured: dict[str, Any] = {}
+    for name in loaded:
+        if name not in report:
+            continue
+        check = report[name]
+        volatile = {*getattr(loaded[name], "VOLATILE", ()), "traceback"}
+        details = check["details"]
+        stable[name] = {
+            "passed": check["passed"],
+            "blocking": check["blocking"],
+            "details": {k: v for k, v in details.items() if k not in volatile},
+        }
+        measured[name] = {
+            "summary": check["summary"],
+            "seconds": check["seconds"],
+            "details": {k: v for k, v in details.items() if k in volatile},
+        }
+    return stable, measured
 
 
 def failed_blocking(report: dict) -> list[str]:

@@ -6,17 +6,17 @@ import json
 import sys
 
 from campaign.core.fsutil import atomic_write_text
-from campaign.preflight.report import check_report, format_report, run_preflight
-from campaign.train import (
-    lease_from_env,
-)
+from campaign.preflight.report import check_report, format_report, run_preflight, split_report
+from campaign.train import lease_from_env
 
 
 def stage(ctx) -> None:
-    """Stage entry (campaign.core.runner): ctx.spec = {run, preflight, plan_size}; inputs train,
-    validation, test (and base_model); outputs report (JSON) and report_text.
+    """Stage entry (campaign.core.runner): ctx.spec = {run, preflight}; inputs train,
+    validation, test (and base_model); outputs report (JSON: verdicts and exact findings),
+    measurements (JSON: timings, memory peaks, free disk, host facts, the summaries) and
+    report_text (both together, readable).
 
-    Both outputs are written and the text printed before a failed blocking check raises, so the
+    Every output is written and the text printed before a failed blocking check raises, so the
     stage log keeps the report of a failed preflight.
     """
     spec = ctx.spec
@@ -28,13 +28,14 @@ def stage(ctx) -> None:
             spec["preflight"],
             ctx.work_dir,
             ctx.root,
-            spec["plan_size"],
             stream=sys.stderr,
         )
     finally:
         lease.release()
     text = format_report(report)
-    atomic_write_text(ctx.outputs["report"], json.dumps(report, indent=2, sort_keys=True) + "\n")
+    stable, measured = split_report(report)
+    for name, value in (("report", stable), ("measurements", measured)):
+        atomic_write_text(ctx.outputs[name], json.dumps(value, indent=2, sort_keys=True) + "\n")
     atomic_write_text(ctx.outputs["report_text"], text + "\n")
     print(text, flush=True)
     check_report(report)

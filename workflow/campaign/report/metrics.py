@@ -6,12 +6,15 @@ from __future__ import annotations
 import csv
 import json
 
+from campaign.plan import COST_COLUMNS, ID_COLUMNS
+
 
 def stage(ctx) -> None:
     summary = json.loads(ctx.inputs["summary"][0].read_text(encoding="utf-8"))
     with open(ctx.inputs["runs"][0], encoding="utf-8", newline="") as f:
         runs = list(csv.DictReader(f, delimiter="\t"))
-    factor_columns = [c for c in (runs[0] if runs else {}) if c not in ("run", "roles", "seed")]
+    not_factors = {*ID_COLUMNS, *COST_COLUMNS}
+    factor_columns = [c for c in (runs[0] if runs else {}) if c not in not_factors]
     trained = {}
     for path in ctx.inputs.get("run_manifests", []):
         manifest = json.loads(path.read_text(encoding="utf-8"))

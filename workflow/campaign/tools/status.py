@@ -2,21 +2,35 @@
 
 Snakemake knows which outputs the current params plan and whether they are up to date; the job
 records in the state folder know which store key made each output and whether its job is running
-or failed. Together they answer "where is my campaign" without guessing a path.
+or failed. Together they answer "where is my campaign" without guessing a path. Both count jobs,
+not output files: a training job's outputs are one job.
+
+gc drops what nothing needs: entries and work folders the plan does not reference, staging
+folders of killed commits, quarantined entries, lock files with nothing left to guard. It takes
+each key's lock first (without waiting): a key a running job holds is skipped and reported.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from campaign.core.errors import CampaignError
 from campaign.core.fsutil import remove_tree
-from campaign.core.store import Store
+from campaign.core.params import get_key
+from campaign.core.store import Entry, Store, staging_key
+from campaign.plan import RUN_ID_PATTERN, Run, run_id
+
+# A job's outputs share its wildcards; the only wildcard of the rules is the run id.
+_RUN_PART = re.compile(rf"(?:^|/)({RUN_ID_PATTERN})(?:/|$)")
 
 
 def snakemake_summary(params_path: str, snakefile: str) -> list[dict]:
@@ -86,56 +100,89 @@ def _slurm_job_alive(job_id: str) -> bool:
     return proc.returncode == 0 and proc.stdout.strip() in alive
 
 
-def job_state(row: dict, record: dict | None) -> tuple[str, str]:
-    """(state, note) for one planned output: done, stale, running, failed, interrupted, missing."""
-    present = row.get("status") == "ok" or Path(row["output_file"]).exists()
-    pending = row.get("plan", "") != "no update"
+def record_alive(record: dict) -> str | None:
+    """Where a job recorded as running still runs ("pid 12", "slurm job 34"), or None if it died."""
+    if record.get("slurm_job_id"):
+        job = record["slurm_job_id"]
+        return f"slurm job {job}" if _slurm_job_alive(job) else None
+    if (
+        record.get("host") == socket.gethostname()
+        and record.get("pid")
+        and _pid_alive(record["pid"])
+    ):
+        return f"pid {record['pid']}"
+    return None
+
+
+def group_jobs(rows: list[dict]) -> list[list[dict]]:
+    """The summary's rows grouped by job: rule and run id (one job per rule without a run)."""
+    jobs: dict[tuple[str, str], list[dict]] = {}
+    for row in rows:
+        match = _RUN_PART.search(row["output_file"])
+        jobs.setdefault((row["rule"], match.group(1) if match else ""), []).append(row)
+    return list(jobs.values())
+
+
+def job_record(rows: list[dict], records: Mapping[str, dict]) -> dict | None:
+    """The latest job record naming any of the job's outputs."""
+    found = [records[r["output_file"]] for r in rows if r["output_file"] in records]
+    return max(found, key=lambda r: r.get("started") or 0, default=None)
+
+
+def job_state(rows: list[dict], record: dict | None) -> tuple[str, str]:
+    """(state, note) for one planned job: done, stale, running, failed, interrupted, missing.
+
+    Done when every output is present and up to date; missing when one is absent.
+    """
+    present = all(r.get("status") == "ok" or Path(r["output_file"]).exists() for r in rows)
+    pending = any(r.get("plan", "") != "no update" for r in rows)
     if record is not None and record.get("state") == "running":
-        alive = (
-            _slurm_job_alive(record["slurm_job_id"])
-            if record.get("slurm_job_id")
-            else record.get("host") == socket.gethostname() and _pid_alive(record["pid"])
-        )
-        if alive:
-            where = (
-                f"slurm job {record['slurm_job_id']}"
-                if record.get("slurm_job_id")
-                else (f"pid {record['pid']}")
-            )
+        where = record_alive(record)
+        if where:
             return "running", where
         if not present or pending:
             return "interrupted", "its job died; the next snakemake run resumes it"
+    if record is not None and record.get("state") == "interrupted" and (not present or pending):
+        return "interrupted", f"{record.get('error', 'interrupted')}; the next run resumes it"
     if record is not None and record.get("state") == "failed" and (not present or pending):
         return "failed", record.get("error", "")[:200]
     if not present:
         return "missing", ""
     if pending:
-        return "stale", row.get("status", "")
+        return "stale", next(r.get("status", "") for r in rows if r.get("plan") != "no update")
     return "done", ""
+
+
+_STATES = ("done", "running", "stale", "interrupted", "failed", "missing")
+
+
+def status_lines(rows: list[dict], records: Mapping[str, dict]) -> tuple[list[str], Counter]:
+    """The per-rule table of job states, one line per job that is not done, and the counts."""
+    counts: Counter = Counter()
+    per_rule: dict[str, Counter] = {}
+    details = []
+    for job in group_jobs(rows):
+        rule = job[0]["rule"]
+        state, note = job_state(job, job_record(job, records))
+        counts[state] += 1
+        per_rule.setdefault(rule, Counter())[state] += 1
+        if state != "done":
+            more = f" (+{len(job) - 1} more)" if len(job) > 1 else ""
+            shown = f"{state:<11}  {rule:<14} {job[0]['output_file']}{more}"
+            details.append(shown + (f"  ({note})" if note else ""))
+    lines = [f"{'jobs per rule':<16} " + "  ".join(f"{s:>11}" for s in _STATES)]
+    for rule, c in per_rule.items():
+        lines.append(f"{rule:<16} " + "  ".join(f"{c.get(s, 0):>11}" for s in _STATES))
+    lines += details
+    lines.append("summary: " + ", ".join(f"{counts[s]} {s}" for s in _STATES if counts[s]))
+    return lines, counts
 
 
 def print_status(params_path: str, store: Store, snakefile: str = "Snakefile") -> int:
     rows = snakemake_summary(params_path, snakefile)
-    records = store.jobs_by_output()
-    counts: Counter = Counter()
-    per_rule: dict[str, Counter] = {}
-    details = []
-    for row in rows:
-        state, note = job_state(row, records.get(row["output_file"]))
-        counts[state] += 1
-        per_rule.setdefault(row["rule"], Counter())[state] += 1
-        if state != "done":
-            details.append((state, row["rule"], row["output_file"], note))
-    print(f"{'rule':<16} " + "  ".join(f"{s:>11}" for s in _STATES))
-    for rule, c in per_rule.items():
-        print(f"{rule:<16} " + "  ".join(f"{c.get(s, 0):>11}" for s in _STATES))
-    for state, rule, output, note in details:
-        print(f"{state:<11}  {rule:<14} {output}" + (f"  ({note})" if note else ""))
-    print("summary: " + ", ".join(f"{counts[s]} {s}" for s in _STATES if counts[s]))
+    lines, counts = status_lines(rows, store.jobs_by_output())
+    print("\n".join(lines))
     return 1 if counts["failed"] else 0
-
-
-_STATES = ("done", "running", "stale", "interrupted", "failed", "missing")
 
 
 def referenced_keys(params_path: str, store: Store, snakefile: str) -> tuple[set[str], list[str]]:
@@ -176,6 +223,214 @@ def referenced_keys(params_path: str, store: Store, snakefile: str) -> tuple[set
     return {k for k in keep if k}, unaccounted
 
 
+def human_bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+def disk_bytes(path: Path) -> int:
+    """Bytes of the files under a folder (or of one file); 0 when it is gone."""
+    if path.is_file():
+        return path.stat().st_size
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except FileNotFoundError:
+                continue
+    return total
+
+
+def _run_id_of(spec: Any) -> str | None:
+    """The run id of a planned run's spec (train and run_spec entries), else None."""
+    if not (isinstance(spec, dict) and isinstance(spec.get("train"), dict) and "seed" in spec):
+        return None
+    try:
+        return run_id(spec)
+    except (KeyError, TypeError, ValueError):
+        return None  # a spec of an older layout: no id to show
+
+
+def describe_entry(entry: Entry | None, runs: Mapping[str, Run]) -> tuple[str, str, str]:
+    """(stage, run id, factor levels) of an entry; "-" where it has none.
+
+    A planned run's levels come from the plan; a run no longer planned shows what its spec
+    holds at the current factors' keys.
+    """
+    meta = entry.meta if entry else {}
+    stage = str(meta.get("stage", "?"))
+    spec = meta.get("spec")
+    rid = _run_id_of(spec)
+    if rid is None:
+        return stage, "-", "-"
+    if rid in runs:
+        cell = list(runs[rid].cell)
+    else:
+        factors = next(iter(runs.values())).cell if runs else ()
+        cell = []
+        for dotted, _level in factors:
+            try:
+                cell.append((dotted, get_key(spec, dotted)))
+            except (KeyError, TypeError):
+                continue
+    return stage, rid, " ".join(f"{k}={v}" for k, v in cell) or "-"
+
+
+def busy_keys(store: Store) -> dict[str, str]:
+    """Keys of jobs recorded as running that may still run: gc leaves them alone even when flock
+    cannot tell (CAMPAIGN_FLOCK=off, or a job on another node). key -> where it runs."""
+    busy = {}
+    for record in store.job_records():
+        key = record.get("key")
+        if not key or record.get("state") != "running":
+            continue
+        if record.get("host") not in (None, socket.gethostname()) and not record.get(
+            "slurm_job_id"
+        ):
+            busy[key] = f"recorded as running on {record['host']}"
+        elif where := record_alive(record):
+            busy[key] = f"running: {where}"
+    return busy
+
+
+@dataclass
+class Garbage:
+    """What gc drops, by kind; work folders with the reason they are garbage."""
+
+    entries: list[str] = field(default_factory=list)
+    work: dict[str, str] = field(default_factory=dict)
+    commits: list[Path] = field(default_factory=list)
+    quarantined: list[Path] = field(default_factory=list)
+    locks: list[str] = field(default_factory=list)
+
+    def keys(self) -> list[str]:
+        staged = {staging_key(p) or "" for p in self.commits}
+        return sorted({*self.entries, *self.work, *staged, *self.locks} - {""})
+
+
+def find_garbage(store: Store, keep: set[str]) -> Garbage:
+    """Entries not in `keep`; work folders of keys not in `keep` or whose entry is committed (the
+    job died before cleaning up); all staging folders (gc then drops those whose key lock is
+    free: their writer is gone); folders set aside under tmp/ (quarantined entries, retired work
+    folders); lock files of keys with nothing else."""
+    keys = set(store.keys())
+    garbage = Garbage(entries=sorted(keys - keep))
+    work = store.work_keys()
+    for key in work:
+        if key in keys and key not in keep:
+            continue  # goes with its entry
+        if key not in keep:
+            garbage.work[key] = "not referenced by the plan"
+        elif (entry := store.read_entry(key)) is not None and not store.problems(entry):
+            garbage.work[key] = "its entry is committed"
+    garbage.commits = store.staged_commits()
+    garbage.quarantined = store.quarantined()
+    others = keys | set(work) | {staging_key(p) for p in garbage.commits}
+    garbage.locks = [k for k in store.lock_keys() if k not in others]
+    return garbage
+
+
+def _drop_key(store: Store, key: str, garbage: Garbage) -> None:
+    """Remove what gc found for one key; the caller holds the key's lock."""
+    if key in garbage.entries:
+        store.remove(key)  # entry, work folder and (held) lock file
+    if key in garbage.work:
+        store.remove_work(key)
+    for path in garbage.commits:
+        if staging_key(path) == key:
+            remove_tree(path)
+    if store.read_entry(key) is None and not (store.work_root / key).exists():
+        store.forget_lock(key)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One thing gc drops, described before anything goes."""
+
+    kind: str  # entry, work, commit, aside
+    key: str  # whose lock guards it ("" for a folder set aside: nothing uses it)
+    size: int
+    text: str
+
+
+def garbage_items(store: Store, garbage: Garbage, runs: Mapping[str, Run]) -> list[Item]:
+    """One described item per entry, work folder, staging folder and folder set aside."""
+    described = sorted(
+        ((describe_entry(store.read_entry(key), runs), key) for key in garbage.entries),
+        key=lambda item: (item[0][1], item[0][0], item[1]),  # by run: its entries side by side
+    )
+    items = []
+    for (stage, rid, levels), key in described:
+        size = disk_bytes(store.entry_path(key)) + disk_bytes(store.work_root / key)
+        text = f"{stage:<12} {rid:<16} {levels:<24} {human_bytes(size):>10}  {key}"
+        items.append(Item("entry", key, size, text))
+    for key, why in sorted(garbage.work.items()):
+        size = disk_bytes(store.work_root / key)
+        text = f"work folder  {key}  {human_bytes(size)}  ({why})"
+        items.append(Item("work", key, size, text))
+    for path in garbage.commits:
+        size = disk_bytes(path)
+        text = f"unfinished commit  {path.name}  {human_bytes(size)}"
+        items.append(Item("commit", staging_key(path) or "", size, text))
+    for path in garbage.quarantined:
+        size = disk_bytes(path)
+        text = f"set aside    {path.name}  {human_bytes(size)}"
+        items.append(Item("aside", "", size, text))
+    return items
+
+
+def collect_garbage(
+    store: Store, keep: set[str], dry_run: bool, runs: Mapping[str, Run] | None = None
+) -> int:
+    """Drop (with `dry_run`: list) what `find_garbage` finds, key by key under the key's lock.
+
+    The lock is tried, never waited on: a key a running job holds (or that a job record says is
+    running) is skipped and reported. `runs` (the plan's, by id) describes the entries.
+    """
+    garbage = find_garbage(store, keep)
+    items = garbage_items(store, garbage, runs or {})
+    busy = busy_keys(store)
+    skipped: dict[str, str] = {}
+    for key in garbage.keys():
+        if key in busy:
+            skipped[key] = busy[key]
+        elif dry_run:
+            if store.locked(key):
+                skipped[key] = "locked by a running job"
+        else:
+            with store.try_lock(key) as held:
+                if held:
+                    _drop_key(store, key, garbage)
+                else:
+                    skipped[key] = "locked by a running job"
+    if not dry_run:
+        for path in garbage.quarantined:
+            remove_tree(path)
+    verb = "would remove" if dry_run else "removed"
+    for item in items:
+        if item.key in skipped:
+            print(f"{'skipped':<12}  {item.text}  [{skipped[item.key]}]")
+        else:
+            print(f"{verb:<12}  {item.text}")
+    dropped = [item for item in items if item.key not in skipped]
+    count = Counter(item.kind for item in dropped)
+    size = sum(item.size for item in dropped if item.kind == "entry")
+    locks = [k for k in garbage.locks if k not in skipped]
+    kept = len(set(store.keys()) & keep)
+    print(
+        f"{verb} {count['entry']} entries ({human_bytes(size)}), {count['work']} work folders, "
+        f"{count['commit']} unfinished commits, {count['aside']} quarantined or retired "
+        f"folders, {len(locks)} stale lock files; kept {kept} referenced entries"
+        + (f"; skipped {len(skipped)} key(s) in use by a running job" if skipped else "")
+    )
+    return 0
+
+
 def garbage_collect(
     params_path: str,
     store: Store,
@@ -183,7 +438,14 @@ def garbage_collect(
     snakefile: str = "Snakefile",
     force: bool = False,
 ) -> int:
-    """Drop store entries and work folders the current plan does not reference."""
+    """Drop store entries, work folders and leftovers the current plan does not reference.
+
+    Refuses when planned outputs have neither a file nor a job record (their entries cannot be
+    told apart from garbage) unless `force`: then those entries go too.
+    """
+    from campaign.core.params import load_params
+    from campaign.plan import plan_index
+
     keep, unaccounted = referenced_keys(params_path, store, snakefile)
     if unaccounted and not force:
         raise CampaignError(
@@ -191,27 +453,9 @@ def garbage_collect(
             f"(e.g. {unaccounted[0]}), so their store entries cannot be told apart from garbage; "
             f"run snakemake first, or pass --force"
         )
-    drop = [k for k in store.keys() if k not in keep]
-    work = [p.name for p in store.work_root.iterdir()] if store.work_root.exists() else []
-    drop_work = [k for k in work if k not in keep and k not in drop]
-    quarantined = sorted(store.tmp.glob("corrupt-*")) if store.tmp.exists() else []
-    size = 0
-    for key in drop:
-        entry = store.read_entry(key)
-        outputs = entry.meta.get("outputs", {}) if entry else {}
-        size += sum(o.get("bytes", 0) for o in outputs.values())
-        stage = entry.meta.get("stage", "?") if entry else "?"
-        print(f"{'would remove' if dry_run else 'remove'}  {stage:<12} {key}")
-    verb = "would remove" if dry_run else "removed"
-    print(
-        f"{verb} {len(drop)} entries ({size / 1e6:.1f} MB), {len(drop_work)} work folders, "
-        f"{len(quarantined)} quarantined corrupt entries; kept {len(keep)} referenced entries"
-    )
-    if not dry_run:
-        for key in drop:
-            store.remove(key)
-        for key in drop_work:
-            remove_tree(store.work_root / key)
-        for path in quarantined:
-            remove_tree(path)
-    return 0
+    if unaccounted:
+        print(
+            f"gc: --force: {len(unaccounted)} planned output(s) have neither a file nor a job "
+            f"record (e.g. {unaccounted[0]}); their entries are collected like any other"
+        )
+    return collect_garbage(store, keep, dry_run, plan_index(load_params(params_path)))

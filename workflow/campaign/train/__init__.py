@@ -32,6 +32,7 @@ _PUBLIC = {
     "loss_sum": "steps",
     "run_manifest": "stage",
     "run_training": "stage",
+    "timings": "stage",
     "write_parquet": "stage",
     # models and tokenizers
     "check_model_spec": "models",
@@ -64,6 +65,12 @@ def _run_identity(spec: dict) -> dict:
     return identity(spec)
 
 
+# How a training (or preflight, or prediction) job computes: settings in its key, pinned in it.
+EXECUTION = "campaign.train.execution"
+# The pretrained model folder model.source names, hashed as the base_model input.
+MODEL_INPUTS = "campaign.train.models:derive_inputs"
+
+
 def _check_params(params: dict) -> None:
     from campaign.core.errors import CampaignError
     from campaign.train.models import check_model_spec
@@ -92,10 +99,14 @@ PHASE = Phase(
                 "predictions_validation",
                 "predictions_test",
                 "run_manifest",
+                "timings",
             ),
             spec=run_spec_of,
             libraries=LIBRARIES,
             key_view=_run_identity,
+            volatile=("timings",),
+            derive_inputs=MODEL_INPUTS,
+            execution=EXECUTION,
         ),
     ),
     check_params=_check_params,

@@ -105,10 +105,21 @@ def save_checkpoint(folder: Path, state: dict[str, Any], keep: int) -> Path:
             tmp.unlink()
         raise
     _fsync_dir(folder)
-    for _step, old in checkpoint_files(folder)[:-keep]:
+    # Keep the newest `keep` WRITTEN, not the highest steps: a run resumed from an earlier step
+    # (a damaged newest checkpoint) must not delete the checkpoint it has just written.
+    for old in written_order(folder)[:-keep]:
         with contextlib.suppress(FileNotFoundError):
             old.unlink()
     return final
+
+
+def written_order(folder: Path) -> list[Path]:
+    """Complete checkpoint files, oldest write first (modification time, then step)."""
+    stamped = []
+    for step, path in checkpoint_files(folder):
+        with contextlib.suppress(FileNotFoundError):
+            stamped.append((path.stat().st_mtime_ns, step, path))
+    return [path for _mtime, _step, path in sorted(stamped)]
 
 
 def _note(message: str) -> None:

@@ -4,8 +4,9 @@ Light at import (no torch): the card must be chosen and CUDA_VISIBLE_DEVICES set
 initializes CUDA, so `acquire_gpu` runs first and torch is imported only by the later helpers.
 
 Machine settings, not results, so they come from the environment rather than params.yaml:
-    CAMPAIGN_GPU_LOCK_DIR     folder of per-card lock files shared by every job on the machine
-                              (default: <tmp>/campaign-gpu-locks)
+    CAMPAIGN_GPU_LOCK_DIR     folder of per-card lock files shared by every job on the machine,
+                              of every user (default: <tmp>/campaign-gpu-locks); created mode
+                              1777 like /tmp, its lock files 0666, whatever the umask
     CAMPAIGN_GPU_WAIT_S       how long a job waits for a free card before failing (default 3600)
     CAMPAIGN_FAKE_GPU_COUNT   pretend the machine has this many cards (tests, dry runs)
 """
@@ -29,6 +30,10 @@ from campaign.core.errors import CampaignError
 
 DEFAULT_WAIT_S = 3600.0
 _LOCK_PREFIX = "gpu-"
+# Every user's jobs on the machine share the cards, so they share the lock folder and files.
+_LOCK_DIR_MODE = 0o1777  # like /tmp: anyone adds a file, only its owner removes it
+_PARENT_DIR_MODE = 0o755  # folders made on the way to it: others pass through
+_LOCK_FILE_MODE = 0o666
 
 
 # ------------------------------------------------------------------ card assignment
@@ -85,8 +90,41 @@ def default_lock_dir() -> Path:
     return Path(tempfile.gettempdir()) / "campaign-gpu-locks"
 
 
+def make_lock_dir(lock_dir: Path) -> None:
+    """Create the lock folder (and missing parents) so that every user can use it, whatever the
+    umask (the CLI's is 077). Folders that exist already are left as their owner set them."""
+    missing = []
+    folder = Path(lock_dir)
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            continue  # another job made it, and sets its mode
+        os.chmod(folder, _LOCK_DIR_MODE if folder == Path(lock_dir) else _PARENT_DIR_MODE)
+
+
+def _open_lock_file(path: Path) -> int:
+    """Open (creating it if needed) a card's lock file, read/writable by every user."""
+    for _attempt in range(20):
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, _LOCK_FILE_MODE)
+        except PermissionError:
+            time.sleep(0.05)  # another user's job may be between creating it and opening it up
+            continue
+        with contextlib.suppress(PermissionError):
+            os.fchmod(fd, _LOCK_FILE_MODE)  # the umask cut the mode; only the creator may fix it
+        return fd
+    raise CampaignError(
+        f"GPU lock file {path}: permission denied for uid {os.getuid()}; its owner must make it "
+        f"and its folder usable by every user (chmod 666 {path}; chmod 1777 {path.parent})"
+    )
+
+
 def _try_lock(path: Path) -> int | None:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    fd = _open_lock_file(path)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -117,10 +155,7 @@ def acquire_gpu(
     if count == 0:
         return GpuLease("none")
     lock_dir = Path(lock_dir)
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(OSError):
-        # Jobs of every user on the workstation share the cards, so they share this folder.
-        os.chmod(lock_dir, 0o1777)
+    make_lock_dir(lock_dir)
     deadline = time.monotonic() + timeout_s
     while True:
         for index in range(count):
@@ -150,9 +185,15 @@ def lease_from_env(env: dict | None = None) -> GpuLease:
 
 # ------------------------------------------------------------------ torch device and precision
 def select_device():
-    """torch.device for this job: CUDA when present (the leased card), else CPU."""
+    """torch.device for this job: the device its execution settings named (CAMPAIGN_DEVICE, set
+    by campaign.train.execution.pin), else CUDA when present (the leased card), else CPU."""
     import torch
 
+    pinned = os.environ.get("CAMPAIGN_DEVICE")
+    if pinned == "cuda" and not torch.cuda.is_available():
+        raise CampaignError("this job's key says cuda, but torch sees no CUDA device")
+    if pinned in ("cpu", "cuda"):
+        return torch.device(pinned)
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 

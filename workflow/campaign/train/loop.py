@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from campaign.core.errors import CampaignError
 from campaign.core.hashing import hash_value
+from campaign.plan import identity
 from campaign.train import checkpoint, devices, models
 from campaign.train.batches import (
     IGNORE,
@@ -40,19 +41,10 @@ from campaign.train.recipe import Recipe, lr_factor
 from campaign.train.steps import accumulate, logits_of, param_groups
 
 EVAL_SPLITS = ("validation", "test")
-METRIC_COLUMNS = (
-    "step",
-    "split",
-    "loss",
-    "accuracy",
-    "lr",
-    "grad_norm",
-    "targets",
-    "tokens",
-    "seconds",
-    "tokens_per_s",
-    "samples_per_s",
-)
+# metrics.parquet: what a step or an evaluation computed, the same bytes on every identical run.
+METRIC_COLUMNS = ("step", "split", "loss", "accuracy", "lr", "grad_norm", "targets", "tokens")
+# timings.json: how long each took (a run's volatile output: recorded, not compared).
+TIMING_COLUMNS = ("step", "split", "seconds", "tokens_per_s", "samples_per_s")
 
 
 @dataclass
@@ -86,7 +78,9 @@ class Trainer:
         self.device = device if device is not None else devices.select_device()
         devices.check_precision(self.device, self.recipe.precision)
         self.data = data
-        self.spec_hash = hash_value(spec)
+        # A checkpoint belongs to the run's identity: changing checkpoint_every or
+        # keep_checkpoints mid-campaign keeps every checkpoint usable.
+        self.spec_hash = hash_value(identity(spec))
         self.data_hash = hash_value([data.train.ids, data.train.texts, data.train.labels])
 
         random.seed(self.seed)
@@ -278,7 +272,7 @@ class Trainer:
                         n = len(self.examples["validation"])
                         self.history.append(
                             {
-                                **dict.fromkeys(METRIC_COLUMNS),
+                                **dict.fromkeys(METRIC_COLUMNS + TIMING_COLUMNS),
                                 "step": self.step,
                                 "split": "validation",
                                 "loss": loss,
@@ -399,11 +393,12 @@ class Trainer:
                 "grad_norm": "float64",
                 "targets": "Int64",
                 "tokens": "Int64",
-                "seconds": "float64",
-                "tokens_per_s": "float64",
-                "samples_per_s": "float64",
             }
         )
+
+    def timing_columns(self) -> dict[str, list]:
+        """Per step and evaluation: seconds and rates, column by column (JSON-able)."""
+        return {k: [row.get(k) for row in self.history] for k in TIMING_COLUMNS}
 
     def finish(self) -> None:
         """Merge LoRA adapters into the weights: the saved and scored model is a plain one."""

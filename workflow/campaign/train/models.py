@@ -51,6 +51,14 @@ def source_path(model_spec: dict, root: Path) -> Path | None:
     return path
 
 
+def derive_inputs(spec: dict, root: Path) -> dict[str, list[Path]]:
+    """The base_model input a job's params name (Stage.derive_inputs): model.source's folder, or
+    nothing for from_config. `spec`: a run spec ({model, train, seed}) or a preflight spec."""
+    model = spec["model"] if "model" in spec else spec["run"]["model"]
+    source = model["source"]
+    return {"base_model": [] if source == "from_config" else [Path(root) / source]}
+
+
 def check_model_spec(model_spec: dict) -> None:
     """The combinations the builders support, with one-line errors naming the key."""
     task = model_spec.get("task")
@@ -265,6 +273,9 @@ def _pretrained(path: Path, task: str, tokenizer, labels: list[str]):
             id2label=dict(enumerate(labels)),
             label2id={name: i for i, name in enumerate(labels)},
             dtype=torch.float32,
+            # A checkpoint with a head for other labels (another task's classifier): the head is
+            # new, like any head a checkpoint lacks; every other weight is loaded.
+            ignore_mismatched_sizes=True,
         )
     else:
         model = tf.AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)

@@ -19,6 +19,7 @@ from pathlib import Path
 from campaign.core.code import code_version, module_hashes
 from campaign.core.errors import CampaignError
 from campaign.core.hashing import hash_tree
+from campaign.plan import identity
 from campaign.train import devices, models
 from campaign.train.loop import EVAL_SPLITS, Trainer, read_data
 
@@ -44,24 +45,28 @@ def library_versions(lora: bool) -> dict[str, str]:
 def run_manifest(
     trainer: Trainer,
     inputs: dict[str, list[Path]],
-    device: dict,
-    wall_s: float,
+    execution: dict | None,
 ) -> dict:
+    """What the run is and computed, identical for identical runs (no timings, no paths, no host:
+    those are in timings.json)."""
     total, trainable = models.count_parameters(trainer.model)
     validation = [r for r in trainer.history if r["split"] == "validation"]
+    final = (
+        {k: validation[-1].get(k) for k in ("step", "split", "loss", "accuracy")}
+        if validation
+        else None
+    )
     return {
-        "spec": trainer.spec,
+        "spec": identity(trainer.spec),
         "spec_hash": trainer.spec_hash,
-        "inputs": {
-            name: [{"path": str(p), "blake3": hash_tree(p)} for p in paths]
-            for name, paths in sorted(inputs.items())
-        },
+        "inputs": {name: [hash_tree(p) for p in paths] for name, paths in sorted(inputs.items())},
         "code": {
             "version": code_version(__name__),
             "modules": module_hashes(__name__),
         },
         "versions": library_versions(trainer.recipe.lora is not None),
-        "device": device,
+        "execution": execution,
+        "device": trainer.device.type,
         "labels": trainer.labels,
         "tokenizer_vocab_size": len(trainer.tokenizer),
         "parameters": {"total": total, "trainable_during_training": trainable},
@@ -71,10 +76,18 @@ def run_manifest(
         "epochs_seen": trainer.step
         * trainer.recipe.batch_examples
         / len(trainer.examples["train"]),
+        "final_validation": final,
+    }
+
+
+def timings(trainer: Trainer, device: dict, wall_s: float) -> dict:
+    """How the run went on this machine: recorded, not compared (a volatile output)."""
+    return {
+        "device": device,
         "resumed_from_step": trainer.resumed_from,
-        "final_validation": validation[-1] if validation else None,
         "train_seconds": round(trainer.train_seconds, 3),
         "wall_seconds": round(wall_s, 3),
+        "per_step": trainer.timing_columns(),
     }
 
 
@@ -86,6 +99,7 @@ def run_training(
     root: Path = Path("."),
     after_step: Callable[[int], None] | None = None,
     stream=None,
+    execution: dict | None = None,
 ) -> Trainer:
     """The stage body: resume or start, train to max_steps, write every output."""
     started = time.perf_counter()
@@ -107,11 +121,14 @@ def run_training(
     for split in EVAL_SPLITS:
         write_parquet(trainer.predictions(split), outputs[f"predictions_{split}"])
     write_parquet(trainer.metrics_frame(), outputs["metrics"])
-    manifest = run_manifest(trainer, inputs, device, time.perf_counter() - started)
+    manifest = run_manifest(trainer, inputs, execution)
     outputs["run_manifest"].write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    if "timings" in outputs:
+        record = timings(trainer, device, time.perf_counter() - started)
+        outputs["timings"].write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     return trainer
 
 
 def stage(ctx) -> None:
     """Stage entry (campaign.core.runner): ctx.spec is the run spec {model, train, seed}."""
-    run_training(ctx.spec, ctx.inputs, ctx.outputs, ctx.work_dir, ctx.root)
+    run_training(ctx.spec, ctx.inputs, ctx.outputs, ctx.work_dir, ctx.root, execution=ctx.execution)

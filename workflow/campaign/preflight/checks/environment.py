@@ -5,17 +5,11 @@ from __future__ import annotations
 import torch
 
 from campaign.core.errors import CampaignError
-from campaign.preflight.bench import (
-    Bench,
-    Result,
-)
-from campaign.train import (
-    autocast,
-    check_precision,
-    device_info,
-)
+from campaign.preflight.bench import Bench, Result
+from campaign.train import autocast, check_precision, device_info
 
 ORDER = 10  # place in the report
+VOLATILE = ("device", "report")  # host and driver facts
 
 
 def _precision_smoke(device, precision: str) -> dict:

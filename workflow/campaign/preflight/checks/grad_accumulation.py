@@ -9,16 +9,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from campaign.preflight.bench import (
-    Bench,
-    Result,
-)
-from campaign.train import (
-    accumulated_gradients,
-    collate,
-    count_targets,
-    loss_sum,
-)
+from campaign.preflight.bench import Bench, Result
+from campaign.train import accumulated_gradients, collate, count_targets, loss_sum
 
 ORDER = 50  # place in the report
 

@@ -1,19 +1,42 @@
-"""memory: estimate vs measurement of one training step on the real model (weights, gradients and
-optimizer state equal to the byte; activations within a tolerance; the KV cache for causal_lm),
-and the fit table for the target cards."""
+"""memory: the estimate of what a run needs against a measurement of one training step on the real
+model, and the fit table for the target cards, with the levers for a card the run does not fit.
+
+A known family (BERT, GPT-2) is estimated from its config (campaign.memory.estimate): weights,
+gradients and optimizer state must equal the measured bytes, saved activations agree within
+activation_tolerance, a causal LM's KV cache to the byte. Any other architecture is measured on
+the model itself (campaign.memory.probe: a training step and an evaluation batch at two
+micro-batch sizes, extrapolated linearly to micro_batch): weights, gradients and optimizer state
+must still equal the measured bytes, the KV cache too; the extrapolation is reported against the
+step at micro_batch, and a missing analytic model never fails the check by itself.
+
+Every detail but `measured` (process and allocator peaks) is tensor bytes, the same on every run
+on a CPU: the report keeps them, measurements.json the peaks.
+"""
 
 from __future__ import annotations
+
+import functools
 
 import torch
 
 from campaign.memory import (
+    PROBE_BATCHES,
+    Subject,
+    analytic_family,
+    analytic_variants,
     compare,
+    estimate_from_probe,
     estimate_memory,
     fit_table,
     format_comparison,
     format_fit_table,
+    format_levers,
     measure_kv_cache,
     measure_memory,
+    measured_variants,
+    meta_parameter_bytes,
+    parameter_bytes,
+    probe_memory,
 )
 from campaign.preflight.bench import (
     Bench,
@@ -23,94 +46,218 @@ from campaign.preflight.bench import (
     model_config,
     padded_batch,
 )
-from campaign.train import (
-    count_targets,
-    loss_sum,
-)
+from campaign.train import IGNORE, autocast, count_targets, loss_sum
 
 ORDER = 20  # place in the report
+VOLATILE = ("measured",)  # process memory peaks per phase differ between identical runs
 
 
 EXACT_MEMORY = ("weights", "gradients", "optimizer_state")
 
 
+# ------------------------------------------------------------------ how the campaign runs a model
+def _loss_fn(task: str):
+    def loss_fn(model, batch):
+        return loss_sum(model, batch, task) / max(count_targets(batch), 1)
+
+    return loss_fn
+
+
+def _logits(model, batch):
+    return model(
+        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False
+    ).logits.float()
+
+
+def _score_fn(task: str):
+    """The evaluation's scoring (train.loop: _classifier_scores, _causal_scores), op for op."""
+
+    def classifier(model, batch):
+        logits = _logits(model, batch)
+        loss = torch.nn.functional.cross_entropy(
+            logits, batch["labels"], ignore_index=IGNORE, reduction="sum"
+        )
+        return loss, torch.softmax(logits, dim=-1)
+
+    def causal(model, batch):
+        logits = _logits(model, batch)
+        target = batch["labels"][:, 1:]
+        logp = torch.log_softmax(logits[:, :-1], dim=-1)
+        picked = logp.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        return picked.masked_fill(target == IGNORE, 0.0).sum(-1)
+
+    return causal if task == "causal_lm" else classifier
+
+
+def _batch_maker(trainer):
+    """make(n, length): n train examples cut to `length` tokens and padded to it, on device.
+
+    The first is cut to half the length, so every batch has padding and the attention mask is
+    in play (a batch without padding can skip it: less memory than a real run's batches).
+    """
+    examples = trainer.examples["train"]
+
+    def make(n: int, length: int) -> dict:
+        cut = [
+            {
+                k: (v[: length if i else max(1, length // 2)] if isinstance(v, list) else v)
+                for k, v in e.items()
+            }
+            for i, e in enumerate(examples[:n])
+        ]
+        batch = padded_batch(cut, n, length, trainer.pad_id)
+        return {k: v.to(trainer.device) for k, v in batch.items()}
+
+    return make
+
+
+def _subject(bench: Bench, trainer, n_labels: int) -> Subject:
+    """The trainer's model as the probe runs it, sized for the full label set."""
+    task, config = bench.task, trainer.model.config
+    return Subject(
+        model=trainer.model,
+        task=task,
+        train_cfg=bench.spec["train"],
+        make_batch=_batch_maker(trainer),
+        loss_fn=_loss_fn(task),
+        score_fn=_score_fn(task),
+        autocast=lambda precision: functools.partial(autocast, trainer.device, precision),
+        parameters=lambda lora: meta_parameter_bytes(config, task, n_labels, lora),
+        eval_sequences=n_labels if task == "causal_lm" else 1,
+        device=trainer.device.type,
+        sizes=PROBE_BATCHES,
+        architecture=getattr(config, "model_type", "") or "",
+    )
+
+
+# ------------------------------------------------------------------ the check
 def run(bench: Bench) -> Result:
-    cfg, recipe = bench.cfg, bench.recipe
+    cfg, recipe, task = bench.cfg, bench.recipe, bench.task
+    train_cfg = bench.spec["train"]
     trainer = bench.trainer()
     device = trainer.device
     attention = trainer.model.config._attn_implementation
-    estimate = estimate_memory(
-        model_config(trainer),
-        bench.spec["train"],
-        device=device.type,
-        attention=attention,
-    )
-    batch = padded_batch(
-        trainer.examples["train"], recipe.micro_batch, recipe.max_length, trainer.pad_id
-    )
-    task = bench.task
+    here = model_config(trainer)
+    family = analytic_family(here)
+    n_labels = len(bench.label_names())
+    problems: list[str] = []
 
-    def loss_fn(model, b):
-        return loss_sum(model, b, task) / max(count_targets(b), 1)
+    subject = None
+    if family is not None:
+        estimate = estimate_memory(
+            here,
+            train_cfg,
+            num_labels=len(trainer.labels),
+            device=device.type,
+            attention=attention,
+        )
+        # The target cards are accelerators, so the estimate is for CUDA, with the configured
+        # vocabulary and the full train split's labels.
+        target = estimate_memory(
+            configured_model(bench, trainer),
+            train_cfg,
+            num_labels=n_labels,
+            device="cuda",
+            attention=attention,
+        )
+    else:
+        subject = _subject(bench, trainer, n_labels)
+        probed = probe_memory(subject, recipe.max_length, recipe.precision)
+        common = dict(task=task, architecture=subject.architecture, device=device.type)
+        estimate = estimate_from_probe(
+            probed,
+            parameter_bytes(trainer.model),
+            train_cfg,
+            eval_sequences=len(trainer.labels) if task == "causal_lm" else 1,
+            **common,
+        )
+        target = estimate_from_probe(
+            probed,
+            subject.parameters(train_cfg.get("lora") or None),
+            train_cfg,
+            eval_sequences=subject.eval_sequences,
+            **common,
+        )
+
+    batch = _batch_maker(trainer)(recipe.micro_batch, recipe.max_length)
 
     def optimizer_factory(params):
         return torch.optim.AdamW(params, lr=recipe.lr, weight_decay=recipe.weight_decay)
 
-    measured = measure_memory(
-        trainer.model,
-        batch,
-        optimizer_factory,
-        device,
-        loss_fn=loss_fn,
-        autocast=trainer.autocast,
-    )
-    rows = compare(estimate, measured)
-    problems = []
-    for row in rows:
-        if row["component"] in EXACT_MEMORY and row["estimated"] != row["measured"]:
-            problems.append(
-                f"{row['component']} estimated {row['estimated']} B, measured {row['measured']} B"
-            )
-    act = next(r for r in rows if r["component"].startswith("activations"))
-    act_error = abs(act["estimated"] - act["measured"]) / max(act["measured"], 1)
-    if act_error > cfg["activation_tolerance"]:
-        problems.append(
-            f"activations estimated {fmt_bytes(act['estimated'])}, measured "
-            f"{fmt_bytes(act['measured'])} ({100 * act_error:.1f}% > "
-            f"{100 * cfg['activation_tolerance']:.1f}%)"
+    rows, act_error, extrapolation_error, kv = [], None, None, None
+    try:
+        measured = measure_memory(
+            trainer.model,
+            batch,
+            optimizer_factory,
+            device,
+            loss_fn=_loss_fn(task),
+            autocast=trainer.autocast,
         )
-    kv = None
-    if task == "causal_lm":
-        with trainer.autocast():
-            kv_measured = measure_kv_cache(
-                trainer.model,
-                batch["input_ids"].to(device),
-                batch["attention_mask"].to(device),
-            )
-        kv = {"estimated": estimate["bytes"]["kv_cache"], "measured": kv_measured}
-        if kv["estimated"] != kv["measured"]:
-            problems.append(f"kv_cache estimated {kv['estimated']} B, measured {kv_measured} B")
+    except torch.OutOfMemoryError as e:
+        measured = {"device": str(device), "error": f"out of memory: {e}"}
+        problems.append(
+            f"a training step at micro_batch {recipe.micro_batch} ran out of memory on {device}"
+        )
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    if "error" not in measured:
+        rows = compare(estimate, measured)
+        for row in rows:
+            if row["component"] in EXACT_MEMORY and row["estimated"] != row["measured"]:
+                problems.append(
+                    f"{row['component']} estimated {row['estimated']} B, measured "
+                    f"{row['measured']} B"
+                )
+        act = next(r for r in rows if r["component"].startswith("activations"))
+        error = abs(act["estimated"] - act["measured"]) / max(act["measured"], 1)
+        if family is None:
+            extrapolation_error = error  # reported, not a verdict
+        else:
+            act_error = error
+            if error > cfg["activation_tolerance"]:
+                problems.append(
+                    f"activations estimated {fmt_bytes(act['estimated'])}, measured "
+                    f"{fmt_bytes(act['measured'])} ({100 * error:.1f}% > "
+                    f"{100 * cfg['activation_tolerance']:.1f}%)"
+                )
+        if task == "causal_lm":
+            with trainer.autocast():
+                kv_measured = measure_kv_cache(
+                    trainer.model,
+                    batch["input_ids"].to(device),
+                    batch["attention_mask"].to(device),
+                )
+            kv = {"estimated": estimate["bytes"]["kv_cache"], "measured": kv_measured}
+            if kv["estimated"] != kv["measured"]:
+                problems.append(f"kv_cache estimated {kv['estimated']} B, measured {kv_measured} B")
 
-    # The fit table: the target cards are accelerators, so the estimate is for CUDA, with the
-    # configured vocabulary and the full train split's labels.
-    target = estimate_memory(
-        configured_model(bench, trainer),
-        bench.spec["train"],
-        num_labels=len(bench.label_names()),
-        device="cuda",
-        attention=attention,
-    )
-    fits = fit_table(target, cfg["target_cards"], cfg["memory_margin"])
+    margin = cfg["memory_margin"]
+    fits = fit_table(target, cfg["target_cards"], margin)
+    if not all(r["fits"] for r in fits):
+        if subject is None:
+            variants = analytic_variants(
+                configured_model(bench, trainer),
+                train_cfg,
+                num_labels=n_labels,
+                device="cuda",
+                attention=attention,
+            )
+        else:
+            variants = measured_variants(subject)  # last: its LoRA lever wraps the model
+        fits = fit_table(target, cfg["target_cards"], margin, variants)
     fitting = [r["card"] for r in fits if r["fits"]]
     if not fitting:
         problems.append(
             f"the run needs {fmt_bytes(target['peak_bytes'])} ({target['peak_phase']}) and fits "
-            f"none of {', '.join(r['card'] for r in fits)} with a "
-            f"{100 * cfg['memory_margin']:.0f}% margin"
+            f"none of {', '.join(r['card'] for r in fits)} with a {100 * margin:.0f}% margin"
         )
     details = {
+        "estimator": "analytic" if family is not None else "measured",
+        "architecture": here["config"].get("model_type", family),
         "comparison": rows,
         "activation_relative_error": act_error,
+        "extrapolation_relative_error": extrapolation_error,
         "activation_tolerance": cfg["activation_tolerance"],
         "kv_cache": kv,
         "estimate_here": estimate,
@@ -122,21 +269,47 @@ def run(bench: Bench) -> Result:
     }
     if problems:
         return Result(False, "; ".join(problems), details)
-    return Result(
-        True,
-        f"weights, gradients, optimizer state exact; activations {fmt_bytes(act['estimated'])} "
-        f"est vs {fmt_bytes(act['measured'])} measured ({100 * act_error:.2f}%); needs "
-        f"{fmt_bytes(target['peak_bytes'])}, fits {len(fitting)} of {len(fits)} cards",
-        details,
+    return Result(True, _summary(details, target, fits), details)
+
+
+def _summary(d: dict, target: dict, fits: list[dict]) -> str:
+    needs = (
+        f"needs {fmt_bytes(target['peak_bytes'])} ({target['peak_phase']}), fits "
+        f"{len(d['fits'])} of {len(fits)} cards"
+    )
+    act = next(r for r in d["comparison"] if r["component"].startswith("activations"))
+    if d["estimator"] == "analytic":
+        return (
+            f"weights, gradients, optimizer state exact; activations "
+            f"{fmt_bytes(act['estimated'])} est vs {fmt_bytes(act['measured'])} measured "
+            f"({100 * d['activation_relative_error']:.2f}%); {needs}"
+        )
+    fit = target["probe"]["fit"]["activations"]
+    sizes = " and ".join(str(b) for b in target["probe"]["batch_sizes"])
+    return (
+        f"{d['architecture']}: no analytic model, measured; weights, gradients, optimizer state "
+        f"exact; activations {fmt_bytes(fit['per_example'])} per example (micro-batches {sizes}), "
+        f"{fmt_bytes(act['estimated'])} extrapolated vs {fmt_bytes(act['measured'])} measured "
+        f"({100 * d['extrapolation_relative_error']:.2f}%); {needs}"
     )
 
 
 def describe(d: dict) -> list[str]:
     lines = []
+    measured = d.get("measured") or {}
+    if d.get("estimator") == "measured":
+        probe = d["estimate_for_cards"]["probe"]
+        lines.append(
+            f"{d['architecture']}: no analytic memory model; measured on {probe_device(d)} at "
+            f"micro-batches {', '.join(map(str, probe['batch_sizes']))} (max_length "
+            f"{probe['max_length']}, {probe['precision']}) and extrapolated linearly"
+        )
+    if measured.get("error"):
+        lines.append(f"on {measured['device']}: {measured['error']}")
     if d.get("comparison"):
-        lines += [f"on {d['measured']['device']} (one training step, padded to max_length):"]
+        lines += [f"on {measured['device']} (one training step, padded to max_length):"]
         lines += format_comparison(d["comparison"]).splitlines()
-        for phase, p in d["measured"]["phases"].items():
+        for phase, p in measured["phases"].items():
             if "peak_allocated" in p:  # CUDA: what tensors held vs what the allocator kept
                 lines.append(
                     f"{phase}: peak allocated {fmt_bytes(p['peak_allocated'])}, reserved "
@@ -156,6 +329,16 @@ def describe(d: dict) -> list[str]:
             f"{fmt_bytes(kv['measured'])}"
         )
     if d.get("fit_table"):
-        lines.append("fit on the target cards (CUDA estimate, configured vocabulary):")
+        if d.get("estimator") == "measured":
+            lines.append("fit on the target cards (measured on this machine, full label set):")
+        else:
+            lines.append("fit on the target cards (CUDA estimate, configured vocabulary):")
         lines += format_fit_table(d["fit_table"]).splitlines()
+        levers = format_levers(d["fit_table"])
+        if levers:
+            lines += levers.splitlines()
     return lines
+
+
+def probe_device(d: dict) -> str:
+    return d["estimate_for_cards"]["settings"]["device"]

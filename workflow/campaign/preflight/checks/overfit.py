@@ -8,17 +8,8 @@ from typing import Any
 
 import torch
 
-from campaign.preflight.bench import (
-    Bench,
-    Result,
-)
-from campaign.train import (
-    DataOrder,
-    Trainer,
-    collate,
-    count_targets,
-    loss_sum,
-)
+from campaign.preflight.bench import Bench, Result
+from campaign.train import DataOrder, Trainer, collate, count_targets, loss_sum
 
 ORDER = 40  # place in the report
 

@@ -11,15 +11,8 @@ import numpy as np
 import torch
 
 from campaign.core.fsutil import remove_tree
-from campaign.preflight.bench import (
-    Bench,
-    Result,
-    tree_bytes,
-)
-from campaign.train import (
-    Trainer,
-    save_model,
-)
+from campaign.preflight.bench import Bench, Result, tree_bytes
+from campaign.train import Trainer, save_model
 
 ORDER = 60  # place in the report
 
@@ -81,7 +74,7 @@ def run(bench: Bench) -> Result:
 
     saved = torch.load(path, map_location="cpu", weights_only=True)
     missing = [k for k in expected_keys if k not in saved]
-    details.update({"checkpoint": path.name, "checkpoint_keys": sorted(saved), "missing": missing})
+    details.update({"checkpoint_keys": sorted(saved), "missing": missing})
     if missing:
         return Result(
             False,

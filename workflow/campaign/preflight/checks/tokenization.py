@@ -3,14 +3,8 @@ has a target and (causal_lm) the loss covers exactly the response."""
 
 from __future__ import annotations
 
-from campaign.preflight.bench import (
-    Bench,
-    Result,
-)
-from campaign.train import (
-    IGNORE,
-    Trainer,
-)
+from campaign.preflight.bench import Bench, Result
+from campaign.train import IGNORE, Trainer
 
 ORDER = 30  # place in the report
 

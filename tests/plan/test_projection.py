@@ -1,0 +1,86 @@
+"""The plan table's projection: each run's hours and bytes from the preflight's measurements,
+hand-computed, and the plan held against preflight.max_hours and the free disk."""
+
+import pytest
+
+from campaign.core.errors import CampaignError
+from campaign.plan.projection import evaluations_per_run, project, run_cost, step_scale
+
+BASELINE = {
+    "max_steps": 100,
+    "eval_every": 30,
+    "checkpoint_every": 40,
+    "keep_checkpoints": 2,
+    "micro_batch": 8,
+    "grad_accum": 2,
+    "max_length": 64,
+}
+RATES = {"steps_per_s": 2.0, "eval_seconds_per_example": 0.01, "checkpoint_save_seconds": 0.5}
+SIZES = {
+    "checkpoint_bytes": 1000,
+    "model_bytes": 300,
+    "prediction_bytes": 50,
+    "log_bytes": 20,
+    "validation_examples": 100,
+    "test_examples": 60,
+}
+
+
+def test_evaluations_include_the_last_step():
+    assert evaluations_per_run(100, 30) == 4  # 30, 60, 90 and 100
+    assert evaluations_per_run(90, 30) == 3
+
+
+def test_one_run_by_hand():
+    cost = run_cost(BASELINE, BASELINE, RATES, SIZES, timings_bytes=5)
+    # 100 steps / 2 per s; 4 evaluations x 100 examples x 10 ms; (100 + 60) x 10 ms;
+    # ceil(100 / 40) = 3 checkpoint writes x 0.5 s
+    assert cost["parts"] == pytest.approx(
+        {"train": 50.0, "evaluation": 4.0, "predictions": 1.6, "checkpoints": 1.5}
+    )
+    assert cost["seconds"] == pytest.approx(57.1)
+    assert cost["bytes"] == 2 * 1000 + 300 + 50 + 20 + 5
+
+
+def test_a_step_costs_by_its_padded_tokens():
+    twice = {**BASELINE, "max_length": 128}
+    assert step_scale(twice, BASELINE) == 2.0
+    assert step_scale({**BASELINE, "micro_batch": 4, "grad_accum": 4}, BASELINE) == 1.0
+    assert run_cost(twice, BASELINE, RATES, SIZES)["parts"]["train"] == pytest.approx(100.0)
+
+
+def plan(max_hours=None, disk_margin=0.2, free=10**9):
+    spec = {
+        "rows": [{"run": "run-a", "seed": 1}, {"run": "run-b", "seed": 2}],
+        "recipes": {"run-a": BASELINE, "run-b": {**BASELINE, "max_steps": 200}},
+        "baseline": BASELINE,
+        "max_hours": max_hours,
+        "disk_margin": disk_margin,
+    }
+    report = {"disk": {"details": SIZES}}
+    measurements = {
+        "throughput": {"details": {"rates": RATES}},
+        "disk": {"details": {"free_bytes": free, "timings_bytes": 0}},
+    }
+    return spec, report, measurements
+
+
+def test_rows_carry_hours_cumulative_hours_and_bytes():
+    rows = project(*plan())
+    a, b = (
+        run_cost(r, BASELINE, RATES, SIZES)["seconds"] / 3600 for r in plan()[0]["recipes"].values()
+    )
+    assert [r["run"] for r in rows] == ["run-a", "run-b"]
+    assert rows[0]["projected_hours"] == pytest.approx(a, abs=1e-6)
+    assert rows[1]["cumulative_hours"] == pytest.approx(a + b, abs=1e-6)
+    assert rows[0]["projected_bytes"] == 2370
+
+
+def test_a_plan_over_max_hours_or_the_disk_stops_in_one_line():
+    with pytest.raises(CampaignError, match=r"preflight.max_hours: the plan of 2 runs .* 1e-06 h"):
+        project(*plan(max_hours=1e-6))
+    project(*plan(max_hours=1.0))  # 2 runs of about a minute fit in an hour
+    # 2 x 2370 bytes x 1.2 = 5688 bytes needed
+    with pytest.raises(CampaignError, match="preflight.disk_margin: the plan of 2 runs needs"):
+        project(*plan(free=5687))
+    project(*plan(free=5688))

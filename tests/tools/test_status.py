@@ -1,0 +1,85 @@
+"""`campaign status` counts jobs, not output files: a training job's outputs are one job."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from campaign.tools.status import status_lines
+
+TRAIN_OUTPUTS = ("model", "metrics.parquet", "predictions_test.parquet", "run_manifest.json")
+RUNS = ("run-0123456789ab", "run-ba9876543210")
+
+
+def row(path: str, rule: str, plan: str = "no update") -> dict:
+    """A row of `snakemake --summary`, as it prints one per output file."""
+    status = "ok" if Path(path).exists() else "missing"
+    return {"output_file": path, "date": "-", "rule": rule, "status": status, "plan": plan}
+
+
+def table(lines: list[str]) -> dict[str, list[int]]:
+    """The per-rule table: rule -> counts in the header's order."""
+    return {
+        line.split()[0]: [int(n) for n in line.split()[1:]]
+        for line in lines[1:]
+        if len(line.split()) == 7 and all(n.isdigit() for n in line.split()[1:])
+    }
+
+
+def test_status_counts_one_state_per_job(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    done, partial = RUNS
+    for run in RUNS:
+        Path(f"results/runs/{run}").mkdir(parents=True)
+        Path(f"results/runs/{run}/spec.json").write_text("{}")
+    for name in TRAIN_OUTPUTS:
+        Path(f"results/runs/{done}/{name}").write_text("x")
+    Path(f"results/runs/{partial}/model").write_text("x")  # one of its outputs, not all
+    rows = [
+        row("results/data/manifest.parquet", "manifest", "update pending"),
+        row("results/data/summary.json", "manifest", "update pending"),
+        *(row(f"results/runs/{run}/spec.json", "run_spec") for run in RUNS),
+        *(row(f"results/runs/{run}/{name}", "train") for run in RUNS for name in TRAIN_OUTPUTS),
+    ]
+    # The second run's spec job is running in this very process.
+    running = {
+        "state": "running",
+        "key": "k",
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "outputs": [f"results/runs/{partial}/spec.json"],
+    }
+    lines, counts = status_lines(rows, {f"results/runs/{partial}/spec.json": running})
+    assert lines[0].split()[:4] == ["jobs", "per", "rule", "done"]
+    #                      done running stale interrupted failed missing
+    assert table(lines) == {
+        "manifest": [0, 0, 0, 0, 0, 1],
+        "run_spec": [1, 1, 0, 0, 0, 0],
+        "train": [1, 0, 0, 0, 0, 1],
+    }
+    assert dict(counts) == {"done": 2, "running": 1, "missing": 2}
+    listed = [line for line in lines if line.split()[0] in ("missing", "running")]
+    assert listed == [
+        "missing      manifest       results/data/manifest.parquet (+1 more)",
+        f"running      run_spec       results/runs/{partial}/spec.json  (pid {os.getpid()})",
+        f"missing      train          results/runs/{partial}/model (+3 more)",
+    ]
+    assert lines[-1] == "summary: 2 done, 1 running, 2 missing"
+
+
+@pytest.mark.slow
+def test_status_command_lists_jobs(tiny_project):
+    from conftest import campaign
+
+    out = campaign(tiny_project, "status", check=False).stdout
+    counts = table(out.splitlines())
+    # The tiny plan has 4 runs: 4 spec jobs and 4 training jobs (each of several outputs).
+    assert counts["train"] == [0, 0, 0, 0, 0, 4], out
+    assert counts["run_spec"] == [0, 0, 0, 0, 0, 4], out
+    assert counts["manifest"] == [0, 0, 0, 0, 0, 1], out
+    jobs = sum(sum(c) for c in counts.values())
+    assert out.strip().splitlines()[-1] == f"summary: {jobs} missing"
+    assert sum(line.startswith("missing") for line in out.splitlines()) == jobs

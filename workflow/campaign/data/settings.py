@@ -1,0 +1,166 @@
+"""The `split` section of params, checked: one-line errors naming the key. Light (standard
+library only): params validation runs it when the Snakefile builds the DAG."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, date, datetime
+from typing import Any
+
+from campaign.core.errors import CampaignError
+
+TRAIN = "train"
+
+
+METHODS = ("group_hash", "temporal")
+
+
+CFG_KEYS = (
+    "method",
+    "fractions",
+    "salt",
+    "stratify_tolerance",
+    "temporal_cutoff",
+    "dedup",
+    "audit",
+)
+
+
+NEAR_KEYS = ("threshold", "num_perm", "shingle_size")
+
+
+POLICY_KEYS = ("max_group_overlap", "max_cross_split_duplicates", "allow_label_conflicts")
+
+
+FRACTION_SUM_TOLERANCE = 1e-9
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def parse_cutoff(value: Any) -> datetime:
+    """``split.temporal_cutoff`` as an aware UTC datetime: an ISO 8601 string, or the datetime
+    or date YAML makes of an unquoted one; a time without an offset is UTC."""
+    if isinstance(value, datetime):
+        cutoff = value
+    elif isinstance(value, date):
+        cutoff = datetime(value.year, value.month, value.day)
+    elif isinstance(value, str):
+        try:
+            cutoff = datetime.fromisoformat(value)
+        except ValueError:
+            raise CampaignError(
+                f"split.temporal_cutoff: {value!r} is not an ISO 8601 time "
+                "(e.g. '2024-06-01T00:00:00Z')"
+            ) from None
+    else:
+        raise CampaignError(
+            "split.temporal_cutoff: expected an ISO 8601 time such as '2024-06-01T00:00:00Z', "
+            f"got {value!r}"
+        )
+    return cutoff.replace(tzinfo=UTC) if cutoff.tzinfo is None else cutoff.astimezone(UTC)
+
+
+def check_near_params(threshold: float, num_perm: int, shingle_size: int) -> None:
+    """CampaignError naming the params key when a near-duplicate setting is out of range."""
+    key = "split.dedup.near"
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float):
+        raise CampaignError(f"{key}.threshold: expected a number in (0, 1], got {threshold!r}")
+    if not 0.0 < threshold <= 1.0:
+        raise CampaignError(f"{key}.threshold: expected a number in (0, 1], got {threshold!r}")
+    for name, value in (("num_perm", num_perm), ("shingle_size", shingle_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise CampaignError(f"{key}.{name}: expected a positive integer, got {value!r}")
+
+
+def check_policy(policy: Any) -> None:
+    """Raise CampaignError naming the ``split.audit.<key>`` unless policy is well formed."""
+    if not isinstance(policy, dict):
+        raise CampaignError(f"split.audit: expected a mapping with {', '.join(POLICY_KEYS)}")
+    for key in policy:
+        if key not in POLICY_KEYS:
+            raise CampaignError(
+                f"split.audit.{key}: unknown key; expected {', '.join(POLICY_KEYS)}"
+            )
+    for key in POLICY_KEYS:
+        if key not in policy:
+            raise CampaignError(f"split.audit.{key}: missing")
+    for key in ("max_group_overlap", "max_cross_split_duplicates"):
+        value = policy[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise CampaignError(f"split.audit.{key}: expected an integer >= 0, got {value!r}")
+    if not isinstance(policy["allow_label_conflicts"], bool):
+        raise CampaignError(
+            "split.audit.allow_label_conflicts: expected true or false, "
+            f"got {policy['allow_label_conflicts']!r}"
+        )
+
+
+def check_cfg(cfg: Any) -> None:
+    """Raise CampaignError (one line naming the ``split.<key>``) unless cfg has the shape
+    described in ``make_splits``."""
+    if not isinstance(cfg, dict):
+        raise CampaignError(f"split: expected a mapping with {', '.join(CFG_KEYS)}")
+    for key in cfg:
+        if key not in CFG_KEYS:
+            raise CampaignError(f"split.{key}: unknown key; expected {', '.join(CFG_KEYS)}")
+    for key in CFG_KEYS:
+        if key not in cfg:
+            hint = " (use null unless method is 'temporal')" if key == "temporal_cutoff" else ""
+            raise CampaignError(f"split.{key}: missing{hint}")
+    if cfg["method"] not in METHODS:
+        raise CampaignError(f"split.method: {cfg['method']!r} is not one of {', '.join(METHODS)}")
+
+    fractions = cfg["fractions"]
+    if not isinstance(fractions, dict) or len(fractions) < 2 or TRAIN not in fractions:
+        raise CampaignError(
+            "split.fractions: expected a mapping of split name to fraction with 'train' and at "
+            f"least one other split, got {fractions!r}"
+        )
+    for name, value in fractions.items():
+        if not isinstance(name, str) or not name:
+            raise CampaignError(f"split.fractions: split names must be strings, got {name!r}")
+        if not _number(value) or value < 0:
+            raise CampaignError(f"split.fractions.{name}: expected a fraction >= 0, got {value!r}")
+        if value == 0:
+            raise CampaignError(
+                f"split.fractions.{name}: is 0, so split {name!r} would be empty; give it a "
+                "positive fraction or remove it"
+            )
+    total = math.fsum(fractions.values())
+    if abs(total - 1.0) > FRACTION_SUM_TOLERANCE:
+        raise CampaignError(
+            f"split.fractions: sum to {total:.12g}, expected 1 (within {FRACTION_SUM_TOLERANCE})"
+        )
+
+    if not isinstance(cfg["salt"], str) or not cfg["salt"]:
+        raise CampaignError(f"split.salt: expected a non-empty string, got {cfg['salt']!r}")
+    tolerance = cfg["stratify_tolerance"]
+    if not _number(tolerance) or not 0 < tolerance <= 1:
+        raise CampaignError(
+            f"split.stratify_tolerance: expected an absolute share in (0, 1], got {tolerance!r}"
+        )
+    if cfg["method"] == "temporal":
+        if cfg["temporal_cutoff"] is None:
+            raise CampaignError("split.temporal_cutoff: method 'temporal' needs a cutoff time")
+        parse_cutoff(cfg["temporal_cutoff"])
+    elif cfg["temporal_cutoff"] is not None:
+        raise CampaignError(
+            f"split.temporal_cutoff: only used by method 'temporal' (method is "
+            f"{cfg['method']!r}); set it to null"
+        )
+
+    dedup = cfg["dedup"]
+    if not isinstance(dedup, dict) or set(dedup) != {"near"} or not isinstance(dedup["near"], dict):
+        raise CampaignError("split.dedup: expected a mapping with one key, near")
+    for key in dedup["near"]:
+        if key not in NEAR_KEYS:
+            raise CampaignError(
+                f"split.dedup.near.{key}: unknown key; expected {', '.join(NEAR_KEYS)}"
+            )
+    for key in NEAR_KEYS:
+        if key not in dedup["near"]:
+            raise CampaignError(f"split.dedup.near.{key}: missing")
+    check_near_params(**dedup["near"])
+    check_policy(cfg["audit"])
