@@ -17,6 +17,9 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/plan.smk"
 include: "workflow/rules/preflight.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/quantize.smk"
+include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/budget.smk"
 include: "workflow/rules/report.smk"
 
 
@@ -36,4 +39,7 @@ rule all:
         "results/preflight/report.json",
         run_paths("results/runs/{run}/spec.json"),
         run_paths("results/runs/{run}/predictions_test.parquet"),
+        "results/quantize/variants.parquet",
+        "results/evaluation/decisions.json",
+        "results/budget/summary.txt",
         "results/metrics.json",

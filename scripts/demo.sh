@@ -17,6 +17,15 @@ dry_run=0
 for arg in "$@"; do
   case "$arg" in -n | --dry-run | --dryrun | -[a-zA-Z]*n) dry_run=1 ;; esac
 done
+# What to act on: the decisions, and what the campaign cost and what the rest would cost.
+if [ "$dry_run" = 0 ]; then
+  for summary in results/evaluation/summary.txt results/budget/summary.txt; do
+    if [ -f "$summary" ]; then
+      echo "--- $summary"
+      cat "$summary"
+    fi
+  done
+fi
 if [ "$dry_run" = 0 ] && [ -d .dvc ] && git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   # The results and the store as they are now, in dvc.lock: what `dvc push` uploads.
   dvc commit --force --quiet campaign

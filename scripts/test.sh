@@ -3,10 +3,16 @@
 # SLURM cluster test. The cluster test runs against a local single-node cluster that this script
 # starts (and stops) when slurm-wlm is installed; set CAMPAIGN_SLURM=install to let it install the
 # packages (root, Debian), and CAMPAIGN_REQUIRE_SLURM=1 to fail rather than skip without one.
+# CAMPAIGN_CORPORA=install installs the Debian packages of the real-corpus tests first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
+
+# The real public text some data tests read (Debian packages; they skip without it).
+if [ "${CAMPAIGN_CORPORA:-}" = "install" ]; then
+  bash scripts/corpora/install.sh
+fi
 
 started_slurm=0
 if [ "${CAMPAIGN_SLURM:-}" = "install" ]; then

@@ -118,8 +118,8 @@ def events(project: Path) -> list[dict]:
 # stages' volatile outputs — and the plan table, whose projected hours come from them: two
 # separately computed campaigns differ here. Everything else (models, metrics, predictions,
 # splits, run manifests, the preflight's verdicts) is bit for bit.
-TIMED_OUTPUTS = ("timings.json", "measurements.json", "report.txt", "runs.tsv")
-TIMED_FOLDERS = ()
+TIMED_OUTPUTS = ("timings.json", "measurements.json", "report.txt", "runs.tsv", "variants.parquet")
+TIMED_FOLDERS = ("budget",)  # every budget table is computed from wall times
 
 
 def result_hashes(project: Path, timed: bool = True) -> dict[str, str]:

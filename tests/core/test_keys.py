@@ -227,7 +227,8 @@ def test_records_equal_after_redaction_form_one_unit(tmp_path, monkeypatch):
     p = params()
     spec = get_stage("split").spec(p)
     spec["sources"][0]["path"] = "data/d.jsonl"
-    spec["split"]["stratify_tolerance"] = 1.0
+    spec["split"]["stratify_tolerance"] = 1.0  # 302 records: balance is not what this tests
+    spec["split"]["size_tolerance"] = 1.0
 
     def units(privacy: str) -> dict[str, str]:
         s = {**spec, "privacy": privacy}
@@ -279,3 +280,18 @@ def test_sigterm_and_ctrl_c_are_recorded_as_interrupted(tmp_path, sig, code):
     assert [e["event"] for e in store.events()] == ["miss", "interrupted"]
     assert store.keys() == [] and list(store.tmp.glob("commit-*")) == []
     assert not (tmp_path / "out" / "train").exists()
+
+
+def test_the_code_version_covers_the_modules_that_pin_execution_and_derive_inputs():
+    """campaign.train.execution pins threads and deterministic algorithms before a training job
+    runs: an edit there changes results, so it is in the code version of every stage it pins."""
+    from campaign.core.code import import_closure, module_hashes
+    from campaign.core.registry import get_stage
+
+    for name in ("train", "preflight"):
+        stage = get_stage(name)
+        assert stage.execution == "campaign.train.execution"
+        assert "campaign.train.execution" in module_hashes(*stage.code_modules), name
+    train = get_stage("train")
+    assert "campaign.train.execution" not in import_closure(train.module)  # what was missed
+    assert train.derive_inputs.partition(":")[0] in module_hashes(*train.code_modules)

@@ -169,7 +169,9 @@ def test_unknown_registry_names_are_refused_with_the_known_ones(tmp_path):
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     out = campaign(project, "validate", check=False)
     assert out.returncode == 2
-    assert "ablation.design: expected one of full" in out.stderr
+    assert "ablation.design: expected one of explicit, fractional, full, one_at_a_time" in (
+        out.stderr
+    )
     params["ablation"]["design"] = "full"
     params["preflight"]["blocking"] = ["tokenisation"]
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))

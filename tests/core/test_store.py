@@ -165,6 +165,7 @@ def test_missing_input_is_recorded_as_a_failed_job(tmp_path):
         "summary": [tmp_path / "absent.json"],
         "runs": [tmp_path / "runs.tsv"],
         "run_manifests": [],
+        "decisions": [tmp_path / "decisions.json"],
     }
     with pytest.raises(CampaignError, match="does not exist"):
         run_stage("metrics", None, inputs, {"metrics": out}, store)
@@ -216,3 +217,21 @@ def test_outputs_are_owner_only_and_read_only_in_the_store(tmp_path):
     stored = store.entry_path(key) / "outputs" / "spec"
     assert stored.stat().st_mode & 0o777 == 0o400
     assert store.root.stat().st_mode & 0o077 == 0
+
+
+def test_two_checkouts_sharing_a_store_keep_their_own_mtimes(tmp_path):
+    """A materialized output is a file of its own: touching it (Snakemake touches every output
+    after its job) or materializing the same entry in another checkout moves neither the store's
+    file nor the other checkout's copy, so no downstream job of that checkout looks stale."""
+    store = Store(tmp_path / "state")
+    a = tmp_path / "a" / "spec.json"
+    b = tmp_path / "b" / "spec.json"
+    key = run_stage("run_spec", SPEC, {}, {"spec": a}, store).key
+    stored = store.entry_path(key) / "outputs" / "spec"
+    os.utime(a, (1_000_000_000, 1_000_000_000))  # checkout a's output, older than anything
+    assert run_stage("run_spec", SPEC, {}, {"spec": b}, store).hit
+    os.utime(b, None)  # Snakemake's touch after the job in checkout b
+    assert a.stat().st_mtime == 1_000_000_000
+    assert a.stat().st_ino != b.stat().st_ino != stored.stat().st_ino
+    assert stored.stat().st_nlink == 1
+    assert a.read_bytes() == b.read_bytes() == stored.read_bytes()

@@ -43,10 +43,10 @@ BAD_PARAMS = {
         "data.sources[0].licence: missing required key",
     ),
     "no_seeds": ("  seeds: [1, 2]", "  seeds: []", "ablation.seeds: must list at least 1 item"),
-    "plan_exceeds_max_runs": (
-        "  max_runs: 16",
-        "  max_runs: 3",
-        "ablation.max_runs: the plan has 4 runs (2 cells × 2 seeds)",
+    "cells_without_design_explicit": (
+        "  explicit: {cells: null}",
+        "  explicit: {cells: [{train.lr: 1.0e-3}]}",
+        "ablation.explicit.cells: only used by design 'explicit'",
     ),
     "source_matches_nothing": (
         "    - path: data/raw/demo.jsonl",

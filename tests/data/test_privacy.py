@@ -201,6 +201,12 @@ def _layout_parts(layout: str) -> list[tuple[int, str]]:
     return parts
 
 
+# Assigned North American area codes: phonenumbers confirms a number is VALID (in an assigned
+# range), and a random three-digit area code is unassigned about half the time.
+AREA_CODES = ["212", "213", "305", "312", "404", "415", "503", "512", "617", "646", "702", "713",
+              "808", "917", "919", "206"]  # fmt: skip
+
+
 def make_phone(rng: random.Random, i: int) -> str:
     def d(n: int) -> str:
         return _digits(rng, n)
@@ -208,7 +214,10 @@ def make_phone(rng: random.Random, i: int) -> str:
     def nxx() -> str:
         return str(rng.randint(2, 9)) + d(2)
 
-    a, b, c = nxx(), nxx(), d(4)
+    def london() -> str:  # London numbers are 020 3xxx, 7xxx or 8xxx
+        return rng.choice("378") + d(3)
+
+    a, b, c = rng.choice(AREA_CODES), nxx(), d(4)
     formats = [
         f"+1 {a} {b} {c}",
         f"+1-{a}-{b}-{c}",
@@ -218,25 +227,25 @@ def make_phone(rng: random.Random, i: int) -> str:
         f"{a}.{b}.{c}",
         f"1-800-{b}-{c}",
         f"{a} {b} {c}",  # format-7, spaces only: a phone only after a phone word
-        f"+44 20 {d(4)} {d(4)}",
-        f"+44 7{d(3)} {d(6)}",
-        f"+44 (0)20 {d(4)} {d(4)}",
-        f"020 {d(4)} {d(4)}",
-        f"07{d(3)} {d(6)}",
+        f"+44 20 {london()} {d(4)}",
+        f"+44 7{rng.choice('45789')}{d(2)} {d(6)}",
+        f"+44 (0)20 {london()} {d(4)}",
+        f"020 {london()} {d(4)}",
+        f"07{rng.choice('45789')}{d(2)} {d(6)}",
         f"+49 30 {d(8)}",
         f"+49 151 {d(8)}",
         f"030 {d(8)}",
         f"0151 {d(8)}",
         f"+33 1 {d(2)} {d(2)} {d(2)} {d(2)}",
         f"+33 6 {d(2)} {d(2)} {d(2)} {d(2)}",
-        f"0{rng.randint(1, 9)} {d(2)} {d(2)} {d(2)} {d(2)}",
+        f"0{rng.randint(1, 7)} {d(2)} {d(2)} {d(2)} {d(2)}",
         f"+49151{d(8)}",
         f"+91 9{d(4)} {d(5)}",
         f"+81 3-{d(4)}-{d(4)}",
         f"+61 2 {d(4)} {d(4)}",
         f"+55 11 9{d(4)}-{d(4)}",
         f"+34 6{d(2)} {d(3)} {d(3)}",
-        f"0044 20 {d(4)} {d(4)}",  # format-26, "00" + country code: the same
+        f"0044 20 {london()} {d(4)}",  # format-26, "00" + country code: the same
     ]
     return formats[i % len(formats)]
 
@@ -258,6 +267,20 @@ def make_email(rng: random.Random, i: int) -> str:
         f"{first.capitalize()}.{last.capitalize()}",
     ][i % 5]
     return f"{local}@{domain}"
+
+
+def make_message_id(rng: random.Random, i: int) -> str:
+    """Message-IDs as mail and news software writes them (without the angle brackets)."""
+    host = rng.choice(["wall.org", "netlabs.com", "mail.gmail.com", "lists.debian.org", "cs.uu.nl"])
+    month = rng.choice(["Jan", "Feb", "Mar", "Jul", "Nov"])
+    return [
+        f"1997{rng.randint(1, 12):02d}{rng.randint(1, 28):02d}{_digits(rng, 4)}."
+        f"{_chars(rng, string.ascii_uppercase, 3)}{_digits(rng, 5)}@{host}",
+        f"199{rng.randint(0, 9)}{month}{rng.randint(1, 28)}.{_digits(rng, 6)}.{_digits(rng, 5)}"
+        f"@{host}",
+        f"2003{_digits(rng, 10)}.GA{_digits(rng, 5)}@{host}",
+        f"CA{_chars(rng, ALNUM, 20)}={_chars(rng, ALNUM, 10)}@{host}",
+    ][i % 4]
 
 
 def _b64url(data: bytes) -> str:
@@ -394,6 +417,11 @@ SENTENCES = {
         "Here is the deploy key:\n{s}\nDo not share it.",
         "{s}",
     ],
+    "message_id": [
+        "Perl is designed to give you several ways to do anything.\n\t-- Larry Wall in <{s}>",
+        "Message-ID: <{s}>",
+        "In article <{s}> somebody wrote that it works.",
+    ],
 }
 # Around each planted sentence: ordinary prose, so a finding elsewhere is a false alarm.
 FILLERS = [
@@ -406,7 +434,7 @@ FILLERS = [
 
 
 def planted_records(seed: int = SEED) -> tuple[list[str], list[str], list[list[tuple]]]:
-    """ids, texts, and per record the (Planted, start, end) it holds: 306 secrets, 30+ per kind."""
+    """ids, texts, and per record the (Planted, start, end) it holds: 338 secrets, 30+ per kind."""
     rng = random.Random(seed)
     planted: list[Planted] = []
     seen: set[str] = set()
@@ -432,6 +460,8 @@ def planted_records(seed: int = SEED) -> tuple[list[str], list[str], list[list[t
     for i in range(6 * len(TOKEN_SUBTYPES)):
         subtype = list(TOKEN_SUBTYPES)[i % len(TOKEN_SUBTYPES)]
         plant("api_key", subtype, TOKEN_SUBTYPES[subtype][0])
+    for i in range(32):
+        plant("message_id", f"style-{i % 4}", make_message_id, i)
     for i in range(42):
         header = "BEGIN " + ["RSA ", "EC ", "OPENSSH ", "DSA ", "", "ENCRYPTED "][i % 6]
         plant("private_key", "PGP" if i % 7 == 6 else header, make_private_key, i)
@@ -483,15 +513,14 @@ def test_planted_set_is_deterministic_and_covers_every_kind():
 def test_recall_on_planted_secrets(planted):
     """Recall: a planted secret counts as found when one finding of its kind covers all of it.
 
-    Measured at SEED on 306 planted secrets: 0.993 overall (304/306); api_key 102/102 over 17
-    token types, credit_card 36/36 over 9 brands, email 30/30, iban 42/42 over 14 countries,
-    private_key 42/42, phone 52/54 over 27 formats: both misses are "415 555 2671"-style numbers
-    in the sentence without a phone word, which the rules leave alone on purpose (see
-    NEEDS_PHONE_WORD; checked exactly below). Over seeds 0-99 (30,600 secrets): 0.996 overall,
-    phone 0.981 (only those two formats, 25% of them missed), api_key 0.998 (32-hex values after
-    "api_key =" 1.3% missed; base62 after "client_secret", passwords, standalone tokens 0.3%;
-    AWS secrets 0.2%), every other kind 1.000. The same person wrote the generators and the
-    rules, so read these as upper bounds for real data.
+    Measured at SEED on 338 planted secrets: 1.000 overall. Over seeds 0-29 (10,140 secrets):
+    0.995 overall; phone 0.976 (the two formats that need a phone word, as before, and a few
+    +81/+61/+55 numbers outside the assigned ranges phonenumbers knows), api_key 0.997, every
+    other kind 1.000, message_id included. Phone numbers are drawn from assigned ranges
+    (AREA_CODES, London 020 3/7/8): phonenumbers confirms validity, and a random area code is
+    unassigned about half the time. The same person wrote the generators and the rules, so
+    read these as upper bounds for real data: tests/data/test_privacy_real.py measures on
+    hand-labelled real text.
     Bounds: >= 0.95 overall and >= 0.9 per kind; and no other sub-type (token type, card brand,
     IBAN country, phone format, key header) may lose half its examples, which the per-kind
     bound alone would allow."""

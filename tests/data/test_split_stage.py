@@ -27,7 +27,9 @@ def project(tmp_path_factory) -> Path:
     return copy_project(tmp_path_factory.mktemp("split") / "project")
 
 
-def run_split(capsys, project: Path, name: str, **changes) -> tuple[int, str, dict[str, Path]]:
+def run_split(
+    capsys, project: Path, name: str, extra_in: tuple[str, ...] = (), **changes
+) -> tuple[int, str, dict[str, Path]]:
     params = yaml.safe_load((FIXTURES / "tiny_params.yaml").read_text())
     for dotted, value in changes.items():
         node = params
@@ -44,6 +46,7 @@ def run_split(capsys, project: Path, name: str, **changes) -> tuple[int, str, di
         f"{name}.yaml",
         "--in",
         "sources=data/raw/demo.jsonl",
+        *[x for i in extra_in for x in ("--in", i)],
         "--log",
         f"out/{name}.log",
     ]
@@ -103,7 +106,8 @@ def test_fail_policy_stops_with_one_line_and_no_output(capsys, project, secrets)
     assert code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1
-    assert lines[0].startswith("error: data.privacy is 'fail': 15 records contain secrets")
+    assert lines[0].startswith("error: data.privacy is 'fail' for api_key, credit_card, email")
+    assert ": 15 records contain secrets" in lines[0]
     assert not any(p.exists() for p in outputs.values())
 
 
@@ -129,3 +133,29 @@ def test_split_outputs_are_owner_only(capsys, project):
     assert code == 0, err
     for path in outputs.values():
         assert path.stat().st_mode & 0o077 == 0
+
+
+def test_previous_split_gives_the_moved_record_report(capsys, project):
+    """split.previous names an earlier run's split files: the audit then compares (params
+    changed: the salt), and the split files carry the evaluation slice columns."""
+    code, err, outputs = run_split(capsys, project, "before")
+    assert code == 0, err
+    previous = project / "previous-split"
+    previous.mkdir()
+    for name in ("train", "validation", "test"):
+        (previous / f"{name}.parquet").write_bytes(outputs[name].read_bytes())
+    code, err, outputs = run_split(
+        capsys,
+        project,
+        "after",
+        extra_in=("previous=previous-split",),
+        split__previous="previous-split",
+        split__salt="another",
+        split__stratify_tolerance=1.0,
+        split__size_tolerance=1.0,
+    )
+    assert code == 0, err
+    audit = json.loads(outputs["audit"].read_text())
+    assert audit["moved"]["compared"] == 3000 and audit["moved"]["by_reason"].keys() == {"params"}
+    columns = pq.read_table(outputs["test"]).column_names
+    assert columns == ["id", "text", "label", "group", "source", "unit", "duplicate_cluster"]

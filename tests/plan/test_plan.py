@@ -1,4 +1,4 @@
-"""The planner: cells × seeds, param-derived ids, the baseline merged with its grid cell."""
+"""The planner: cells × seeds, param-derived ids, the control merged with its grid cell."""
 
 import copy
 
@@ -6,7 +6,7 @@ import pytest
 
 from campaign.core.errors import CampaignError
 from campaign.core.params import load_params
-from campaign.plan import format_table, plan_rows, plan_runs, run_id
+from campaign.plan import format_table, kept_runs, plan_rows, plan_runs, run_id
 
 
 @pytest.fixture()
@@ -23,9 +23,10 @@ def test_full_factorial_with_baseline_merged(params):
     runs = plan_runs(params)
     # 2 × 2 cells; the baseline (lr 5e-4, max_length 64) is one of them → 4 cells × 2 seeds.
     assert len(runs) == 8
-    baseline = [r for r in runs if "baseline" in r.roles]
-    assert len(baseline) == 2
-    assert all(r.roles == ("baseline", "grid") for r in baseline)
+    baseline = [r for r in runs if not r.moved]
+    assert [r.seed for r in baseline] == [1, 2]
+    assert all(r.roles == ("baseline",) and r.cell == baseline[0].cell for r in baseline)
+    assert dict(baseline[0].cell) == {"train.lr": 5.0e-4, "train.max_length": 64}
     assert {dict(r.cell)["train.lr"] for r in runs} == {1.0e-4, 5.0e-4}
     assert len({r.run_id for r in runs}) == 8
 
@@ -36,6 +37,7 @@ def test_baseline_outside_the_grid_is_an_extra_cell(params):
     assert len(runs) == 10  # (4 grid cells + baseline) × 2 seeds
     assert sum("baseline" in r.roles for r in runs) == 2
     assert all(r.roles in (("baseline",), ("grid",)) for r in runs)
+    assert runs[0].roles == ("baseline",) and runs[0].tier == "control"
 
 
 def test_no_factors_is_the_baseline_alone(params):
@@ -75,16 +77,25 @@ def test_model_factor(params):
     assert params["model"]["config"]["hidden_size"] == 64  # the input is not mutated
 
 
-def test_max_runs_is_enforced(params):
+def test_max_runs_keeps_a_prefix_of_the_order(params):
+    everything = plan_runs(params)
     params["ablation"]["max_runs"] = 5
-    with pytest.raises(
-        CampaignError, match=r"ablation.max_runs: the plan has 8 runs \(4 cells × 2"
-    ):
+    runs = plan_runs(params)
+    assert [r.run_id for r in runs] == [r.run_id for r in everything]
+    assert [r.kept for r in runs] == [True] * 5 + [False] * 3
+    assert kept_runs(params) == [r.run_id for r in runs[:5]]
+
+
+def test_a_design_too_large_to_order_stops_in_one_line(params):
+    params["ablation"]["factors"] = {
+        "train": {"lr": list(range(1, 400)), "warmup_steps": list(range(300))}
+    }
+    with pytest.raises(CampaignError, match=r"^ablation.factors: design full has 119700 cells"):
         plan_runs(params)
 
 
 def test_table_lists_every_run(params):
     rows = plan_rows(plan_runs(params))
     text = format_table(rows)
-    assert text.splitlines()[0].split() == ["run", "roles", "seed", "train.lr", "train.max_length"]
+    assert text.splitlines()[0].split() == ["run", "train.lr", "train.max_length", "seed", "tier"]
     assert len(text.splitlines()) == 2 + 8

@@ -39,7 +39,9 @@ def test_one_run_by_hand():
         {"train": 50.0, "evaluation": 4.0, "predictions": 1.6, "checkpoints": 1.5}
     )
     assert cost["seconds"] == pytest.approx(57.1)
-    assert cost["bytes"] == 2 * 1000 + 300 + 50 + 20 + 5
+    # 2 checkpoints kept (the store's work folder); model, predictions, logs and timings twice:
+    # in the store and copied into results/
+    assert cost["bytes"] == 2 * 1000 + 2 * (300 + 50 + 20 + 5)
 
 
 def test_a_step_costs_by_its_padded_tokens():
@@ -73,14 +75,49 @@ def test_rows_carry_hours_cumulative_hours_and_bytes():
     assert [r["run"] for r in rows] == ["run-a", "run-b"]
     assert rows[0]["projected_hours"] == pytest.approx(a, abs=1e-6)
     assert rows[1]["cumulative_hours"] == pytest.approx(a + b, abs=1e-6)
-    assert rows[0]["projected_bytes"] == 2370
+    assert rows[0]["projected_bytes"] == 2740
 
 
 def test_a_plan_over_max_hours_or_the_disk_stops_in_one_line():
-    with pytest.raises(CampaignError, match=r"preflight.max_hours: the plan of 2 runs .* 1e-06 h"):
+    with pytest.raises(
+        CampaignError, match=r"^preflight.max_hours: the plan's 2 kept runs .* over 1e-06 h"
+    ):
         project(*plan(max_hours=1e-6))
     project(*plan(max_hours=1.0))  # 2 runs of about a minute fit in an hour
-    # 2 x 2370 bytes x 1.2 = 5688 bytes needed
-    with pytest.raises(CampaignError, match="preflight.disk_margin: the plan of 2 runs needs"):
-        project(*plan(free=5687))
-    project(*plan(free=5688))
+    # 2 x 2740 bytes x 1.2 = 6576 bytes needed
+    with pytest.raises(CampaignError, match="^preflight.disk_margin: the plan's 2 kept runs need"):
+        project(*plan(free=6575))
+    project(*plan(free=6576))
+
+
+def budget_plan(budget_hours, kept=(True, True)):
+    spec, report, measurements = plan()
+    spec["rows"] = [{**r, "kept": k} for r, k in zip(spec["rows"], kept, strict=True)]
+    spec["budget_hours"] = budget_hours
+    return spec, report, measurements
+
+
+def test_budget_hours_keeps_the_prefix_whose_cumulative_hours_fit():
+    a = run_cost(BASELINE, BASELINE, RATES, SIZES)["seconds"] / 3600  # 57.1 s
+    b = run_cost({**BASELINE, "max_steps": 200}, BASELINE, RATES, SIZES)["seconds"] / 3600
+    assert [r["kept"] for r in project(*budget_plan(a + b))] == [True, True]
+    assert [r["kept"] for r in project(*budget_plan(a + b - 1e-6))] == [True, False]
+    # Cumulative hours count every row so far (what going further would cost), kept or not.
+    rows = project(*budget_plan(a))
+    assert rows[1]["cumulative_hours"] == pytest.approx(a + b, abs=1e-6)
+    # A row max_runs already cut stays cut, whatever the budget.
+    assert [r["kept"] for r in project(*budget_plan(10.0, kept=(True, False)))] == [True, False]
+    # Deterministic: the same inputs, the same rows.
+    assert project(*budget_plan(a)) == project(*budget_plan(a))
+
+
+def test_a_budget_below_the_control_stops_in_one_line():
+    with pytest.raises(CampaignError, match=r"^ablation.budget_hours: the control run alone"):
+        project(*budget_plan(1e-4))
+
+
+def test_money_is_a_hook_that_adds_cost_columns_only_with_a_price():
+    rows = project(*budget_plan(None), price_per_hour=2.0)
+    assert rows[0]["projected_cost"] == pytest.approx(2 * rows[0]["projected_hours"])
+    assert rows[1]["cumulative_cost"] == pytest.approx(2 * rows[1]["cumulative_hours"])
+    assert "projected_cost" not in project(*budget_plan(None))[0]

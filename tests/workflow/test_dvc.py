@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+
 import pytest
 import yaml
 
@@ -28,6 +31,34 @@ def test_dvc_tracks_all_params_and_whole_output_folders():
     assert dvc["metrics"] == ["results/metrics.json"]
     for dep in stage["deps"]:
         assert (REPO / dep).exists(), dep
+
+
+@pytest.fixture(autouse=True)
+def _own_dvc_config(tmp_path, monkeypatch):
+    """The machine's global and system DVC config (a cache link type, a remote) stay out of the
+    test: the repository's .dvc/config is the whole configuration."""
+    for name in ("DVC_GLOBAL_CONFIG_DIR", "DVC_SYSTEM_CONFIG_DIR"):
+        folder = tmp_path / name.lower()
+        folder.mkdir()
+        monkeypatch.setenv(name, str(folder))
+
+
+def diagnosis(clone, first) -> str:
+    """What a failure needs to be understood: the first run's jobs, DVC's configuration, and
+    inode, link count and mtime of the files the reruns were about."""
+    listing = subprocess.run(
+        "find results .campaign/store -type f -printf '%T@ %i %n %p\\n' | sort | tail -n 120",
+        shell=True,
+        cwd=clone,
+        capture_output=True,
+        text=True,
+    ).stdout
+    config = run([str(BIN / "dvc"), "config", "-l", "--show-origin"], clone, check=False)
+    return (
+        f"\n--- first run\n{first.stdout[-4000:]}\n{first.stderr[-6000:]}\n--- dvc config\n"
+        f"{config.stdout}\n--- files by mtime\n{listing}\n--- env DVC\n"
+        f"{ {k: v for k, v in os.environ.items() if k.startswith('DVC')} }"
+    )
 
 
 @pytest.mark.slow
@@ -59,10 +90,10 @@ def test_the_readme_sharing_path_literally(tmp_path):
     assert not (clone / ".campaign" / "store").exists()
     run([dvc, "pull"], clone)
     assert (clone / ".campaign" / "store").is_dir()
-    snakemake(clone)
+    first = snakemake(clone)
     assert [e for e in events(clone) if e["event"] == "miss"] == []
     again = snakemake(clone, "-n")
-    assert planned_jobs(again.stdout) == [], again.stdout
+    assert planned_jobs(again.stdout) == [], again.stdout + diagnosis(clone, first)
     assert result_hashes(clone) == result_hashes(project)
     status = run([dvc, "status"], clone)
     assert "up to date" in status.stdout.lower(), status.stdout

@@ -9,6 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -47,6 +48,21 @@ def test_campaign_runs_then_nothing_to_do(tiny_project):
     assert len(run_ids(tiny_project)) == 4
     metrics = json.loads((tiny_project / "results" / "metrics.json").read_text())
     assert metrics["plan"] == {"runs": 4, "seeds": 2, "cells": 2}
+    # The evaluation decides, and each decision is traceable to its row in the tables.
+    evaluation = tiny_project / "results" / "evaluation"
+    decisions = json.loads((evaluation / "decisions.json").read_text())
+    comparisons = pd.read_parquet(evaluation / "comparisons.parquet")
+    assert decisions["decisions"], "no decision on the tiny campaign's lr factor"
+    for d in decisions["decisions"]:
+        row = comparisons[
+            (comparisons.subject == d["subject"]) & (comparisons.split == decisions["decide_on"])
+        ]
+        assert len(row) == 1 and row.iloc[0].decision == d["decision"], d
+        assert row.iloc[0].estimate == pytest.approx(d["estimate"])
+    scored = set(pd.read_parquet(evaluation / "metrics.parquet").variant)
+    assert run_ids(tiny_project) <= scored and {"floor/majority", "floor/tfidf_logreg"} <= scored
+    assert metrics["evaluation"]["best_cell"]["cell"] == decisions["best_cell"]["cell"]
+    assert (evaluation / "summary.txt").read_text().startswith("Decisions use the validation")
     # Results and the store may hold personal data: owner-only, every file and folder.
     for top in (tiny_project / "results", tiny_project / ".campaign" / "store"):
         for path in [top, *top.rglob("*")]:
@@ -65,8 +81,9 @@ def test_editing_one_param_reruns_exactly_its_dependents(tiny_project):
     manifest_stat = manifest.stat()
     n_events = len(events(tiny_project))
 
-    # One ablation level changes: its 2 runs (× 2 seeds) are new; the plan table and the
-    # metrics that summarize it follow; the data and the other runs are untouched.
+    # One ablation level changes: its 2 runs (× 2 seeds) are new; the plan table, the
+    # evaluation, the budget and the metrics that summarize them follow; the data, the floor,
+    # the quantized control and the other runs are untouched.
     edit_params(
         tiny_project, lambda p: p["ablation"]["factors"]["train"].update(lr=[1.0e-3, 2.0e-3])
     )
@@ -75,6 +92,8 @@ def test_editing_one_param_reruns_exactly_its_dependents(tiny_project):
     new_runs = sorted((rule, out) for rule, out in jobs if rule == "run_spec")
     assert [rule for rule, _ in jobs if rule not in ("run_spec", "train")] == [
         "all",
+        "budget",
+        "evaluate",
         "metrics",
         "plan_table",
     ]
@@ -91,6 +110,8 @@ def test_editing_one_param_reruns_exactly_its_dependents(tiny_project):
     assert manifest.stat().st_ino == manifest_stat.st_ino
     new_events = events(tiny_project)[n_events:]
     assert sorted(e["stage"] for e in new_events if e["event"] == "miss") == [
+        "budget",
+        "evaluate",
         "metrics",
         "plan_table",
         "run_spec",
@@ -104,7 +125,11 @@ def test_editing_one_param_reruns_exactly_its_dependents(tiny_project):
     # the split's key: a store hit, and nothing after it is recomputed either.
     edit_params(tiny_project, lambda p: p["data"]["sources"][0].update(licence="CC-BY-4.0"))
     jobs = planned_jobs(snakemake(tiny_project, "-n").stdout)
-    assert [rule for rule, _ in jobs if rule not in ("train", "preflight", "plan_table")] == [
+    rerun_by_mtime = (
+        *("train", "preflight", "plan_table", "quantize", "quantize_table"),
+        *("floor", "evaluate", "budget"),
+    )
+    assert [rule for rule, _ in jobs if rule not in rerun_by_mtime] == [
         "all",
         "manifest",
         "metrics",
@@ -117,7 +142,9 @@ def test_editing_one_param_reruns_exactly_its_dependents(tiny_project):
         "manifest",
         "metrics",
     ]
-    for stage, n in (("split", 1), ("preflight", 1), ("plan_table", 1), ("train", 4)):
+    hits = (("split", 1), ("preflight", 1), ("plan_table", 1), ("train", 4), ("quantize", 1))
+    after = (("quantize_table", 1), ("floor", 1), ("evaluate", 1), ("budget", 1))
+    for stage, n in (*hits, *after):
         assert [e["event"] for e in new_events if e["stage"] == stage] == ["hit"] * n, stage
     summary = json.loads((tiny_project / "results" / "data" / "summary.json").read_text())
     assert summary["per_licence"] == {"CC-BY-4.0": summary["records"]}

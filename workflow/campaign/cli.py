@@ -89,20 +89,14 @@ def cmd_validate(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    from campaign.plan import format_table, plan_rows, plan_runs
+    from campaign.plan import plan_report
 
     params = _load(args)
-    runs = plan_runs(params)
-    rows = plan_rows(runs)
+    rows, lines = plan_report(params, Path(args.preflight_report), Path(args.measurements))
     if args.format == "json":
         print(json.dumps(rows, indent=2))
     else:
-        print(format_table(rows))
-        cells = len({r.cell for r in runs})
-        seeds = len(params["ablation"]["seeds"])
-        merged = any(len(r.roles) > 1 for r in runs)
-        note = " (the baseline is one of the grid cells)" if merged else ""
-        print(f"\n{len(runs)} runs: {cells} cells × {seeds} seeds{note}")
+        print("\n".join(lines))
     return 0
 
 
@@ -118,7 +112,12 @@ def cmd_gc(args) -> int:
     from campaign.tools.status import garbage_collect
 
     return garbage_collect(
-        args.params, _store(args), dry_run=args.dry_run, snakefile=args.snakefile, force=args.force
+        args.params,
+        _store(args),
+        dry_run=args.dry_run,
+        snakefile=args.snakefile,
+        force=args.force,
+        retention=args.retention,
     )
 
 
@@ -149,6 +148,12 @@ def cmd_reproduce(args) -> int:
         print(f"reproduce: {len(differ)} output(s) differ: {', '.join(differ)}")
         return 1
     volatile = len(rows) - len(compared)
+    if not compared:
+        print(
+            f"reproduce: nothing to compare: all {volatile} output(s) of this stage are volatile "
+            "(recorded, not compared); reproduce the stages that consume them instead"
+        )
+        return 1
     tail = f"; {volatile} volatile output(s) recorded, not compared" if volatile else ""
     print(f"reproduce: all {len(compared)} compared output(s) reproduced bit for bit{tail}")
     return 0
@@ -159,15 +164,62 @@ def cmd_split_salt(args) -> int:
 
     params = _load(args)
     records = load_records(params["data"]["sources"], params["data"]["fields"], Path("."))
-    salt, deviation = find_salt(
-        records, params["split"], seed=params["campaign"]["seed"], tries=args.tries
+    split = params["split"]
+    choice = find_salt(records, split, seed=params["campaign"]["seed"], tries=args.tries)
+    numbers = (
+        f"max label deviation {choice.label_deviation:.4f} (tolerance "
+        f"{split['stratify_tolerance']}), max size deviation {choice.size_deviation:.4f} "
+        f"(tolerance {split['size_tolerance']})"
     )
-    print(
-        f"best salt: {salt}  (max label deviation {deviation:.4f}, tolerance "
-        f"{params['split']['stratify_tolerance']})"
-    )
-    print(f"put it in {args.params}:  split: {{salt: {salt}}}")
+    if choice.kept:
+        print(f"the current salt {choice.salt} passes: {numbers}; keep it")
+        return 0
+    print(f"current salt {split['salt']} fails; best of {choice.tried - 1} salts: {choice.salt}")
+    print(f"  {numbers}")
+    print(f"put it in {args.params}:  split: {{salt: {choice.salt}}}")
     return 0
+
+
+def cmd_backup(args) -> int:
+    from campaign.tools.backup import backup, load_identity, new_identity
+
+    params = _load(args)
+    if args.new_key:
+        if not args.key_file:
+            raise CampaignError("--new-key: also pass --key-file FILE (where the key goes)")
+        new_identity(Path(args.key_file))
+        print(f"wrote a new key to {args.key_file}: keep a copy apart from the backups")
+    identity = load_identity(args.key_file)
+    state_dir = args.state_dir or params["campaign"]["state_dir"]
+    out, n_files = backup(Path("."), Path(state_dir), Path(args.to), identity)
+    print(f"backup: {n_files} files (results, logs, store, snakemake metadata) -> {out}")
+    return 0
+
+
+def cmd_restore(args) -> int:
+    from campaign.tools.backup import load_identity, restore
+
+    params = _load(args)
+    identity = load_identity(args.key_file)
+    state_dir = args.state_dir or params["campaign"]["state_dir"]
+    n_files = restore(Path(args.archive), Path("."), Path(state_dir), identity)
+    print(f"restore: {n_files} files checked against the manifest and put in place")
+    return 0
+
+
+def cmd_scan_artifacts(args) -> int:
+    from campaign.core.fsutil import atomic_write_bytes
+    from campaign.tools.artifacts import scan_artifacts
+
+    out = Path(args.out)
+    report = scan_artifacts([Path(p) for p in args.paths], skip={out.resolve()})
+    atomic_write_bytes(out, (json.dumps(report, indent=2, sort_keys=True) + "\n").encode())
+    kinds = ", ".join(f"{k}: {n}" for k, n in report["findings_by_kind"].items()) or "none"
+    print(
+        f"scan-artifacts: {report['flagged']} of {report['scanned']} artifacts hold findings "
+        f"({kinds}) -> {out}"
+    )
+    return 1 if report["flagged"] and args.fail else 0
 
 
 def cmd_demo_data(args) -> int:
@@ -231,8 +283,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = with_params(sub.add_parser("validate", help="check a params file against the schema"))
     p.set_defaults(func=cmd_validate)
-    p = with_params(sub.add_parser("plan", help="print the planned runs"))
+    text = (
+        "print the planned runs in order (projected hours and the budget cut once the preflight "
+        "has measured) and what the plan can estimate"
+    )
+    p = with_params(sub.add_parser("plan", help=text, description=text))
     p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument(
+        "--preflight-report",
+        default="results/preflight/report.json",
+        help="the preflight's report (default: %(default)s)",
+    )
+    p.add_argument(
+        "--measurements",
+        default="results/preflight/measurements.json",
+        help="the preflight's measurements, for projected hours (default: %(default)s)",
+    )
     p.set_defaults(func=cmd_plan)
     for name, func, text in (
         ("status", cmd_status, "which planned jobs are done, running, missing or failed"),
@@ -247,6 +313,12 @@ def build_parser() -> argparse.ArgumentParser:
                 "--force",
                 action="store_true",
                 help="collect even when some planned outputs have no file and no job record",
+            )
+            p.add_argument(
+                "--retention",
+                action="store_true",
+                help="keep what is inside the params `retention` windows (checkpoints of "
+                "completed runs, unreferenced entries); raw-data copies go once unreferenced",
             )
         p.set_defaults(func=func)
     p = with_params(sub.add_parser("verify", help="re-hash every store entry; report corrupt ones"))
@@ -264,11 +336,40 @@ def build_parser() -> argparse.ArgumentParser:
     p = with_params(
         sub.add_parser(
             "split-salt",
-            help="find a split salt (<split.salt>-N) that keeps label shares within tolerance",
+            help="keep split.salt if its split passes the audit's balance checks, else find the "
+            "best <split.salt>-N (label shares and split sizes within tolerance)",
         )
     )
     p.add_argument("--tries", type=int, default=2000)
     p.set_defaults(func=cmd_split_salt)
+    key_help = (
+        "age identity file (AGE-SECRET-KEY-1...); default: the environment variable "
+        "CAMPAIGN_BACKUP_KEY"
+    )
+    text = "write an encrypted archive (age) of results, logs, the store and snakemake metadata"
+    p = with_params(sub.add_parser("backup", help=text, description=text))
+    p.add_argument("--to", required=True, help="folder for the archive")
+    p.add_argument("--key-file", help=key_help)
+    p.add_argument(
+        "--new-key", action="store_true", help="create --key-file first (must not exist)"
+    )
+    p.add_argument("--state-dir", help="store folder (default: campaign.state_dir)")
+    p.set_defaults(func=cmd_backup)
+    text = "restore a `campaign backup` archive, checked file by file, replacing what is there"
+    p = with_params(sub.add_parser("restore", help=text, description=text))
+    p.add_argument("archive", help="the .tar.age archive")
+    p.add_argument("--key-file", help=key_help)
+    p.add_argument("--state-dir", help="store folder (default: campaign.state_dir)")
+    p.set_defaults(func=cmd_restore)
+    text = (
+        "privacy scan of produced artifacts (tokenizer vocabularies, predictions, logs, "
+        "reports): findings by kind and artifact path, never the secrets"
+    )
+    p = sub.add_parser("scan-artifacts", help=text, description=text)
+    p.add_argument("paths", nargs="*", default=["results", "logs"])
+    p.add_argument("--out", default="results/privacy_artifacts.json")
+    p.add_argument("--fail", action="store_true", help="exit 1 when any artifact holds findings")
+    p.set_defaults(func=cmd_scan_artifacts)
     p = sub.add_parser("demo-data", help="regenerate the embedded demo corpus")
     p.add_argument("--out", default="data/raw/demo.jsonl")
     p.add_argument("--seed", type=int, default=7)

@@ -16,7 +16,7 @@ from campaign.core.errors import CampaignError
 from campaign.core.params import validate as validate_params
 from campaign.core.registry import get_stage, stage_spec_text
 from campaign.data import expand_sources
-from campaign.plan import RUN_ID_PATTERN, plan_index
+from campaign.plan import RUN_ID_PATTERN, kept_in_table, kept_runs, run_priorities
 
 # One-line error naming the file and key (e.g. `ablation.factors.train.lr: expected a list of
 # numbers`), against workflow/schemas/params.schema.yaml (with the registries' names filled in)
@@ -63,7 +63,11 @@ PREVIOUS_MANIFEST = (
 BASE_MODEL = (
     [] if config["model"]["source"] == "from_config" else [config["model"]["source"]]
 )
-RUNS = list(plan_index(config))
+# The runs Snakemake trains, in the plan's order (ablation.max_runs cut); with
+# ablation.budget_hours the plan table (a checkpoint, plan.smk) cuts further.
+RUNS = kept_runs(config)
+BUDGET_CUT = config["ablation"]["budget_hours"] is not None
+PRIORITY = run_priorities(config)
 SPLITS = {
     name: f"results/data/splits/{name}.parquet"
     for name in ("train", "validation", "test")
@@ -95,8 +99,22 @@ STATE_DIR = config["campaign"]["state_dir"]
 
 
 def run_paths(pattern):
-    """`pattern` (with `{run}`) for every planned run."""
-    return [pattern.format(run=run) for run in RUNS]
+    """`pattern` (with `{run}`) for every kept run: a list, or with ablation.budget_hours an
+    input function that asks the plan table (a checkpoint) which runs it kept."""
+    if not BUDGET_CUT:
+        return [pattern.format(run=run) for run in RUNS]
+
+    def kept_paths(wildcards):
+        table = checkpoints.plan_table.get().output.runs
+        return [pattern.format(run=run) for run in kept_in_table(table)]
+
+    return kept_paths
+
+
+def run_priority(wildcards):
+    """A training job's priority: the plan's order, the first run highest, so with few cores
+    the runs that tell most finish first."""
+    return PRIORITY.get(wildcards.run, 0)
 
 
 def stage_command(stage):
@@ -111,7 +129,7 @@ def stage_code(stage):
     a code change reruns the stage's jobs and a comment or docstring edit reruns nothing.
     """
     if stage not in _CODE:
-        _CODE[stage] = code_version(get_stage(stage).module)
+        _CODE[stage] = code_version(*get_stage(stage).code_modules)
     return _CODE[stage]
 
 

@@ -26,6 +26,8 @@ rule split:
         # Not hashed into the split's key (the sources are): it orders the split after the
         # manifest, so a bad record is reported once, by the manifest stage.
         manifest="results/data/manifest.parquet",
+        # An earlier run's split files (split.previous), for the moved-record report.
+        previous=[config["split"]["previous"]] if config["split"]["previous"] else [],
     output:
         train="results/data/splits/train.parquet",
         validation="results/data/splits/validation.parquet",

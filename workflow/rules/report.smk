@@ -10,6 +10,7 @@ rule metrics:
         summary="results/data/summary.json",
         runs="results/plan/runs.tsv",
         run_manifests=run_paths("results/runs/{run}/run_manifest.json"),
+        decisions="results/evaluation/decisions.json",
     output:
         metrics="results/metrics.json",
     log:

@@ -1,5 +1,6 @@
-# Train phase: one job per planned run. A killed job resumes from its last checkpoint in the
-# store's work folder (.campaign/work/<key>/) when it is started again.
+# Train phase: one job per kept run of the plan (rule all and metrics ask for them: run_paths).
+# A killed job resumes from its last checkpoint in the store's work folder
+# (.campaign/work/<key>/) when it is started again.
 
 
 rule train:
@@ -21,6 +22,10 @@ rule train:
         "logs/train/{run}.log",
     benchmark:
         "logs/benchmarks/train/{run}.tsv"
+    # The plan's order (control, main effects, interactions, extra seeds; cheaper first): with
+    # fewer cores than runs, the runs that tell most per unit of cost finish first. Not a param:
+    # reordering the plan reruns nothing.
+    priority: run_priority
     conda:
         CONDA_ENV
     params:

@@ -245,16 +245,18 @@ def module_hashes_of(modules: list[str]) -> dict[str, str]:
     return hashes
 
 
-def module_hashes(entry_module: str) -> dict[str, str]:
-    """{module: BLAKE3 of its normalized syntax tree} for every module of the closure."""
-    hashes = {m: _info(m)[0] for m in import_closure(entry_module)}
+def module_hashes(*entry_modules: str) -> dict[str, str]:
+    """{module: BLAKE3 of its normalized syntax tree} for every module of the closures."""
+    modules = sorted(set().union(*(import_closure(m) for m in entry_modules)))
+    hashes = {m: _info(m)[0] for m in modules}
     _save_cache()
     return hashes
 
 
-def code_version(entry_module: str) -> str:
-    """BLAKE3 over `module_hashes`: the code version of a stage whose entry is in this module."""
-    return hash_value(module_hashes(entry_module))
+def code_version(*entry_modules: str) -> str:
+    """BLAKE3 over `module_hashes`: the code version of a stage that runs these modules (its
+    entry's, and the ones that pin its execution or derive its inputs: Stage.code_modules)."""
+    return hash_value(module_hashes(*entry_modules))
 
 
 def closure_files(entry_module: str) -> list[Path]:

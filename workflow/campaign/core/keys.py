@@ -37,7 +37,7 @@ KEY_FORMAT = 2
 
 def code_version(stage: Stage) -> str:
     """The stage's import closure inside the package, docstrings and comments aside."""
-    return module_code_version(stage.module)
+    return module_code_version(*stage.code_modules)
 
 
 def library_versions(stage: Stage) -> dict[str, str]:

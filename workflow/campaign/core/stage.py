@@ -47,6 +47,13 @@ class Stage:
     def module(self) -> str:
         return self.entry.partition(":")[0]
 
+    @property
+    def code_modules(self) -> tuple[str, ...]:
+        """The modules whose code decides the result: the entry's, and the ones that pin the
+        execution (threads, deterministic algorithms) and derive the inputs."""
+        extra = (self.execution, (self.derive_inputs or "").partition(":")[0])
+        return (self.module, *sorted({m for m in extra if m and m != self.module}))
+
     def key_params(self, spec: Any) -> Any:
         return spec if self.key_view is None else self.key_view(spec)
 

@@ -43,9 +43,7 @@ from campaign.core.fsutil import atomic_write_text, fsync_path, remove_tree
 from campaign.core.hashing import ALGORITHM, canonical_json, hash_tree, hash_value
 
 ENTRY_FORMAT = 1
-_FILE_MODE = (
-    0o400  # store files are read-only: a stage that writes into a linked output fails loudly
-)
+_FILE_MODE = 0o400  # store files are read-only: nothing writes into a committed entry
 _DIR_MODE = 0o700
 FLOCK_ENV = "CAMPAIGN_FLOCK"
 _COMMIT_PREFIX = "commit-"
@@ -120,13 +118,21 @@ def _tree_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def _link_or_copy(src: Path, dst: Path) -> None:
-    try:
-        os.link(src, dst)
-    except OSError as e:
-        if e.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
-            raise
-        shutil.copy2(src, dst)
+_FICLONE = 0x40049409  # linux/fs.h: share the source's blocks (btrfs, XFS): no data copied
+_RESULT_MODE = 0o600  # a materialized output is the checkout's own file
+
+
+def _private_copy(src: Path, dst: Path) -> None:
+    """`dst` as a file of its own with `src`'s bytes: a reflink where the filesystem has them,
+    else a copy. Never a hard link: Snakemake touches every output after its job, and an inode
+    shared with the store (and through it with every checkout that materialized the entry) would
+    carry one checkout's mtimes into the others, making their downstream jobs look stale."""
+    with open(src, "rb") as source, open(dst, "wb") as target:
+        try:
+            fcntl.ioctl(target.fileno(), _FICLONE, source.fileno())
+        except OSError:
+            shutil.copyfileobj(source, target, length=1 << 20)
+    os.chmod(dst, _RESULT_MODE)
 
 
 @dataclass(frozen=True)
@@ -433,10 +439,9 @@ class Store:
             remove_tree(aside)
 
     def materialize(self, entry: Entry, outputs: dict[str, Path]) -> None:
-        """Place each output at its path: hard links into the store (copies across devices).
-
-        The link gets a fresh mtime, so Snakemake sees the output as newer than its inputs.
-        """
+        """Place each output at its path: a private copy of the entry's files (a reflink where
+        the filesystem has them), with a fresh mtime, so Snakemake sees the output as newer than
+        its inputs. Written beside the output and renamed over it."""
         now = time.time()
         for name, dest in outputs.items():
             src = entry.output_path(name)
@@ -453,10 +458,10 @@ class Store:
                     for d in dirs:
                         (tmp / rel / d).mkdir(mode=_DIR_MODE)
                     for f in files:
-                        _link_or_copy(Path(dirpath, f), tmp / rel / f)
+                        _private_copy(Path(dirpath, f), tmp / rel / f)
                         os.utime(tmp / rel / f, (now, now))
             else:
-                _link_or_copy(src, tmp)
+                _private_copy(src, tmp)
                 os.utime(tmp, (now, now))
             if dest.is_dir() and not dest.is_symlink():
                 remove_tree(dest)

@@ -8,7 +8,8 @@ from campaign.core.stage import Phase, Stage
 _PUBLIC = {
     "expand_sources": "sources",
     "load_records": "readers",
-    "find_salt": "split",
+    "find_salt": "salt",
+    "scan_text": "privacy",
 }
 __getattr__, __dir__ = exports(__name__, _PUBLIC)
 
@@ -23,21 +24,24 @@ def _split_spec(params: dict) -> dict:
         "sources": data["sources"],
         "fields": data["fields"],
         "privacy": data["privacy"],
+        "privacy_by_kind": data["privacy_by_kind"],
         "split": params["split"],
         "seed": params["campaign"]["seed"],
     }
 
 
 def _manifest_key(spec: dict) -> dict:
-    """What changes the manifest's bytes: not the privacy policy (the split applies it)."""
-    return {k: v for k, v in spec.items() if k != "privacy"}
+    """What changes the manifest's bytes: not the privacy policies (the split applies them)."""
+    return {k: v for k, v in spec.items() if k not in ("privacy", "privacy_by_kind")}
 
 
 def _split_key(spec: dict) -> dict:
     """What changes the split's bytes: each source's format (its files count by content, in the
-    inputs), not its path, licence or origin."""
+    inputs), not its path, licence or origin; whether an earlier split is compared, not where
+    it lies (its files count by content too)."""
     sources = [{"format": s["format"]} for s in spec["sources"]]
-    return {**spec, "sources": sources}
+    split = {**spec["split"], "previous": spec["split"]["previous"] is not None}
+    return {**spec, "sources": sources, "split": split}
 
 
 def _check_params(params: dict) -> None:
@@ -65,12 +69,12 @@ PHASE = Phase(
             name="split",
             entry="campaign.data.split:stage",
             help="privacy scan, leak-free train/validation/test split, leakage audit",
-            inputs=("sources",),
+            inputs=("sources", "previous"),
             outputs=("train", "validation", "test", "audit", "audit_table", "privacy"),
             spec=_split_spec,
-            libraries=("pandas", "pyarrow", "numpy", "blake3"),
+            libraries=("pandas", "pyarrow", "numpy", "blake3", "phonenumbers", "detect-secrets"),
             key_view=_split_key,
-            derive_inputs="campaign.data.sources:derive_inputs",
+            derive_inputs="campaign.data.split:derive_inputs",
         ),
     ),
     check_params=_check_params,

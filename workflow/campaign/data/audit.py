@@ -135,8 +135,15 @@ def _naive_split(ids: Sequence[str], fractions: dict[str, float], seed: int) -> 
     return split
 
 
-def _moved(units: LeakUnits, split: Sequence[str], previous: dict[str, str], cfg: dict) -> dict:
-    """Records whose split differs from ``previous``, with a reason for each moved unit."""
+def _moved(
+    units: LeakUnits,
+    split: Sequence[str],
+    previous: dict[str, str],
+    cfg: dict,
+    dropped: Sequence[str] = (),
+) -> dict:
+    """Records whose split differs from ``previous``, with a reason for each moved unit;
+    records ``drop`` removed this time (``dropped`` ids) count as moved to "dropped"."""
     prev_splits_of_unit: dict[str, set[str]] = defaultdict(set)
     old_anchor_of_unit: dict[str, set[str]] = defaultdict(set)
     for record_id, group, key in zip(units.ids, units.groups, units.unit, strict=True):
@@ -162,6 +169,12 @@ def _moved(units: LeakUnits, split: Sequence[str], previous: dict[str, str], cfg
                 unit_reason[key] = "params"
         reasons[unit_reason[key]] += 1
         moved.append({"id": record_id, "from": previous[record_id], "to": s, "unit": key})
+    for record_id in dropped:
+        if record_id in previous:
+            compared += 1
+            reasons["dropped"] += 1
+            moved.append({"id": record_id, "from": previous[record_id], "to": "dropped"})
+    moved.sort(key=lambda m: m["id"])
     bridged = sorted(k for k, r in unit_reason.items() if r == "bridged")
     return {
         "compared": compared,
@@ -173,6 +186,22 @@ def _moved(units: LeakUnits, split: Sequence[str], previous: dict[str, str], cfg
     }
 
 
+def _sizes(records_in: Counter, n: int, cfg: dict) -> dict:
+    """Each split's share of the records against its fraction, within split.size_tolerance.
+    Temporal splits are not held to it: the cutoff decides how much is train."""
+    deviations = {
+        name: abs(records_in[name] / n - cfg["fractions"][name]) for name in cfg["fractions"]
+    }
+    worst = min(deviations, key=lambda name: (-deviations[name], name))
+    checked = cfg["method"] != "temporal"
+    return {
+        "tolerance": cfg["size_tolerance"],
+        "checked": checked,
+        "max_deviation": {"value": deviations[worst], "split": worst},
+        "within_tolerance": not checked or deviations[worst] <= cfg["size_tolerance"],
+    }
+
+
 def audit(
     units: LeakUnits,
     split: Sequence[str],
@@ -181,13 +210,17 @@ def audit(
     seed: int,
     timestamps: Sequence[datetime] | None = None,
     previous: dict[str, str] | None = None,
+    dropped: dict | None = None,
+    naive_units: LeakUnits | None = None,
 ) -> dict:
     """The split audit, a JSON-able dict (see ``audit_table`` for what it holds).
 
-    units: from ``leak_units``; split: (n,) split of each record; timestamps: (n,) UTC times,
-    needed for the temporal section; previous: id -> split of an earlier assignment. Leaks are
-    counted from the groups and duplicate pairs themselves, not from the units, so the audit
-    checks the construction rather than restating it."""
+    units: from ``leak_units`` (under ``drop``: restricted to the kept records); split: (n,)
+    split of each record; timestamps: (n,) UTC times, needed for the temporal section;
+    previous: id -> split of an earlier assignment; dropped: what ``drop`` removed;
+    naive_units: the records the naive contrast splits (default: units). Leaks are counted
+    from the groups and duplicate pairs themselves, not from the units, so the audit checks
+    the construction rather than restating it."""
     names = sorted(cfg["fractions"])
     n = len(split)
     records_in = Counter(split)
@@ -199,6 +232,7 @@ def audit(
     conflicting = [c for c in units.clusters if c.conflicting]
     labels = _label_shares(units.labels, split, names)
     deviation = labels["max_deviation"]["value"]
+    contrast = units if naive_units is None else naive_units
 
     out: dict[str, Any] = {
         "method": cfg["method"],
@@ -217,7 +251,10 @@ def audit(
             }
             for name in names
         },
+        "sizes": _sizes(records_in, n, cfg),
         "dedup": {
+            "policy": cfg["dedup"]["policy"],
+            "dropped": dropped,
             "near": dict(cfg["dedup"]["near"]),
             "exact_clusters": len(units.exact),
             "records_in_exact_clusters": sum(len(c) for c in units.exact),
@@ -236,14 +273,18 @@ def audit(
             **labels,
             "tolerance": cfg["stratify_tolerance"],
             "within_tolerance": deviation <= cfg["stratify_tolerance"],
+            "missing_from_train": labels["missing"][TRAIN],
         },
         "naive_split": {
             "what": "per-record uniform split with the same fractions",
             "rng": f"numpy.random.default_rng([{seed}, {_NAIVE_STREAM}])",
-            "leaks": _leaks(units, _naive_split(units.ids, cfg["fractions"], seed), False),
+            "records": len(contrast.ids),
+            "leaks": _leaks(contrast, _naive_split(contrast.ids, cfg["fractions"], seed), False),
         },
         "temporal": None,
-        "moved": None if previous is None else _moved(units, split, previous, cfg),
+        "moved": None
+        if previous is None
+        else _moved(units, split, previous, cfg, dropped["ids"] if dropped else ()),
     }
     if cfg["method"] == "temporal" and timestamps is not None:
         cutoff = parse_cutoff(cfg["temporal_cutoff"])
@@ -261,7 +302,9 @@ def audit(
 
 def check_audit(audit: dict, policy: dict) -> None:
     """Raise CampaignError, one line listing every violation, when the audit breaks the policy
-    (``split.audit``) or its label deviation exceeds ``split.stratify_tolerance``."""
+    (``split.audit``), its label deviation exceeds ``split.stratify_tolerance``, a split's size
+    is off its fraction by more than ``split.size_tolerance``, or a label is absent from
+    train."""
     check_policy(policy)
     leaks = audit["leaks"]
     problems = []
@@ -296,6 +339,23 @@ def check_audit(audit: dict, policy: dict) -> None:
             f"{labels['overall'][label]:.1%} overall, off by {worst['value']:.3f} > "
             f"split.stratify_tolerance {labels['tolerance']} (try another split.salt)"
         )
+    sizes = audit["sizes"]
+    if not sizes["within_tolerance"]:
+        name = sizes["max_deviation"]["split"]
+        s = audit["splits"][name]
+        problems.append(
+            f"split {name!r} holds {s['share']:.1%} of the records, target {s['target']:.1%}, "
+            f"off by {sizes['max_deviation']['value']:.3f} > split.size_tolerance "
+            f"{sizes['tolerance']} (try another split.salt: campaign split-salt)"
+        )
+    if labels["missing_from_train"]:
+        missing = labels["missing_from_train"]
+        where = {c: [n for n, counts in labels["counts"].items() if counts.get(c)] for c in missing}
+        shown = ", ".join(f"{c!r} (in {', '.join(where[c]) or 'no split'})" for c in missing[:3])
+        problems.append(
+            f"{len(missing)} label(s) absent from train: {shown} (try another split.salt: "
+            "campaign split-salt)"
+        )
     conflicts = audit["label_conflicts"]
     if conflicts["clusters"] and not policy["allow_label_conflicts"]:
         ex = conflicts["examples"][0]
@@ -328,6 +388,16 @@ def audit_table(audit: dict) -> str:
             f"  {name:<14}{s['records']:>9}{s['units']:>8}{_fmt(s['share']):>8}"
             f"{_fmt(s['target']):>8}"
         )
+    sizes = audit["sizes"]
+    verdict = (
+        ("within" if sizes["within_tolerance"] else "OUTSIDE") + f" tolerance {sizes['tolerance']}"
+        if sizes["checked"]
+        else "not checked (temporal: the cutoff decides)"
+    )
+    lines.append(
+        f"  max |share - target| = {_fmt(sizes['max_deviation']['value'])} "
+        f"({sizes['max_deviation']['split']}), {verdict}"
+    )
     ours, naive = audit["leaks"], audit["naive_split"]["leaks"]
     rows = [
         ("groups in more than one split", "groups_in_several_splits"),
@@ -349,6 +419,14 @@ def audit_table(audit: dict) -> str:
         f"(threshold {d['near']['threshold']}, {d['near']['shingle_size']}-word shingles, "
         f"{d['near']['num_perm']} hashes)",
     ]
+    lines.append(f"Duplicate policy: {d['policy']}")
+    if d["dropped"] is not None:
+        x = d["dropped"]
+        per = ", ".join(f"{k} {v}" for k, v in x["by_split"].items() if v) or "none"
+        lines.append(
+            f"  dropped {x['records']} evaluation copies of records in other splits "
+            f"({x['components']} duplicate components; {per}); their ids are in the JSON audit"
+        )
     c = audit["label_conflicts"]
     lines.append(
         f"Label conflicts inside duplicate clusters: {c['clusters']} clusters (exact "
@@ -370,6 +448,8 @@ def audit_table(audit: dict) -> str:
         f" {verdict} tolerance {labels['tolerance']}"
     )
     missing = {n: m for n, m in labels["missing"].items() if m}
+    if labels["missing_from_train"]:
+        lines.append(f"  ABSENT FROM TRAIN: {', '.join(labels['missing_from_train'])}")
     lines.append(
         "  class coverage: every class in every split"
         if not missing
@@ -393,5 +473,6 @@ def audit_table(audit: dict) -> str:
             f"({reasons})",
         ]
         for ex in m["examples"][:3]:
-            lines.append(f"    {ex['id']}: {ex['from']} -> {ex['to']} (unit {ex['unit']!r})")
+            unit = f" (unit {ex['unit']!r})" if "unit" in ex else ""
+            lines.append(f"    {ex['id']}: {ex['from']} -> {ex['to']}{unit}")
     return "\n".join(lines) + "\n"

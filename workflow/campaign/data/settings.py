@@ -20,13 +20,23 @@ CFG_KEYS = (
     "fractions",
     "salt",
     "stratify_tolerance",
+    "size_tolerance",
     "temporal_cutoff",
     "dedup",
     "audit",
+    "previous",
 )
 
 
 NEAR_KEYS = ("threshold", "num_perm", "shingle_size")
+
+
+DEDUP_KEYS = ("policy", "near")
+
+
+# unite: duplicates join their records' units (chains too); drop: one representative of each
+# duplicate cluster stays where it falls and its copies leave the evaluation splits.
+DEDUP_POLICIES = ("unite", "drop")
 
 
 POLICY_KEYS = ("max_group_overlap", "max_cross_split_duplicates", "allow_label_conflicts")
@@ -136,10 +146,17 @@ def check_cfg(cfg: Any) -> None:
 
     if not isinstance(cfg["salt"], str) or not cfg["salt"]:
         raise CampaignError(f"split.salt: expected a non-empty string, got {cfg['salt']!r}")
-    tolerance = cfg["stratify_tolerance"]
-    if not _number(tolerance) or not 0 < tolerance <= 1:
+    for key in ("stratify_tolerance", "size_tolerance"):
+        tolerance = cfg[key]
+        if not _number(tolerance) or not 0 < tolerance <= 1:
+            raise CampaignError(
+                f"split.{key}: expected an absolute share in (0, 1], got {tolerance!r}"
+            )
+    previous = cfg["previous"]
+    if previous is not None and (not isinstance(previous, str) or not previous):
         raise CampaignError(
-            f"split.stratify_tolerance: expected an absolute share in (0, 1], got {tolerance!r}"
+            "split.previous: expected null or the folder of an earlier run's split files "
+            f"(train.parquet, ...), got {previous!r}"
         )
     if cfg["method"] == "temporal":
         if cfg["temporal_cutoff"] is None:
@@ -152,8 +169,20 @@ def check_cfg(cfg: Any) -> None:
         )
 
     dedup = cfg["dedup"]
-    if not isinstance(dedup, dict) or set(dedup) != {"near"} or not isinstance(dedup["near"], dict):
-        raise CampaignError("split.dedup: expected a mapping with one key, near")
+    if not isinstance(dedup, dict):
+        raise CampaignError(f"split.dedup: expected a mapping with {', '.join(DEDUP_KEYS)}")
+    for key in DEDUP_KEYS:
+        if key not in dedup:
+            raise CampaignError(f"split.dedup.{key}: missing")
+    for key in dedup:
+        if key not in DEDUP_KEYS:
+            raise CampaignError(f"split.dedup.{key}: unknown key; expected {', '.join(DEDUP_KEYS)}")
+    if dedup["policy"] not in DEDUP_POLICIES:
+        raise CampaignError(
+            f"split.dedup.policy: {dedup['policy']!r} is not one of {', '.join(DEDUP_POLICIES)}"
+        )
+    if not isinstance(dedup["near"], dict):
+        raise CampaignError("split.dedup.near: expected a mapping with threshold, num_perm, ...")
     for key in dedup["near"]:
         if key not in NEAR_KEYS:
             raise CampaignError(

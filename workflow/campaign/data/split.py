@@ -1,18 +1,36 @@
 """Leak-free train/validation/test split of the manifest records, and the audit that proves it.
 
 Leak units. Records are joined (union-find) when they share a group value (author, document,
-...), when their normalized texts are equal (exact duplicates) or when their word-shingle
-Jaccard reaches ``split.dedup.near.threshold`` (near duplicates; see ``campaign.data.dedup``).
-Joins are transitive: a chain A~B~C is one unit. A unit is assigned as a whole, so no group and
-no duplicate pair found by ``campaign.data.dedup`` can straddle two splits.
+...) and, under ``split.dedup.policy: unite``, when their normalized texts are equal (exact
+duplicates) or when their word-shingle Jaccard reaches ``split.dedup.near.threshold`` (near
+duplicates; see ``campaign.data.dedup``). Joins are transitive: a chain A~B~C is one unit. A
+unit is assigned as a whole, so no group and no duplicate pair found by ``campaign.data.dedup``
+can straddle two splits.
+
+Giant units, and ``split.dedup.policy: drop``. On real corpora duplicate chains can join most
+groups into one unit (boilerplate such as "New upstream release." in package changelogs joins
+every package that wrote it: 83% of the 9,708 entries of the 365 source packages
+whose changelogs one Debian machine holds, in one unit of 234 packages). No salt can
+then balance anything, and a looser tolerance only hides a split with a fifth of the data in
+train. ``unite`` therefore refuses, in one line, a unit that no split can hold within
+``split.size_tolerance`` (``units.check_unit_sizes``: its size, largest groups, and what would
+resolve it). ``drop`` forms units from groups alone and resolves duplicates after the
+assignment: in each duplicate component (chains too) that falls in several splits, the train
+members stay and the copies in evaluation splits are dropped; without a train member, the
+members in the split of the component's smallest id stay (``units.drop_copies``). Train never
+loses a record, no duplicate pair crosses splits, and every dropped id is listed in the audit
+(``dedup.dropped``). A new record can drop an existing evaluation record this way (its copy
+landed in train): the moved-record report lists it as ``dropped``.
 
 Unit key. A record's anchor is ``"g:" + group`` when it has a group, else ``"i:" + id``; the
 unit key is the smallest anchor of its members (group anchors sort first). New records by an
 author already in the data carry that author's anchor, so they join the unit without changing
 its key.
 
-Assignment (``method: group_hash``). A unit's position is ``x = BLAKE3(salt, 0x1f, key)``'s
-first 8 bytes / 2^64, in [0, 1). The splits, in name order, own consecutive intervals of
+Assignment (``method: group_hash``). A unit's position is ``x = SplitMix64(K ^ S) / 2^64`` in
+[0, 1), where K and S are the first 8 bytes of BLAKE3 of the unit key and of the salt
+(``units.positions``): a function of the key and the salt alone, so the salt search can score
+thousands of salts in one array operation. The splits, in name order, own consecutive intervals of
 [0, 1) whose lengths are ``split.fractions``; a unit goes to the split whose interval holds x.
 The decision looks at nothing but the unit's key and the params, hence the stability promise:
 
@@ -40,12 +58,15 @@ balance a CHECKED property: the audit measures, per split and label, ``|share of
 split - share overall|`` and its maximum, and ``check_audit`` fails when that exceeds
 ``split.stratify_tolerance`` (absolute; set 1.0 to switch the check off, e.g. for temporal
 splits of drifting data). The one free choice left is the salt, a single draw for the whole
-split: ``find_salt`` tries ``<salt>-0``, ``<salt>-1``, ... and returns the best one within the
-tolerance (rerandomization, see there). Once it is in params, growth keeps every record in
-place; if growth pushes the deviation over the tolerance the audit fails and says so.
+split: ``salt.find_salt`` keeps the current salt when it passes and otherwise tries
+``<salt>-0``, ``<salt>-1``, ... and returns the best one within the tolerances
+(rerandomization, see there). Sizes are audited too: each split's share of the records within
+``split.size_tolerance`` of its fraction, and every label present in train. Once it is in
+params, growth keeps every record in place; if growth pushes a deviation over its tolerance
+the audit fails and says so.
 On the demo corpus (3,000 records, 254 units, up to 66 records each) the median deviation over
 salts is ~0.13 and only ~0.1-1% of salts reach 0.05; on 3,000 records with a 90/8/2 label mix
-and authors of 1-4 records, every one of 100 salts did.
+and authors of 1-4 records, nearly every salt does.
 
 Temporal mode (``method: temporal``). A unit goes to train when its LATEST timestamp is before
 ``split.temporal_cutoff`` (strictly), so no record at or after the cutoff ever reaches train;
@@ -61,10 +82,10 @@ The audit's naive contrast (per-record uniform split, the usual ``train_test_spl
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -75,17 +96,27 @@ from campaign.data.settings import TRAIN, check_cfg, parse_cutoff
 from campaign.data.units import (
     LeakUnits,
     check_records,
+    check_unit_sizes,
+    drop_copies,
+    group_unit_sizes,
+    key_hashes,
     leak_units,
-    pick_split,
+    positions,
+    restrict,
+    salt_hash,
+    split_edges,
     time_text,
-    unit_position,
 )
 
 if TYPE_CHECKING:
     import pandas as pd
 
 
-ASSIGNMENT_COLUMNS = ("id", "text", "label", "group", "unit", "split")
+# The columns of the split files: per-record slices for evaluation too. duplicate_cluster: the
+# smallest id of the record's duplicate component (exact and near pairs, chains too, over all
+# records, before ``drop`` removes copies), or null when the record has no duplicate.
+SPLIT_FILE_COLUMNS = ["id", "text", "label", "group", "source", "unit", "duplicate_cluster"]
+ASSIGNMENT_COLUMNS = (*SPLIT_FILE_COLUMNS, "split")
 
 
 def assign_units(
@@ -98,17 +129,15 @@ def assign_units(
     """unit key -> split. Group hash: by the salted position alone. Temporal (latest and cutoff
     given): train when the unit's latest timestamp < cutoff, else an evaluation split by
     position among the non-train fractions."""
-    eval_fractions = {k: v for k, v in fractions.items() if k != TRAIN}
-    out = {}
-    for key in keys:
-        if cutoff is not None and latest is not None:
-            if latest[key] < cutoff:
-                out[key] = TRAIN
-            else:
-                out[key] = pick_split(unit_position(salt, key), eval_fractions)
-        else:
-            out[key] = pick_split(unit_position(salt, key), fractions)
-    return out
+    keys = list(keys)
+    place = positions(np.array([salt_hash(salt)]), key_hashes(keys))[0]  # (n_units,)
+    if cutoff is None or latest is None:
+        names, edges = split_edges(fractions)
+        chosen = np.searchsorted(edges, place, "right")
+        return {k: names[i] for k, i in zip(keys, chosen, strict=True)}
+    names, edges = split_edges({k: v for k, v in fractions.items() if k != TRAIN})
+    chosen = np.searchsorted(edges, place, "right")
+    return {k: TRAIN if latest[k] < cutoff else names[i] for k, i in zip(keys, chosen, strict=True)}
 
 
 def _timestamps(records: pd.DataFrame) -> list[datetime]:
@@ -128,14 +157,9 @@ def _timestamps(records: pd.DataFrame) -> list[datetime]:
     return [pd.Timestamp(t).to_pydatetime().astimezone(UTC) for t in stamps.tolist()]
 
 
-def _assign_keys(
-    units: LeakUnits, keys: list[str], cfg: dict, stamps: list[datetime] | None
-) -> list[str]:
-    """(n_units,) split of each unit key in ``keys``."""
-    if cfg["method"] != "temporal":
-        split_of = assign_units(keys, cfg["fractions"], cfg["salt"])
-        return [split_of[k] for k in keys]
-    assert stamps is not None
+def latest_times(units: LeakUnits, cfg: dict, stamps: list[datetime]) -> dict[str, datetime]:
+    """unit key -> its latest timestamp; CampaignError when the cutoff leaves no record before
+    or after it, or would leave train empty."""
     cutoff = parse_cutoff(cfg["temporal_cutoff"])
     latest: dict[str, datetime] = {}
     for key, t in zip(units.unit, stamps, strict=True):
@@ -155,6 +179,19 @@ def _assign_keys(
             f"split.temporal_cutoff: every unit with records before {time_text(cutoff)} "
             "also has records at or after it, so train would be empty; move the cutoff later"
         )
+    return latest
+
+
+def _assign_keys(
+    units: LeakUnits, keys: list[str], cfg: dict, stamps: list[datetime] | None
+) -> list[str]:
+    """(n_units,) split of each unit key in ``keys``."""
+    if cfg["method"] != "temporal":
+        split_of = assign_units(keys, cfg["fractions"], cfg["salt"])
+        return [split_of[k] for k in keys]
+    assert stamps is not None
+    latest = latest_times(units, cfg, stamps)
+    cutoff = parse_cutoff(cfg["temporal_cutoff"])
     split_of = assign_units(keys, cfg["fractions"], cfg["salt"], latest, cutoff)
     return [split_of[k] for k in keys]
 
@@ -179,6 +216,8 @@ def _check_nonempty(split: list[str], units: LeakUnits, cfg: dict) -> None:
 
 
 def _prepare(records: pd.DataFrame, cfg: dict, seed: int) -> tuple[LeakUnits, list | None]:
+    """Checked params and records, their leak units (refused when one is too large to place),
+    and the timestamps of a temporal split."""
     check_cfg(cfg)
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
         raise CampaignError(f"seed: expected an integer, got {seed!r}")
@@ -189,7 +228,20 @@ def _prepare(records: pd.DataFrame, cfg: dict, seed: int) -> tuple[LeakUnits, li
             "document, ...) but the records have none; map data.fields.group"
         )
     stamps = _timestamps(records) if cfg["method"] == "temporal" else None
-    return leak_units(records, cfg["dedup"]["near"], int(seed)), stamps
+    units = leak_units(records, cfg["dedup"]["near"], int(seed), cfg["dedup"]["policy"])
+    check_unit_sizes(units, cfg, group_unit_sizes(units))
+    return units, stamps
+
+
+def _dropped(units: LeakUnits, split: list[str], keep: list[bool], names: list[str]) -> dict:
+    """The audit's record of what ``drop`` removed: counts per split, components, ids."""
+    gone = [i for i, k in enumerate(keep) if not k]
+    return {
+        "records": len(gone),
+        "by_split": {n: sum(split[i] == n for i in gone) for n in names},
+        "components": len({units.duplicate_of[i] for i in gone}),
+        "ids": sorted(units.ids[i] for i in gone),
+    }
 
 
 def make_splits(
@@ -207,95 +259,114 @@ def make_splits(
         fractions: {train: 0.8, validation: 0.1, test: 0.1}   # > 0 each, sum 1 (+-1e-9)
         salt: "demo-1"                 # the split's identity; change it to redraw
         stratify_tolerance: 0.05       # max |label share in split - overall|, checked
+        size_tolerance: 0.05           # max |share of records in split - fraction|, checked
         temporal_cutoff: null          # ISO 8601 time, required by (only by) temporal
-        dedup: {near: {threshold: 0.5, num_perm: 128, shingle_size: 3}}
+        dedup: {policy: unite,         # unite | drop (see the module docstring)
+                near: {threshold: 0.5, num_perm: 128, shingle_size: 3}}
         audit: {max_group_overlap: 0, max_cross_split_duplicates: 0,
                 allow_label_conflicts: true}
+        previous: null                 # the stage reads it; here ``previous`` is an argument
 
     seed: draws the MinHash functions and the audit's naive contrast split; previous: id ->
     split of an earlier run, to report moved records. Returns (assignments, audit):
-    assignments has columns id, text, label, group, unit, split in the records' row order;
-    audit as from ``audit``. Raises CampaignError on bad params or records and when a split
-    is left empty; does NOT apply the audit policy (call ``check_audit``)."""
+    assignments has ``ASSIGNMENT_COLUMNS`` in the records' row order
+    (under ``drop``, without the dropped records); audit as from ``audit``. Raises
+    CampaignError on bad params or records, on a unit too large to place, and when a split is
+    left empty; does NOT apply the audit policy (call ``check_audit``)."""
     import pandas as pd
 
     units, stamps = _prepare(records, cfg, seed)
     split = _assign(units, cfg, stamps)
-    _check_nonempty(split, units, cfg)
-    result = audit(units, split, cfg, seed=int(seed), timestamps=stamps, previous=previous)
+    names = sorted(cfg["fractions"])
+    dropped = None
+    kept_units, kept_split, kept_stamps, rows = units, split, stamps, list(range(len(split)))
+    if cfg["dedup"]["policy"] == "drop":
+        keep = drop_copies(units, split)
+        dropped = _dropped(units, split, keep, names)
+        rows = [i for i, k in enumerate(keep) if k]
+        kept_units = restrict(units, keep)
+        kept_split = [split[i] for i in rows]
+        kept_stamps = None if stamps is None else [stamps[i] for i in rows]
+    _check_nonempty(kept_split, kept_units, cfg)
+    result = audit(
+        kept_units,
+        kept_split,
+        cfg,
+        seed=int(seed),
+        timestamps=kept_stamps,
+        previous=previous,
+        dropped=dropped,
+        naive_units=units,
+    )
+    texts = records["text"].tolist()
+    sources = records["source"].tolist() if "source" in records else [None] * len(texts)
+    cluster = [units.ids[j] if j >= 0 else None for j in units.duplicate_of]
     assignments = pd.DataFrame(
         {
-            "id": pd.array(units.ids, dtype="str"),
-            "text": pd.array(records["text"].tolist(), dtype="str"),
-            "label": pd.array(units.labels, dtype="str"),
-            "group": pd.array(units.groups, dtype="str"),
-            "unit": pd.array(units.unit, dtype="str"),
-            "split": pd.array(split, dtype="str"),
+            "id": pd.array(kept_units.ids, dtype="str"),
+            "text": pd.array([texts[i] for i in rows], dtype="str"),
+            "label": pd.array(kept_units.labels, dtype="str"),
+            "group": pd.array(kept_units.groups, dtype="str"),
+            "source": pd.array([sources[i] for i in rows], dtype="str"),
+            "unit": pd.array(kept_units.unit, dtype="str"),
+            "duplicate_cluster": pd.array([cluster[i] for i in rows], dtype="str"),
+            "split": pd.array(kept_split, dtype="str"),
         }
     )
     return assignments, result
 
 
-def find_salt(
-    records: pd.DataFrame, cfg: dict, *, seed: int, tries: int = 2000
-) -> tuple[str, float]:
-    """(salt, max label deviation) of the best of the salts ``<split.salt>-0`` ...
-    ``-<tries - 1>``: among those that leave no split empty and keep the maximum label
-    deviation within ``split.stratify_tolerance``, the one with the smallest
-    ``max(label deviation, max_s |share of split s - fractions[s]|)`` (ties: the first), so
-    split sizes stay near their targets too. Raises CampaignError when no salt is within the
-    tolerance.
+def read_previous(folder: Path, names: list[str]) -> dict[str, str]:
+    """id -> split of an earlier run's split files (``<folder>/<split>.parquet``), for the
+    moved-record report. Raises CampaignError naming the file when one is missing or has no
+    ``id`` column, or when an id is in two of them."""
+    import pyarrow.parquet as pq
 
-    Re-drawing a random assignment until it is balanced on a criterion fixed in advance is
-    rerandomization (Morgan & Rubin 2012): it looks at labels and sizes only, never at a model,
-    so it leaks nothing. The units are computed once; each try costs one hash per unit. Run it
-    once when the campaign's split is set up and write the salt into params: taking the best
-    rather than the first passing salt leaves a margin for the data to grow."""
-    units, stamps = _prepare(records, cfg, seed)
-    names = sorted(cfg["fractions"])
-    target = np.array([cfg["fractions"][n] for n in names])  # (n_splits,)
-    keys = sorted(set(units.unit))
-    row = {k: i for i, k in enumerate(keys)}
-    classes = sorted(set(units.labels))
-    col = {c: j for j, c in enumerate(classes)}
-    counts = np.zeros((len(keys), len(classes)))  # (n_units, n_classes) records per label
-    np.add.at(counts, ([row[k] for k in units.unit], [col[c] for c in units.labels]), 1.0)
-    overall = counts.sum(axis=0) / counts.sum()  # (n_classes,)
+    previous: dict[str, str] = {}
+    for name in names:
+        path = folder / f"{name}.parquet"
+        if not path.is_file():
+            raise CampaignError(
+                f"split.previous: {path} is missing (expected the split files of an earlier run: "
+                f"{', '.join(n + '.parquet' for n in names)})"
+            )
+        try:
+            table = pq.read_table(path, columns=["id"])
+        except Exception as e:  # pyarrow raises several types for a bad file
+            raise CampaignError(f"split.previous: {path}: not a split file ({e})") from None
+        for record_id in table.column("id").to_pylist():
+            if record_id in previous:
+                raise CampaignError(
+                    f"split.previous: record {record_id!r} is in both "
+                    f"{previous[record_id]}.parquet and {name}.parquet"
+                )
+            previous[record_id] = name
+    return previous
 
-    best_salt, best_score, best_deviation, closest = None, math.inf, math.inf, math.inf
-    for i in range(tries):
-        salt = f"{cfg['salt']}-{i}"
-        split_of_unit = _assign_keys(units, keys, {**cfg, "salt": salt}, stamps)
-        member = np.array([[s == n for n in names] for s in split_of_unit], dtype=float)
-        per_split = member.T @ counts  # (n_splits, n_classes)
-        sizes = per_split.sum(axis=1)  # (n_splits,)
-        if (sizes == 0).any():
-            continue
-        deviation = float(np.abs(per_split / sizes[:, None] - overall).max())
-        closest = min(closest, deviation)
-        if deviation > cfg["stratify_tolerance"]:
-            continue
-        score = max(deviation, float(np.abs(sizes / sizes.sum() - target).max()))
-        if score < best_score:
-            best_salt, best_score, best_deviation = salt, score, deviation
-    if best_salt is None:
-        shown = f"closest {closest:.3f}" if closest < math.inf else "every try left a split empty"
-        raise CampaignError(
-            f"split.stratify_tolerance: none of {tries} salts {cfg['salt']}-0..{tries - 1} keeps "
-            f"every label within {cfg['stratify_tolerance']} ({shown}); the units are too few or "
-            "too large for this tolerance: raise it or the evaluation fractions"
-        )
-    return best_salt, best_deviation
+
+def derive_inputs(spec: dict, root: Path) -> dict[str, list[Path]]:
+    """The files the split's params name (Stage.derive_inputs): the sources, and the folder of
+    an earlier split (``split.previous``) when it is set."""
+    from campaign.data.sources import expand_sources
+
+    root = Path(root)
+    previous = spec["split"]["previous"]
+    return {
+        "sources": expand_sources(spec["sources"], root),
+        "previous": [root / previous] if previous else [],
+    }
 
 
 def stage(ctx) -> None:
     """Privacy scan, leak-free split and audit of the data sources.
 
-    spec: {"sources", "fields", "privacy" (params data.*), "split" (params split), "seed"
-    (params campaign.seed)}. Outputs: train / validation / test Parquet (id, text, label, group,
-    unit), the audit as JSON and as a readable table, and the privacy report (counts and record
-    ids, never a secret). The audit table is printed before the policy is checked, so a failed
-    audit leaves its evidence in the stage log.
+    spec: {"sources", "fields", "privacy", "privacy_by_kind" (params data.*), "split" (params
+    split), "seed" (params campaign.seed)}. Inputs: the sources, and ``previous`` (the folder
+    of an earlier run's split files, or none) for the moved-record report. Outputs: train /
+    validation / test Parquet (``SPLIT_FILE_COLUMNS``), the audit as JSON and as a
+    readable table, and the privacy report (counts and record ids, never a secret). The audit
+    table is printed before the policy is checked, so a failed audit leaves its evidence in
+    the stage log.
     """
     import json
 
@@ -308,9 +379,14 @@ def stage(ctx) -> None:
     from campaign.data.sources import assign_files
 
     spec = ctx.spec
+    names = sorted(spec["split"]["fractions"])
     # Exactly the files the runner hashed, never the sources' patterns listed again.
     files = assign_files(spec["sources"], ctx.inputs["sources"])
     records = load_records(spec["sources"], spec["fields"], ctx.root, files)
+    previous = None
+    if ctx.inputs.get("previous"):
+        previous = read_previous(Path(ctx.inputs["previous"][0]), names)
+    policy = {"default": spec["privacy"], **(spec.get("privacy_by_kind") or {})}
     report = scan_records(records["id"].tolist(), records["text"].tolist())
     print(
         f"privacy: {report.n_flagged} of {report.n_records} records flagged "
@@ -318,16 +394,14 @@ def stage(ctx) -> None:
     )
     # Dedup, leak units and the audit see the text that is written: with `redact`, two records
     # that differ only by a masked secret are the same text, so they join one unit.
-    records = records.assign(text=apply_policy(spec["privacy"], records["text"].tolist(), report))
+    records = records.assign(text=apply_policy(policy, records["text"].tolist(), report))
 
-    assignments, result = make_splits(records, spec["split"], seed=spec["seed"])
+    assignments, result = make_splits(records, spec["split"], seed=spec["seed"], previous=previous)
     table = audit_table(result)
     print(table)
     check_audit(result, spec["split"]["audit"])
-    names = sorted(spec["split"]["fractions"])
-    columns = ["id", "text", "label", "group", "unit"]
     for name in names:
-        part = assignments[assignments["split"] == name][columns].reset_index(drop=True)
+        part = assignments[assignments["split"] == name][SPLIT_FILE_COLUMNS].reset_index(drop=True)
         sink = pa.BufferOutputStream()
         pq.write_table(pa.Table.from_pandas(part, preserve_index=False), sink, compression="zstd")
         atomic_write_bytes(ctx.outputs[name], sink.getvalue().to_pybytes())

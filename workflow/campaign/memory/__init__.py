@@ -34,6 +34,7 @@ _PUBLIC = {
     "measure_memory": "measure",
     "parameter_bytes": "measure",
     "step_peak": "measure",
+    "track_peak": "measure",
     "MEASURED_ASSUMPTIONS": "probe",
     "PROBE_BATCHES": "probe",
     "Subject": "probe",

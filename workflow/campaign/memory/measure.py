@@ -343,6 +343,17 @@ def _phase(device: Any, out: dict, name: str):
     }
 
 
+@contextlib.contextmanager
+def track_peak(device: Any, out: dict, name: str):
+    """The memory peak of the enclosed code under out[name]: on CUDA allocated and reserved
+    (peak stats reset at entry), on the CPU the RSS high-water mark (reset at entry where the
+    kernel allows; `peak_since` says which)."""
+    import torch
+
+    with _phase(torch.device(device), out, name):
+        yield
+
+
 def measure_memory(
     model: Any,
     batch: dict[str, Any],

@@ -1,21 +1,29 @@
 """The plan phase: the runs of the campaign (the baseline and the ablation design's cells, each
-at every seed), each with an id derived from its resolved recipe, and the plan table."""
+at every seed), each with an id derived from its resolved recipe, in the order that tells most per
+unit of cost; the plan table (projected hours, the budget cut) and its report (what the plan can
+estimate)."""
 
 from campaign.core.lazy import exports
 from campaign.core.stage import Phase, Stage
 
 _PUBLIC = {
-    "COST_COLUMNS": "projection",
-    "ID_COLUMNS": "planner",
-    "RUN_ID_PATTERN": "planner",
+    "COST_COLUMNS": "columns",
+    "ID_COLUMNS": "columns",
+    "RUN_ID_PATTERN": "ids",
     "Run": "planner",
-    "format_table": "planner",
-    "identity": "planner",
+    "TIERS": "order",
+    "format_table": "columns",
+    "identity": "ids",
+    "kept_in_table": "columns",
+    "kept_runs": "planner",
     "plan_index": "planner",
+    "plan_report": "planner",
+    "plan_effects": "effects",
     "plan_rows": "planner",
     "plan_runs": "planner",
-    "resolved_spec": "planner",
-    "run_id": "planner",
+    "resolved_spec": "ids",
+    "run_id": "ids",
+    "run_priorities": "planner",
     "run_spec": "planner",
 }
 __getattr__, __dir__ = exports(__name__, _PUBLIC)
@@ -38,12 +46,20 @@ def _check_params(params: dict) -> None:
     from campaign.core.errors import CampaignError
     from campaign.plan.planner import plan_index
 
-    if params["model"]["source"] != "from_config" and params["ablation"]["factors"].get("model"):
+    ablation = params["ablation"]
+    if params["model"]["source"] != "from_config" and ablation["factors"].get("model"):
         raise CampaignError(
             "ablation.factors.model: model.config can only be varied when model.source is "
             "from_config"
         )
-    plan_index(params)  # the plan must fit in ablation.max_runs
+    # A design's own settings are read by that design only (like split.temporal_cutoff).
+    for design, key in (("fractional", "p"), ("explicit", "cells")):
+        if ablation["design"] != design and ablation[design][key] is not None:
+            raise CampaignError(
+                f"ablation.{design}.{key}: only used by design '{design}' (the design is "
+                f"'{ablation['design']}'); set it to null"
+            )
+    plan_index(params)  # the design's own checks (levels, p, cells)
 
 
 PHASE = Phase(
@@ -61,9 +77,10 @@ PHASE = Phase(
         Stage(
             name="plan_table",
             entry="campaign.plan.planner:stage_plan_table",
-            help="write the plan as a table, with each run's projected hours and disk",
+            help="write the ordered plan with each run's projected hours, disk and the cut, and "
+            "what it can estimate",
             inputs=("preflight_report", "preflight_measurements"),
-            outputs=("runs",),
+            outputs=("runs", "report"),
             spec=_plan_spec,
         ),
     ),

@@ -1,37 +1,54 @@
-"""The planner: params → the runs of the campaign (baseline and ablation cells × seeds).
+"""The planner: params → the runs of the campaign, in the order that tells most per unit of cost.
 
-Pure and cheap: the Snakefile calls it at DAG-build time. A run's id is a hash of its resolved
-spec (model, train recipe, seed) and nothing else, so editing one ablation level adds new run
-paths and leaves every other run untouched.
+Pure and cheap: the Snakefile calls it at DAG-build time. The runs are the control (the baseline
+recipe) and the design's cells (`ablation.design`), each at every seed, identical runs merged: a
+run's id is a hash of its resolved spec, so a cell equal to the control is the control, and
+editing one level adds new run paths and leaves every other run untouched. The order (control,
+main effects, interactions, higher orders, extra seeds; cheaper first within a tier) is
+campaign.plan.order's; `ablation.max_runs` keeps the first runs of it. `ablation.budget_hours`
+cuts further from the end of the same order, in the plan table, which has the preflight's
+measurements to turn runs into hours.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from campaign.core.errors import CampaignError
-from campaign.core.hashing import canonical_json, hash_value
+from campaign.core.hashing import canonical_json
 from campaign.core.params import get_key
 from campaign.plan import designs
+from campaign.plan.columns import in_order, tsv_text
+from campaign.plan.ids import RUN_ID_PATTERN, identity, resolved_spec, run_id
+from campaign.plan.order import tier_cells
 
-RUN_ID_PREFIX = "run-"
-RUN_ID_HEX = 12
-RUN_ID_PATTERN = RUN_ID_PREFIX + f"[0-9a-f]{{{RUN_ID_HEX}}}"
-# The plan table's columns that are not factor levels (results/plan/runs.tsv).
-ID_COLUMNS = ("run", "roles", "seed")
+__all__ = ["RUN_ID_PATTERN", "identity", "resolved_spec", "run_id"]
+
+# A design is enumerated and ordered whole before any cut: past this many runs, refuse.
+MAX_PLANNED_RUNS = 100_000
 
 
 @dataclass(frozen=True)
 class Run:
-    """One training run: a cell of the design at one seed."""
+    """One training run: a cell of the design at one seed, and its place in the plan."""
 
     run_id: str
     seed: int
     cell: tuple[tuple[str, Any], ...]  # (dotted factor key, level) for every factor
     spec: dict = field(hash=False, compare=False)
-    roles: tuple[str, ...] = ()  # "baseline" (the control cell) and/or "grid"
+    tier: str = "control"  # campaign.plan.order.TIERS
+    rank: int = 0  # position in the plan's order, 0 first
+    kept: bool = True  # within ablation.max_runs (budget_hours is the plan table's cut)
+    moved: tuple[str, ...] = ()  # the factor keys whose level is not the control's (): control
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """("baseline",) for the control recipe (at any seed), ("grid",) for the other cells."""
+        return ("grid",) if self.moved else ("baseline",)
 
 
 def factor_keys(factors: dict, prefix: str = "") -> list[str]:
@@ -46,86 +63,77 @@ def factor_keys(factors: dict, prefix: str = "") -> list[str]:
     return keys
 
 
-def _copy(value: Any) -> Any:
-    """A copy of nested dicts and lists of plain values (5x faster than copy.deepcopy, which
-    matters at 1,000 runs when the Snakefile builds the plan)."""
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
+def training_tokens(train: dict) -> int:
+    """Padded tokens a run trains on (steps × micro_batch × grad_accum × max_length): the
+    planner's measure of cost, known before anything ran. The projection scales the preflight's
+    measured step rate by the same tokens, so cheaper here is cheaper in projected hours unless
+    the runs differ in how often they evaluate."""
+    return train["max_steps"] * train["micro_batch"] * train["grad_accum"] * train["max_length"]
 
 
-def resolved_spec(params: dict, overrides: dict[str, Any], seed: int) -> dict:
-    """The full recipe a run trains with: model and train sections with the cell's levels set."""
-    # One copy per spec (the sections are small); levels are then set in place.
-    spec = {"model": _copy(params["model"]), "train": _copy(params["train"])}
-    for key, level in overrides.items():
-        node = spec
-        *head, last = key.split(".")
-        for part in head:
-            node = node[part]
-        node[last] = level
-    spec["seed"] = seed
-    return spec
-
-
-# Train keys that change how a run is executed, not what it computes (resume is exact): they are
-# left out of run ids and store keys, so changing them retrains nothing.
-OPERATIONAL_TRAIN_KEYS = ("checkpoint_every", "keep_checkpoints")
-
-
-def identity(spec: dict) -> dict:
-    """The part of a run spec that decides its result: what run ids and store keys hash.
-
-    Operational train keys are left out, and so is where a pretrained model lies: its folder
-    counts by its content (the base_model input of every job that builds the model)."""
-    train = {k: v for k, v in spec["train"].items() if k not in OPERATIONAL_TRAIN_KEYS}
-    model = spec["model"]
-    if model["source"] != "from_config":
-        model = {**model, "source": "pretrained"}
-    return {**spec, "model": model, "train": train}
-
-
-def run_id(spec: dict) -> str:
-    return RUN_ID_PREFIX + hash_value(identity(spec))[:RUN_ID_HEX]
-
-
-def plan_runs(params: dict) -> list[Run]:
-    """Baseline + the design's cells (`ablation.design`), each × every seed; identical runs merged.
-
-    The baseline is the control cell (the train/model values themselves). When the baseline's
-    values are also levels of every factor, its grid cell is the same run and is computed once.
-    """
+def design_parts(params: dict) -> tuple[list[str], list[list[Any]], dict[str, Any], Any]:
+    """(factor keys, their levels, the baseline's value of each, the design module)."""
     ablation = params["ablation"]
     keys = factor_keys(ablation["factors"])
     levels = [get_key(ablation["factors"], k) for k in keys]
     baseline = {k: get_key(params, k) for k in keys}
-    baseline_cell = tuple(baseline.items())
-    design = designs.get(ablation["design"])
-    cells: list[tuple[tuple[tuple[str, Any], ...], str]] = [(baseline_cell, "baseline")]
-    cells += [(cell, "grid") for cell in design.cells(keys, levels, baseline, ablation)]
+    return keys, levels, baseline, designs.get(ablation["design"])
 
-    runs: dict[str, Run] = {}
-    for seed in ablation["seeds"]:
-        for cell, role in cells:
-            spec = resolved_spec(params, dict(cell), seed)
-            rid = run_id(spec)
-            if rid in runs:
-                old = runs[rid]
-                if role not in old.roles:
-                    runs[rid] = Run(rid, seed, old.cell, old.spec, old.roles + (role,))
-                continue
-            runs[rid] = Run(rid, seed, cell, spec, (role,))
 
-    n_cells = len({r.cell for r in runs.values()})
-    if len(runs) > ablation["max_runs"]:
-        raise CampaignError(
-            f"ablation.max_runs: the plan has {len(runs)} runs ({n_cells} cells × "
-            f"{len(ablation['seeds'])} seeds) but max_runs is {ablation['max_runs']}; "
-            f"raise max_runs or trim ablation.factors"
-        )
-    return list(runs.values())
+def plan_runs(params: dict) -> list[Run]:
+    """Every run of the design in plan order, `kept` for the first ablation.max_runs."""
+    ablation = params["ablation"]
+    keys, levels, baseline, design = design_parts(params)
+    if (
+        ablation["design"] == "full"
+        and math.prod(map(len, levels)) * len(ablation["seeds"]) > MAX_PLANNED_RUNS
+    ):
+        _too_many(math.prod(map(len, levels)), ablation)
+    control = tuple(baseline.items())
+    listed = [control, *design.cells(keys, levels, baseline, ablation)]
+    seeds = ablation["seeds"]
+    if len(listed) * len(seeds) > MAX_PLANNED_RUNS:
+        _too_many(len(listed), ablation)
+
+    # Distinct cells, the control first: a cell whose recipe is the control's is the control.
+    cells, specs, seen = [], [], set()
+    for cell in listed:
+        spec = resolved_spec(params, dict(cell), seeds[0])
+        rid = run_id(spec)
+        if rid not in seen:
+            seen.add(rid)
+            cells.append(cell)
+            specs.append(spec)
+    order = tier_cells(cells, [training_tokens(s["train"]) for s in specs])
+
+    moved = [tuple(k for k, v in cell if v != baseline[k]) for cell in cells]
+    runs: list[Run] = []
+    for n, seed in enumerate(seeds):
+        for i, tier in order:
+            spec = specs[i] if n == 0 else resolved_spec(params, dict(cells[i]), seed)
+            rank = len(runs)
+            kept = rank < ablation["max_runs"]
+            runs.append(
+                Run(
+                    run_id(spec),
+                    seed,
+                    cells[i],
+                    spec,
+                    tier if n == 0 else "extra_seed",
+                    rank,
+                    kept,
+                    moved[i],
+                )
+            )
+    return runs
+
+
+def _too_many(n_cells: int, ablation: dict) -> None:
+    raise CampaignError(
+        f"ablation.factors: design {ablation['design']} has {n_cells} cells × "
+        f"{len(ablation['seeds'])} seeds, more than the {MAX_PLANNED_RUNS} runs the planner "
+        f"orders; trim the levels, or use design one_at_a_time or fractional"
+    )
 
 
 def run_ids(params: dict) -> list[str]:
@@ -136,13 +144,26 @@ _INDEX_CACHE: dict[str, dict[str, Run]] = {}
 
 
 def plan_index(params: dict) -> dict[str, Run]:
-    """Runs by id, memoized on the params' content."""
+    """Every planned run by id, in plan order (cut ones included), memoized on the params'
+    content."""
     fingerprint = canonical_json(
         {"model": params["model"], "train": params["train"], "ablation": params["ablation"]}
     )
     if fingerprint not in _INDEX_CACHE:
         _INDEX_CACHE[fingerprint] = {r.run_id: r for r in plan_runs(params)}
     return _INDEX_CACHE[fingerprint]
+
+
+def kept_runs(params: dict) -> list[str]:
+    """Ids of the runs ablation.max_runs keeps, in plan order: what Snakemake trains when no
+    budget_hours needs the plan table to cut further."""
+    return [rid for rid, run in plan_index(params).items() if run.kept]
+
+
+def run_priorities(params: dict) -> dict[str, int]:
+    """Snakemake priority per run id: the plan's order, first highest (the last run gets 1)."""
+    index = plan_index(params)
+    return {rid: len(index) - run.rank for rid, run in index.items()}
 
 
 def run_spec(params: dict, rid: str) -> dict:
@@ -153,26 +174,14 @@ def run_spec(params: dict, rid: str) -> dict:
 
 
 def plan_rows(runs: list[Run]) -> list[dict]:
-    """One flat row per run: id, roles, seed, then one column per factor."""
+    """One flat row per run: id, one column per factor, seed, tier."""
     rows = []
     for run in runs:
-        row = {"run": run.run_id, "roles": "+".join(run.roles), "seed": run.seed}
+        row: dict[str, Any] = {"run": run.run_id}
         row.update({k: v for k, v in run.cell})
+        row.update(seed=run.seed, tier=run.tier)
         rows.append(row)
     return rows
-
-
-def format_table(rows: list[dict]) -> str:
-    """A plain fixed-width text table."""
-    if not rows:
-        return "(no runs)"
-    columns = list(rows[0])
-    cells = [[str(r.get(c, "")) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
-    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------ stages (campaign.core.runner)
@@ -181,40 +190,80 @@ def stage_run_spec(ctx) -> None:
     ctx.outputs["spec"].write_text(json.dumps(ctx.spec, indent=2, sort_keys=True) + "\n")
 
 
+COST_KEYS = (
+    "max_steps",
+    "eval_every",
+    "checkpoint_every",
+    "keep_checkpoints",
+    "micro_batch",
+    "grad_accum",
+    "max_length",
+)
+
+
 def table_spec(params: dict) -> dict:
-    """The plan table's params subset: the rows, each run's recipe as far as its cost goes, the
-    baseline recipe it is scaled against, and the limits the plan is held to."""
+    """The plan table's params subset: the ordered rows with the max_runs cut, each run's recipe
+    as far as its cost goes, the baseline recipe it is scaled against, the design as written,
+    and the limits the plan is held to."""
     runs = list(plan_index(params).values())
-    cost_keys = (
-        "max_steps",
-        "eval_every",
-        "checkpoint_every",
-        "keep_checkpoints",
-        "micro_batch",
-        "grad_accum",
-        "max_length",
-    )
+    keys, levels, baseline, design = design_parts(params)
+    describe = getattr(design, "describe", None)
+    ablation = params["ablation"]
+    rows = plan_rows(runs)
+    for row, run in zip(rows, runs, strict=True):
+        row["kept"] = run.kept
     return {
-        "rows": plan_rows(runs),
-        "recipes": {r.run_id: {k: r.spec["train"][k] for k in cost_keys} for r in runs},
-        "baseline": {k: params["train"][k] for k in cost_keys},
+        "design": {
+            "name": ablation["design"],
+            "factors": keys,
+            "control": [baseline[k] for k in keys],
+            "seeds": ablation["seeds"],
+            "lines": describe(keys, levels, baseline, ablation) if describe else [],
+        },
+        "rows": rows,
+        "recipes": {r.run_id: {k: r.spec["train"][k] for k in COST_KEYS} for r in runs},
+        "baseline": {k: params["train"][k] for k in COST_KEYS},
+        "max_runs": ablation["max_runs"],
+        "budget_hours": ablation["budget_hours"],
         "max_hours": params["preflight"]["max_hours"],
         "disk_margin": params["preflight"]["disk_margin"],
     }
 
 
 def stage_plan_table(ctx) -> None:
-    """Write the plan as a TSV table, one row per run, with each run's projected cost (spec: see
-    table_spec; inputs: the preflight's report and measurements)."""
+    """Write the plan as a TSV table, one row per run in plan order with its projected cost and
+    whether it is kept, and the plan's report: the design, what it can estimate as written and
+    after the cut (spec: see table_spec; inputs: the preflight's report and measurements)."""
     from campaign.plan.projection import project
+    from campaign.plan.summary import report_lines
 
     report = json.loads(ctx.inputs["preflight_report"][0].read_text(encoding="utf-8"))
     measured = json.loads(ctx.inputs["preflight_measurements"][0].read_text(encoding="utf-8"))
-    rows = project(ctx.spec, report, measured)
-    columns = list(rows[0]) if rows else ["run", "roles", "seed"]
-    lines = ["\t".join(columns)]
-    lines += [
-        "\t".join(json.dumps(r[c]) if not isinstance(r[c], str) else r[c] for c in columns)
-        for r in rows
-    ]
-    ctx.outputs["runs"].write_text("\n".join(lines) + "\n")
+    rows = in_order(project(ctx.spec, report, measured), ctx.spec["design"]["factors"])
+    ctx.outputs["runs"].write_text(tsv_text(rows))
+    ctx.outputs["report"].write_text("\n".join(report_lines(ctx.spec, rows)) + "\n")
+
+
+def plan_report(
+    params: dict, report_path: Path, measurements_path: Path
+) -> tuple[list[dict], list[str]]:
+    """(rows, report lines) of the current plan: projected and cut by budget_hours when the
+    preflight's report and measurements exist, else in order with the max_runs cut only."""
+    from campaign.plan.projection import project
+    from campaign.plan.summary import report_lines
+
+    spec = table_spec(params)
+    factors = spec["design"]["factors"]
+    if report_path.is_file() and measurements_path.is_file():
+        report = json.loads(report_path.read_text(encoding="utf-8"))
+        measured = json.loads(measurements_path.read_text(encoding="utf-8"))
+        rows = in_order(project(spec, report, measured), factors)
+        note = f"(hours projected from {measurements_path})"
+    else:
+        rows = in_order(spec["rows"], factors)
+        note = (
+            f"(projected hours need the preflight's measurements, {measurements_path}: run "
+            f"`snakemake {report_path}` first"
+            + ("; the budget_hours cut waits for them too)" if spec["budget_hours"] else ")")
+        )
+    return rows, report_lines(spec, rows, note)

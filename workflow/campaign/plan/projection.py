@@ -5,7 +5,11 @@ A run's time: its training steps at the preflight's measured step rate, scaled b
 step (micro_batch x grad_accum x max_length) against the baseline's; its validation passes and
 final predictions at the measured seconds per example; its checkpoint writes at the measured
 seconds per write. Its disk: the checkpoints it keeps, the model, predictions and logs, at the
-sizes the preflight wrote. One run at a time on the preflight's device.
+sizes the preflight wrote. One run at a time on the preflight's device (a projection per target
+card needs each card's throughput, which params do not give yet).
+
+The plan is then cut: the kept runs are the first ones of the plan's order whose cumulative hours
+fit `ablation.budget_hours` (and within `ablation.max_runs`, cut before).
 """
 
 from __future__ import annotations
@@ -15,7 +19,6 @@ import math
 from campaign.core.errors import CampaignError
 
 HOUR_S = 3600.0
-COST_COLUMNS = ("projected_hours", "cumulative_hours", "projected_bytes")
 
 
 def evaluations_per_run(max_steps: int, eval_every: int) -> int:
@@ -47,48 +50,80 @@ def run_cost(
         "checkpoints": math.ceil(steps / recipe["checkpoint_every"])
         * rates["checkpoint_save_seconds"],
     }
-    disk = (
-        sizes["checkpoint_bytes"] * recipe["keep_checkpoints"]
-        + sizes["model_bytes"]
-        + sizes["prediction_bytes"]
-        + sizes["log_bytes"]
-        + timings_bytes
+    # A run's outputs lie in the store and, copied, in results/ (checkpoints: the store only).
+    disk = sizes["checkpoint_bytes"] * recipe["keep_checkpoints"] + 2 * (
+        sizes["model_bytes"] + sizes["prediction_bytes"] + sizes["log_bytes"] + timings_bytes
     )
     return {"seconds": sum(seconds.values()), "parts": seconds, "bytes": disk}
 
 
-def project(spec: dict, report: dict, measurements: dict) -> list[dict]:
-    """One row per run (spec["rows"] order) with projected_hours, cumulative_hours and
-    projected_bytes. Raises CampaignError (one line) when the plan exceeds max_hours or the
-    free disk with its margin."""
+def project(
+    spec: dict, report: dict, measurements: dict, price_per_hour: float | None = None
+) -> list[dict]:
+    """One row per run (spec["rows"], in plan order) with projected_hours, cumulative_hours
+    (over every row so far), projected_bytes and kept: the rows the max_runs cut kept
+    (row["kept"]) whose cumulative hours fit ablation.budget_hours, a prefix of the order.
+
+    Raises CampaignError (one line) when the budget does not hold even the control, or the kept
+    runs exceed preflight.max_hours or the free disk with its margin."""
     rates = measurements["throughput"]["details"]["rates"]
     sizes = report["disk"]["details"]
     free = measurements["disk"]["details"]["free_bytes"]
     timings_bytes = measurements["disk"]["details"].get("timings_bytes", 0)
-    rows, total_s, total_bytes = [], 0.0, 0
+    budget = spec.get("budget_hours")
+    rows, total_s = [], 0.0
+    kept_s, kept_bytes = 0.0, 0
     for row in spec["rows"]:
         cost = run_cost(spec["recipes"][row["run"]], spec["baseline"], rates, sizes, timings_bytes)
         total_s += cost["seconds"]
-        total_bytes += cost["bytes"]
+        kept = bool(row.get("kept", True)) and (budget is None or total_s / HOUR_S <= budget)
+        if kept:
+            kept_s += cost["seconds"]
+            kept_bytes += cost["bytes"]
         rows.append(
             {
-                **row,
+                **{k: v for k, v in row.items() if k != "kept"},
                 "projected_hours": round(cost["seconds"] / HOUR_S, 6),
                 "cumulative_hours": round(total_s / HOUR_S, 6),
                 "projected_bytes": int(cost["bytes"]),
+                "kept": kept,
             }
         )
-    max_hours = spec["max_hours"]
-    if max_hours is not None and total_s / HOUR_S > max_hours:
+    n_kept = sum(r["kept"] for r in rows)
+    if rows and budget is not None and not rows[0]["kept"]:
         raise CampaignError(
-            f"preflight.max_hours: the plan of {len(rows)} runs is projected at "
-            f"{total_s / HOUR_S:.2f} h on this device, over {max_hours:g} h; trim the plan or "
-            f"raise max_hours"
+            f"ablation.budget_hours: the control run alone is projected at "
+            f"{rows[0]['projected_hours']:.3g} h on this device, over the budget of {budget:g} h; "
+            f"raise budget_hours or make the recipe cheaper"
         )
-    need = int(total_bytes * (1 + spec["disk_margin"]))
+    max_hours = spec["max_hours"]
+    if max_hours is not None and kept_s / HOUR_S > max_hours:
+        raise CampaignError(
+            f"preflight.max_hours: the plan's {n_kept} kept runs are projected at "
+            f"{kept_s / HOUR_S:.2f} h on this device, over {max_hours:g} h; trim the plan, set "
+            f"ablation.budget_hours or raise max_hours"
+        )
+    need = int(kept_bytes * (1 + spec["disk_margin"]))
     if need > free:
         raise CampaignError(
-            f"preflight.disk_margin: the plan of {len(rows)} runs needs {need / 2**30:.2f} GiB "
+            f"preflight.disk_margin: the plan's {n_kept} kept runs need {need / 2**30:.2f} GiB "
             f"with its margin and {free / 2**30:.2f} GiB are free"
         )
-    return rows
+    return priced(rows, price_per_hour)
+
+
+def priced(rows: list[dict], price_per_hour: float | None) -> list[dict]:
+    """The hook for money. The budget section (offers, currency) arrives with a later issue: it
+    will choose a price per hour of this device (or per target card) and pass it here, and each
+    row gains projected_cost and cumulative_cost in that currency. Without a price (today) the
+    rows stay in hours."""
+    if price_per_hour is None:
+        return rows
+    return [
+        {
+            **r,
+            "projected_cost": round(r["projected_hours"] * price_per_hour, 6),
+            "cumulative_cost": round(r["cumulative_hours"] * price_per_hour, 6),
+        }
+        for r in rows
+    ]

@@ -15,7 +15,7 @@ PHASE = Phase(
             name="metrics",
             entry="campaign.report.metrics:stage",
             help="write the campaign's headline metrics",
-            inputs=("summary", "runs", "run_manifests"),
+            inputs=("summary", "runs", "run_manifests", "decisions"),
             outputs=("metrics",),
             spec=_no_spec,
         ),

@@ -1,5 +1,6 @@
-"""The campaign's headline numbers for `dvc metrics show`: data identity, plan size, and each
-trained run's final validation accuracy (the evaluation phase adds the statistics)."""
+"""The campaign's headline numbers for `dvc metrics show`: data identity, plan size, each trained
+run's final validation accuracy, and the evaluation's verdict: the best cell (mean over seeds,
+with its interval, on validation and test), the decisions, how many cells sit at the floor."""
 
 from __future__ import annotations
 
@@ -40,4 +41,13 @@ def stage(ctx) -> None:
             "best_validation_accuracy": scored[best] if best else None,
         },
     }
+    if ctx.inputs.get("decisions"):
+        decisions = json.loads(ctx.inputs["decisions"][0].read_text(encoding="utf-8"))
+        metrics["evaluation"] = {
+            "decide_on": decisions["decide_on"],
+            "metric": decisions["metric"],
+            "best_cell": decisions["best_cell"],
+            "below_floor": len(decisions["below_floor"]),
+            "decisions": {d["subject"]: d["decision"] for d in decisions["decisions"]},
+        }
     ctx.outputs["metrics"].write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")

@@ -385,19 +385,32 @@ def garbage_items(store: Store, garbage: Garbage, runs: Mapping[str, Run]) -> li
 
 
 def collect_garbage(
-    store: Store, keep: set[str], dry_run: bool, runs: Mapping[str, Run] | None = None
+    store: Store,
+    keep: set[str],
+    dry_run: bool,
+    runs: Mapping[str, Run] | None = None,
+    retention: dict | None = None,
 ) -> int:
     """Drop (with `dry_run`: list) what `find_garbage` finds, key by key under the key's lock.
 
     The lock is tried, never waited on: a key a running job holds (or that a job record says is
     running) is skipped and reported. `runs` (the plan's, by id) describes the entries.
+    `retention` (params ``retention``, with ``gc --retention``): keys inside their retention
+    window are kept and listed with the day they fall due (``tools.retention``).
     """
+    import time
+
+    from campaign.tools.retention import held_keys
+
     garbage = find_garbage(store, keep)
     items = garbage_items(store, garbage, runs or {})
     busy = busy_keys(store)
+    retained = held_keys(store, garbage, retention, time.time()) if retention else {}
     skipped: dict[str, str] = {}
     for key in garbage.keys():
-        if key in busy:
+        if key in retained:
+            skipped[key] = retained[key]
+        elif key in busy:
             skipped[key] = busy[key]
         elif dry_run:
             if store.locked(key):
@@ -414,7 +427,8 @@ def collect_garbage(
     verb = "would remove" if dry_run else "removed"
     for item in items:
         if item.key in skipped:
-            print(f"{'skipped':<12}  {item.text}  [{skipped[item.key]}]")
+            verb_here = "kept" if item.key in retained else "skipped"
+            print(f"{verb_here:<12}  {item.text}  [{skipped[item.key]}]")
         else:
             print(f"{verb:<12}  {item.text}")
     dropped = [item for item in items if item.key not in skipped]
@@ -426,7 +440,12 @@ def collect_garbage(
         f"{verb} {count['entry']} entries ({human_bytes(size)}), {count['work']} work folders, "
         f"{count['commit']} unfinished commits, {count['aside']} quarantined or retired "
         f"folders, {len(locks)} stale lock files; kept {kept} referenced entries"
-        + (f"; skipped {len(skipped)} key(s) in use by a running job" if skipped else "")
+        + (f"; kept {len(retained)} key(s) inside their retention window" if retained else "")
+        + (
+            f"; skipped {len(skipped) - len(retained)} key(s) in use by a running job"
+            if len(skipped) > len(retained)
+            else ""
+        )
     )
     return 0
 
@@ -437,11 +456,13 @@ def garbage_collect(
     dry_run: bool,
     snakefile: str = "Snakefile",
     force: bool = False,
+    retention: bool = False,
 ) -> int:
     """Drop store entries, work folders and leftovers the current plan does not reference.
 
     Refuses when planned outputs have neither a file nor a job record (their entries cannot be
-    told apart from garbage) unless `force`: then those entries go too.
+    told apart from garbage) unless `force`: then those entries go too. `retention`: hold back
+    what is inside the windows of params ``retention``.
     """
     from campaign.core.params import load_params
     from campaign.plan import plan_index
@@ -458,4 +479,6 @@ def garbage_collect(
             f"gc: --force: {len(unaccounted)} planned output(s) have neither a file nor a job "
             f"record (e.g. {unaccounted[0]}); their entries are collected like any other"
         )
-    return collect_garbage(store, keep, dry_run, plan_index(load_params(params_path)))
+    params = load_params(params_path)
+    windows = params["retention"] if retention else None
+    return collect_garbage(store, keep, dry_run, plan_index(params), windows)

@@ -34,6 +34,9 @@ _PUBLIC = {
     "run_training": "stage",
     "timings": "stage",
     "write_parquet": "stage",
+    # scoring a finished run's model (the quantize phase scores its variants the same way)
+    "SavedModel": "scoring",
+    "prediction_frame": "scoring",
     # models and tokenizers
     "check_model_spec": "models",
     "label_names": "models",
@@ -43,6 +46,7 @@ _PUBLIC = {
     "IGNORE": "batches",
     "DataOrder": "batches",
     "Split": "batches",
+    "read_split": "batches",
     "causal_example": "batches",
     "collate": "batches",
     "count_targets": "batches",

@@ -18,27 +18,23 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from campaign.core.errors import CampaignError
 from campaign.core.hashing import hash_value
 from campaign.plan import identity
 from campaign.train import checkpoint, devices, models
 from campaign.train.batches import (
-    IGNORE,
     CausalFormat,
     DataOrder,
     Split,
-    causal_example,
-    collate,
-    count_targets,
     encode_causal,
     encode_classification,
     micro_batches,
     read_split,
 )
 from campaign.train.recipe import Recipe, lr_factor
-from campaign.train.steps import accumulate, logits_of, param_groups
+from campaign.train.scoring import causal_scores, classifier_scores, prediction_frame
+from campaign.train.steps import accumulate, param_groups
 
 EVAL_SPLITS = ("validation", "test")
 # metrics.parquet: what a step or an evaluation computed, the same bytes on every identical run.
@@ -305,49 +301,22 @@ class Trainer:
         return self._causal_scores(split)
 
     def _classifier_scores(self, examples: list[dict]) -> tuple[np.ndarray, float, int]:
-        probs, loss, count = [], 0.0, 0
-        size = self.recipe.micro_batch
-        for j in range(0, len(examples), size):
-            batch = self._to_device(collate(examples[j : j + size], self.pad_id))
-            with self.autocast():
-                logits = logits_of(self.model, batch).float()
-            loss += float(
-                F.cross_entropy(logits, batch["labels"], ignore_index=IGNORE, reduction="sum")
-            )
-            count += count_targets(batch)
-            probs.append(torch.softmax(logits, dim=-1).cpu().double().numpy())
-        return np.concatenate(probs), loss, count
+        return classifier_scores(
+            self.model, examples, self.recipe.micro_batch, self.pad_id, self.device, self.autocast
+        )
 
     def _causal_scores(self, split: str) -> tuple[np.ndarray, float, int]:
-        texts = getattr(self.data, split).texts
-        labels = getattr(self.data, split).labels
-        text_ids = self.fmt.text_ids(self.tokenizer, texts)
-        n_labels = len(self.labels)
-        pairs = [self._causal_pair(ids, target) for ids in text_ids for target in self.fmt.targets]
-        logliks = np.zeros(len(pairs))
-        size = self.recipe.micro_batch * n_labels
-        for j in range(0, len(pairs), size):
-            batch = self._to_device(collate(pairs[j : j + size], self.pad_id))
-            with self.autocast():
-                logits = logits_of(self.model, batch).float()
-            target = batch["labels"][:, 1:]
-            logp = torch.log_softmax(logits[:, :-1], dim=-1)
-            picked = logp.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-            picked = picked.masked_fill(target == IGNORE, 0.0)
-            logliks[j : j + len(picked)] = picked.sum(-1).double().cpu().numpy()
-        logliks = logliks.reshape(len(text_ids), n_labels)
-        probs = np.exp(logliks - logliks.max(axis=1, keepdims=True))
-        probs /= probs.sum(axis=1, keepdims=True)
-        loss, count = 0.0, 0
-        for row, label in enumerate(labels):
-            lid = self.label_ids.get(label)
-            if lid is not None:
-                loss -= logliks[row, lid]
-                count += len(self.fmt.targets[lid])
-        return probs, loss, count
-
-    def _causal_pair(self, text_ids: list[int], target: list[int]) -> dict:
-        return causal_example(text_ids, self.fmt.sep_ids, target, self.fmt.prompt_budget)
+        return causal_scores(
+            self.model,
+            self.tokenizer,
+            self.fmt,
+            getattr(self.data, split),
+            self.label_ids,
+            self.recipe.micro_batch,
+            self.pad_id,
+            self.device,
+            self.autocast,
+        )
 
     def evaluate(self, split: str) -> tuple[float, float, np.ndarray] | None:
         """(mean loss per target, accuracy, probabilities) on a split; None when it is empty."""
@@ -361,23 +330,10 @@ class Trainer:
 
     def predictions(self, split: str):
         """DataFrame: id, label, prediction, then score_<label> (probability) per class."""
-        import pandas as pd
-
-        data = getattr(self.data, split)
         result = self.evaluate(split)
-        probs = result[2] if result is not None else np.zeros((0, len(self.labels)))
-        frame = pd.DataFrame(
-            {
-                "id": pd.Series(data.ids, dtype="string"),
-                "label": pd.Series(data.labels, dtype="string"),
-                "prediction": pd.Series(
-                    [self.labels[i] for i in probs.argmax(axis=1)], dtype="string"
-                ),
-            }
+        return prediction_frame(
+            getattr(self.data, split), self.labels, result[2] if result is not None else None
         )
-        for i, name in enumerate(self.labels):
-            frame[f"score_{name}"] = probs[:, i].astype(np.float64)
-        return frame
 
     def metrics_frame(self):
         import pandas as pd

@@ -23,6 +23,9 @@ from campaign.plan import identity
 from campaign.train import devices, models
 from campaign.train.loop import EVAL_SPLITS, Trainer, read_data
 
+# What the train stage's code version covers (Stage.code_modules of the stage in __init__).
+_STAGE_MODULES = (__name__, "campaign.train.execution")
+
 
 def write_parquet(frame, path: Path) -> None:
     # No pandas index and fixed writer options: the same frame gives the same bytes.
@@ -61,8 +64,8 @@ def run_manifest(
         "spec_hash": trainer.spec_hash,
         "inputs": {name: [hash_tree(p) for p in paths] for name, paths in sorted(inputs.items())},
         "code": {
-            "version": code_version(__name__),
-            "modules": module_hashes(__name__),
+            "version": code_version(*_STAGE_MODULES),
+            "modules": module_hashes(*_STAGE_MODULES),
         },
         "versions": library_versions(trainer.recipe.lora is not None),
         "execution": execution,
@@ -87,8 +90,21 @@ def timings(trainer: Trainer, device: dict, wall_s: float) -> dict:
         "resumed_from_step": trainer.resumed_from,
         "train_seconds": round(trainer.train_seconds, 3),
         "wall_seconds": round(wall_s, 3),
+        "peak_memory_bytes": _peak_memory(trainer.device),
         "per_step": trainer.timing_columns(),
     }
+
+
+def _peak_memory(device) -> int:
+    """The job's peak: CUDA memory allocated on a GPU, the process's RSS high-water mark on a
+    CPU (what the budget reports per job: a store hit's Snakemake benchmark measures the hit)."""
+    import resource
+
+    import torch
+
+    if getattr(device, "type", None) == "cuda":
+        return int(torch.cuda.max_memory_allocated(device))
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
 def run_training(

@@ -1,0 +1,34 @@
+"""The budget stage in a real Snakemake run of the tiny campaign."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from conftest import snakemake
+
+TABLES = ("jobs", "forecast", "offers", "plans", "equal_quality")
+
+
+@pytest.mark.slow
+def test_tiny_campaign_writes_the_budget(tiny_project):
+    snakemake(tiny_project, "results/budget/summary.txt", timeout=1500)
+    out = tiny_project / "results" / "budget"
+    runs = pd.read_csv(tiny_project / "results" / "plan" / "runs.tsv", sep="\t")
+    for name in TABLES:
+        csv, parquet = pd.read_csv(out / f"{name}.csv"), pd.read_parquet(out / f"{name}.parquet")
+        assert list(csv.columns) == list(parquet.columns) and len(csv) == len(parquet)
+    jobs = pd.read_parquet(out / "jobs.parquet")
+    assert sorted(jobs["run"]) == sorted(runs["run"])
+    assert (jobs["wall_hours"] > 0).all() and (jobs["peak_memory_bytes"] > 0).all()
+    forecast = pd.read_parquet(out / "forecast.parquet")
+    assert forecast["finished"].all() and forecast["actual_hours"].notna().all()
+    # The kept plan again on each offer: the cheapest one is marked, once.
+    plans = pd.read_parquet(out / "plans.parquet")
+    assert plans[plans["scenario"] == "kept plan"]["cheapest"].sum() == 1
+    summary = (out / "summary.txt").read_text()
+    assert f"Measured: {len(runs)} finished run(s)" in summary
+    assert "Cheapest: " in summary and "At equal quality, keep " in summary
+    # Every table is volatile (wall times): the store entry records them, reproduce skips them.
+    again = snakemake(tiny_project, "-n", "results/budget/summary.txt")
+    assert "Nothing to be done" in again.stdout + again.stderr

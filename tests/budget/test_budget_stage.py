@@ -1,0 +1,201 @@
+"""The budget stage on small hand-made inputs: the tables, the summary's words, the cost at
+equal quality, and one-line errors on bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from campaign.budget import PHASE
+from campaign.budget.stage import stage_budget
+from campaign.core.errors import CampaignError
+from campaign.core.runner import StageContext
+
+RUNS = ["run-a", "run-b", "run-c", "run-d"]
+BUDGET = {
+    "currency": "EUR",
+    "offers": [
+        {"name": "box", "gpu": "cpu", "memory_gib": 16, "peak_tflops": 1.0, "hourly": 2.0,
+         "hourly_gpus": 1, "packages": []},
+        {"name": "cloud", "gpu": "A100", "memory_gib": 80, "peak_tflops": 1e-9, "hourly": 10.0,
+         "hourly_gpus": 1, "packages": [{"days": 3, "price": 50.0, "gpus": 1}]},
+    ],
+    "reference_offer": "box",
+    "margin": 0.5,
+    "deadline_hours": 100,
+    "utilization": 0.5,
+    "predictions": 360000,
+    "min_pairs": 2,
+    "resamples": 200,
+    "seed": 0,
+}  # fmt: skip
+RECIPE = {"max_steps": 10, "micro_batch": 2, "grad_accum": 1, "max_length": 8, "eval_every": 10}
+
+
+def write_inputs(root: Path, finished=("run-a", "run-b"), tsv_extra="", quantized=True) -> dict:
+    """A plan of 4 runs projected at 1 h each; the finished ones took 1.5 h of steps and 2 h
+    in all (0.5 h overhead); run-d is cut by the plan."""
+    lines = ["run\ttrain.lr\tseed\ttier\tprojected_hours\tcumulative_hours\tprojected_bytes\tkept"]
+    for i, run in enumerate(RUNS):
+        kept = "false" if run == "run-d" else "true"
+        lines.append(f"{run}\t0.001\t{i}\tmain\t1.0\t{i + 1}.0\t100\t{kept}{tsv_extra}")
+    (root / "runs.tsv").write_text("\n".join(lines) + "\n")
+    report = {
+        "memory": {"details": {"estimate_for_cards": {
+            "peak_bytes": 2**30, "model": {"n_params": 1000, "n_trainable": 1000}}}},
+        "disk": {"details": {"validation_examples": 10, "test_examples": 10}},
+    }  # fmt: skip
+    (root / "report.json").write_text(json.dumps(report))
+    (root / "measurements.json").write_text("{}")
+    inputs = {
+        "runs": [root / "runs.tsv"],
+        "preflight_report": [root / "report.json"],
+        "preflight_measurements": [root / "measurements.json"],
+        "run_manifests": [],
+        "timings": [],
+        "benchmarks": [],
+        "decisions": [root / "decisions.json"],
+        "variants": [root / "variants.parquet"] if quantized else [],
+    }
+    for run in finished:
+        folder = root / "runs" / run
+        folder.mkdir(parents=True)
+        (folder / "run_manifest.json").write_text("{}")
+        timings = {"device": {"type": "cpu", "name": "AMD EPYC"}, "train_seconds": 5400.0,
+                   "wall_seconds": 7200.0, "resumed_from_step": None}  # fmt: skip
+        (folder / "timings.json").write_text(json.dumps(timings))
+        bench = root / "bench" / f"{run}.tsv"
+        bench.parent.mkdir(exist_ok=True)
+        bench.write_text("s\th:m:s\tmax_rss\tmax_vms\n7201.5\t2:00:01\t512.0\t1024.0\n")
+        inputs["run_manifests"].append(folder / "run_manifest.json")
+        inputs["timings"].append(folder / "timings.json")
+        inputs["benchmarks"].append(bench)
+    decisions = {
+        "best_cell": {"cell": "train.lr=0.001", "runs": ["run-a"], "value": 0.9},
+        "decisions": [
+            {"kind": "quantized", "subject": "run-a/int8_dynamic", "reference": "run-a",
+             "decision": "adopt"},
+            {"kind": "quantized", "subject": "run-a/int4", "reference": "run-a",
+             "decision": "reject"},
+            {"kind": "main", "subject": "train.lr", "reference": "control",
+             "decision": "inconclusive"},
+        ],
+    }  # fmt: skip
+    (root / "decisions.json").write_text(json.dumps(decisions))
+    pd.DataFrame(
+        {
+            "run": ["run-a", "run-a", "run-a"],
+            "variant": ["fp32", "int8_dynamic", "int4"],
+            "status": ["ok", "ok", "ok"],
+            "throughput": [100.0, 400.0, 1000.0],
+        }
+    ).to_parquet(root / "variants.parquet")
+    return inputs
+
+
+def run_stage(root: Path, inputs: dict, budget: dict = BUDGET) -> dict[str, Path]:
+    out = root / "out"
+    out.mkdir(exist_ok=True)
+    names = PHASE.stages[0].outputs
+    outputs = {
+        n: out / (n.rsplit("_", 1)[0] + "." + n.rsplit("_", 1)[1] if n != "summary" else n)
+        for n in names
+    }
+    spec = {"budget": budget, "recipes": dict.fromkeys(RUNS, RECIPE | {"lora": None})}
+    ctx = StageContext("budget", spec, inputs, outputs, root / "work", root)
+    stage_budget(ctx)
+    return outputs
+
+
+def test_forecast_jobs_and_plans(tmp_path):
+    out = run_stage(tmp_path, write_inputs(tmp_path))
+    jobs = pd.read_csv(out["jobs_csv"])
+    # 2 h of wall time at 2.00/h on the reference offer; peak memory 512 MiB from the benchmark
+    # (the timings hold no peak here)
+    assert jobs["cost"].tolist() == [4.0, 4.0]
+    assert jobs["peak_memory_bytes"].tolist() == [512 * 2**20] * 2
+    assert jobs["device"].tolist() == ["AMD EPYC"] * 2
+    forecast = pd.read_parquet(out["forecast_parquet"]).set_index("run")
+    # Steps x1.5, + 0.5 h a job: an unfinished run projected at 1 h is forecast at 2 h.
+    assert forecast.loc["run-c", "forecast_hours"] == pytest.approx(2.0)
+    assert forecast.loc["run-a", "abs_error_projected"] == pytest.approx(0.5)
+    assert forecast.loc["run-c", "step_factor"] == pytest.approx(1.5)
+    plans = pd.read_csv(out["plans_csv"])
+    rest = plans[plans["scenario"] == "rest"].set_index(["offer", "pricing"])
+    # The rest: run-c and run-d, 2 h each on the measured cpu, +50 % margin: 3 h each, 6 h
+    # at 2.00/h on one card = 12.00, done in 6 h.
+    box = rest.loc[("box", "hourly")]
+    assert (box["card_hours"], box["cost"], box["wall_hours"]) == (6.0, 12.0, 6.0)
+    assert bool(box["cheapest"])
+    # cloud: no A100 was measured, so FLOPs: 6 x 1000 x (10 x 2 x 8) + 2 x 1000 x 2 passes x
+    # 20 examples x 8 tokens = 1.6e6 FLOPs a run at 50 % of 1e3 FLOP/s = 3200 s, plus the
+    # measured 0.5 h overhead a job: 25/18 h, +50 %: 25/12 h a run, 25/6 card-hours, 41.67 at
+    # 10.00/h; the 3-day package (50.00) is dearer.
+    cloud = rest.loc[("cloud", "hourly")]
+    assert cloud["hours_from"] == "FLOPs at 50% of 1e-09 TFLOP/s + measured job overhead"
+    assert cloud["card_hours"] == pytest.approx(25 / 6)
+    assert cloud["cost"] == pytest.approx(250 / 6)
+    offers = pd.read_csv(out["offers_csv"]).set_index(["offer", "pricing"])
+    assert offers.loc[("cloud", "3-day package"), "verdict"] == "dearer than hourly"
+    assert offers.loc[("cloud", "3-day package"), "break_even_card_hours"] == 5.0
+    summary = out["summary"].read_text()
+    assert "The rest: 2 run(s) (1 kept, 1 cut by the plan)" in summary
+    assert "Measured: 2 finished run(s), 4.0 h, 8.00 EUR." in summary
+
+
+def test_equal_quality_names_the_cheapest_variant(tmp_path):
+    out = run_stage(tmp_path, write_inputs(tmp_path))
+    eq = pd.read_csv(out["equal_quality_csv"]).set_index("variant")
+    # 360,000 predictions: fp32 at 100/s = 1 h = 2.00, int8 at 400/s = 0.25 h = 0.50; training
+    # run-a cost 4.00. The rejected int4 is not at the bar, however fast.
+    assert sorted(eq.index) == ["run-a", "run-a/int8_dynamic"]
+    assert eq.loc["run-a", "total_cost"] == pytest.approx(6.0)
+    assert eq.loc["run-a/int8_dynamic", "total_cost"] == pytest.approx(4.5)
+    assert eq["cheapest"].tolist() == [False, True]
+    assert (
+        "At equal quality, keep run-a/int8_dynamic: 4.00 EUR to train + 0.50 EUR to serve "
+        "360,000 predictions = 4.50 EUR." in out["summary"].read_text()
+    )
+
+
+def test_without_the_quantization_table_serving_is_unknown(tmp_path):
+    out = run_stage(tmp_path, write_inputs(tmp_path, quantized=False))
+    eq = pd.read_csv(out["equal_quality_csv"])
+    assert eq["variant"].tolist() == ["run-a", "run-a/int8_dynamic"]
+    assert eq["total_cost"].isna().all()
+    assert "no variant has both a training and a serving cost" in out["summary"].read_text()
+
+
+def test_a_deadline_rules_out_the_reference_offer(tmp_path):
+    # 6 card-hours on one cpu card take 6 h: a 5 h deadline leaves the cloud only (4.17 h).
+    out = run_stage(tmp_path, write_inputs(tmp_path), BUDGET | {"deadline_hours": 5})
+    plans = pd.read_csv(out["plans_csv"])
+    best = plans[(plans["scenario"] == "rest") & plans["cheapest"]]
+    assert best[["offer", "pricing"]].values.tolist() == [["cloud", "hourly"]]
+    assert best["cost"].tolist() == [pytest.approx(250 / 6)]
+    assert "Ruled out: box: takes 6.0 h on 1 card(s), deadline 5 h." in out["summary"].read_text()
+
+
+def test_a_plan_table_with_more_columns_is_read_by_name(tmp_path):
+    inputs = write_inputs(tmp_path, tsv_extra="\t0.5")
+    text = (tmp_path / "runs.tsv").read_text().replace("\tkept\n", "\tkept\tprojected_cost\n", 1)
+    (tmp_path / "runs.tsv").write_text(text)
+    out = run_stage(tmp_path, inputs)
+    assert len(pd.read_csv(out["forecast_csv"])) == 4
+
+
+def test_bad_inputs_fail_in_one_line(tmp_path):
+    inputs = write_inputs(tmp_path)
+    text = (tmp_path / "runs.tsv").read_text().replace("projected_hours", "hours", 1)
+    (tmp_path / "runs.tsv").write_text(text)
+    with pytest.raises(CampaignError, match=r"runs.tsv: expected a column 'projected_hours'"):
+        run_stage(tmp_path, inputs)
+
+
+def test_a_measured_run_outside_the_plan_fails(tmp_path):
+    inputs = write_inputs(tmp_path, finished=("run-a", "run-x"))
+    with pytest.raises(CampaignError, match="run run-x: measured but not in the plan table"):
+        run_stage(tmp_path, inputs)

@@ -1,0 +1,121 @@
+"""Tests for campaign.tools.backup (`campaign backup` / `campaign restore`): an encrypted
+round trip bit for bit (contents, modification times, hard links, modes), a wrong key failing
+in one line with nothing replaced, and, end to end, backup -> delete -> restore -> `snakemake
+-n` with nothing to do."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from campaign.cli import main
+from campaign.core.hashing import hash_file
+from conftest import campaign, copy_project, planned_jobs, snakemake
+
+PARAMS = Path(__file__).parents[1] / "fixtures" / "tiny_params.yaml"
+
+
+def snapshot(root: Path) -> dict[str, tuple]:
+    """path -> (hash, mtime_ns, mode, inode group) of every file and folder under root."""
+    out, inodes = {}, {}
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root).as_posix()
+        if rel.startswith(("backups", "other", ".restore-", "key")):
+            continue
+        st = p.stat()
+        group = inodes.setdefault(st.st_ino, rel) if p.is_file() else None
+        digest = hash_file(p) if p.is_file() else None
+        out[rel] = (digest, st.st_mtime_ns if p.is_file() else None, st.st_mode, group)
+    return out
+
+
+def fake_project(root: Path) -> None:
+    (root / "results" / "data").mkdir(parents=True)
+    (root / "state" / "store" / "ab").mkdir(parents=True)
+    (root / "logs").mkdir()
+    store_file = root / "state" / "store" / "ab" / "out.bin"
+    store_file.write_bytes(os.urandom(5000))
+    os.link(store_file, root / "results" / "data" / "out.bin")  # results are store hard links
+    (root / "logs" / "x.log").write_text("log\n")
+    (root / ".snakemake" / "metadata").mkdir(parents=True)
+    (root / ".snakemake" / "metadata" / "cmVzdWx0cw==").write_text("{}")
+    for p in root.rglob("*"):
+        os.chmod(p, 0o700 if p.is_dir() else 0o600)
+        if p.is_file():
+            os.utime(p, ns=(1_700_000_000_123_456_789, 1_700_000_000_123_456_789))
+
+
+def cli(capsys, root: Path, *argv: str) -> tuple[int, str, str]:
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        code = main([*argv, "--params", str(PARAMS), "--state-dir", "state"])
+    finally:
+        os.chdir(cwd)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_round_trip_is_bit_for_bit(capsys, tmp_path) -> None:
+    root = tmp_path / "p"
+    fake_project(root)
+    before = snapshot(root)
+    code, out, err = cli(capsys, root, "backup", "--to", "backups", "--key-file", "key",
+                         "--new-key")  # fmt: skip
+    assert code == 0, err
+    archive = next((root / "backups").glob("campaign-backup-*.tar.age"))
+    assert b"out.bin" not in archive.read_bytes()  # encrypted, names too
+    for name in ("results", "logs", "state", ".snakemake"):
+        os.system(f"rm -rf {root / name}")
+    code, out, err = cli(capsys, root, "restore", str(archive), "--key-file", "key")
+    assert code == 0, err
+    assert snapshot(root) == before
+    results, store = root / "results" / "data" / "out.bin", root / "state" / "store" / "ab"
+    assert results.stat().st_ino == (store / "out.bin").stat().st_ino
+
+
+def test_wrong_key_fails_in_one_line_and_replaces_nothing(capsys, tmp_path) -> None:
+    root = tmp_path / "p"
+    fake_project(root)
+    code, _, err = cli(capsys, root, "backup", "--to", "backups", "--key-file", "key",
+                       "--new-key")  # fmt: skip
+    assert code == 0, err
+    archive = next((root / "backups").glob("*.tar.age"))
+    before = snapshot(root)
+    code, _, err = cli(capsys, root, "backup", "--to", "other", "--key-file", "key2", "--new-key")
+    code, _, err = cli(capsys, root, "restore", str(archive), "--key-file", "key2")
+    assert code != 0
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "the key does not decrypt it" in lines[0], err
+    assert snapshot(root) == before
+    assert not list(root.glob(".restore-*"))
+
+
+def test_key_from_the_environment_and_never_from_params(capsys, tmp_path, monkeypatch) -> None:
+    root = tmp_path / "p"
+    fake_project(root)
+    from pyrage import x25519
+
+    monkeypatch.setenv("CAMPAIGN_BACKUP_KEY", str(x25519.Identity.generate()))
+    code, _, err = cli(capsys, root, "backup", "--to", "backups")
+    assert code == 0, err
+    monkeypatch.delenv("CAMPAIGN_BACKUP_KEY")
+    code, _, err = cli(capsys, root, "backup", "--to", "backups")
+    assert code != 0 and "pass --key-file FILE or set $CAMPAIGN_BACKUP_KEY" in err
+
+
+@pytest.mark.slow
+def test_backup_delete_restore_then_nothing_to_do(tmp_path) -> None:
+    project = copy_project(tmp_path / "project")
+    snakemake(project, timeout=900)  # the tiny campaign, as test_e2e runs it
+    campaign(project, "backup", "--to", "backups", "--key-file", "key", "--new-key")
+    archive = next((project / "backups").glob("*.tar.age"))
+    for name in ("results", ".campaign", "logs"):
+        os.system(f"rm -rf {project / name}")
+    assert planned_jobs(snakemake(project, "-n").stdout) != []  # deleted: all to do again
+    campaign(project, "restore", str(archive), "--key-file", "key")
+    again = snakemake(project, "-n")
+    assert planned_jobs(again.stdout) == [], again.stdout[-3000:]
+    assert "Nothing to be done" in again.stdout + again.stderr

@@ -1,0 +1,102 @@
+"""The budget phase: what each finished job cost (measured), what every planned run and the rest
+of the plan will cost (projected by the plan table, corrected by what the finished runs took),
+the cheapest offer or mix of packages that finishes the rest before the deadline, and the cost to
+train and serve each variant that reaches the quality bar."""
+
+from campaign.core.lazy import exports
+from campaign.core.stage import Phase, Stage
+
+_PUBLIC = {
+    "Factor": "calibrate",
+    "error_summary": "calibrate",
+    "fit_factor": "calibrate",
+    "format_money": "money",
+}
+__getattr__, __dir__ = exports(__name__, _PUBLIC)
+
+# A run's recipe as far as its FLOP count goes.
+RECIPE_KEYS = ("max_steps", "micro_batch", "grad_accum", "max_length", "eval_every", "lora")
+
+
+def _budget_spec(params: dict) -> dict:
+    from campaign.plan import plan_index
+
+    return {
+        "budget": params["budget"],
+        "recipes": {
+            rid: {k: run.spec["train"][k] for k in RECIPE_KEYS}
+            for rid, run in plan_index(params).items()
+        },
+    }
+
+
+def _check_params(params: dict) -> None:
+    from campaign.core.errors import CampaignError
+
+    budget = params["budget"]
+    names = [o["name"] for o in budget["offers"]]
+    for name in names:
+        if names.count(name) > 1:
+            raise CampaignError(f"budget.offers: offer name '{name}' appears twice")
+    if budget["reference_offer"] not in names:
+        raise CampaignError(
+            f"budget.reference_offer: '{budget['reference_offer']}' is not one of the offers "
+            f"({', '.join(names)})"
+        )
+    for o in budget["offers"]:
+        if o["hourly"] is None and not o["packages"]:
+            raise CampaignError(f"budget.offers.{o['name']}: no hourly price and no package")
+
+
+PHASE = Phase(
+    name="budget",
+    order=70,
+    stages=(
+        Stage(
+            name="budget",
+            entry="campaign.budget.stage:stage_budget",
+            help="cost of the finished jobs, calibrated forecast of the rest, offers, cost at "
+            "equal quality",
+            inputs=(
+                "runs",
+                "preflight_report",
+                "preflight_measurements",
+                "run_manifests",
+                "timings",
+                "benchmarks",
+                "decisions",
+                "variants",
+            ),
+            outputs=(
+                "jobs_csv",
+                "jobs_parquet",
+                "forecast_csv",
+                "forecast_parquet",
+                "offers_csv",
+                "offers_parquet",
+                "plans_csv",
+                "plans_parquet",
+                "equal_quality_csv",
+                "equal_quality_parquet",
+                "summary",
+            ),
+            spec=_budget_spec,
+            # Every table is computed from wall times (timings.json, benchmark files, the
+            # preflight's throughput): two identical campaigns give other numbers.
+            volatile=(
+                "jobs_csv",
+                "jobs_parquet",
+                "forecast_csv",
+                "forecast_parquet",
+                "offers_csv",
+                "offers_parquet",
+                "plans_csv",
+                "plans_parquet",
+                "equal_quality_csv",
+                "equal_quality_parquet",
+                "summary",
+            ),
+        ),
+    ),
+    check_params=_check_params,
+)

@@ -1,0 +1,438 @@
+"""The budget stage: reads the plan table, the preflight's report and measurements, each finished
+run's manifest, timings and Snakemake benchmark, the evaluation's decisions and (when there is
+one) the quantization table; writes results/budget/{jobs,forecast,offers,plans,equal_quality}
+as CSV and Parquet, and summary.txt in words.
+
+- jobs: one row per finished run: wall hours, device, peak memory (the benchmark's max_rss),
+  money at the reference offer's hourly price.
+- forecast: one row per planned run, in the plan's order: the plan's projection, what it took
+  (finished runs), the forecast each finished run got from the runs before it, and the
+  calibrated forecast of every run (finished: what it took; the others: projection x factor).
+- offers: per offer and pricing (hourly, each package): price per card-hour, the rest's
+  card-hours on that card and how they were obtained, and whether the package beats hourly.
+- plans: every way to buy the work (the rest, and the whole kept plan) on every offer, with its
+  cost, wall hours and whether it meets the deadline; the cheapest feasible one is marked.
+- equal_quality: the variants at the quality bar (the best cell's runs, and the quantized
+  variants of them the evaluation adopted): the cost to train and to serve budget.predictions.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from campaign.budget import calibrate, words
+from campaign.budget.offers import (
+    Offer,
+    cheapest,
+    measured_on,
+    options,
+    package_vs_hourly,
+    work_hours,
+)
+from campaign.core.errors import CampaignError
+
+HOUR_S = 3600.0
+
+
+def read_plan(path: Path) -> list[dict]:
+    """The plan table's rows, columns read by name (others are kept as they are)."""
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f, delimiter="\t")
+        rows = list(reader)
+        columns = reader.fieldnames or []
+    for needed in ("run", "tier", "projected_hours", "kept"):
+        if needed not in columns:
+            raise CampaignError(f"{path}: expected a column '{needed}'")
+    for i, r in enumerate(rows, start=2):
+        try:
+            r["projected_hours"] = float(r["projected_hours"])
+        except ValueError:
+            raise CampaignError(
+                f"{path} line {i}: projected_hours is not a number: {r['projected_hours']!r}"
+            ) from None
+        r["kept"] = r["kept"] == "true"
+    return rows
+
+
+def read_benchmark(path: Path) -> dict:
+    """Snakemake's benchmark file: the last repeat's seconds and max_rss (MiB -> bytes)."""
+    with open(path, encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    if not rows or "s" not in rows[-1]:
+        raise CampaignError(f"{path}: expected a Snakemake benchmark table with a column 's'")
+    row = rows[-1]
+
+    def number(key: str) -> float:
+        try:
+            return float(row.get(key, "nan"))
+        except ValueError:
+            return math.nan  # Snakemake writes NA where it could not measure
+
+    rss = number("max_rss")
+    rss_bytes = rss * 2**20 if math.isfinite(rss) else math.nan
+    return {"seconds": number("s"), "max_rss_bytes": rss_bytes}
+
+
+def _json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise CampaignError(f"{path}: not valid JSON ({e.msg}, line {e.lineno})") from None
+
+
+def _by_run(paths: list[Path], what: str) -> dict[str, Path]:
+    """{run: path} for results/runs/<run>/<file> (or logs/benchmarks/train/<run>.tsv)."""
+    out = {}
+    for p in paths:
+        run = p.stem if p.suffix == ".tsv" else p.parent.name
+        if run in out:
+            raise CampaignError(f"{p}: a second {what} for run {run}")
+        out[run] = p
+    return out
+
+
+def model_size(report: dict, measurements: dict) -> tuple[float, float]:
+    """(parameters, trainable parameters) of the baseline model, from the preflight."""
+    model = report.get("memory", {}).get("details", {}).get("estimate_for_cards", {}).get("model")
+    if model and model.get("n_params"):
+        return float(model["n_params"]), float(model.get("n_trainable", model["n_params"]))
+    weights = measurements.get("memory", {}).get("details", {}).get("measured", {})
+    weight_bytes = weights.get("bytes", {}).get("weights")
+    if weight_bytes:
+        return weight_bytes / 4.0, weight_bytes / 4.0  # fp32 weights: 4 bytes a parameter
+    return math.nan, math.nan
+
+
+def run_flops(recipe: dict, n_params: float, n_trainable: float, eval_examples: int) -> float:
+    """FLOPs of one run: 2N per token forward, 2N backward through activations, 2 x trainable
+    per token for weight gradients (6N for a full fine-tune, ~4N with LoRA), on every padded
+    token trained; 2N per token for each validation pass and the final predictions."""
+    steps = recipe["max_steps"]
+    train_tokens = steps * recipe["micro_batch"] * recipe["grad_accum"] * recipe["max_length"]
+    passes = steps // recipe["eval_every"] + (1 if steps % recipe["eval_every"] else 0) + 1
+    eval_tokens = passes * eval_examples * recipe["max_length"]
+    return (4 * n_params + 2 * n_trainable) * train_tokens + 2 * n_params * eval_tokens
+
+
+def stage_budget(ctx) -> None:
+    import pandas as pd
+
+    b = ctx.spec["budget"]
+    recipes = ctx.spec["recipes"]
+    plan = read_plan(ctx.inputs["runs"][0])
+    report = _json(ctx.inputs["preflight_report"][0])
+    measurements = _json(ctx.inputs["preflight_measurements"][0])
+    manifests = _by_run(ctx.inputs.get("run_manifests", []), "run manifest")
+    timings = _by_run(ctx.inputs.get("timings", []), "timings file")
+    benchmarks = _by_run(ctx.inputs.get("benchmarks", []), "benchmark file")
+    planned = {r["run"] for r in plan}
+    for run in [*manifests, *timings, *benchmarks]:
+        if run not in planned:
+            raise CampaignError(f"run {run}: measured but not in the plan table")
+    offers = [Offer.from_params(o) for o in b["offers"]]
+    reference = next(o for o in offers if o.name == b["reference_offer"])
+
+    jobs = _jobs(plan, manifests, timings, benchmarks, reference, b["currency"])
+    devices = {j["device"] for j in jobs}
+    n_params, n_trainable = model_size(report, measurements)
+    disk = report.get("disk", {}).get("details", {})
+    eval_examples = int(disk.get("validation_examples", 0)) + int(disk.get("test_examples", 0))
+    cal, forecast = _forecast(plan, jobs, b, recipes, n_params, n_trainable, eval_examples)
+    peak_bytes = _peak_bytes(report)
+
+    scenarios = {
+        "rest": [r for r in forecast if not r["finished"]],
+        "kept plan": [r for r in forecast if r["kept"]],
+    }
+    offer_rows, plan_rows = [], []
+    for offer in offers:
+        measured = measured_on(offer, reference, devices)
+        fits = peak_bytes is None or peak_bytes <= offer.memory_gib * 2**30
+        for scenario, rows in scenarios.items():
+            hours, how = work_hours(rows, offer, measured, b["utilization"], b["margin"])
+            opts = options(offer, hours, b["deadline_hours"]) if fits else []
+            for o in opts:
+                plan_rows.append(
+                    {
+                        "scenario": scenario,
+                        "offer": o.offer,
+                        "gpu": offer.gpu,
+                        "pricing": o.pricing,
+                        "runs": len(hours),
+                        "card_hours": sum(hours),
+                        "hours_from": how,
+                        "cost": o.cost,
+                        "currency": b["currency"],
+                        "wall_hours": o.wall_hours,
+                        "hourly_card_hours": o.hourly_hours,
+                        "meets_deadline": o.feasible,
+                        "why_not": o.why,
+                        "cheapest": False,
+                    }
+                )
+            if scenario == ("rest" if scenarios["rest"] else "kept plan"):
+                offer_rows += _offer_rows(offer, hours, how, fits, peak_bytes, b, scenario)
+    for scenario in scenarios:
+        rows = [r for r in plan_rows if r["scenario"] == scenario]
+        best = cheapest([_as_option(r) for r in rows])
+        for r in rows:
+            r["cheapest"] = best is not None and (r["offer"], r["pricing"]) == (
+                best.offer,
+                best.pricing,
+            )
+    equal = _equal_quality(ctx, jobs, b, reference)
+
+    tables = {
+        "jobs": jobs,
+        "forecast": forecast,
+        "offers": offer_rows,
+        "plans": plan_rows,
+        "equal_quality": equal,
+    }
+    for name, rows in tables.items():
+        frame = pd.DataFrame(rows, columns=_COLUMNS[name])
+        frame.to_csv(ctx.outputs[f"{name}_csv"], index=False, float_format="%.10g")
+        frame.to_parquet(ctx.outputs[f"{name}_parquet"], index=False)
+    text = words.summary(b, reference, jobs, forecast, cal, plan_rows, offer_rows, equal)
+    ctx.outputs["summary"].write_text(text)
+
+
+_COLUMNS = {
+    "jobs": [
+        "run", "tier", "seed", "device", "wall_hours", "train_hours", "benchmark_seconds",
+        "peak_memory_bytes", "resumed_from_step", "offer", "price_per_hour", "cost", "currency",
+    ],
+    "forecast": [
+        "run", "tier", "kept", "finished", "projected_hours", "actual_hours", "step_hours", "ratio",
+        "forecast_from_earlier_hours", "abs_error_projected", "abs_error_calibrated",
+        "step_factor", "step_factor_low", "step_factor_high", "overhead_hours",
+        "overhead_hours_low", "overhead_hours_high", "forecast_hours", "flops",
+    ],
+    "offers": [
+        "offer", "gpu", "memory_gib", "fits_memory", "measured", "hours_from", "scenario",
+        "pricing", "days", "gpus", "price", "price_per_card_hour", "hourly",
+        "break_even_card_hours", "work_card_hours", "hourly_cost_of_work", "holds_work",
+        "verdict", "currency",
+    ],
+    "plans": [
+        "scenario", "offer", "gpu", "pricing", "runs", "card_hours", "hours_from", "cost",
+        "currency", "wall_hours", "hourly_card_hours", "meets_deadline", "why_not", "cheapest",
+    ],
+    "equal_quality": [
+        "variant", "run", "kind", "decision", "train_hours", "train_cost", "throughput",
+        "throughput_of",
+        "serve_hours", "serve_cost", "total_cost", "currency", "cheapest",
+    ],
+}  # fmt: skip
+
+
+def _jobs(plan, manifests, timings, benchmarks, reference: Offer, currency: str) -> list[dict]:
+    rows = []
+    price = (
+        reference.hourly
+        if reference.hourly is not None
+        else min((p.price_per_card_hour for p in reference.packages), default=math.nan)
+    )
+    for r in plan:
+        run = r["run"]
+        if run not in manifests and run not in timings:
+            continue
+        t = _json(timings[run]) if run in timings else {}
+        bench = read_benchmark(benchmarks[run]) if run in benchmarks else {}
+        device = t.get("device") or {}
+        wall_s = t.get("wall_seconds", bench.get("seconds", math.nan))
+        rows.append(
+            {
+                "run": run,
+                "tier": r["tier"],
+                "seed": r.get("seed"),
+                "device": str(device.get("name") or device.get("type") or "unknown"),
+                "wall_hours": wall_s / HOUR_S,
+                "train_hours": t.get("train_seconds", math.nan) / HOUR_S,
+                "benchmark_seconds": bench.get("seconds", math.nan),
+                "peak_memory_bytes": t.get(
+                    "peak_memory_bytes", bench.get("max_rss_bytes", math.nan)
+                ),
+                "resumed_from_step": t.get("resumed_from_step"),
+                "offer": reference.name,
+                "price_per_hour": price,
+                "cost": wall_s / HOUR_S * price,
+                "currency": currency,
+            }
+        )
+    return rows
+
+
+def _forecast(plan, jobs, b, recipes, n_params, n_trainable, eval_examples):
+    measured = {j["run"]: j for j in jobs if math.isfinite(j["wall_hours"])}
+    done = [r for r in plan if r["run"] in measured]
+    projected = np.array([r["projected_hours"] for r in done])
+    steps = np.array([measured[r["run"]]["train_hours"] for r in done])
+    wall = np.array([measured[r["run"]]["wall_hours"] for r in done])
+    earlier = calibrate.sequential_forecasts(projected, steps, wall, b["min_pairs"])
+    cal = (
+        calibrate.fit(projected, steps, wall, np.random.default_rng(b["seed"]), b["resamples"])
+        if len(done) >= b["min_pairs"]
+        else calibrate.NO_CALIBRATION
+    )
+    by_run = {r["run"]: i for i, r in enumerate(done)}
+    rows = []
+    for r in plan:
+        i = by_run.get(r["run"])
+        recipe = recipes.get(r["run"])
+        flops = run_flops(recipe, n_params, n_trainable, eval_examples) if recipe else math.nan
+        actual = math.nan if i is None else float(wall[i])
+        from_earlier = math.nan if i is None else float(earlier[i])
+        rows.append(
+            {
+                "run": r["run"],
+                "tier": r["tier"],
+                "kept": r["kept"],
+                "finished": i is not None,
+                "projected_hours": r["projected_hours"],
+                "actual_hours": actual,
+                "step_hours": math.nan if i is None else float(steps[i]),
+                "ratio": actual / r["projected_hours"] if r["projected_hours"] > 0 else math.nan,
+                "forecast_from_earlier_hours": from_earlier,
+                "abs_error_projected": abs(r["projected_hours"] - actual) / actual,
+                "abs_error_calibrated": abs(from_earlier - actual) / actual,
+                "step_factor": cal.steps.value,
+                "step_factor_low": cal.steps.low,
+                "step_factor_high": cal.steps.high,
+                "overhead_hours": cal.overhead_hours.value,
+                "overhead_hours_low": cal.overhead_hours.low,
+                "overhead_hours_high": cal.overhead_hours.high,
+                "forecast_hours": actual if i is not None else cal.forecast(r["projected_hours"]),
+                "flops": flops,
+            }
+        )
+    return cal, rows
+
+
+def _peak_bytes(report: dict) -> float | None:
+    est = report.get("memory", {}).get("details", {}).get("estimate_for_cards", {})
+    return float(est["peak_bytes"]) if est.get("peak_bytes") else None
+
+
+def _offer_rows(offer, hours, how, fits, peak_bytes, b, scenario) -> list[dict]:
+    base = {
+        "offer": offer.name,
+        "gpu": offer.gpu,
+        "memory_gib": offer.memory_gib,
+        "fits_memory": fits,
+        "measured": how == "measured",
+        "hours_from": how,
+        "scenario": scenario,
+        "currency": b["currency"],
+    }
+    rows = []
+    if offer.hourly is not None:
+        rows.append(
+            base
+            | {
+                "pricing": "hourly",
+                "days": math.nan,
+                "gpus": offer.hourly_gpus,
+                "price": offer.hourly,
+                "price_per_card_hour": offer.hourly,
+                "hourly": offer.hourly,
+                "break_even_card_hours": math.nan,
+                "work_card_hours": sum(hours),
+                "hourly_cost_of_work": sum(hours) * offer.hourly,
+                "holds_work": True,
+                "verdict": "hourly",
+            }
+        )
+    for p in offer.packages:
+        row = package_vs_hourly(offer, p, hours, b["deadline_hours"])
+        rows.append(base | row)
+    return rows
+
+
+def _as_option(r: dict):
+    from campaign.budget.offers import Option
+
+    return Option(
+        r["offer"], r["pricing"], r["cost"], r["wall_hours"], r["hourly_card_hours"],
+        r["meets_deadline"], r["why_not"],
+    )  # fmt: skip
+
+
+def _equal_quality(ctx, jobs, b, reference: Offer) -> list[dict]:
+    """The variants at the quality bar, with the cost to train and to serve."""
+    paths = ctx.inputs.get("decisions", [])
+    if not paths:
+        return []
+    decisions = _json(paths[0])
+    best = decisions.get("best_cell")
+    if not best:
+        return []
+    best_runs = list(best.get("runs", []))
+    serving = _serving(ctx.inputs.get("variants", []))
+    cost = {j["run"]: j for j in jobs}
+    price = reference.hourly if reference.hourly is not None else math.nan
+    rows = []
+    candidates = [(run, run, "run", "best cell") for run in best_runs]
+    for d in decisions.get("decisions", []):
+        if d.get("kind") == "quantized" and d.get("reference") in best_runs:
+            candidates.append((d["subject"], d["reference"], "quantized", d["decision"]))
+    for name, run, kind, decision in candidates:
+        if kind == "quantized" and decision != "adopt":
+            continue  # not shown within evaluation.max_quality_loss of its run
+        variant = name.partition("/")[2] if kind == "quantized" else "fp32"
+        throughput, measured_on_run = serving.get((run, variant), math.nan), run
+        if not math.isfinite(throughput):
+            # Serving speed is the model's shape and the variant's, not the seed's: another run
+            # of the best cell measured with this variant stands in.
+            others = [(serving[(r, variant)], r) for r in best_runs if (r, variant) in serving]
+            if others:
+                throughput, measured_on_run = sorted(others)[len(others) // 2]
+        serve_hours = b["predictions"] / throughput / HOUR_S if throughput > 0 else math.nan
+        job = cost.get(run, {})
+        train_hours = job.get("wall_hours", math.nan)
+        train_cost = job.get("cost", math.nan)
+        rows.append(
+            {
+                "variant": name,
+                "run": run,
+                "kind": kind,
+                "decision": decision,
+                "train_hours": train_hours,
+                "train_cost": train_cost,
+                "throughput": throughput,
+                "throughput_of": f"{measured_on_run}/{variant}",
+                "serve_hours": serve_hours,
+                "serve_cost": serve_hours * price,
+                "total_cost": train_cost + serve_hours * price,
+                "currency": b["currency"],
+                "cheapest": False,
+            }
+        )
+    known = [r for r in rows if math.isfinite(r["total_cost"])]
+    if known:
+        min(known, key=lambda r: (r["total_cost"], r["variant"]))["cheapest"] = True
+    return rows
+
+
+def _serving(paths: list[Path]) -> dict[tuple[str, str], float]:
+    """{(run, variant): predictions per second} of the measured variants (optional table)."""
+    if not paths:
+        return {}
+    import pandas as pd
+
+    frame = pd.read_parquet(paths[0])
+    for needed in ("run", "variant", "throughput"):
+        if needed not in frame.columns:
+            raise CampaignError(f"{paths[0]}: expected a column '{needed}'")
+    if "status" in frame.columns:
+        frame = frame[frame["status"].astype(str) == "ok"]
+    return {
+        (str(r.run), str(r.variant)): float(r.throughput)
+        for r in frame.itertuples()
+        if r.throughput is not None and math.isfinite(float(r.throughput))
+    }

@@ -1,0 +1,62 @@
+"""The evaluate phase: every model variant (trained runs, quantized variants, the reference
+floor) scored on the same validation and test items, with bootstrap intervals; comparisons paired
+by item and by seed, Holm-corrected; decisions against `evaluation.min_useful_effect` and
+`evaluation.max_quality_loss`; error analysis (confusions, slices, items fixed and broken)."""
+
+from campaign.core.lazy import exports
+from campaign.core.stage import Phase, Stage
+
+_PUBLIC = {
+    "Interval": "stats",
+    "classification_metrics": "metrics",
+    "decide": "stats",
+    "holm": "stats",
+    "minimum_detectable_effect": "stats",
+    "seeds_needed": "stats",
+}
+__getattr__, __dir__ = exports(__name__, _PUBLIC)
+
+
+def _floor_spec(params: dict) -> dict:
+    return {"floors": list(params["evaluation"]["floor"]), "task": params["model"]["task"]}
+
+
+def _evaluate_spec(params: dict) -> dict:
+    return {"evaluation": params["evaluation"], "task": params["model"]["task"]}
+
+
+PHASE = Phase(
+    name="evaluate",
+    order=60,
+    stages=(
+        Stage(
+            name="floor",
+            entry="campaign.evaluate.stage:stage_floor",
+            help="score the reference floor (majority class, TF-IDF + logistic regression)",
+            inputs=("train", "validation", "test"),
+            outputs=("floor",),
+            spec=_floor_spec,
+            libraries=("scikit-learn", "numpy", "scipy"),
+        ),
+        Stage(
+            name="evaluate",
+            entry="campaign.evaluate.stage:stage_evaluate",
+            help="score every variant with intervals, compare, decide, and analyse errors",
+            inputs=(
+                "train",
+                "validation",
+                "test",
+                "runs",
+                "predictions_validation",
+                "predictions_test",
+                "floor",
+                "variants_result",
+                "variants_validation",
+                "variants_test",
+            ),
+            outputs=("metrics", "comparisons", "decisions", "errors", "summary"),
+            spec=_evaluate_spec,
+            libraries=("numpy", "scipy"),
+        ),
+    ),
+)

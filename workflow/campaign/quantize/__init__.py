@@ -1,0 +1,118 @@
+"""The quantize phase: compressed variants of trained runs (a registry, variants/), each scored
+on the same held-out items as its run's fp32 predictions and measured (bytes on disk, memory
+peak, latency, throughput, agreement), and one table of them all. One job per (run, variant):
+a training change requantizes that run's jobs only, a library upgrade only its variants' jobs.
+"""
+
+from campaign.core.lazy import exports
+from campaign.core.stage import Phase, Stage
+from campaign.train import EXECUTION
+
+_PUBLIC = {
+    "get_variant": "variant",
+    "key_info": "variant",
+    "placement": "variant",
+    "job_paths": "targets",
+    "planned_targets": "targets",
+    "select_best": "targets",
+    "selected_runs": "targets",
+    "quantize_run": "stage",
+    "variants_table": "table",
+    "COLUMNS": "table",
+}
+__getattr__, __dir__ = exports(__name__, _PUBLIC)
+
+# Whose installed versions a quantize job's bytes depend on besides its variant's own library
+# (that one is in the job's spec: campaign.quantize.variant.key_info).
+LIBRARIES = ("torch", "transformers", "safetensors", "numpy", "pandas", "pyarrow")
+
+
+def quantize_spec(params: dict, run: str, variant: str) -> dict:
+    """The params subset one (run, variant) job reads: how its run was trained (task, encoding
+    length, evaluation batch), the variant's method and library version, and the phase's
+    calibration, timing and generation settings where they apply."""
+    from campaign.plan import run_spec_of
+    from campaign.quantize.variant import get_variant, key_info
+
+    run_spec = run_spec_of(params, run)
+    declared = get_variant(variant)
+    section = params["quantization"]
+    task = run_spec["model"]["task"]
+    return {
+        "run": run,
+        "task": task,
+        "max_length": run_spec["train"]["max_length"],
+        "batch_size": run_spec["train"]["micro_batch"],
+        "variant": key_info(variant),
+        "calibration": section["calibration"] if declared.calibration else None,
+        "generation": section["generation"] if task == "causal_lm" else None,
+        "timing": section["timing"],
+    }
+
+
+def _select_spec(params: dict) -> dict:
+    from campaign.quantize.targets import CRITERION
+
+    return {"criterion": CRITERION}
+
+
+def _table_spec(params: dict) -> dict:
+    return {"variants": list(params["quantization"]["variants"])}
+
+
+def _check_params(params: dict) -> None:
+    from campaign.quantize.targets import check_runs
+
+    check_runs(params)
+
+
+PHASE = Phase(
+    name="quantize",
+    order=50,
+    stages=(
+        Stage(
+            name="quantize",
+            entry="campaign.quantize.stage:stage",
+            help="quantize one trained run with one variant; score, compare and measure it",
+            inputs=(
+                "model",
+                "run_manifest",
+                "predictions_validation",
+                "predictions_test",
+                "train",
+                "validation",
+                "test",
+            ),
+            outputs=(
+                "model",
+                "predictions_validation",
+                "predictions_test",
+                "result",
+                "measurements",
+            ),
+            spec=quantize_spec,
+            libraries=LIBRARIES,
+            volatile=("measurements",),
+            execution=EXECUTION,
+        ),
+        Stage(
+            name="quantize_select",
+            entry="campaign.quantize.targets:stage_select",
+            help="pick the run with the best final validation accuracy (quantization.runs: best)",
+            inputs=("run_manifests",),
+            outputs=("selection",),
+            spec=_select_spec,
+        ),
+        Stage(
+            name="quantize_table",
+            entry="campaign.quantize.table:stage",
+            help="one table of every quantized variant (results/quantize/variants.parquet)",
+            inputs=("results", "measurements"),
+            outputs=("table",),
+            spec=_table_spec,
+            libraries=("pandas", "pyarrow"),
+            volatile=("table",),
+        ),
+    ),
+    check_params=_check_params,
+)

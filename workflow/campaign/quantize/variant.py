@@ -1,0 +1,114 @@
+"""A variant as the phase uses it: its declaration (campaign.quantize.variants), what its content
+key holds (method and the installed version of its library), and where it runs or why not.
+
+Nothing here imports torch or a quantization library: keys are built when the Snakefile builds
+the DAG.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from campaign.core.errors import CampaignError
+from campaign.quantize import variants
+
+TASKS = ("sequence_classification", "causal_lm")
+FORMATS = ("safetensors", "state_dict")
+INFERENCE = ("no_grad", "inference_mode")
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    method: str
+    library: str
+    devices: tuple[str, ...]
+    format: str
+    calibration: bool
+    tasks: tuple[str, ...]
+    cache: dict | None
+    inference: str
+    module: ModuleType
+
+    def apply(self, model, ctx):
+        return self.module.apply(model, ctx)
+
+    @property
+    def kind(self) -> str:
+        """ "kv_cache" (the generation cache is quantized, the weights are not) or "weights"."""
+        return "kv_cache" if self.cache is not None else "weights"
+
+
+def get_variant(name: str) -> Variant:
+    """The declared variant `name`, its declaration checked."""
+    module = variants.get(name)
+
+    def need(attr: str) -> Any:
+        if not hasattr(module, attr):
+            raise CampaignError(f"variant {name}: its module does not define {attr}")
+        return getattr(module, attr)
+
+    out = Variant(
+        name=name,
+        method=need("METHOD"),
+        library=need("LIBRARY"),
+        devices=tuple(need("DEVICES")),
+        format=need("FORMAT"),
+        calibration=bool(getattr(module, "CALIBRATION", False)),
+        tasks=tuple(getattr(module, "TASKS", TASKS)),
+        cache=getattr(module, "CACHE", None),
+        inference=getattr(module, "INFERENCE", "no_grad"),
+        module=module,
+    )
+    need("apply")
+    if out.format not in FORMATS:
+        raise CampaignError(f"variant {name}: FORMAT {out.format!r} is not one of {FORMATS}")
+    if out.inference not in INFERENCE:
+        raise CampaignError(f"variant {name}: INFERENCE {out.inference!r} not in {INFERENCE}")
+    if not set(out.devices) <= {"cpu", "cuda"} or not out.devices:
+        raise CampaignError(f"variant {name}: DEVICES must be a non-empty subset of cpu, cuda")
+    return out
+
+
+def library_version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "absent"
+
+
+def key_info(name: str) -> dict:
+    """What a job's content key holds about its variant: name, method, library and version.
+
+    Upgrading torchao changes the keys of the torchao variants only; a training change changes
+    the model input of that run's jobs only.
+    """
+    v = get_variant(name)
+    return {
+        "name": v.name,
+        "method": v.method,
+        "library": v.library,
+        "library_version": library_version(v.library),
+        "format": v.format,
+        "cache": v.cache,
+    }
+
+
+def placement(v: Variant, job_device: str, task: str) -> tuple[str | None, str | None]:
+    """(device to run on, None) or (None, the reason it is skipped).
+
+    A job on CUDA runs a CPU-only variant on the CPU (its row says so); a CUDA-only variant in
+    a job without CUDA is skipped with the reason.
+    """
+    if task not in v.tasks:
+        return None, f"applies to {' and '.join(v.tasks)} runs; this run is {task}"
+    if library_version(v.library) == "absent":
+        return None, f"{v.library} is not installed"
+    if job_device in v.devices:
+        return job_device, None
+    if "cpu" in v.devices:
+        return "cpu", None
+    return None, f"needs CUDA (this job runs on {job_device})"

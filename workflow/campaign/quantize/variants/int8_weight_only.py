@@ -1,0 +1,19 @@
+"""int8_weight_only: torchao int8 weight-only. nn.Linear weights int8 with a scale per output
+channel; activations stay in the model's dtype. Also the base of `train.base_quantization:
+int8_weight_only` (LoRA adapters train on top of it)."""
+
+METHOD = "torchao quantize_(Int8WeightOnlyConfig()) on nn.Linear"
+LIBRARY = "torchao"
+DEVICES = ("cpu", "cuda")
+FORMAT = "state_dict"
+
+
+def apply(model, ctx):
+    from torchao.quantization import Int8WeightOnlyConfig, quantize_
+
+    from campaign.quantize.variants import linear_layers
+
+    linear_layers(model)
+    model = model.to(ctx.device)
+    quantize_(model, Int8WeightOnlyConfig())
+    return model

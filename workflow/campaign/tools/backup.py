@@ -1,0 +1,179 @@
+"""Encrypted backups of a campaign's results and store: `campaign backup` and `campaign restore`.
+
+What goes in: ``results/``, ``logs/``, the store folder (``campaign.state_dir``) and Snakemake's
+``.snakemake/metadata`` (so a restored checkout is up to date for ``snakemake -n``: the same
+files, modification times and recorded params). Hard links between results and the store stay
+hard links. A manifest (``BACKUP_MANIFEST.json``: every regular file's BLAKE3 hash, size and
+modification time in nanoseconds) is the archive's first member; ``restore`` checks every file
+against it before anything is moved into place, and sets the exact times back.
+
+Encryption: age (the pyrage bindings), to an X25519 identity read from ``--key-file`` or from
+the environment variable ``CAMPAIGN_BACKUP_KEY`` (the ``AGE-SECRET-KEY-1...`` line), never
+from params. ``campaign backup --new-key`` writes a fresh identity (owner-only) when the key
+file does not exist. A wrong key fails in one line before anything is written.
+
+The tar is staged in an owner-only temporary folder next to the archive and removed when the
+encrypted archive is in place (written atomically). Restore decrypts into an owner-only
+temporary folder inside the project, verifies, then replaces each backed-up top-level folder.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+from campaign.core.errors import CampaignError
+from campaign.core.hashing import hash_file
+
+KEY_ENV = "CAMPAIGN_BACKUP_KEY"
+MANIFEST = "BACKUP_MANIFEST.json"
+STATE = "state"  # the store's name inside the archive; restored to campaign.state_dir
+FORMAT = 1
+
+
+def new_identity(path: Path) -> None:
+    """Write a fresh age X25519 identity to ``path`` (owner-only); refuse to overwrite one."""
+    from pyrage import x25519
+
+    if path.exists():
+        raise CampaignError(f"--new-key: {path} exists; it is not overwritten")
+    identity = x25519.Identity.generate()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(f"# public key: {identity.to_public()}\n{identity}\n")
+
+
+def load_identity(key_file: str | None):
+    """The age identity from ``key_file``, else from $CAMPAIGN_BACKUP_KEY; CampaignError naming
+    the source when there is none or it is not an identity."""
+    from pyrage import x25519
+
+    if key_file:
+        path = Path(key_file)
+        if not path.is_file():
+            raise CampaignError(f"--key-file: {path} does not exist (create one with --new-key)")
+        text, source = path.read_text(), str(path)
+    elif os.environ.get(KEY_ENV):
+        text, source = os.environ[KEY_ENV], f"${KEY_ENV}"
+    else:
+        raise CampaignError(f"backup key: pass --key-file FILE or set ${KEY_ENV}")
+    lines = [x.strip() for x in text.splitlines() if x.strip() and not x.startswith("#")]
+    try:
+        return x25519.Identity.from_str(lines[0])
+    except Exception:  # pyrage.IdentityError, or no line at all
+        raise CampaignError(f"{source}: not an age identity (AGE-SECRET-KEY-1...)") from None
+
+
+def _members(root: Path, state_dir: Path) -> list[tuple[Path, str]]:
+    """(path on disk, name in the archive) of what a backup holds, those that exist."""
+    wanted = [
+        (root / "results", "results"),
+        (root / "logs", "logs"),
+        (state_dir if state_dir.is_absolute() else root / state_dir, STATE),
+        (root / ".snakemake" / "metadata", ".snakemake/metadata"),
+    ]
+    return [(p, name) for p, name in wanted if p.exists()]
+
+
+def _manifest(members: list[tuple[Path, str]]) -> dict:
+    files = {}
+    for path, name in members:
+        for p in sorted([path] if path.is_file() else path.rglob("*")):
+            if p.is_file() and not p.is_symlink():
+                rel = name if p == path else f"{name}/{p.relative_to(path).as_posix()}"
+                st = p.stat()
+                files[rel] = {
+                    "blake3": hash_file(p),
+                    "bytes": st.st_size,
+                    "mtime_ns": st.st_mtime_ns,
+                }
+    return {"format": FORMAT, "files": files}
+
+
+def backup(root: Path, state_dir: Path, dest: Path, identity) -> tuple[Path, int]:
+    """Write ``dest/campaign-backup-<UTC time>.tar.age``; return (its path, files in it)."""
+    import pyrage
+
+    root = Path(root)
+    members = _members(root, Path(state_dir))
+    if not members:
+        raise CampaignError(f"backup: nothing to back up under {root} (no results/ or store)")
+    manifest = _manifest(members)
+    dest.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    out = dest / f"campaign-backup-{stamp}.tar.age"
+    with tempfile.TemporaryDirectory(dir=dest, prefix=".backup-") as scratch:
+        plain = Path(scratch) / "backup.tar"
+        with tarfile.open(plain, "w") as tar:
+            data = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
+            info = tarfile.TarInfo(MANIFEST)
+            info.size, info.mtime, info.mode = len(data), int(datetime.now(UTC).timestamp()), 0o600
+            tar.addfile(info, io.BytesIO(data))
+            for path, name in members:
+                tar.add(path, arcname=name)
+        sealed = Path(scratch) / "backup.tar.age"
+        with plain.open("rb") as src, sealed.open("wb") as dst:
+            pyrage.encrypt_io(src, dst, [identity.to_public()])
+        os.chmod(sealed, 0o600)
+        os.replace(sealed, out)
+    return out, len(manifest["files"])
+
+
+def restore(archive: Path, root: Path, state_dir: Path, identity) -> int:
+    """Decrypt ``archive``, check every file against its manifest, then put results, logs, the
+    store (at ``state_dir``) and Snakemake's metadata in place, replacing what is there.
+    Returns the number of files restored. CampaignError (one line) on a wrong key, a damaged
+    archive, or a file that does not match the manifest; nothing is replaced then."""
+    import pyrage
+
+    archive, root = Path(archive), Path(root)
+    if not archive.is_file():
+        raise CampaignError(f"restore: {archive} does not exist")
+    target_state = Path(state_dir) if Path(state_dir).is_absolute() else root / state_dir
+    with tempfile.TemporaryDirectory(dir=root, prefix=".restore-") as scratch:
+        plain = Path(scratch) / "backup.tar"
+        try:
+            with archive.open("rb") as src, plain.open("wb") as dst:
+                pyrage.decrypt_io(src, dst, [identity])
+        except pyrage.DecryptError:
+            raise CampaignError(
+                f"restore: {archive}: the key does not decrypt it (wrong key, or not a "
+                "campaign backup)"
+            ) from None
+        staged = Path(scratch) / "tree"
+        try:
+            with tarfile.open(plain, "r") as tar:
+                tar.extractall(staged, filter="data")
+        except (tarfile.TarError, OSError) as e:
+            raise CampaignError(f"restore: {archive}: damaged archive ({e})") from None
+        manifest_path = staged / MANIFEST
+        if not manifest_path.is_file():
+            raise CampaignError(f"restore: {archive}: no {MANIFEST}; not a campaign backup")
+        files = json.loads(manifest_path.read_text())["files"]
+        for rel, want in sorted(files.items()):
+            p = staged / rel
+            if not p.is_file() or hash_file(p) != want["blake3"]:
+                raise CampaignError(f"restore: {archive}: {rel} does not match the manifest")
+            os.utime(p, ns=(want["mtime_ns"], want["mtime_ns"]))  # tar keeps microseconds
+        places = {
+            "results": root / "results",
+            "logs": root / "logs",
+            STATE: target_state,
+            ".snakemake/metadata": root / ".snakemake" / "metadata",
+        }
+        for name, target in places.items():
+            src = staged / name
+            if not src.exists():
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.exists():
+                old = Path(scratch) / f"old-{name.replace('/', '_')}"
+                os.replace(target, old)
+            os.replace(src, target)
+    return len(files)  # the replaced folders went with the temporary folder

@@ -1,0 +1,193 @@
+"""Scoring a model on a split: class probabilities, the loss, and the predictions table.
+
+One implementation for every phase that scores a model, so a number computed after training (the
+run's predictions) and one computed on a quantized copy of the same model (the quantize phase)
+come from the same code, op for op. `SavedModel` scores a finished run from its model folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from campaign.train.batches import (
+    IGNORE,
+    CausalFormat,
+    Split,
+    causal_example,
+    collate,
+    count_targets,
+    encode_causal,
+    encode_classification,
+)
+from campaign.train.steps import logits_of
+
+Autocast = Callable[[], contextlib.AbstractContextManager]
+
+
+def _to(batch: dict[str, torch.Tensor], device) -> dict[str, torch.Tensor]:
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
+def classifier_scores(
+    model,
+    examples: Sequence[dict],
+    batch_size: int,
+    pad_id: int,
+    device,
+    autocast: Autocast = contextlib.nullcontext,
+) -> tuple[np.ndarray, float, int]:
+    """(probabilities (n, n_labels) float64, summed loss, target count) of a classifier."""
+    probs, loss, count = [], 0.0, 0
+    for j in range(0, len(examples), batch_size):
+        batch = _to(collate(examples[j : j + batch_size], pad_id), device)
+        with autocast():
+            logits = logits_of(model, batch).float()
+        loss += float(
+            F.cross_entropy(logits, batch["labels"], ignore_index=IGNORE, reduction="sum")
+        )
+        count += count_targets(batch)
+        probs.append(torch.softmax(logits, dim=-1).cpu().double().numpy())
+    return np.concatenate(probs), loss, count
+
+
+def causal_scores(
+    model,
+    tokenizer,
+    fmt: CausalFormat,
+    split: Split,
+    label_ids: dict[str, int],
+    batch_size: int,
+    pad_id: int,
+    device,
+    autocast: Autocast = contextlib.nullcontext,
+) -> tuple[np.ndarray, float, int]:
+    """A causal LM scores every label's response after the prompt; probabilities are the softmax
+    of the labels' total log-likelihoods, the loss is that of the true response.
+
+    batch_size: examples per batch (each holds one sequence per label).
+    """
+    text_ids = fmt.text_ids(tokenizer, split.texts)
+    n_labels = len(fmt.targets)
+    pairs = [
+        causal_example(ids, fmt.sep_ids, target, fmt.prompt_budget)
+        for ids in text_ids
+        for target in fmt.targets
+    ]
+    logliks = np.zeros(len(pairs))
+    size = batch_size * n_labels
+    for j in range(0, len(pairs), size):
+        batch = _to(collate(pairs[j : j + size], pad_id), device)
+        with autocast():
+            logits = logits_of(model, batch).float()
+        target = batch["labels"][:, 1:]
+        logp = torch.log_softmax(logits[:, :-1], dim=-1)
+        picked = logp.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        picked = picked.masked_fill(target == IGNORE, 0.0)
+        logliks[j : j + len(picked)] = picked.sum(-1).double().cpu().numpy()
+    logliks = logliks.reshape(len(text_ids), n_labels)
+    probs = np.exp(logliks - logliks.max(axis=1, keepdims=True))
+    probs /= probs.sum(axis=1, keepdims=True)
+    loss, count = 0.0, 0
+    for row, label in enumerate(split.labels):
+        lid = label_ids.get(label)
+        if lid is not None:
+            loss -= logliks[row, lid]
+            count += len(fmt.targets[lid])
+    return probs, loss, count
+
+
+def prediction_frame(split: Split, labels: Sequence[str], probs: np.ndarray | None):
+    """DataFrame: id, label, prediction, then score_<label> (probability) per class."""
+    import pandas as pd
+
+    probs = np.zeros((0, len(labels))) if probs is None else probs
+    frame = pd.DataFrame(
+        {
+            "id": pd.Series(split.ids, dtype="string"),
+            "label": pd.Series(split.labels, dtype="string"),
+            "prediction": pd.Series([labels[i] for i in probs.argmax(axis=1)], dtype="string"),
+        }
+    )
+    for i, name in enumerate(labels):
+        frame[f"score_{name}"] = probs[:, i].astype(np.float64)
+    return frame
+
+
+@dataclass
+class SavedModel:
+    """A finished run's model folder (model.safetensors, config, tokenizer), ready to score.
+
+    `labels` are the classes in label-id order (the saved config's id2label for a classifier;
+    for a causal LM the train split's sorted labels, given by the caller). `max_length` and
+    `batch_size` are the run's train.max_length and train.micro_batch: the encoding and the
+    evaluation batches the run's own predictions were computed with.
+    """
+
+    folder: Path
+    task: str
+    labels: list[str]
+    max_length: int
+    batch_size: int
+
+    def __post_init__(self) -> None:
+        from campaign.train.models import load_tokenizer
+
+        self.tokenizer = load_tokenizer(self.folder, self.task)
+        self.pad_id = self.tokenizer.pad_token_id
+        self.label_ids = {name: i for i, name in enumerate(self.labels)}
+        self.fmt = None
+        if self.task == "causal_lm":
+            self.fmt = CausalFormat.build(self.tokenizer, self.labels, self.max_length)
+
+    def load(self, dtype=torch.float32, **kwargs):
+        """A fresh copy of the model, in eval mode (on the CPU unless kwargs place it)."""
+        import transformers as tf
+
+        auto = (
+            tf.AutoModelForSequenceClassification
+            if self.task == "sequence_classification"
+            else tf.AutoModelForCausalLM
+        )
+        return auto.from_pretrained(str(self.folder), dtype=dtype, **kwargs).eval()
+
+    def encode(self, split: Split) -> list[dict]:
+        if self.task == "sequence_classification":
+            return encode_classification(
+                self.tokenizer, split.texts, split.labels, self.label_ids, self.max_length
+            )
+        return encode_causal(self.tokenizer, split.texts, split.labels, self.label_ids, self.fmt)
+
+    def scores(
+        self, model, split: Split, device, autocast: Autocast = contextlib.nullcontext
+    ) -> np.ndarray | None:
+        """Class probabilities (n, n_labels) of `model` on a split; None when it is empty."""
+        if len(split) == 0:
+            return None
+        if self.task == "sequence_classification":
+            probs, _, _ = classifier_scores(
+                model, self.encode(split), self.batch_size, self.pad_id, device, autocast
+            )
+            return probs
+        probs, _, _ = causal_scores(
+            model,
+            self.tokenizer,
+            self.fmt,
+            split,
+            self.label_ids,
+            self.batch_size,
+            self.pad_id,
+            device,
+            autocast,
+        )
+        return probs
+
+    def predictions(self, model, split: Split, device, autocast: Autocast = contextlib.nullcontext):
+        """The predictions table of `model` on a split, columns as the training run writes."""
+        return prediction_frame(split, self.labels, self.scores(model, split, device, autocast))
