@@ -153,6 +153,9 @@ def make_project(dest: Path, seeds: int, levels: int) -> None:
         }
     }
     params["ablation"]["max_runs"] = max(params["ablation"]["max_runs"], 2 * seeds * levels**2)
+    # The warm pass touches every output: a touched (empty) quantize selection is no selection.
+    # The control is known when the DAG is built: no checkpoint to re-evaluate.
+    params["quantization"]["runs"] = "control"
     (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
 
 
@@ -160,7 +163,7 @@ def listing_jobs(output: str) -> list[dict]:
     """{rule, inputs, outputs} of every job a non-quiet dry run lists."""
     jobs, job = [], None
     for line in output.splitlines():
-        if m := re.match(r"^(?:local)?rule (\w+):\s*$", line):
+        if m := re.match(r"^(?:local)?(?:rule|checkpoint) (\w+):\s*$", line):
             job = {"rule": m.group(1), "inputs": [], "outputs": []}
             jobs.append(job)
         elif job is not None and (m := re.match(r"^\s+(input|output): (.*)$", line)):
