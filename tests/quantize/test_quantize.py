@@ -4,6 +4,7 @@ rows with their reason; the selection of `best`, the calibration sample and the 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -174,6 +175,13 @@ def test_placement_reasons():
     assert placement(get_variant("fp16"), "cuda", "sequence_classification") == ("cuda", None)
     assert placement(get_variant("int8_dynamic"), "cuda", "causal_lm") == ("cpu", None)
     assert placement(get_variant("nf4"), "cpu", "causal_lm")[1].startswith("needs CUDA")
+    # The device decides first: the same reason on a CPU machine with or without the library.
+    absent = dataclasses.replace(get_variant("nf4"), library="no-such-library")
+    assert placement(absent, "cpu", "sequence_classification")[1].startswith("needs CUDA")
+    assert placement(absent, "cuda", "sequence_classification") == (
+        None,
+        "no-such-library is not installed",
+    )
 
 
 def test_outputs_are_the_same_bytes_on_a_second_run(tiny_run, splits, tmp_path):

@@ -64,7 +64,8 @@ def diagnosis(clone, first) -> str:
 @pytest.mark.slow
 def test_the_readme_sharing_path_literally(tmp_path):
     """demo.sh -> dvc remote add + dvc push -> commit -> fresh clone -> dvc pull -> snakemake
-    with zero store misses -> snakemake -n has nothing to do; dvc status is clean throughout."""
+    --forceall with zero store misses -> snakemake -n has nothing to do; dvc status is clean
+    throughout."""
     project = copy_project(tmp_path / "project")
     (project / ".venv").symlink_to(REPO / ".venv")  # setup.sh finds it installed
     dvc = str(BIN / "dvc")
@@ -90,7 +91,7 @@ def test_the_readme_sharing_path_literally(tmp_path):
     assert not (clone / ".campaign" / "store").exists()
     run([dvc, "pull"], clone)
     assert (clone / ".campaign" / "store").is_dir()
-    first = snakemake(clone)
+    first = snakemake(clone, "--forceall")  # the README's step after a pull
     assert [e for e in events(clone) if e["event"] == "miss"] == []
     again = snakemake(clone, "-n")
     assert planned_jobs(again.stdout) == [], again.stdout + diagnosis(clone, first)

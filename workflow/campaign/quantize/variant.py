@@ -105,10 +105,14 @@ def placement(v: Variant, job_device: str, task: str) -> tuple[str | None, str |
     """
     if task not in v.tasks:
         return None, f"applies to {' and '.join(v.tasks)} runs; this run is {task}"
+    # The device first: on a CPU job a CUDA-only variant is skipped for that, whether or not its
+    # library happens to be installed (the reason is the same on every CPU machine).
+    if job_device in v.devices:
+        device = job_device
+    elif "cpu" in v.devices:
+        device = "cpu"
+    else:
+        return None, f"needs CUDA (this job runs on {job_device})"
     if library_version(v.library) == "absent":
         return None, f"{v.library} is not installed"
-    if job_device in v.devices:
-        return job_device, None
-    if "cpu" in v.devices:
-        return "cpu", None
-    return None, f"needs CUDA (this job runs on {job_device})"
+    return device, None
