@@ -48,3 +48,45 @@ def test_on_the_demo_the_bag_of_words_beats_the_majority_and_chance(demo_splits)
     )
     assert list(frame.columns) == ["id", "label", "prediction", *[f"score_{n}" for n in labels]]
     np.testing.assert_allclose(frame[[f"score_{n}" for n in labels]].sum(axis=1), 1.0)
+
+
+def test_the_floor_is_the_same_bytes_whatever_the_blas_thread_count(tmp_path):
+    """A multi-threaded BLAS sums in another order: the floor stage pins one thread, so the
+    job and `campaign reproduce` (another process, other threads) agree bit for bit. Without
+    the pin, 1 and 2 OpenBLAS threads gave different probabilities on this corpus."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pandas as pd
+
+    repo = Path(__file__).resolve().parents[2]
+    rows = [json.loads(line) for line in (repo / "data/raw/demo.jsonl").read_text().splitlines()]
+    for i, split in enumerate(("train", "validation", "test")):
+        part = rows[:3000][i::3]
+        pd.DataFrame({k: [r[k] for r in part] for k in ("id", "text", "label")}).to_parquet(
+            tmp_path / f"{split}.parquet", index=False
+        )
+    script = (
+        "import sys; from pathlib import Path; from types import SimpleNamespace;"
+        "from campaign.evaluate.stage import stage_floor;"
+        "from campaign.core.hashing import hash_tree;"
+        "t = Path(sys.argv[1]); out = t / sys.argv[2];"
+        "stage_floor(SimpleNamespace(spec={'floors': ['tfidf_logreg'], 'task': 'x'},"
+        " inputs={s: [t / f'{s}.parquet'] for s in ('train', 'validation', 'test')},"
+        " outputs={'floor': out})); print(hash_tree(out))"
+    )
+    hashes = []
+    for threads in ("1", "2"):
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": threads, "OMP_NUM_THREADS": threads}
+        env["PYTHONPATH"] = str(repo / "workflow")
+        proc = subprocess.run(
+            [sys.executable, "-c", script, str(tmp_path), f"floor-{threads}"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        hashes.append(proc.stdout.strip())
+    assert hashes[0] == hashes[1]

@@ -26,7 +26,17 @@ from campaign.evaluate.stats import INCONCLUSIVE, decide, decide_loss, holm, res
 
 
 def stage_floor(ctx) -> None:
-    """Fit the floors on the train split; write floor/<name>/predictions_<split>.parquet."""
+    """Fit the floors on the train split; write floor/<name>/predictions_<split>.parquet.
+
+    One BLAS thread: a multi-threaded BLAS sums in an order that depends on the thread count,
+    and the floor's probabilities must be the same bytes wherever the job runs (reproduce)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):
+        _floor(ctx)
+
+
+def _floor(ctx) -> None:
     import pandas as pd
 
     train = pd.read_parquet(ctx.inputs["train"][0], columns=["text", "label"])
