@@ -20,7 +20,21 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/quantize.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/budget.smk"
+include: "workflow/rules/index.smk"
 include: "workflow/rules/report.smk"
+
+
+# At the end of every run, what a user must act on (privacy findings, preflight failures and
+# warnings, audit problems, evaluation flags), not only in per-job logs. Never fails a run.
+from campaign.tools.findings import after_run
+
+
+onsuccess:
+    after_run(CAMPAIGN)
+
+
+onerror:
+    after_run(CAMPAIGN)
 
 
 localrules:
@@ -35,6 +49,7 @@ rule all:
         "results/data/manifest_diff.json",
         "results/data/splits/train.parquet",
         "results/data/leakage_audit.json",
+        "results/data/artifact_findings.json",
         "results/plan/runs.tsv",
         "results/preflight/report.json",
         run_paths("results/runs/{run}/spec.json"),
@@ -42,4 +57,6 @@ rule all:
         "results/quantize/variants.parquet",
         "results/evaluation/decisions.json",
         "results/budget/summary.txt",
+        "results/index.parquet",
         "results/metrics.json",
+        "results/report/index.html",

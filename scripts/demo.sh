@@ -12,7 +12,8 @@ campaign plan
 # profiles/default is Snakemake's workflow profile: applied without --profile.
 snakemake "$@"
 campaign status
-echo "results: results/ (metrics: results/metrics.json, manifest: results/data/)"
+echo "results: results/ (report: results/report/index.html, index: results/index.parquet," \
+  "metrics: results/metrics.json, manifest: results/data/)"
 dry_run=0
 for arg in "$@"; do
   case "$arg" in -n | --dry-run | --dryrun | -[a-zA-Z]*n) dry_run=1 ;; esac

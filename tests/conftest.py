@@ -118,8 +118,13 @@ def events(project: Path) -> list[dict]:
 # stages' volatile outputs — and the plan table, whose projected hours come from them: two
 # separately computed campaigns differ here. Everything else (models, metrics, predictions,
 # splits, run manifests, the preflight's verdicts) is bit for bit.
-TIMED_OUTPUTS = ("timings.json", "measurements.json", "report.txt", "runs.tsv", "variants.parquet")
-TIMED_FOLDERS = ("budget",)  # every budget table is computed from wall times
+TIMED_OUTPUTS = (
+    *("timings.json", "measurements.json", "report.txt", "runs.tsv", "variants.parquet"),
+    "index.parquet",  # the experiment index: each run's measured hours and cost
+)
+# every budget table is computed from wall times; the report shows them (and the quantized
+# variants' latency)
+TIMED_FOLDERS = ("budget", "report")
 
 
 def result_hashes(project: Path, timed: bool = True) -> dict[str, str]:

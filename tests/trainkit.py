@@ -114,3 +114,25 @@ def context(spec: dict, inputs: dict, folder: Path) -> StageContext:
     work = folder / "work"
     work.mkdir(parents=True, exist_ok=True)
     return StageContext("train", spec, inputs, {n: out / n for n in OUTPUTS}, work, REPO)
+
+
+# A training job (argv: spec JSON, inputs JSON, folder, step) that stops for good after `step`:
+# the tests kill it there with SIGKILL, then resume from its last checkpoint.
+KILLED_JOB = """
+import sys, time
+from pathlib import Path
+from campaign.train import run_training
+from trainkit import REPO, context, tiny_spec
+import json
+
+spec = json.loads(sys.argv[1])
+inputs = {k: [Path(p) for p in v] for k, v in json.loads(sys.argv[2]).items()}
+ctx = context(spec, inputs, Path(sys.argv[3]))
+
+def after_step(step):
+    if step == int(sys.argv[4]):
+        Path(sys.argv[3], "stopped-here").write_text(str(step))
+        time.sleep(600)  # the test kills the job here: steps after the checkpoint are lost
+
+run_training(ctx.spec, ctx.inputs, ctx.outputs, ctx.work_dir, ctx.root, after_step=after_step)
+"""

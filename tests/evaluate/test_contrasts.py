@@ -54,3 +54,16 @@ def test_half_fraction_uses_balanced_means_when_no_partner_exists():
         ("-", "-", "+"): -0.5,
         ("+", "-", "-"): -0.5,
     }
+
+
+def test_effects_carry_the_plans_estimability_and_aliases():
+    one_at_a_time = [("0.001", "32"), ("0.003", "32"), ("0.001", "64")]
+    found = {c.name: c for c in contrasts(FACTORS, one_at_a_time, CONTROL)}
+    assert found["train.lr 0.001 -> 0.003"].estimability == "at_control"
+    factors = ["a", "b", "c"]
+    cells = [("-", "-", "+"), ("+", "-", "-"), ("-", "+", "-"), ("+", "+", "+")]
+    found = {c.name: c for c in contrasts(factors, cells, ("-", "-", "+"))}
+    # 2^(3-1) with c = ab: a main effect holds only if b x c is negligible
+    assert found["a - -> +"].estimability == "if_additive"
+    assert found["a - -> +"].aliases == (("b", "c"),)
+    assert not [n for n in found if " x " in n]  # interactions aliased with main effects

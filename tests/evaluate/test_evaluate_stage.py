@@ -311,3 +311,30 @@ def test_a_skipped_variant_is_listed_with_its_reason_not_scored(campaign):
         {"variant": "r-c1/int4_weight_only", "reason": "needs CUDA"}
     ]
     assert "r-c1/int4_weight_only" not in set(pd.read_parquet(outputs["metrics"]).variant)
+
+
+def test_causal_lm_runs_get_exact_match_and_perplexity(campaign):
+    tmp_path, inputs = campaign
+    for path in inputs["predictions_validation"] + inputs["predictions_test"]:
+        frame = pd.read_parquet(path)
+        # item i: nll (i % 3) + 1 nats over 2 tokens; the last item's label never seen
+        frame["nll"] = (np.arange(len(frame)) % 3 + 1).astype(float)
+        frame["tokens"] = 2
+        frame.loc[len(frame) - 1, ["nll", "tokens"]] = [np.nan, 0]
+        frame.to_parquet(path, index=False)
+    outputs, _ = evaluate(tmp_path, inputs, {**settings(), "task": "causal_lm"})
+    metrics = pd.read_parquet(outputs["metrics"])
+    ppl = metrics[metrics.metric == "perplexity"]
+    assert set(ppl.split) == {"validation", "test"}
+    assert set(ppl.variant) == {v for v in metrics.variant if v.startswith("r-")} - {
+        v
+        for v in metrics.variant
+        if "/" in v  # the floor and the quantized copy carry none
+    }
+    nll = (np.arange(N - 1) % 3 + 1).sum()
+    assert ppl.value.to_numpy() == pytest.approx(np.exp(nll / (2 * (N - 1))))
+    assert (ppl.ci_low <= ppl.value).all() and (ppl.value <= ppl.ci_high).all()
+    assert (ppl.ci_low < ppl.ci_high).all()
+    em = metrics[metrics.metric == "exact_match"].set_index(["variant", "split"]).value
+    acc = metrics[metrics.metric == "accuracy"].set_index(["variant", "split"]).value
+    assert em.equals(acc.loc[em.index])

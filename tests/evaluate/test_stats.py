@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from campaign.evaluate import stats
-from campaign.evaluate.metrics import classification_metrics, metric_draws
+from campaign.evaluate.metrics import classification_metrics, metric_draws, perplexity
 
 
 # ------------------------------------------------------------------ by hand
@@ -205,3 +205,23 @@ def test_a_perfect_model_has_macro_f1_one_in_every_resample_even_with_a_rare_cla
     assert (m["macro_f1"].value, m["macro_f1"].low, m["macro_f1"].high) == (1.0, 1.0, 1.0)
     point, draws = metric_draws(truth, probs, idx, "macro_f1")
     assert point == 1.0 and (draws == 1.0).all()
+
+
+def test_perplexity_is_the_ratio_of_sums_resampled_by_item():
+    # items: nll 2, 4, 6 nats over 1, 1, 2 tokens -> exp(12 / 4) = e^3
+    nll, tokens = np.array([2.0, 4.0, 6.0]), np.array([1, 1, 2])
+    idx = np.array([[0, 0, 0], [2, 2, 2], [0, 1, 2], [1, 1, 2]])
+    p = perplexity(nll, tokens, idx, 0.5)
+    assert p.value == pytest.approx(math.exp(3.0))
+    # the resamples' ratios: 6/3=2, 18/6=3, 12/4=3, 14/4=3.5; the 50 % interval: numpy's linear
+    # quantiles at 0.25 and 0.75 of their exponentials [e^2, e^3, e^3, e^3.5]
+    e = np.exp([2.0, 3.0, 3.0, 3.5])
+    assert p.low == pytest.approx(e[0] + 0.75 * (e[1] - e[0]))
+    assert p.high == pytest.approx(e[2] + 0.25 * (e[3] - e[2]))
+    # not the mean of per-item perplexities (exp(2), exp(4), exp(3)): a ratio of sums
+    assert p.value != pytest.approx(np.mean(np.exp(nll / tokens)))
+    # an item whose label the model never saw (nll NaN, no tokens) weighs nothing
+    q = perplexity(np.array([2.0, np.nan]), np.array([1, 0]), np.array([[0, 1], [1, 1]]), 0.9)
+    assert q.value == pytest.approx(math.exp(2.0)) and q.low == q.high == q.value
+    with pytest.raises(ValueError, match="no response tokens"):
+        perplexity(np.array([np.nan]), np.array([0]), np.zeros((2, 1), int), 0.9)

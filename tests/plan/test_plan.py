@@ -99,3 +99,17 @@ def test_table_lists_every_run(params):
     text = format_table(rows)
     assert text.splitlines()[0].split() == ["run", "train.lr", "train.max_length", "seed", "tier"]
     assert len(text.splitlines()) == 2 + 8
+
+
+def test_an_optional_train_key_at_its_default_keeps_the_run_id(params):
+    """A spec written before train.base_quantization existed trains the same model: same id
+    (and store key); set, it is another run."""
+    with_key = copy.deepcopy(params)
+    with_key["train"]["base_quantization"] = None
+    without = copy.deepcopy(params)
+    without["train"].pop("base_quantization", None)
+    ids = [[r.run_id for r in plan_runs(p)] for p in (with_key, without)]
+    assert ids[0] == ids[1]
+    quantized = copy.deepcopy(params)
+    quantized["train"]["base_quantization"] = "int8_weight_only"
+    assert not set(ids[0]) & {r.run_id for r in plan_runs(quantized)}

@@ -1,15 +1,18 @@
-"""Tests for campaign.tools.artifacts (`campaign scan-artifacts`): a tokenizer trained (for
-real, with the tokenizers library the training phase uses) on text that repeats a key holds it
-as a token, and the scan finds it in the vocabulary; predictions and logs are scanned too; the
-report names the artifact's path and never the secret."""
+"""Tests for the artifact scan (`campaign scan-artifacts`; the data phase's artifact_scan stage):
+a tokenizer trained (for real, with the tokenizers library the training phase uses) on text that
+repeats a key holds it as a token, and the scan finds it in the vocabulary; predictions and logs
+are scanned too; the report names the artifact's path and never the secret; in a tiny campaign
+the stage lists the key in every run's vocabulary, and a `fail` policy fails it in one line."""
 
 from __future__ import annotations
 
 import json
 import os
+from types import SimpleNamespace
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 from campaign.cli import main
@@ -69,3 +72,93 @@ def test_predictions_and_logs_are_scanned_and_the_report_names_them(tmp_path, ca
     }
     assert report["scanned"] == 3 and "jane.doe" not in json.dumps(report)
     assert "2 of 3 artifacts hold findings" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ the DAG stage
+AWS_KEY = "AKIA" + "Q7ZL2MXN4TKB8RWC"  # AWS access key id shape, made up
+
+
+def test_the_stage_fails_on_a_fail_policy_naming_the_artifact(tmp_path) -> None:
+    from campaign.core.errors import CampaignError
+    from campaign.data.artifacts import stage_scan_artifacts
+
+    model = tmp_path / "results" / "runs" / "r1" / "model"
+    model.mkdir(parents=True)
+    trained_tokenizer(model / "tokenizer.json")
+    summary = tmp_path / "summary.txt"
+    summary.write_text("nothing private here\n")
+    out = tmp_path / "artifact_findings.json"
+    inputs = {"models": [model], "summary": [summary]}
+
+    def ctx(privacy, by_kind=None):
+        spec = {"privacy": privacy, "privacy_by_kind": by_kind or {}}
+        return SimpleNamespace(spec=spec, inputs=inputs, outputs={"findings": out})
+
+    stage_scan_artifacts(ctx("report", {"api_key": "redact"}))  # redact cannot: it reports
+    report = json.loads(out.read_text())
+    [row] = report["artifacts"]
+    assert row["path"] == str(model / "tokenizer.json") and row["artifact"] == "model folder"
+    assert report["scanned"] == 2 and KEY not in out.read_text()
+    out.unlink()
+    with pytest.raises(CampaignError) as failed:
+        stage_scan_artifacts(ctx("report", {"api_key": "fail"}))
+    message = str(failed.value)
+    assert "\n" not in message and str(model / "tokenizer.json") in message
+    assert "api_key" in message and KEY not in message
+    assert not out.exists()
+
+
+def plant_key(project, every: int) -> None:
+    """Every `every`-th record of the demo corpus mentions the same key (as a leaked config
+    line would): often enough that the trained WordPiece vocabulary holds it whole."""
+    path = project / "data" / "raw" / "demo.jsonl"
+    lines = path.read_text().splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        record = json.loads(line)
+        if i % every == 0:
+            record["text"] += f" Deploy with key {AWS_KEY} today."
+        out.append(json.dumps(record))
+    path.write_text("\n".join(out) + "\n")
+
+
+@pytest.mark.slow
+def test_a_tiny_campaign_whose_tokenizer_learned_a_key_reports_its_vocabulary(tmp_path) -> None:
+    import yaml
+
+    from conftest import copy_project, snakemake
+
+    project = copy_project(tmp_path / "project")
+    plant_key(project, every=8)
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["model"]["tokenizer"]["lowercase"] = False  # the key's letters kept as they are
+    params["ablation"]["seeds"] = [1]
+    # cased, the 8 examples take more tokens to memorise than the check's 400 steps allow
+    params["preflight"]["overfit"]["max_final_loss"] = 0.5
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    snakemake(project, "results/data/artifact_findings.json", timeout=900)
+    text = (project / "results" / "data" / "artifact_findings.json").read_text()
+    assert AWS_KEY not in text
+    report = json.loads(text)
+    runs = sorted(p.name for p in (project / "results" / "runs").iterdir())
+    vocabularies = {
+        row["path"]: row for row in report["artifacts"] if row["path"].endswith("tokenizer.json")
+    }
+    # every run trained its tokenizer on the same train split: each vocabulary holds the key
+    assert set(vocabularies) == {f"results/runs/{run}/model/tokenizer.json" for run in runs}
+    for row in vocabularies.values():
+        assert row["artifact"] == "model folder" and row["unit"] == "token"
+        assert row["findings"]["api_key"] >= 1
+        assert {w["kind"] for w in row["where"]} >= {"api_key"}
+    assert report["findings_by_kind"]["api_key"] >= len(runs)
+
+
+def test_a_garbled_artifact_is_one_error_naming_it(tmp_path):
+    from campaign.core.errors import CampaignError
+    from campaign.data.artifacts import scan_artifact
+
+    vocab = tmp_path / "tokenizer.json"
+    vocab.write_text("{not json")
+    with pytest.raises(CampaignError, match=r"tokenizer\.json: cannot be read") as info:
+        scan_artifact(vocab)
+    assert "\n" not in str(info.value)

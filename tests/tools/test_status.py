@@ -81,5 +81,8 @@ def test_status_command_lists_jobs(tiny_project):
     assert counts["run_spec"] == [0, 0, 0, 0, 0, 4], out
     assert counts["manifest"] == [0, 0, 0, 0, 0, 1], out
     jobs = sum(sum(c) for c in counts.values())
-    assert out.strip().splitlines()[-1] == f"summary: {jobs} missing"
+    summary = [line for line in out.splitlines() if line.startswith("summary:")]
+    assert summary == [f"summary: {jobs} missing"], out
     assert sum(line.startswith("missing") for line in out.splitlines()) == jobs
+    # Nothing has run: no plan table yet, so the remaining hours and money are not known.
+    assert out.strip().splitlines()[-1].startswith("remaining: unknown until the plan table")

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from trainkit import REPO, context, tiny_spec, write_splits
+from trainkit import KILLED_JOB, REPO, context, tiny_spec, write_splits
 
 from campaign.core.hashing import hash_tree
 from campaign.train import Trainer, checkpoint, read_data
@@ -164,26 +164,6 @@ def test_stop_and_resume_in_process_is_bitwise_equal(inputs, tmp_path, lora, tas
 
 
 # ------------------------------------------------------------------ exact resume after SIGKILL
-KILLED_JOB = """
-import sys, time
-from pathlib import Path
-from campaign.train import run_training
-from trainkit import REPO, context, tiny_spec
-import json
-
-spec = json.loads(sys.argv[1])
-inputs = {k: [Path(p) for p in v] for k, v in json.loads(sys.argv[2]).items()}
-ctx = context(spec, inputs, Path(sys.argv[3]))
-
-def after_step(step):
-    if step == int(sys.argv[4]):
-        Path(sys.argv[3], "stopped-here").write_text(str(step))
-        time.sleep(600)  # the test kills the job here: steps after the checkpoint are lost
-
-run_training(ctx.spec, ctx.inputs, ctx.outputs, ctx.work_dir, ctx.root, after_step=after_step)
-"""
-
-
 def kill_at_step(spec: dict, inputs: dict, folder: Path, step: int) -> None:
     """Run the training stage in a real subprocess and SIGKILL it after `step`."""
     import json

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
 import stat
@@ -215,24 +214,3 @@ def test_precision_checks():
     assert y.dtype == torch.bfloat16
     with devices.autocast(cpu, "fp32"):
         assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.float32
-
-
-class _Tty(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
-def test_progress_lines_when_not_a_terminal():
-    log = io.StringIO()
-    progress = devices.Progress(total=3, stream=log, interval_s=3600)
-    for step in (1, 2, 3):
-        progress.update(step, loss=1.0 / step)
-    progress.close()
-    # Only the last step (the interval never passed): one line, no bar control characters.
-    assert log.getvalue() == "train: step 3/3 loss 0.3333\n"
-
-    tty = _Tty()
-    bar = devices.Progress(total=3, stream=tty)
-    bar.update(2, loss=0.5)
-    bar.close()
-    assert "\r" in tty.getvalue() and "2/3" in tty.getvalue()

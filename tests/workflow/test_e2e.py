@@ -92,10 +92,13 @@ def test_editing_one_param_reruns_exactly_its_dependents(tiny_project):
     new_runs = sorted((rule, out) for rule, out in jobs if rule == "run_spec")
     assert [rule for rule, _ in jobs if rule not in ("run_spec", "train")] == [
         "all",
+        "artifact_scan",
         "budget",
         "evaluate",
+        "index",
         "metrics",
         "plan_table",
+        "report",
     ]
     assert len(new_runs) == 2
     assert sorted(out.split("/")[2] for rule, out in jobs if rule == "train") == sorted(
@@ -110,29 +113,35 @@ def test_editing_one_param_reruns_exactly_its_dependents(tiny_project):
     assert manifest.stat().st_ino == manifest_stat.st_ino
     new_events = events(tiny_project)[n_events:]
     assert sorted(e["stage"] for e in new_events if e["event"] == "miss") == [
+        "artifact_scan",
         "budget",
         "evaluate",
+        "index",
         "metrics",
         "plan_table",
+        "report",
         "run_spec",
         "run_spec",
         "train",
         "train",
     ]
 
-    # A licence: the manifest records it, so the manifest and the metrics recompute. The split
+    # A licence: the manifest records it, so the manifest, the metrics and the report (licence
+    # per source) recompute. The split
     # reads the sources too, so Snakemake reruns it and what follows, but the licence is not in
-    # the split's key: a store hit, and nothing after it is recomputed either.
+    # the split's key: a store hit, and nothing after it is recomputed either (the index reads
+    # only the data summary's dataset hash: a hit too).
     edit_params(tiny_project, lambda p: p["data"]["sources"][0].update(licence="CC-BY-4.0"))
     jobs = planned_jobs(snakemake(tiny_project, "-n").stdout)
     rerun_by_mtime = (
         *("train", "preflight", "plan_table", "quantize", "quantize_table"),
-        *("floor", "evaluate", "budget"),
+        *("floor", "evaluate", "budget", "artifact_scan", "index"),
     )
     assert [rule for rule, _ in jobs if rule not in rerun_by_mtime] == [
         "all",
         "manifest",
         "metrics",
+        "report",
         "split",
     ]
     n_events = len(events(tiny_project))
@@ -141,9 +150,11 @@ def test_editing_one_param_reruns_exactly_its_dependents(tiny_project):
     assert sorted(e["stage"] for e in new_events if e["event"] == "miss") == [
         "manifest",
         "metrics",
+        "report",
     ]
     hits = (("split", 1), ("preflight", 1), ("plan_table", 1), ("train", 4), ("quantize", 1))
     after = (("quantize_table", 1), ("floor", 1), ("evaluate", 1), ("budget", 1))
+    after += (("artifact_scan", 1), ("index", 1))
     for stage, n in (*hits, *after):
         assert [e["event"] for e in new_events if e["stage"] == stage] == ["hit"] * n, stage
     summary = json.loads((tiny_project / "results" / "data" / "summary.json").read_text())

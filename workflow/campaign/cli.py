@@ -124,7 +124,20 @@ def cmd_gc(args) -> int:
 def cmd_status(args) -> int:
     from campaign.tools.status import print_status
 
-    return print_status(args.params, _store(args), snakefile=args.snakefile)
+    return print_status(
+        args.params,
+        _store(args),
+        snakefile=args.snakefile,
+        plan_table=args.plan_table,
+        forecast=args.forecast,
+    )
+
+
+def cmd_findings(args) -> int:
+    from campaign.tools.findings import findings_block
+
+    print(findings_block(Path(args.root)), flush=True)
+    return 0
 
 
 def cmd_reproduce(args) -> int:
@@ -307,6 +320,17 @@ def build_parser() -> argparse.ArgumentParser:
         p = with_params(sub.add_parser(name, help=text, description=text))
         p.add_argument("--state-dir", help="store folder (default: campaign.state_dir)")
         p.add_argument("--snakefile", default="Snakefile")
+        if name == "status":
+            p.add_argument(
+                "--plan-table",
+                default="results/plan/runs.tsv",
+                help="the plan's runs with projected hours (default: %(default)s)",
+            )
+            p.add_argument(
+                "--forecast",
+                default="results/budget/forecast.parquet",
+                help="the budget's calibrated forecast (default: %(default)s)",
+            )
         if name == "gc":
             p.add_argument("--dry-run", "-n", action="store_true", help="only list what would go")
             p.add_argument(
@@ -361,6 +385,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--key-file", help=key_help)
     p.add_argument("--state-dir", help="store folder (default: campaign.state_dir)")
     p.set_defaults(func=cmd_restore)
+    text = (
+        "what a user must act on (privacy findings, preflight failures and warnings, leakage "
+        "audit problems, evaluation flags), from the phases' reports; the end of every "
+        "snakemake run prints it"
+    )
+    p = sub.add_parser("findings", help=text, description=text)
+    p.add_argument("--root", default=".", help="the project folder (default: %(default)s)")
+    p.set_defaults(func=cmd_findings)
     text = (
         "privacy scan of produced artifacts (tokenizer vocabularies, predictions, logs, "
         "reports): findings by kind and artifact path, never the secrets"

@@ -45,3 +45,30 @@ rule split:
         **stage_params("split"),
     shell:
         stage_shell("split")
+
+
+# The privacy scan of what the campaign wrote: a tokenizer trained on text holding a key can
+# hold it as a token; predictions and reports can quote records. Logs are not DAG outputs:
+# `campaign scan-artifacts` scans them.
+rule artifact_scan:
+    input:
+        models=run_paths("results/runs/{run}/model"),
+        predictions_validation=run_paths(
+            "results/runs/{run}/predictions_validation.parquet"
+        ),
+        predictions_test=run_paths("results/runs/{run}/predictions_test.parquet"),
+        summary="results/evaluation/summary.txt",
+        audit_table="results/data/leakage_audit.txt",
+        preflight_report="results/preflight/report.txt",
+    output:
+        findings="results/data/artifact_findings.json",
+    log:
+        "logs/artifact_scan/artifact_scan.log",
+    benchmark:
+        "logs/benchmarks/artifact_scan/artifact_scan.tsv"
+    conda:
+        CONDA_ENV
+    params:
+        **stage_params("artifact_scan"),
+    shell:
+        stage_shell("artifact_scan")

@@ -9,7 +9,7 @@ key = BLAKE3 of the canonical JSON of
     params        the stage's params subset, less what does not change its bytes (Stage.key_view:
                   operational settings such as checkpoint_every, path strings, licence text)
     inputs        the content hash of every input file or folder, in the order given, by name;
-                  never their paths
+                  never their paths (for an input in Stage.input_views, the hash of its view)
     libraries     the installed versions of the libraries the stage's result depends on
     execution     for stages that compute with torch: device type, thread count, deterministic
                   algorithms, and on CUDA the torch CUDA and cuDNN versions (Stage.execution)
@@ -29,7 +29,7 @@ from typing import Any
 from campaign.core.code import code_version as module_code_version
 from campaign.core.errors import CampaignError
 from campaign.core.hashcache import HashCache
-from campaign.core.hashing import ALGORITHM, hash_value
+from campaign.core.hashing import ALGORITHM, hash_tree, hash_value
 from campaign.core.stage import Stage
 
 KEY_FORMAT = 2
@@ -107,15 +107,32 @@ def resolve_inputs(
     return resolved
 
 
-def hash_inputs(inputs: dict[str, list[Path]], cache: HashCache) -> dict[str, list[dict]]:
-    """{name: [{path, hash}, ...]} with paths as given (relative to the project)."""
+def input_hash(path: str | os.PathLike, cache: HashCache | None, view: str | None = None) -> str:
+    """The content hash of an input, or of its view ("module:function", see Stage.input_views);
+    without a cache the content is hashed afresh."""
+    if view is None:
+        return hash_tree(path) if cache is None else cache.hash_tree(path)
+    module_name, _, func_name = view.partition(":")
+    value = getattr(importlib.import_module(module_name), func_name)(Path(path))
+    return hash_value({"view": view, "value": value})
+
+
+def hash_inputs(
+    inputs: dict[str, list[Path]], cache: HashCache, views: dict[str, str] | None = None
+) -> dict[str, list[dict]]:
+    """{name: [{path, hash}, ...]} with paths as given (relative to the project); an input with
+    a view (`views`: name -> "module:function") has its view's hash and the view recorded."""
+    views = views or {}
     out = {}
     for name, paths in sorted(inputs.items()):
         rows = []
         for p in paths:
             if not Path(p).exists():
                 raise CampaignError(f"input '{name}': {p} does not exist")
-            rows.append({"path": str(p), "hash": cache.hash_tree(p)})
+            row = {"path": str(p), "hash": input_hash(p, cache, views.get(name))}
+            if name in views:
+                row["view"] = views[name]
+            rows.append(row)
         out[name] = rows
     return out
 

@@ -32,6 +32,7 @@ from campaign.core.keys import (
     execution_module,
     execution_settings,
     hash_inputs,
+    input_hash,
     resolve_inputs,
 )
 from campaign.core.registry import get_stage
@@ -52,6 +53,8 @@ class StageContext:
     work_dir: Path  # private to this key; survives restarts (checkpoints go here)
     root: Path  # the project folder
     execution: dict | None = None  # pinned settings of a computing stage (device, threads)
+    key: str | None = None  # the content key this computation is stored under
+    code_version: str | None = None  # the stage's code version, as hashed into the key
 
 
 @dataclass(frozen=True)
@@ -93,11 +96,13 @@ def execute(
     work_dir: Path,
     root: Path,
     execution: dict | None = None,
+    key: str | None = None,
+    code: str | None = None,
 ) -> None:
     """Run a stage function into the given output paths, and check it wrote all of them."""
     if execution is not None:
         execution_module(stage).pin(execution)
-    ctx = StageContext(stage.name, spec, inputs, outputs, work_dir, root, execution)
+    ctx = StageContext(stage.name, spec, inputs, outputs, work_dir, root, execution, key, code)
     stage.function()(ctx)
     missing = [name for name, path in outputs.items() if not path.exists()]
     if missing:
@@ -110,7 +115,7 @@ def _changed_inputs(before: dict[str, list[dict]], cache: HashCache) -> list[str
     for name, rows in sorted(before.items()):
         for row in rows:
             path = Path(row["path"])
-            if not path.exists() or cache.hash_tree(path) != row["hash"]:
+            if not path.exists() or input_hash(path, cache, row.get("view")) != row["hash"]:
                 changed.append(f"'{name}' {row['path']}")
     return changed
 
@@ -146,7 +151,7 @@ def _hit_or_compute(
     staging = store.new_staging(key)
     staged = {name: staging / "outputs" / name for name in outputs}
     t0 = time.time()
-    execute(stage, spec, resolved, staged, work_dir, root, execution)
+    execute(stage, spec, resolved, staged, work_dir, root, execution, key, material["code"])
     wall = time.time() - t0
     # What was read must still be what was hashed: an input rewritten while the stage ran (a
     # data export, a checkout) would give a result under the wrong key.
@@ -223,7 +228,7 @@ def run_stage(
     try:
         try:
             resolved = resolve_inputs(stage, spec, inputs, root)
-            input_hashes = hash_inputs(resolved, cache)
+            input_hashes = hash_inputs(resolved, cache, dict(stage.input_views))
             execution = execution_settings(stage, threads)
             key, material = content_key(stage, spec, input_hashes, execution)
         finally:
@@ -300,7 +305,7 @@ def reproduce(store: Store, key: str, scratch: Path, root: Path = Path(".")) -> 
             path = root / row["path"]
             if not path.exists():
                 raise CampaignError(f"{key}: input '{name}' {row['path']} no longer exists")
-            if hash_tree(path) != row["hash"]:
+            if input_hash(path, None, row.get("view")) != row["hash"]:
                 raise CampaignError(
                     f"{key}: input '{name}' {row['path']} has changed since the entry was made; "
                     f"check out the version it recorded"
@@ -334,6 +339,8 @@ def reproduce(store: Store, key: str, scratch: Path, root: Path = Path(".")) -> 
             work_dir,
             Path("."),
             execution,
+            key,
+            material["code"],
         )
     volatile = set(meta.get("volatile", ()))
     rows = []

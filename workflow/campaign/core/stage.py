@@ -29,6 +29,11 @@ class Stage:
     # facts): stored and materialized like the others, but `campaign reproduce` records them
     # instead of comparing them. Everything else must come out bit for bit.
     volatile: tuple[str, ...] = ()
+    # Inputs keyed by a view of their content instead of all of it: (input name,
+    # "module:function") with function(path) -> a JSON-able value, e.g. the plan table less
+    # its projected-cost columns, which come from timings and differ between two identical
+    # campaigns. The stage must read no more of the input than its view holds.
+    input_views: tuple[tuple[str, str], ...] = ()
     # "module:function" (spec, root) -> {input name: [paths]} for the inputs the params name
     # (data files, an earlier manifest, a pretrained model folder): the runner hashes exactly
     # these, and refuses --in paths that differ.
@@ -50,8 +55,9 @@ class Stage:
     @property
     def code_modules(self) -> tuple[str, ...]:
         """The modules whose code decides the result: the entry's, and the ones that pin the
-        execution (threads, deterministic algorithms) and derive the inputs."""
-        extra = (self.execution, (self.derive_inputs or "").partition(":")[0])
+        execution (threads, deterministic algorithms), derive the inputs and view them."""
+        views = tuple(view.partition(":")[0] for _, view in self.input_views)
+        extra = (self.execution, (self.derive_inputs or "").partition(":")[0], *views)
         return (self.module, *sorted({m for m in extra if m and m != self.module}))
 
     def key_params(self, spec: Any) -> Any:

@@ -10,6 +10,8 @@ _PUBLIC = {
     "load_records": "readers",
     "find_salt": "salt",
     "scan_text": "privacy",
+    "scan_artifacts": "artifacts",
+    "vocab_tokens": "artifacts",
 }
 __getattr__, __dir__ = exports(__name__, _PUBLIC)
 
@@ -44,6 +46,11 @@ def _split_key(spec: dict) -> dict:
     return {**spec, "sources": sources, "split": split}
 
 
+def _scan_spec(params: dict) -> dict:
+    data = params["data"]
+    return {"privacy": data["privacy"], "privacy_by_kind": data["privacy_by_kind"]}
+
+
 def _check_params(params: dict) -> None:
     from campaign.data.settings import check_cfg
 
@@ -75,6 +82,23 @@ PHASE = Phase(
             libraries=("pandas", "pyarrow", "numpy", "blake3", "phonenumbers", "detect-secrets"),
             key_view=_split_key,
             derive_inputs="campaign.data.split:derive_inputs",
+        ),
+        Stage(
+            name="artifact_scan",
+            entry="campaign.data.artifacts:stage_scan_artifacts",
+            help="privacy scan of the artifacts the campaign wrote (tokenizer vocabularies, "
+            "predictions, reports)",
+            inputs=(
+                "models",
+                "predictions_validation",
+                "predictions_test",
+                "summary",
+                "audit_table",
+                "preflight_report",
+            ),
+            outputs=("findings",),
+            spec=_scan_spec,
+            libraries=("pyarrow", "phonenumbers", "detect-secrets"),
         ),
     ),
     check_params=_check_params,

@@ -57,6 +57,8 @@ PHASE = Phase(
             outputs=("metrics", "comparisons", "decisions", "errors", "summary"),
             spec=_evaluate_spec,
             libraries=("numpy", "scipy"),
+            # runs.tsv's projected hours come from timings: only its design part is keyed.
+            input_views=(("runs", "campaign.evaluate.plan_table:design_view"),),
         ),
     ),
 )

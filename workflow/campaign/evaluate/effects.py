@@ -4,20 +4,18 @@ A cell is a tuple of levels (one per factor, runs.tsv's columns between `run` an
 control is the cell of the `control` tier (the baseline recipe). An effect is a set of weights
 over cells; its value at a seed is the weighted sum of the cells' metric at that seed.
 
-- cell: a cell against the control (+1, -1).
-- main effect of factor f at level l (against the control's level c): for every cell with f = l
-  whose partner (f = c, every other factor equal) is planned, the mean of (cell - partner): the
-  main effect of a full factorial, the moved cell against the control in one-at-a-time. Where no
-  partner exists (a two-level fractional design), the mean over cells with f = l minus the mean
-  over cells with f = c, if the design is balanced in f (each level on equally many cells).
-- interaction of f = l and g = m: the mean over complete quadruples of
-  (l, m) - (l, c_g) - (c_f, m) + (c_f, c_g); not estimable (left out) where none is planned.
+Which cells estimate which main effect or interaction, with which weights, and whether the
+design can estimate it at all, is the plan phase's answer (campaign.plan.effects:
+estimable_contrasts, the same code that tells the plan what it will be able to say); this module
+only names the contrasts and adds each cell against the control (+1, -1).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from itertools import combinations
+
+from campaign.plan import estimable_contrasts
 
 Cell = tuple[str, ...]
 
@@ -28,6 +26,8 @@ class Contrast:
     kind: str  # cell, main, interaction
     factors: tuple[str, ...]
     weights: tuple[tuple[Cell, float], ...]
+    estimability: str = ""  # the plan's verdict for an effect: clear, at_control, if_additive
+    aliases: tuple[tuple[str, ...], ...] = ()
 
 
 def _moved(factors: list[str], control: Cell, cell: Cell) -> str:
@@ -35,8 +35,14 @@ def _moved(factors: list[str], control: Cell, cell: Cell) -> str:
     return ", ".join(parts) or "control"
 
 
-def contrasts(factors: list[str], cells: list[Cell], control: Cell) -> list[Contrast]:
-    planned = set(cells)
+def contrasts(
+    factors: list[str],
+    cells: list[Cell],
+    control: Cell,
+    seeds: Mapping[Cell, int] | None = None,
+) -> list[Contrast]:
+    """Each cell against the control, then every estimable main effect and interaction.
+    seeds: seeds run per cell (default 1 each; they set the plan's seeds-per-contrast only)."""
     out = [
         Contrast(
             f"{_moved(factors, control, cell)} (cell)",
@@ -47,61 +53,18 @@ def contrasts(factors: list[str], cells: list[Cell], control: Cell) -> list[Cont
         for cell in cells
         if cell != control
     ]
-    for i, f in enumerate(factors):
-        levels = sorted({c[i] for c in cells} - {control[i]})
-        for level in levels:
-            with_level = [c for c in cells if c[i] == level]
-            pairs = [(c, c[:i] + (control[i],) + c[i + 1 :]) for c in with_level]
-            pairs = [(c, p) for c, p in pairs if p in planned]
-            weights: dict[Cell, float] = {}
-            if pairs:
-                for c, p in pairs:
-                    weights[c] = weights.get(c, 0.0) + 1 / len(pairs)
-                    weights[p] = weights.get(p, 0.0) - 1 / len(pairs)
-            else:
-                at_control = [c for c in cells if c[i] == control[i]]
-                if not at_control or len(at_control) != len(with_level):
-                    continue  # unbalanced and unpaired: not estimable from this plan
-                for c in with_level:
-                    weights[c] = weights.get(c, 0.0) + 1 / len(with_level)
-                for c in at_control:
-                    weights[c] = weights.get(c, 0.0) - 1 / len(at_control)
+    counted = [(c, (seeds or {}).get(c, 1)) for c in cells]
+    for term in estimable_contrasts(counted, list(factors), control):
+        for levels, weights in term["contrasts"]:
+            moved = [f"{f} {control[factors.index(f)]} -> {lv}" for f, lv in levels.items()]
             out.append(
-                Contrast(f"{f} {control[i]} -> {level}", "main", (f,), tuple(weights.items()))
-            )
-    for (i, f), (j, g) in combinations(enumerate(factors), 2):
-        for lf in sorted({c[i] for c in cells} - {control[i]}):
-            for lg in sorted({c[j] for c in cells} - {control[j]}):
-                quads = []
-                for c in cells:
-                    if c[i] != lf or c[j] != lg:
-                        continue
-
-                    def at(vi, vj, c=c, i=i, j=j):
-                        x = list(c)
-                        x[i], x[j] = vi, vj
-                        return tuple(x)
-
-                    quad = [
-                        at(lf, lg),
-                        at(lf, control[j]),
-                        at(control[i], lg),
-                        at(control[i], control[j]),
-                    ]
-                    if all(q in planned for q in quad):
-                        quads.append(quad)
-                if not quads:
-                    continue
-                weights: dict[Cell, float] = {}
-                for quad in quads:
-                    for q, sign in zip(quad, (1, -1, -1, 1), strict=True):
-                        weights[q] = weights.get(q, 0.0) + sign / len(quads)
-                out.append(
-                    Contrast(
-                        f"{f} {control[i]} -> {lf} x {g} {control[j]} -> {lg}",
-                        "interaction",
-                        (f, g),
-                        tuple((c, w) for c, w in weights.items() if w != 0),
-                    )
+                Contrast(
+                    " x ".join(moved),
+                    "main" if len(term["term"]) == 1 else "interaction",
+                    tuple(term["term"]),
+                    tuple(weights),
+                    term["kind"],
+                    tuple(tuple(a) for a in term["aliases"]),
                 )
+            )
     return out

@@ -119,3 +119,17 @@ def read_probs(path: Path, items: Items) -> np.ndarray:
             raise CampaignError(f"{path}: score for label '{label}', which no split holds")
         probs[:, items.labels.index(label)] = frame[column].to_numpy(dtype=np.float64)
     return probs
+
+
+def read_response_nll(path: Path, items: Items) -> tuple[np.ndarray, np.ndarray] | None:
+    """(nll: (n_items,), tokens: (n_items,)) of a causal LM's predictions file in `items` order
+    (summed negative log-likelihood of each item's true response, and its token count); None
+    when the file has no such columns (a classifier, the floor)."""
+    import pyarrow.parquet as pq
+
+    names = set(pq.read_schema(path).names)
+    if not {"nll", "tokens"} <= names:
+        return None
+    frame = pq.read_table(path, columns=["id", "nll", "tokens"]).to_pandas()
+    frame = frame.set_index(frame["id"].astype(str)).loc[items.ids]  # read_probs checked the ids
+    return frame["nll"].to_numpy(dtype=np.float64), frame["tokens"].to_numpy(dtype=np.int64)

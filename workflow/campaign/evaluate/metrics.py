@@ -5,10 +5,14 @@ of differences are paired).
 Inputs: `truth: (n_items,)` class indices (-1 for a label the model never saw in training: it
 counts as wrong), `probs: (n_items, n_classes)` rows summing to 1. Metrics: accuracy, macro_f1
 (over the classes that occur as truth or prediction), log_loss (natural log), ece (expected
-calibration error, equal-width confidence bins), and per class precision, recall and f1.
+calibration error, equal-width confidence bins), and per class precision, recall and f1; for a
+causal LM also perplexity over the true responses' tokens (`nll: (n_items,)` summed per item,
+`tokens: (n_items,)`), a ratio of sums resampled by item.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -105,6 +109,24 @@ def classification_metrics(
                 float(point[0, c]), draws[:, c], confidence
             )
     return out
+
+
+def perplexity(
+    nll: np.ndarray, tokens: np.ndarray, indices: np.ndarray, confidence: float
+) -> Interval:
+    """exp(sum nll / sum tokens) over the items, with its bootstrap interval: the ratio of the
+    two sums is recomputed on each resample of items (`indices: (n_resamples, n_items)`), so an
+    item's tokens stay with its loss. Items with no tokens (a label the model never saw: nll NaN)
+    weigh nothing; a resample holding no tokens at all is left out."""
+    tokens = np.asarray(tokens, dtype=np.float64)
+    nll = np.where(tokens > 0, np.asarray(nll, dtype=np.float64), 0.0)
+    if tokens.sum() <= 0:
+        raise ValueError("perplexity: no response tokens on these items")
+    point = math.exp(nll.sum() / tokens.sum())
+    draw_tokens = tokens[indices].sum(axis=1)
+    kept = draw_tokens > 0
+    draws = np.exp(nll[indices].sum(axis=1)[kept] / draw_tokens[kept])
+    return percentile_interval(point, draws, confidence)
 
 
 def per_item_correct(truth: np.ndarray, probs: np.ndarray) -> np.ndarray:

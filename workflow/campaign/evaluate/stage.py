@@ -10,18 +10,24 @@ confused pairs, slices, items fixed and broken) and summary.txt (the decisions i
 
 from __future__ import annotations
 
-import csv
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 
 from campaign.core.errors import CampaignError
 from campaign.evaluate import compare, errors, floor
 from campaign.evaluate.effects import contrasts
-from campaign.evaluate.items import SPLITS, Items, campaign_labels, read_items, read_probs
-from campaign.evaluate.metrics import classification_metrics, metric_draws
+from campaign.evaluate.items import (
+    SPLITS,
+    Items,
+    campaign_labels,
+    read_items,
+    read_probs,
+    read_response_nll,
+)
+from campaign.evaluate.metrics import classification_metrics, metric_draws, perplexity
+from campaign.evaluate.plan_table import read_plan
 from campaign.evaluate.stats import INCONCLUSIVE, decide, decide_loss, holm, resample_indices
 
 
@@ -56,23 +62,6 @@ def _floor(ctx) -> None:
                 items["id"].astype(str).tolist(), items["label"].astype(str).tolist(), names, probs
             )
             frame.to_parquet(out / name / f"predictions_{split}.parquet", index=False)
-
-
-def _read_plan(path: Path) -> tuple[list[str], dict[str, tuple], dict[str, int], tuple | None]:
-    """(factors, run -> cell, run -> seed, the control cell) from runs.tsv."""
-    with open(path, encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f, delimiter="\t")
-        columns = reader.fieldnames or []
-        rows = list(reader)
-    if "run" not in columns or "seed" not in columns:
-        raise CampaignError(f"{path}: expected columns 'run' and 'seed'")
-    factors = columns[columns.index("run") + 1 : columns.index("seed")]
-    cells = {r["run"]: tuple(r[f] for f in factors) for r in rows}
-    seeds = {r["run"]: int(r["seed"]) for r in rows}
-    control = next((cells[r["run"]] for r in rows if r.get("tier") == "control"), None)
-    if control is None and rows:
-        control = cells[rows[0]["run"]]
-    return factors, cells, seeds, control
 
 
 def _variants(ctx) -> list[dict]:
@@ -145,7 +134,7 @@ def stage_evaluate(ctx) -> None:
     s = ctx.spec["evaluation"]
     conf, alpha, power = s["confidence"], 1 - s["confidence"], s["power"]
     metric = s["metric"]
-    factors, cells, seeds, control = _read_plan(ctx.inputs["runs"][0])
+    factors, cells, seeds, control = read_plan(ctx.inputs["runs"][0])
     labels = campaign_labels(ctx.inputs["train"][0], [ctx.inputs[x][0] for x in SPLITS])
     items = {x: read_items(ctx.inputs[x][0], x, labels, s["slices"]) for x in SPLITS}
     variants, skipped = _variants(ctx)
@@ -179,7 +168,12 @@ def stage_evaluate(ctx) -> None:
             scored[split][v["name"]] = {"point": point, "draws": draws, "correct": correct}
             all_scores = classification_metrics(its.truth, probs, labels, indices, conf)
             if ctx.spec["task"] == "causal_lm":
+                # The answer is the label's response: the model's best-scored response is the
+                # true one exactly when the prediction is right.
                 all_scores["exact_match"] = all_scores["accuracy"]
+                response = read_response_nll(v["paths"][split], its)
+                if response is not None and response[1].sum() > 0:
+                    all_scores["perplexity"] = perplexity(*response, indices, conf)
             cell_name = _cell_name(factors, v["cell"]) if "cell" in v else None
             metric_rows += _metric_rows(v["name"], v, its, all_scores, cell_name)
             error_rows["confusion"] += errors.confusion_rows(v["name"], its, pred)
@@ -282,7 +276,8 @@ def _comparisons(
         )
     # Effects and cells against the control.
     if control is not None and control in by_cell:
-        for c in contrasts(factors, sorted(by_cell), control):
+        seeds_of = {cell: len(at) for cell, at in by_cell.items()}
+        for c in contrasts(factors, sorted(by_cell), control, seeds_of):
             row = _contrast(c, by_cell, scored, metric, conf, alpha, power, s)
             if row is not None:
                 rows.append(
@@ -292,6 +287,8 @@ def _comparisons(
                         "subject": c.name,
                         "reference": "control",
                         "metric": metric,
+                        "estimability": c.estimability or None,
+                        "aliases": "; ".join(" x ".join(a) for a in c.aliases) or None,
                         **row,
                     }
                 )

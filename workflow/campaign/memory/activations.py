@@ -32,6 +32,9 @@ head: BERT: T*h*4 (the pooler's hidden[:, 0] view keeps the whole fp32 state; b*
     GPT-2: T*h*4 + 2*T*4 (ln_f) + T*h*c, then for causal_lm b*(s-1)*(V*4 + 8) (log-softmax and
     labels of the campaign's shifted loss, train.loss_sum), for classification 2*b*8 + b*C*4.
 autocast also saves a d-byte copy of each matmul weight whose input needs a gradient.
+A quantized base (train.base_quantization int8_weight_only, torchao per-row) casts each int8
+weight to the compute dtype for its matmul and rescales the output by the row scales: where the
+input needs a gradient, autograd saves that cast (n_in*n_out*d) and the scales (n_out*d).
 LoRA: a frozen linear saves no input and nothing upstream of the first adapter is saved; each
     adapter saves its input, T*rank*d (A's output) and its dropout mask + dropped input.
 gradient checkpointing: a layer keeps only its input T*h*4 (+ the b*s*s bool mask once); backward
@@ -62,6 +65,7 @@ from campaign.memory.shape import (
     head_linears,
     layer_linears,
     lora_targets,
+    quantized_linears,
 )
 
 
@@ -94,6 +98,7 @@ class _Ctx:
     full_ft: bool  # base weights train (else: LoRA, base frozen)
     lora: dict[str, int]  # adapted module -> rank
     lora_dropout: float
+    quantized: frozenset[str] = frozenset()  # int8 weight-only linears (quantized base)
 
     @property
     def tokens(self) -> int:
@@ -120,7 +125,11 @@ def _linear(
     adapted = m.name in c.lora
     if c.full_ft:
         led.add(key, rows * m.n_in * c.d)
-    if c.d != FP32_BYTES and live:
+    if m.name in c.quantized:
+        if live:
+            led.add((m.name, "int8_weight_cast"), m.n_in * m.n_out * c.d)
+            led.add((m.name, "int8_row_scales"), m.n_out * c.d)
+    elif c.d != FP32_BYTES and live:
         led.add((m.name, "weight_cast"), m.n_in * m.n_out * c.d)
     if adapted:
         rank = c.lora[m.name]
@@ -321,6 +330,7 @@ def activation_bytes(
     gradient_checkpointing: bool = False,
     lora: dict | None = None,
     use_cache: bool = False,
+    quantized_base: bool = False,
 ) -> dict[str, int]:
     """Activation memory of one forward+backward of a (batch, seq_len) micro-batch, in bytes.
 
@@ -345,6 +355,9 @@ def activation_bytes(
         full_ft=not lora,
         lora=lora_targets(shape, lora),
         lora_dropout=float((lora or {}).get("dropout") or 0.0),
+        quantized=frozenset(m.name for m in quantized_linears(shape))
+        if quantized_base
+        else (frozenset()),
     )
     led = _Ledger()
     live = _embeddings(led, c, shape)

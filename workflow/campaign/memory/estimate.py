@@ -16,6 +16,9 @@ weights          4 x all parameters. The campaign keeps fp32 weights and runs bf
                      state stays (the loop evaluates between steps): micro_batch sequences for a
                      classifier, micro_batch * n_labels for a causal LM (every candidate label's
                      response is scored), `eval_activation_bytes`.
+Quantized base (`train.base_quantization: int8_weight_only`, LoRA only): each quantized linear
+weight (every BERT matmul but the head; train/basequant.py) is 1 byte per weight + 5 per output
+row (fp32 scale, int8 zero point) instead of 4 per weight; the rest of the weights stay fp32.
 LoRA (`train.lora`): only the adapters, and for sequence classification peft's trainable copy of
 the head (modules_to_save), have gradients and optimizer state; the copy also adds to the weights.
 """
@@ -35,9 +38,11 @@ from campaign.memory.activations import (
 from campaign.memory.shape import (
     COMPUTE_BYTES,
     FP32_BYTES,
+    ModelShape,
     count_parameters,
     kv_cache_bytes,
     model_shape,
+    quantized_linears,
 )
 
 
@@ -108,7 +113,8 @@ class MemoryEstimate:
 
 
 ASSUMPTIONS = (
-    "weights fp32 (4 B/param); bf16/fp16 run as autocast, so no separate master copy",
+    "weights fp32 (4 B/param); bf16/fp16 run as autocast, so no separate master copy; a quantized "
+    "base (train.base_quantization) holds its linear weights in 1 B + 5 B per output row",
     "gradients fp32 for trainable parameters only",
     "AdamW: exp_avg + exp_avg_sq fp32 (8 B/trainable param) + a 4 B step per trainable tensor",
     "activations: analytic saved-for-backward bytes of one micro-batch, every example padded to "
@@ -119,6 +125,30 @@ ASSUMPTIONS = (
     "not counted: CUDA context and kernels (~0.3-1 GiB), allocator fragmentation (reserved > "
     "allocated), temporaries inside a kernel; the fit table's margin is for those",
 )
+
+
+def base_quantization(train_cfg: dict, shape: ModelShape) -> dict | None:
+    """{method, params, bytes} of the quantized base weights (train.base_quantization), or None
+    for an fp32 base. One-line errors as the training stage gives them (basequant.py)."""
+    from campaign.train import base_quantization_method, quantized_linear_bytes
+
+    key = "train.base_quantization"
+    method = base_quantization_method(train_cfg)
+    if method is None:
+        return None
+    if method != "int8_weight_only":
+        raise CampaignError(f"{key}: {method} has no memory model (int8_weight_only has)")
+    linears = quantized_linears(shape)
+    if not linears:
+        raise CampaignError(
+            f"{key}: {method} quantizes nn.Linear layers and this {shape.architecture} model has "
+            "none outside its head (GPT-2's blocks are transformers Conv1D)"
+        )
+    return {
+        "method": method,
+        "params": sum(m.n_in * m.n_out for m in linears),
+        "bytes": sum(quantized_linear_bytes(m.n_in, m.n_out) for m in linears),
+    }
 
 
 def _need_keys(section: dict, keys: Sequence[str], where: str) -> None:
@@ -170,6 +200,10 @@ def estimate_memory(
     count = count_parameters(shape, lora)
     total = count.total if n_params is None else int(n_params)
     trainable = count.trainable if n_trainable is None else int(n_trainable)
+    weight_bytes = total * FP32_BYTES
+    quantization = base_quantization(train_cfg, shape)
+    if quantization is not None:
+        weight_bytes -= quantization["params"] * FP32_BYTES - quantization["bytes"]
 
     def act(b: int) -> dict[str, int]:
         return activation_bytes(
@@ -182,6 +216,7 @@ def estimate_memory(
             gradient_checkpointing=gradient_checkpointing,
             lora=lora,
             use_cache=use_cache,
+            quantized_base=quantization is not None,
         )
 
     acts, per_example = act(batch), act(1)["total"] - act(0)["total"]
@@ -203,7 +238,7 @@ def estimate_memory(
         )
         kv = kv_per_example * batch
     estimate = MemoryEstimate(
-        weights=total * FP32_BYTES,
+        weights=weight_bytes,
         gradients=trainable * FP32_BYTES,
         optimizer_state=2 * trainable * FP32_BYTES + count.trainable_tensors * FP32_BYTES,
         activations=acts["total"],
@@ -224,6 +259,7 @@ def estimate_memory(
         "n_trainable": trainable,
         "trainable_tensors": count.trainable_tensors,
         "lora": lora is not None,
+        "base_quantization": quantization,
     }
     out["settings"] = {
         "micro_batch": batch,

@@ -75,7 +75,10 @@ def _storage(tensor: Any) -> tuple[int, int]:
 
 
 def _tensor_bytes(tensors: Iterable[Any]) -> int:
-    return sum(t.nbytes for t in tensors)
+    # A quantized weight (torchao subclass) counts the bytes of its inner tensors.
+    from campaign.train import tensor_bytes
+
+    return sum(tensor_bytes(t) for t in tensors)
 
 
 # ------------------------------------------------------------------ live tensor bytes

@@ -242,6 +242,15 @@ def lora_targets(shape: ModelShape, lora: dict | None) -> dict[str, int]:
     return chosen
 
 
+def quantized_linears(shape: ModelShape) -> list[Linear]:
+    """The nn.Linear modules a quantized base (train.base_quantization) quantizes: every matmul
+    but the task head (train/basequant.py). GPT-2's blocks are Conv1D: none."""
+    if shape.architecture != "bert":
+        return []
+    modules = [m for layer in range(shape.num_layers) for m in layer_linears(shape, layer)]
+    return modules + [m for m in head_linears(shape) if m.name not in (*HEAD_MODULES, "lm_head")]
+
+
 @dataclass(frozen=True)
 class ParameterCount:
     total: int  # every parameter, counted once (tied weights once)

@@ -12,6 +12,7 @@ _PUBLIC = {
     "RUN_ID_PATTERN": "ids",
     "Run": "planner",
     "TIERS": "order",
+    "estimable_contrasts": "effects",
     "format_table": "columns",
     "identity": "ids",
     "kept_in_table": "columns",

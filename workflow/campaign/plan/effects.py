@@ -83,38 +83,65 @@ def plan_effects(params: dict, runs_tsv: str | Path | None = None) -> dict:
         if is_kept:
             cell_runs.setdefault(cell, []).append(rid)
     cells = list(cell_runs)
-    verdicts = analyse([(c, len(cell_runs[c])) for c in cells], keys, control, levels)
-    effects = []
-    for v in verdicts:
-        if v.kind == "none":
-            continue
-        idx = [keys.index(k) for k in v.term]
-        contrasts = (
-            _main_contrasts(idx[0], cells, control, keys)
-            if len(idx) == 1
-            else _pair_contrasts(idx[0], idx[1], cells, control, keys)
+    effects = [
+        {
+            **{k: v for k, v in term.items() if k != "contrasts"},
+            "contrasts": [
+                {
+                    "levels": lv,
+                    "weights": [{"runs": cell_runs[c], "weight": w} for c, w in weights],
+                }
+                for lv, weights in term["contrasts"]
+            ],
+        }
+        for term in estimable_contrasts(
+            [(c, len(cell_runs[c])) for c in cells], keys, control, levels
         )
-        effects.append(
-            {
-                "term": list(v.term),
-                "kind": v.kind,
-                "seeds": v.seeds,
-                "aliases": [list(a) for a in v.aliases],
-                "contrasts": [
-                    {
-                        "levels": lv,
-                        "weights": [{"runs": cell_runs[c], "weight": w} for c, w in weights],
-                    }
-                    for lv, weights in contrasts
-                ],
-            }
-        )
+    ]
     return {
         "factors": keys,
         "control": dict(zip(keys, control, strict=True)),
         "runs": runs,
         "effects": effects,
     }
+
+
+def estimable_contrasts(
+    cells: list[tuple[Levels, int]],
+    keys: list[str],
+    control: Levels,
+    levels: list[list[Any]] | None = None,
+) -> list[dict]:
+    """Which cells estimate which effect, for any consumer (this module's plan_effects, the
+    evaluate phase's comparisons): one entry per estimable main effect and two-factor interaction,
+    {term: [key] or [key, key], kind, seeds, aliases, contrasts: [(levels {key: level},
+    [(cell, weight)])]}; estimate = Σ weight × the cell's mean over its seeds.
+
+    cells: (levels in `keys` order, seeds run) per distinct cell; levels: each factor's levels in
+    the whole plan (default: those the cells hold, in first-seen order)."""
+    if levels is None:
+        levels = [list(dict.fromkeys(c[i] for c, _ in cells)) for i in range(len(keys))]
+    present = [c for c, _ in cells]
+    out = []
+    for v in analyse(cells, keys, control, levels):
+        if v.kind == "none":
+            continue
+        idx = [keys.index(k) for k in v.term]
+        contrasts = (
+            _main_contrasts(idx[0], present, control, keys)
+            if len(idx) == 1
+            else _pair_contrasts(idx[0], idx[1], present, control, keys)
+        )
+        out.append(
+            {
+                "term": list(v.term),
+                "kind": v.kind,
+                "seeds": v.seeds,
+                "aliases": [list(a) for a in v.aliases],
+                "contrasts": contrasts,
+            }
+        )
+    return out
 
 
 def _with(cell: Levels, i: int, level: Any) -> Levels:

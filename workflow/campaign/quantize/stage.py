@@ -101,9 +101,15 @@ def _peak_bytes(record: dict) -> int:
 
 
 def quantize_run(
-    spec: dict, inputs: dict[str, list[Path]], outputs: dict[str, Path], job_device: str
+    spec: dict,
+    inputs: dict[str, list[Path]],
+    outputs: dict[str, Path],
+    job_device: str,
+    key: str | None = None,
+    code_version: str | None = None,
 ):
-    """The stage body (see the module docstring). Returns the result record."""
+    """The stage body (see the module docstring). Returns the result record, which names the
+    content key the runner stores the outputs under (`key`) and the stage's code version."""
     import pandas as pd
 
     variant = get_variant(spec["variant"]["name"])
@@ -128,6 +134,8 @@ def quantize_run(
         "library": variant.library,
         "library_version": spec["variant"]["library_version"],
         "format": variant.format,
+        "store_key": key,
+        "code_version": code_version,
     }
     device_type, reason = placement(variant, job_device, spec["task"])
     measurements: dict[str, Any] = {"job_device": job_device, "threads": torch.get_num_threads()}
@@ -218,4 +226,7 @@ def measure(model, saved: SavedModel, split, timing: dict, variant: Variant, dev
 
 def stage(ctx) -> None:
     """Stage entry (campaign.core.runner)."""
-    quantize_run(ctx.spec, ctx.inputs, ctx.outputs, (ctx.execution or {}).get("device", "cpu"))
+    device = (ctx.execution or {}).get("device", "cpu")
+    quantize_run(
+        ctx.spec, ctx.inputs, ctx.outputs, device, key=ctx.key, code_version=ctx.code_version
+    )

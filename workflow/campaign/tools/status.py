@@ -3,7 +3,8 @@
 Snakemake knows which outputs the current params plan and whether they are up to date; the job
 records in the state folder know which store key made each output and whether its job is running
 or failed. Together they answer "where is my campaign" without guessing a path. Both count jobs,
-not output files: a training job's outputs are one job.
+not output files: a training job's outputs are one job. Status also shows each running job's
+progress file (step, elapsed, ETA; campaign.core.progress) and what the rest of the plan costs.
 
 gc drops what nothing needs: entries and work folders the plan does not reference, staging
 folders of killed commits, quarantined entries, lock files with nothing left to guard. It takes
@@ -17,6 +18,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -178,10 +180,179 @@ def status_lines(rows: list[dict], records: Mapping[str, dict]) -> tuple[list[st
     return lines, counts
 
 
-def print_status(params_path: str, store: Store, snakefile: str = "Snakefile") -> int:
+def progress_lines(
+    found: list[tuple[Path, dict]], now: float | None = None
+) -> tuple[list[str], dict[str, float]]:
+    """One line per job progress file: a live job's stage, run, step/total, elapsed and ETA
+    (carried forward from the file's last update); a file whose job is gone is "not running
+    (stale)". Also the live jobs' ETAs in seconds by run id."""
+    from campaign.core.progress import format_seconds, progress_line
+
+    now = time.time() if now is None else now
+    lines, etas = [], {}
+    for path, rec in found:
+        try:
+            since = max(0.0, now - float(rec.get("updated_at") or now))
+            step, total = int(rec.get("step", 0)), int(rec.get("total", 0))
+            pid = int(rec.get("pid") or 0)
+        except (TypeError, ValueError):
+            lines.append(f"unreadable progress file  {path}")
+            continue
+        label = f"{rec.get('stage', '?')} {rec.get('run') or path.parent.name[:8] + '…'}"
+        alive = rec.get("host") == socket.gethostname() and pid > 0 and _pid_alive(pid)
+        if not alive and rec.get("host") not in (None, socket.gethostname()):
+            alive = since < 600  # another node: trust a recent update
+        if alive:
+            eta = rec.get("eta_s")
+            eta = None if eta is None else max(0.0, float(eta) - since)
+            elapsed = float(rec.get("elapsed_s", 0.0)) + since
+            if rec.get("run"):
+                etas[rec["run"]] = eta
+            line = progress_line(label, step, total, elapsed, eta)
+            lines.append(f"running      {line} (pid {rec.get('pid')})")
+        else:
+            lines.append(
+                f"not running (stale)  {label}: step {step}/{total}, last update "
+                f"{format_seconds(since)} ago by pid {rec.get('pid')} on {rec.get('host')} "
+                f"({path})"
+            )
+    return lines, etas
+
+
+def read_plan_table(path: Path) -> list[dict]:
+    """The plan's kept runs (runs.tsv): run id and projected hours (None when not measured)."""
+    import csv
+
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    out = []
+    for i, row in enumerate(rows, start=2):
+        if "run" not in row or "projected_hours" not in row:
+            raise CampaignError(f"{path}: line {i}: expected columns run and projected_hours")
+        if str(row.get("kept", "true")).lower() != "true":
+            continue
+        try:
+            hours = float(row["projected_hours"])
+        except (TypeError, ValueError):
+            hours = None
+        out.append({"run": row["run"], "projected_hours": hours})
+    return out
+
+
+def read_calibration(path: Path) -> tuple[float, float] | None:
+    """(step factor, overhead hours per job) from the budget's forecast table, when it exists."""
+    if not path.exists():
+        return None
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path, columns=["step_factor", "overhead_hours"]).to_pylist()
+    except Exception as e:  # a forecast of another layout: no correction, say why
+        raise CampaignError(f"{path}: cannot read step_factor/overhead_hours ({e})") from None
+    for row in table:
+        factor, overhead = row["step_factor"], row["overhead_hours"]
+        if factor is not None and overhead is not None and factor == factor:
+            return float(factor), float(overhead)
+    return None
+
+
+def remaining_hours(
+    plan: list[dict],
+    finished: set[str],
+    calibration: tuple[float, float] | None,
+    running_eta_s: Mapping[str, float | None] | None = None,
+) -> tuple[float | None, int]:
+    """(hours left, runs left) for the plan's runs not finished: each run's projected hours,
+    corrected (projected x step factor + overhead) when the budget has calibrated; a running
+    run's own ETA where its progress file has one. None hours when a run has no projection."""
+    running_eta_s = running_eta_s or {}
+    left = [r for r in plan if r["run"] not in finished]
+    total = 0.0
+    for r in left:
+        if running_eta_s.get(r["run"]) is not None:
+            total += running_eta_s[r["run"]] / 3600
+        elif r["projected_hours"] is None:
+            return None, len(left)
+        elif calibration is None:
+            total += r["projected_hours"]
+        else:
+            total += r["projected_hours"] * calibration[0] + calibration[1]
+    return total, len(left)
+
+
+def finished_runs(rows: list[dict], records: Mapping[str, dict]) -> set[str]:
+    """Run ids whose training job is done."""
+    done = set()
+    for job in group_jobs(rows):
+        match = _RUN_PART.search(job[0]["output_file"])
+        if job[0]["rule"] == "train" and match:
+            if job_state(job, job_record(job, records))[0] == "done":
+                done.add(match.group(1))
+    return done
+
+
+def remaining_line(
+    plan: list[dict],
+    finished: set[str],
+    calibration: tuple[float, float] | None,
+    budget: Mapping[str, Any],
+    running_eta_s: Mapping[str, float | None] | None = None,
+) -> str:
+    """`remaining: 2 of 4 planned runs, 12.5 min (calibrated ...), 0.01 EUR on workstation ...`."""
+    from campaign.budget import format_money
+    from campaign.core.progress import format_seconds
+
+    hours, n_left = remaining_hours(plan, finished, calibration, running_eta_s)
+    if n_left == 0:
+        return f"remaining: nothing: all {len(plan)} planned runs have finished"
+    how = (
+        f"calibrated: projected x{calibration[0]:.3g} + {calibration[1] * 3600:.3g} s a job"
+        if calibration is not None
+        else "as projected; not yet calibrated by the budget"
+    )
+    head = f"remaining: {n_left} of {len(plan)} planned runs"
+    if hours is None:
+        return f"{head}, hours unknown (the preflight has not measured throughput)"
+    name = budget.get("reference_offer")
+    offer = next((o for o in budget.get("offers", []) if o.get("name") == name), None)
+    money = (
+        f", {format_money(hours * float(offer['hourly']), budget.get('currency', ''))} on "
+        f"{name} ({offer['hourly']} {budget.get('currency', '')}/h)"
+        if offer is not None
+        else ""
+    )
+    return f"{head}, {format_seconds(hours * 3600)} ({how}){money}"
+
+
+def print_status(
+    params_path: str,
+    store: Store,
+    snakefile: str = "Snakefile",
+    plan_table: str = "results/plan/runs.tsv",
+    forecast: str = "results/budget/forecast.parquet",
+) -> int:
+    from campaign.core.params import load_params
+    from campaign.core.progress import find_progress
+
     rows = snakemake_summary(params_path, snakefile)
-    lines, counts = status_lines(rows, store.jobs_by_output())
+    records = store.jobs_by_output()
+    lines, counts = status_lines(rows, records)
     print("\n".join(lines))
+    running, etas = progress_lines(find_progress(store.work_root))
+    if running:
+        print("progress:\n" + "\n".join(f"  {line}" for line in running))
+    if Path(plan_table).exists():
+        budget = load_params(params_path).get("budget", {})
+        line = remaining_line(
+            read_plan_table(Path(plan_table)),
+            finished_runs(rows, records),
+            read_calibration(Path(forecast)),
+            budget,
+            etas,
+        )
+        print(line)
+    else:
+        print(f"remaining: unknown until the plan table ({plan_table}) is written")
     return 1 if counts["failed"] else 0
 
 
@@ -434,10 +605,12 @@ def collect_garbage(
     dropped = [item for item in items if item.key not in skipped]
     count = Counter(item.kind for item in dropped)
     size = sum(item.size for item in dropped if item.kind == "entry")
+    work_size = sum(item.size for item in dropped if item.kind == "work")
     locks = [k for k in garbage.locks if k not in skipped]
     kept = len(set(store.keys()) & keep)
     print(
-        f"{verb} {count['entry']} entries ({human_bytes(size)}), {count['work']} work folders, "
+        f"{verb} {count['entry']} entries ({human_bytes(size)}), {count['work']} work folders "
+        f"({human_bytes(work_size)}), "
         f"{count['commit']} unfinished commits, {count['aside']} quarantined or retired "
         f"folders, {len(locks)} stale lock files; kept {kept} referenced entries"
         + (f"; kept {len(retained)} key(s) inside their retention window" if retained else "")

@@ -13,6 +13,7 @@ LIBRARIES = (
     "tokenizers",
     "safetensors",
     "peft",
+    "torchao",  # train.base_quantization's int8 base (basequant.py)
     "numpy",
     "pandas",
     "pyarrow",
@@ -42,6 +43,10 @@ _PUBLIC = {
     "label_names": "models",
     "load_tokenizer": "models",
     "save_model": "models",
+    # fine-tuning on a quantized base (train.base_quantization; the memory estimate reads it)
+    "base_quantization_method": "basequant",
+    "quantized_linear_bytes": "basequant",
+    "tensor_bytes": "basequant",
     # batches
     "IGNORE": "batches",
     "DataOrder": "batches",

@@ -19,12 +19,11 @@ import os
 import platform
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from campaign.core.errors import CampaignError
 
@@ -259,44 +258,3 @@ def device_info(device, lease: GpuLease | None = None) -> dict[str, Any]:
     if lease is not None:
         info["lease"] = lease.describe()
     return info
-
-
-# ------------------------------------------------------------------ progress
-class Progress:
-    """A tqdm bar on a terminal; elsewhere (logs, schedulers) one line every `interval_s`."""
-
-    def __init__(
-        self,
-        total: int,
-        initial: int = 0,
-        desc: str = "train",
-        stream: TextIO | None = None,
-        interval_s: float = 10.0,
-    ):
-        self.total, self.desc, self.interval_s = total, desc, interval_s
-        self.stream = sys.stderr if stream is None else stream
-        self._last = time.monotonic()
-        self._bar = None
-        isatty = getattr(self.stream, "isatty", None)
-        if isatty is not None and isatty():
-            from tqdm import tqdm
-
-            self._bar = tqdm(
-                total=total, initial=initial, desc=desc, file=self.stream, dynamic_ncols=True
-            )
-
-    def update(self, step: int, **fields: float) -> None:
-        if self._bar is not None:
-            self._bar.update(step - self._bar.n)
-            self._bar.set_postfix({k: f"{v:.4g}" for k, v in fields.items()}, refresh=False)
-            return
-        now = time.monotonic()
-        if now - self._last >= self.interval_s or step >= self.total:
-            self._last = now
-            shown = " ".join(f"{k} {v:.4g}" for k, v in fields.items())
-            print(f"{self.desc}: step {step}/{self.total} {shown}", file=self.stream, flush=True)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None

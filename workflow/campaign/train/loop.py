@@ -21,7 +21,8 @@ import torch
 
 from campaign.core.errors import CampaignError
 from campaign.core.hashing import hash_value
-from campaign.plan import identity
+from campaign.core.progress import job_progress
+from campaign.plan import identity, run_id
 from campaign.train import checkpoint, devices, models
 from campaign.train.batches import (
     CausalFormat,
@@ -97,6 +98,9 @@ class Trainer:
 
         model = models.build_model(self.model_spec, self.tokenizer, self.labels, self.seed, source)
         self._check_length(model.config)
+        # train.base_quantization: the frozen base's linear weights quantized before LoRA.
+        model = models.quantize_base(model, spec["train"], self.device.type)
+        self.quantized_base = models.has_quantized_base(model)
         if self.recipe.lora is not None:
             model = models.apply_lora(model, self.recipe.lora, self.task)
         self.model = model.to(self.device)
@@ -154,7 +158,7 @@ class Trainer:
             "step": self.step,
             "spec_hash": self.spec_hash,
             "data_hash": self.data_hash,
-            "model": self.model.state_dict(),
+            "model": self._model_state(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "scaler": self.scaler.state_dict(),
@@ -164,8 +168,21 @@ class Trainer:
             "train_seconds": self.train_seconds,
         }
 
+    def _model_state(self) -> dict[str, Any]:
+        # A quantized base is rebuilt from the seed / base weights: only trainable tensors.
+        if self.quantized_base:
+            from campaign.train.basequant import trainable_state
+
+            return trainable_state(self.model)
+        return self.model.state_dict()
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.model.load_state_dict(state["model"])
+        if self.quantized_base:
+            from campaign.train.basequant import load_trainable_state
+
+            load_trainable_state(self.model, state["model"])
+        else:
+            self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
@@ -250,7 +267,9 @@ class Trainer:
         job at a known point).
         """
         r = self.recipe
-        progress = devices.Progress(r.max_steps, initial=self.step, stream=self.stream)
+        progress = job_progress(
+            "train", self.work_dir, r.max_steps, self.step, run_id(self.spec), self.stream
+        )
         done = 0
         try:
             while self.step < r.max_steps and (stop_after is None or done < stop_after):

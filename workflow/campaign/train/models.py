@@ -325,8 +325,37 @@ def apply_lora(model, lora: dict, task: str):
         raise CampaignError(f"train.lora.target_modules: {e}") from None
 
 
+def check_base_quantization(lora: dict | None, method: str | None) -> None:
+    """train.base_quantization: a known method, and only with train.lora (basequant.py)."""
+    from campaign.train import basequant
+
+    basequant.base_quantization_method({"lora": lora, "base_quantization": method})
+
+
+def quantize_base(model, train_spec: dict, device_type: str):
+    """The base model with its linear weights quantized as train.base_quantization says (before
+    LoRA wraps them), or unchanged when it is null or absent."""
+    from campaign.train import basequant
+
+    method = basequant.base_quantization_method(train_spec)
+    if method is None:
+        return model
+    return basequant.quantize_base(model, method, device_type)
+
+
+def has_quantized_base(model) -> bool:
+    from campaign.train.basequant import is_quantized
+
+    return any(is_quantized(p) for p in model.parameters())
+
+
 def unwrap(model):
-    """A plain transformers model: LoRA adapters merged into the base weights."""
+    """A plain transformers model: LoRA adapters merged into the base weights. On a quantized
+    base, the base is dequantized to fp32 first (basequant.merge_dequantized)."""
+    if has_quantized_base(model):
+        from campaign.train.basequant import merge_dequantized
+
+        return merge_dequantized(model)
     if hasattr(model, "merge_and_unload"):
         return model.merge_and_unload()
     return model

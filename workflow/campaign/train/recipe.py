@@ -30,17 +30,20 @@ class Recipe:
     checkpoint_every: int
     keep_checkpoints: int
     lora: dict | None
+    # Optional (older specs lack it): the frozen base's quantization, train/basequant.py.
+    base_quantization: str | None = None
 
     @classmethod
     def from_spec(cls, train: dict) -> Recipe:
         fields = cls.__dataclass_fields__
-        missing = [k for k in fields if k not in train]
+        optional = ("base_quantization",)
+        missing = [k for k in fields if k not in train and k not in optional]
         if missing:
             raise CampaignError(f"train.{missing[0]}: missing (the training stage reads it)")
         unknown = sorted(set(train) - set(fields))
         if unknown:
             raise CampaignError(f"train.{unknown[0]}: not a key the training stage knows")
-        recipe = cls(**{k: train[k] for k in fields})
+        recipe = cls(**{k: train[k] for k in fields if k in train})
         recipe.check()
         return recipe
 
@@ -67,6 +70,7 @@ class Recipe:
             raise CampaignError("train.max_length: expected at least 2 tokens")
         if self.lora is not None:
             models.check_lora(self.lora)
+        models.check_base_quantization(self.lora, self.base_quantization)
 
     @property
     def batch_examples(self) -> int:

@@ -31,6 +31,29 @@ from campaign.train.steps import logits_of
 Autocast = Callable[[], contextlib.AbstractContextManager]
 
 
+class CausalProbs(np.ndarray):
+    """Class probabilities (n, n_labels) of a causal LM that also carry, per item, the summed
+    negative log-likelihood of the true response (`nll: (n,)`, nats; NaN for a label the model
+    was not given) and its token count (`tokens: (n,)`, 0 there). The callers that pass
+    probabilities along (the train loop, `SavedModel`) need not know: `prediction_frame` writes
+    the two columns whenever they are present, so perplexity can be computed from predictions.
+    """
+
+    nll: np.ndarray | None = None
+    tokens: np.ndarray | None = None
+
+    def __array_finalize__(self, obj) -> None:
+        # A view or slice of the probabilities is not one row per item any more: no columns.
+        self.nll, self.tokens = None, None
+
+    @classmethod
+    def of(cls, probs: np.ndarray, nll: np.ndarray, tokens: np.ndarray) -> CausalProbs:
+        out = np.asarray(probs).view(cls)
+        out.nll = np.asarray(nll, dtype=np.float64)
+        out.tokens = np.asarray(tokens, dtype=np.int64)
+        return out
+
+
 def _to(batch: dict[str, torch.Tensor], device) -> dict[str, torch.Tensor]:
     return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
 
@@ -94,19 +117,27 @@ def causal_scores(
     logliks = logliks.reshape(len(text_ids), n_labels)
     probs = np.exp(logliks - logliks.max(axis=1, keepdims=True))
     probs /= probs.sum(axis=1, keepdims=True)
-    loss, count = 0.0, 0
+    nll = np.full(len(text_ids), np.nan)
+    tokens = np.zeros(len(text_ids), dtype=np.int64)
     for row, label in enumerate(split.labels):
         lid = label_ids.get(label)
         if lid is not None:
-            loss -= logliks[row, lid]
-            count += len(fmt.targets[lid])
-    return probs, loss, count
+            nll[row] = -logliks[row, lid]
+            tokens[row] = len(fmt.targets[lid])
+    loss, count = 0.0, 0
+    for row in np.flatnonzero(tokens > 0):  # in item order, as the training's loss always was
+        loss += nll[row]
+        count += int(tokens[row])
+    return CausalProbs.of(probs, nll, tokens), loss, count
 
 
 def prediction_frame(split: Split, labels: Sequence[str], probs: np.ndarray | None):
-    """DataFrame: id, label, prediction, then score_<label> (probability) per class."""
+    """DataFrame: id, label, prediction, then score_<label> (probability) per class; for a
+    causal LM (`probs` a CausalProbs) also nll (summed over the true response's tokens, nats)
+    and tokens (their count), from which the evaluation computes perplexity."""
     import pandas as pd
 
+    causal = getattr(probs, "nll", None) is not None
     probs = np.zeros((0, len(labels))) if probs is None else probs
     frame = pd.DataFrame(
         {
@@ -116,7 +147,10 @@ def prediction_frame(split: Split, labels: Sequence[str], probs: np.ndarray | No
         }
     )
     for i, name in enumerate(labels):
-        frame[f"score_{name}"] = probs[:, i].astype(np.float64)
+        frame[f"score_{name}"] = np.asarray(probs[:, i], dtype=np.float64)
+    if causal:
+        frame["nll"] = probs.nll
+        frame["tokens"] = probs.tokens
     return frame
 
 

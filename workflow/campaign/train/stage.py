@@ -116,8 +116,10 @@ def run_training(
     after_step: Callable[[int], None] | None = None,
     stream=None,
     execution: dict | None = None,
+    key: str | None = None,
 ) -> Trainer:
-    """The stage body: resume or start, train to max_steps, write every output."""
+    """The stage body: resume or start, train to max_steps, write every output. `key`: the
+    content key the runner stores the outputs under, recorded in the run manifest."""
     started = time.perf_counter()
     lease = devices.lease_from_env()  # before anything touches CUDA
     data = read_data(inputs)
@@ -138,6 +140,7 @@ def run_training(
         write_parquet(trainer.predictions(split), outputs[f"predictions_{split}"])
     write_parquet(trainer.metrics_frame(), outputs["metrics"])
     manifest = run_manifest(trainer, inputs, execution)
+    manifest["store_key"] = key
     outputs["run_manifest"].write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     if "timings" in outputs:
         record = timings(trainer, device, time.perf_counter() - started)
@@ -147,4 +150,12 @@ def run_training(
 
 def stage(ctx) -> None:
     """Stage entry (campaign.core.runner): ctx.spec is the run spec {model, train, seed}."""
-    run_training(ctx.spec, ctx.inputs, ctx.outputs, ctx.work_dir, ctx.root, execution=ctx.execution)
+    run_training(
+        ctx.spec,
+        ctx.inputs,
+        ctx.outputs,
+        ctx.work_dir,
+        ctx.root,
+        execution=ctx.execution,
+        key=ctx.key,
+    )

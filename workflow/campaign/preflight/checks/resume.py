@@ -18,7 +18,11 @@ ORDER = 60  # place in the report
 
 
 def _weights(trainer: Trainer) -> dict[str, torch.Tensor]:
-    return {k: v.detach().clone().cpu() for k, v in trainer.model.state_dict().items()}
+    # A quantized base's weights (train.base_quantization) compare by their dequantized values.
+    return {
+        k: (v.dequantize() if hasattr(v, "__tensor_flatten__") else v).detach().clone().cpu()
+        for k, v in trainer.model.state_dict().items()
+    }
 
 
 def _load_saved(folder: Path, task: str, device):

@@ -1,0 +1,180 @@
+"""Privacy scan of what the campaign produced, not only of its input text: a tokenizer trained
+on text that holds a key can hold the key as a token, and predictions, logs and reports can
+quote records. `campaign scan-artifacts` runs the data phase's scanner (the same detectors and
+kinds as the split stage's privacy report) over:
+
+- tokenizer vocabularies (``tokenizer.json``, ``vocab.txt``, ``vocab.json``): one token per
+  line, with the word-piece markers (``Ġ``, ``▁``, ``##``) removed;
+- Parquet files (predictions, splits): every string cell, one per line;
+- text files (``.log``, ``.txt``, ``.json``, ``.jsonl``, ``.tsv``, ``.csv``, ``.md``, ``.yaml``).
+
+The report lists, per artifact path, the count of findings by kind and where they are (token
+index, row and column, or line), never the secret itself. It is written atomically as JSON.
+
+The data phase's `artifact_scan` stage (`stage_scan_artifacts`, command `campaign
+artifact-scan`) runs the same scan in the DAG over the artifacts it declares (each run's model
+folder with its tokenizer vocabulary, the runs' predictions, the evaluation summary, the leakage
+audit table, the preflight report) and writes results/data/artifact_findings.json. Logs are not
+DAG outputs: `campaign scan-artifacts` scans them. Under `data.privacy` (and
+`data.privacy_by_kind`) a kind whose policy is `fail` fails the stage, naming the artifact;
+`redact` cannot rewrite an artifact, so it reports like `report`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from campaign.core.errors import CampaignError
+
+TEXT_SUFFIXES = {".log", ".txt", ".json", ".jsonl", ".tsv", ".csv", ".md", ".yaml", ".yml"}
+VOCAB_NAMES = {"tokenizer.json", "vocab.txt", "vocab.json"}
+MARKERS = ("Ġ", "▁", "##")
+MAX_WHERE = 20  # locations listed per artifact
+
+
+def vocab_tokens(path: Path) -> list[str]:
+    """The tokens of a vocabulary file, word-piece markers removed."""
+    if path.name == "vocab.txt":
+        tokens = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    else:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        vocab = data.get("model", {}).get("vocab", data) if isinstance(data, dict) else data
+        if isinstance(vocab, dict):
+            tokens = sorted(vocab, key=lambda t: vocab[t])
+        else:  # Unigram: [[token, score], ...]
+            tokens = [v[0] if isinstance(v, list) else str(v) for v in vocab]
+    out = []
+    for token in tokens:
+        for marker in MARKERS:
+            token = token.replace(marker, "")
+        out.append(token)
+    return out
+
+
+def _lines(path: Path) -> tuple[str, list[str]] | None:
+    """(what the lines are, the lines) of an artifact, or None when it is not scanned; an
+    artifact that cannot be read is one error naming it."""
+    try:
+        return _read_lines(path)
+    except CampaignError:
+        raise
+    except Exception as e:  # a garbled vocabulary or Parquet file: say which, in one line
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise CampaignError(f"{path}: cannot be read for the artifact scan ({first})") from None
+
+
+def _read_lines(path: Path) -> tuple[str, list[str]] | None:
+    if path.name in VOCAB_NAMES:
+        return "token", vocab_tokens(path)
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path)
+        cells = []
+        for name in table.column_names:
+            column = table.column(name)
+            if str(column.type) in ("string", "large_string"):
+                cells += [f"{name}: {v}" for v in column.to_pylist() if v]
+        return "cell", cells
+    if path.suffix in TEXT_SUFFIXES:
+        return "line", path.read_text(encoding="utf-8", errors="replace").splitlines()
+    return None
+
+
+def scan_artifact(path: Path) -> dict | None:
+    """{"path", "unit", "findings": {kind: n}, "where": [{"kind", unit: index}]} or None."""
+    from campaign.data.privacy import scan_text
+
+    got = _lines(path)
+    if got is None:
+        return None
+    unit, lines = got
+    counts: Counter = Counter()
+    where = []
+    for i, line in enumerate(lines):
+        for finding in scan_text(line):
+            counts[finding.kind] += 1
+            if len(where) < MAX_WHERE:
+                where.append({"kind": finding.kind, unit: i})
+    return {
+        "path": str(path),
+        "unit": unit,
+        "findings": dict(sorted(counts.items())),
+        "where": where,
+    }
+
+
+def scan_artifacts(roots: list[Path], skip: set[Path] = frozenset()) -> dict:
+    """The report over every scanned file under ``roots`` (files or folders), sorted by path."""
+    files = []
+    for root in roots:
+        if not root.exists():
+            raise CampaignError(f"scan-artifacts: {root} does not exist")
+        files += [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+    artifacts, totals, scanned = [], Counter(), 0
+    for path in sorted(set(files)):
+        if path.resolve() in skip:
+            continue
+        row = scan_artifact(path)
+        if row is None:
+            continue
+        scanned += 1
+        if row["findings"]:
+            artifacts.append(row)
+            totals.update(row["findings"])
+    return {
+        "scanned": scanned,
+        "flagged": len(artifacts),
+        "findings_by_kind": dict(sorted(totals.items())),
+        "artifacts": artifacts,
+    }
+
+
+# The stage's inputs, each with the kind of artifact it is (in the report).
+STAGE_INPUTS = {
+    "models": "model folder",
+    "predictions_validation": "predictions",
+    "predictions_test": "predictions",
+    "summary": "evaluation summary",
+    "audit_table": "leakage audit",
+    "preflight_report": "preflight report",
+}
+
+
+def stage_scan_artifacts(ctx) -> None:
+    """Scan the declared artifacts; write the findings (paths, kinds, counts, never values).
+
+    spec: {privacy: data.privacy, privacy_by_kind: data.privacy_by_kind}."""
+    from campaign.core.fsutil import atomic_write_bytes
+    from campaign.data.privacy import policies as privacy_policies
+
+    per_kind = privacy_policies({"default": ctx.spec["privacy"], **ctx.spec["privacy_by_kind"]})
+    roots, kind_of = [], {}
+    for name, artifact in STAGE_INPUTS.items():
+        for path in ctx.inputs.get(name, []):
+            roots.append(Path(path))
+            kind_of[Path(path)] = artifact
+    report = scan_artifacts(roots)
+    for row in report["artifacts"]:
+        path = Path(row["path"])
+        owner = next(r for r in [path, *path.parents] if r in kind_of)
+        row["artifact"] = kind_of[owner]
+    failing = [
+        row for row in report["artifacts"] if any(per_kind[k] == "fail" for k in row["findings"])
+    ]
+    if failing:
+        row = failing[0]
+        kinds = ", ".join(f"{k}: {n}" for k, n in row["findings"].items() if per_kind[k] == "fail")
+        more = f" (and {len(failing) - 1} more artifacts)" if len(failing) > 1 else ""
+        raise CampaignError(
+            f"data.privacy is 'fail': the {row['artifact']} artifact {row['path']} holds "
+            f"secrets or personal data ({kinds}, in its {row['unit']}s){more}"
+        )
+    report["policies"] = per_kind
+    text = json.dumps(report, indent=2, sort_keys=True) + "\n"
+    atomic_write_bytes(ctx.outputs["findings"], text.encode())
+    kinds = ", ".join(f"{k}: {n}" for k, n in report["findings_by_kind"].items()) or "none"
+    flagged, scanned = report["flagged"], report["scanned"]
+    print(f"artifact_scan: {flagged} of {scanned} artifacts hold findings ({kinds})")

@@ -1,0 +1,472 @@
+"""The index stage: results/index.parquet, one row per trained run, per quantized variant and
+per reference floor, built only from the files the rule gives it.
+
+Where each column comes from:
+- factor levels, seed, tier: the plan table (runs.tsv; the factor columns are the ones between
+  `run` and `seed`, named as there).
+- dataset_hash: results/data/summary.json (nothing else of it: campaign.index.views).
+- split hashes: each run's manifest records the hash of the train/validation/test files it was
+  trained on; they must be the hashes of the split files given here (else the run is from
+  another split and the index refuses to mix them).
+  split_hash is one hash over the three.
+- code_version, spec_hash: the run manifest (the train stage's code version, as in its key);
+  a quantized variant's code version: its result.json.
+- store_key: the content key the train or quantize job's outputs are stored under, as the run
+  manifest or the quantize result records it (the runner hands each stage its key).
+- model_hash: the model folder as the store records its output (Snakemake's timestamp file
+  aside); weights_hash: its weights file; predictions_*_hash: the prediction files.
+- validation_* / test_*: the decision metric's value and interval (results/evaluation/
+  metrics.parquet); decision: the run's cell against the control (comparisons.parquet, on the
+  split decisions use), or the quantized variant's decision (decisions.json).
+- hours, cost: results/budget/jobs.parquet (money at the budget's reference offer).
+A value no input records is null, with the reason in the matching *_reason column.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from campaign.core.errors import CampaignError
+from campaign.core.hashing import ALGORITHM, hash_file, hash_value
+from campaign.index.views import summary_view
+
+KINDS = ("run", "quantized", "floor")
+# A trained run's own row: not the quantize phase's "fp32" variant (the run reloaded and timed).
+TRAINED = "trained"
+# How the run was trained (a quantized variant's row inherits its run's): from its manifest.
+TRAINING = ("train_precision", "train_base_quantization")
+SPLITS = ("validation", "test")
+# Written by Snakemake into directory outputs; not part of what the store recorded.
+SNAKEMAKE_STAMP = ".snakemake_timestamp"
+WEIGHT_SUFFIXES = (".safetensors", ".pt", ".bin")
+STORE_KEY_REASON = (
+    "not recorded in this job's outputs (made outside the runner, or by an older version); "
+    "find the store entry by model_hash"
+)
+FLOOR_KEY_REASON = "the floor's outputs record no store key"
+QUANTIZE_CODE_REASON = "this quantize result records no code version (an older version made it)"
+
+# Columns before the factor levels, then the factor columns, then the rest (types as written).
+HEAD = [("name", "string"), ("kind", "string"), ("run", "string"), ("variant", "string")]
+TAIL = [
+    ("cell", "string"),
+    ("seed", "int64"),
+    ("tier", "string"),
+    ("status", "string"),
+    ("status_reason", "string"),
+    ("dataset_hash", "string"),
+    ("split_hash", "string"),
+    ("train_split_hash", "string"),
+    ("validation_split_hash", "string"),
+    ("test_split_hash", "string"),
+    ("hash_algorithm", "string"),
+    ("code_version", "string"),
+    ("code_version_reason", "string"),
+    ("spec_hash", "string"),
+    ("train_precision", "string"),
+    ("train_base_quantization", "string"),
+    ("store_key", "string"),
+    ("store_key_reason", "string"),
+    ("model_hash", "string"),
+    ("weights_file", "string"),
+    ("weights_hash", "string"),
+    ("predictions_validation_hash", "string"),
+    ("predictions_test_hash", "string"),
+    ("metric", "string"),
+    ("validation_value", "float64"),
+    ("validation_ci_low", "float64"),
+    ("validation_ci_high", "float64"),
+    ("test_value", "float64"),
+    ("test_ci_low", "float64"),
+    ("test_ci_high", "float64"),
+    ("decision", "string"),
+    ("decision_against", "string"),
+    ("decision_estimate", "float64"),
+    ("decision_ci_low", "float64"),
+    ("decision_ci_high", "float64"),
+    ("decision_reason", "string"),
+    ("best_cell", "bool"),
+    ("floor_verdict", "string"),
+    ("hours", "float64"),
+    ("cost", "float64"),
+    ("currency", "string"),
+    ("cost_offer", "string"),
+    ("cost_reason", "string"),
+]
+METRICS_COLUMNS = ("variant", "kind", "run", "cell", "split", "metric", "value", "ci_low",
+                   "ci_high")  # fmt: skip
+COMPARISON_COLUMNS = ("split", "kind", "subject", "reference", "decision", "estimate", "ci_low",
+                      "ci_high")  # fmt: skip
+JOBS_COLUMNS = ("run", "wall_hours", "cost", "currency", "offer")
+
+
+def _json(path: Path) -> dict:
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise CampaignError(f"{path}: not valid JSON ({e.msg}, line {e.lineno})") from None
+    if not isinstance(value, dict):
+        raise CampaignError(f"{path}: expected a JSON object")
+    return value
+
+
+def _field(record: dict, path: Path, *keys: str):
+    """record[k1][k2]..., or a one-line error naming the file and the dotted key."""
+    value = record
+    for i, k in enumerate(keys):
+        if not isinstance(value, dict) or k not in value:
+            raise CampaignError(f"{path}: expected a key '{'.'.join(keys[: i + 1])}'")
+        value = value[k]
+    return value
+
+
+def _parquet(path: Path, needed: tuple[str, ...]):
+    import pandas as pd
+
+    try:
+        frame = pd.read_parquet(path)
+    except Exception as e:  # pyarrow raises several types for a file that is not Parquet
+        raise CampaignError(f"{path}: not a readable Parquet table ({type(e).__name__})") from None
+    missing = [c for c in needed if c not in frame.columns]
+    if missing:
+        raise CampaignError(f"{path}: expected column(s) {', '.join(map(repr, missing))}")
+    return frame
+
+
+def tree_hash(path: Path) -> str:
+    """A file's hash, or a folder's as the store records an output folder (hashing.hash_tree's
+    format) without the timestamp file Snakemake adds to directory outputs."""
+    path = Path(path)
+    if path.is_file():
+        return hash_file(path)
+    entries = []
+    for root, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in sorted(files):
+            if name == SNAKEMAKE_STAMP:
+                continue
+            full = Path(root, name)
+            entries.append([full.relative_to(path).as_posix(), hash_file(full)])
+    return hash_value({"tree": entries})
+
+
+def weights(model: Path) -> tuple[str | None, str | None]:
+    """(file name, hash) of the model folder's one weights file; (None, None) if not one."""
+    found = sorted(p for p in Path(model).rglob("*") if p.suffix in WEIGHT_SUFFIXES)
+    if len(found) != 1:
+        return None, None
+    return found[0].relative_to(model).as_posix(), hash_file(found[0])
+
+
+def read_plan(path: Path) -> tuple[list[str], dict[str, dict]]:
+    """(factor names, {run: row}) from the plan table; factor values typed like the table's
+    column (numbers where every level is a number, else text)."""
+    import pandas as pd
+
+    try:
+        table = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
+    except (OSError, ValueError, UnicodeDecodeError) as e:  # pandas' ParserError is a ValueError
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CampaignError(f"{path}: not a readable plan table ({first})") from None
+    for needed in ("run", "seed", "tier"):
+        if needed not in table.columns:
+            raise CampaignError(f"{path}: expected a column '{needed}'")
+    columns = list(table.columns)
+    factors = columns[columns.index("run") + 1 : columns.index("seed")]
+    typed = {}
+    for f in factors:
+        numbers = pd.to_numeric(table[f], errors="coerce")
+        typed[f] = numbers.tolist() if numbers.notna().all() else table[f].tolist()
+    rows = {}
+    for i, r in enumerate(table.to_dict("records")):
+        try:
+            seed = int(r["seed"])
+        except ValueError:
+            raise CampaignError(f"{path} line {i + 2}: seed is not a whole number") from None
+        rows[r["run"]] = {
+            "levels": {f: r[f] for f in factors},
+            "typed": {f: typed[f][i] for f in factors},
+            "seed": seed,
+            "tier": r["tier"],
+        }
+    return factors, rows
+
+
+def _by_run(paths: list[Path], what: str, depth: int = 1) -> dict:
+    """{run: path} for results/runs/<run>/<file>, or {(run, variant): path} (depth 2) for
+    results/quantize/<run>/<variant>/<file>."""
+    out: dict = {}
+    for p in map(Path, paths):
+        key = p.parent.name if depth == 1 else (p.parent.parent.name, p.parent.name)
+        if key in out:
+            raise CampaignError(f"{p}: a second {what} for {key}")
+        out[key] = p
+    return out
+
+
+def _cell_subject(factors: list[str], control: dict, levels: dict) -> str:
+    """The evaluation's name for a cell against the control (campaign.evaluate's contrasts)."""
+    moved = [f"{f} {control[f]} -> {levels[f]}" for f in factors if control[f] != levels[f]]
+    return ", ".join(moved) + " (cell)"
+
+
+def build_rows(inputs: dict[str, list[Path]]) -> tuple[list[str], list[dict]]:
+    """(factor names, index rows) from the stage's inputs, by their logical names."""
+    single = ("summary", "train", "validation", "test", "runs", "metrics", "comparisons",
+              "decisions", "jobs")  # fmt: skip
+    for name in single:
+        if len(inputs.get(name, [])) != 1:
+            raise CampaignError(f"index: expected one file for input '{name}' (--in {name}=PATH)")
+    one = {name: Path(inputs[name][0]) for name in single}
+    dataset_hash = summary_view(one["summary"])["dataset_hash"]
+    splits = {s: hash_file(one[s]) for s in ("train", "validation", "test")}
+    split_hash = hash_value(splits)
+    factors, plan = read_plan(one["runs"])
+
+    decisions = _json(one["decisions"])
+    metric = _field(decisions, one["decisions"], "metric")
+    decide_on = _field(decisions, one["decisions"], "decide_on")
+    best = decisions.get("best_cell") or {}
+    quantized_decisions = {
+        d["subject"]: d for d in decisions.get("decisions", []) if d.get("kind") == "quantized"
+    }
+    metrics = _parquet(one["metrics"], METRICS_COLUMNS)
+    metrics = metrics[metrics["metric"] == metric]
+    scores = {(r["variant"], r["split"]): r for r in metrics.to_dict("records")}
+    comparisons = _parquet(one["comparisons"], COMPARISON_COLUMNS)
+    decided = comparisons[comparisons["split"] == decide_on].to_dict("records")
+    cell_vs_control = {
+        r["subject"]: r for r in decided if r["kind"] == "cell" and r["reference"] == "control"
+    }
+    floor_verdicts = {r["subject"]: r["decision"] for r in decided if r["kind"] == "floor"}
+    jobs = {r["run"]: r for r in _parquet(one["jobs"], JOBS_COLUMNS).to_dict("records")}
+
+    controls = [r for r in plan.values() if r["tier"] == "control"]
+    control = controls[0]["levels"] if controls else None
+
+    def metric_columns(name: str, required: bool) -> dict:
+        out = {"metric": metric}
+        for split in SPLITS:
+            row = scores.get((name, split))
+            if row is None and required:
+                raise CampaignError(
+                    f"{one['metrics']}: no '{metric}' row for {name} on the {split} split"
+                )
+            for what in ("value", "ci_low", "ci_high"):
+                out[f"{split}_{what}"] = None if row is None else _number(row[what])
+        return out
+
+    def cell_of(name: str) -> str | None:
+        row = scores.get((name, decide_on))
+        cell = None if row is None else row["cell"]
+        return cell if isinstance(cell, str) else None
+
+    data_columns = {
+        "dataset_hash": dataset_hash,
+        "split_hash": split_hash,
+        **{f"{s}_split_hash": h for s, h in splits.items()},
+        "hash_algorithm": ALGORITHM,
+    }
+    manifests = _by_run(inputs.get("run_manifests", []), "run manifest")
+    models = _by_run(inputs.get("models", []), "model folder")
+    preds = {s: _by_run(inputs.get(f"predictions_{s}", []), f"{s} predictions") for s in SPLITS}
+    rows, run_rows = [], {}
+    for run, path in sorted(manifests.items()):
+        if run not in plan:
+            raise CampaignError(f"{path}: run {run} is not in the plan table {one['runs']}")
+        manifest = _json(path)
+        for s, h in splits.items():
+            recorded = _field(manifest, path, "inputs", s)
+            if list(recorded) != [h]:
+                raise CampaignError(
+                    f"{path}: run {run} was trained on a {s} split other than {one[s]} "
+                    f"(recorded {recorded}, the file has {h}); rerun snakemake"
+                )
+        for name, paths in (("model folder", models), *((f"{s} predictions", preds[s])
+                                                        for s in SPLITS)):  # fmt: skip
+            if run not in paths:
+                raise CampaignError(f"index: no {name} given for run {run}")
+        p = plan[run]
+        cell = cell_of(run)
+        decision = _run_decision(factors, control, p["levels"], cell_vs_control)
+        weights_file, weights_hash = weights(models[run])
+        job = jobs.get(run)
+        row = {
+            "name": run,
+            "kind": "run",
+            "run": run,
+            "variant": TRAINED,
+            **p["typed"],
+            "cell": cell,
+            "seed": p["seed"],
+            "tier": p["tier"],
+            "status": "ok",
+            "status_reason": None,
+            **data_columns,
+            "code_version": _field(manifest, path, "code", "version"),
+            "code_version_reason": None,
+            "spec_hash": manifest.get("spec_hash"),
+            **_training(manifest),
+            "store_key": manifest.get("store_key"),
+            "store_key_reason": None if manifest.get("store_key") else STORE_KEY_REASON,
+            "model_hash": tree_hash(models[run]),
+            "weights_file": weights_file,
+            "weights_hash": weights_hash,
+            **{f"predictions_{s}_hash": hash_file(preds[s][run]) for s in SPLITS},
+            **metric_columns(run, required=True),
+            **decision,
+            "best_cell": cell is not None and cell == best.get("cell"),
+            "floor_verdict": floor_verdicts.get(cell),
+            **_cost(job),
+        }
+        rows.append(row)
+        run_rows[run] = row
+
+    results = _by_run(inputs.get("variants_result", []), "quantize result", depth=2)
+    q_models = _by_run(inputs.get("variants_model", []), "quantized model", depth=2)
+    q_preds = {
+        s: _by_run(inputs.get(f"variants_{s}", []), f"quantized {s} predictions", depth=2)
+        for s in SPLITS
+    }
+    for (run, variant), path in sorted(results.items()):
+        if run not in run_rows:
+            raise CampaignError(f"{path}: quantized run {run} has no run manifest among the inputs")
+        result = _json(path)
+        status = _field(result, path, "status")
+        name = f"{run}/{variant}"
+        base = run_rows[run]
+        d = quantized_decisions.get(name)
+        model = q_models.get((run, variant))
+        weights_file, weights_hash = weights(model) if model and model.exists() else (None, None)
+        rows.append(
+            {
+                **{k: base[k] for k in ("run", "cell", "seed", "tier", *factors, *TRAINING)},
+                "name": name,
+                "kind": "quantized",
+                "variant": variant,
+                "status": status,
+                "status_reason": result.get("reason"),
+                **data_columns,
+                "code_version": result.get("code_version"),
+                "code_version_reason": None if result.get("code_version") else QUANTIZE_CODE_REASON,
+                "spec_hash": base["spec_hash"],
+                "store_key": result.get("store_key"),
+                "store_key_reason": None if result.get("store_key") else STORE_KEY_REASON,
+                "model_hash": tree_hash(model) if model and model.exists() else None,
+                "weights_file": weights_file,
+                "weights_hash": weights_hash,
+                **{
+                    f"predictions_{s}_hash": _hash_if(q_preds[s].get((run, variant)))
+                    for s in SPLITS
+                },
+                **metric_columns(name, required=status == "ok"),
+                "decision": None if d is None else d["decision"],
+                "decision_against": None if d is None else d.get("reference"),
+                "decision_estimate": None if d is None else _number(d.get("estimate")),
+                "decision_ci_low": None if d is None else _number(d.get("ci_low")),
+                "decision_ci_high": None if d is None else _number(d.get("ci_high")),
+                "decision_reason": None
+                if d is not None
+                else f"no decision for {name} in {one['decisions']}",
+                "best_cell": base["best_cell"],
+                "floor_verdict": None,
+                **_cost(None, "quantize jobs are not costed in the budget's jobs table"),
+            }
+        )
+
+    floors = sorted({v for (v, _s) in scores if v.startswith("floor/")})
+    for name in floors:
+        rows.append(
+            {
+                "name": name,
+                "kind": "floor",
+                "variant": name.partition("/")[2],
+                "status": "ok",
+                **data_columns,
+                "code_version_reason": "the floor stage records no code version in its outputs",
+                "store_key_reason": FLOOR_KEY_REASON,
+                **metric_columns(name, required=True),
+                "decision_reason": "a reference floor: compared against, not decided on",
+                "best_cell": False,
+                **_cost(None, "the floor is not costed in the budget's jobs table"),
+            }
+        )
+    rows.sort(key=lambda r: (KINDS.index(r["kind"]), r["name"]))
+    return factors, rows
+
+
+def _training(manifest: dict) -> dict:
+    train = (manifest.get("spec") or {}).get("train") or {}
+    return {"train_precision": train.get("precision"),
+            "train_base_quantization": train.get("base_quantization")}  # fmt: skip
+
+
+def _run_decision(factors, control, levels, cell_vs_control) -> dict:
+    empty = {k: None for k in ("decision", "decision_against", "decision_estimate",
+                               "decision_ci_low", "decision_ci_high")}  # fmt: skip
+    if control is None:
+        return empty | {"decision_reason": "the plan has no control run"}
+    if levels == control:
+        return empty | {"decision_reason": "the control cell"}
+    subject = _cell_subject(factors, control, levels)
+    r = cell_vs_control.get(subject)
+    if r is None:
+        return empty | {"decision_reason": f"no comparison '{subject}' against the control"}
+    return {
+        "decision": r["decision"],
+        "decision_against": "control",
+        "decision_estimate": _number(r["estimate"]),
+        "decision_ci_low": _number(r["ci_low"]),
+        "decision_ci_high": _number(r["ci_high"]),
+        "decision_reason": None,
+    }
+
+
+def _cost(job: dict | None, reason: str = "not in the budget's jobs table") -> dict:
+    if job is None:
+        return {"hours": None, "cost": None, "currency": None, "cost_offer": None,
+                "cost_reason": reason}  # fmt: skip
+    return {
+        "hours": _number(job["wall_hours"]),
+        "cost": _number(job["cost"]),
+        "currency": job["currency"],
+        "cost_offer": job["offer"],
+        "cost_reason": None,
+    }
+
+
+def _number(value) -> float | None:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if x == x else None  # NaN -> null
+
+
+def _hash_if(path: Path | None) -> str | None:
+    return hash_file(path) if path is not None and Path(path).is_file() else None
+
+
+def write_index(factors: list[str], rows: list[dict], factor_types: dict, path: Path) -> None:
+    """Parquet with a fixed column order and types, and no writer metadata beyond the schema,
+    so the same rows give the same bytes."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    columns = HEAD + [(f, factor_types[f]) for f in factors] + TAIL
+    schema = pa.schema([(name, pa.type_for_alias(kind)) for name, kind in columns])
+    table = pa.table({name: [r.get(name) for r in rows] for name, _ in columns}, schema=schema)
+    pq.write_table(table, path, compression="zstd", store_schema=False)
+
+
+def stage_index(ctx) -> None:
+    factors, rows = build_rows(ctx.inputs)
+    types = {
+        f: "float64"
+        if all(isinstance(r.get(f), float | int) or r.get(f) is None for r in rows)
+        else "string"
+        for f in factors
+    }
+    write_index(factors, rows, types, ctx.outputs["index"])

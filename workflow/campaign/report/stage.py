@@ -1,0 +1,195 @@
+"""The report stage: reads a finished campaign's tables and writes one HTML page (every figure
+embedded as a PNG data URI, so the file stands alone), the same sections in Markdown (linking the
+figures written beside it, figures/<section>.png), each figure as its own PNG (for
+`snakemake --report`), and the training curves as CSV tables (for `dvc plots show`).
+
+Sections, in order: data, leakage audit, preflight and memory fit, training curves, ablation
+effects, seed spread and the reference floor, quantization trade-off, budget and recommended
+offer, forecast vs actual, decisions.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+import numbers
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from campaign.core.errors import CampaignError
+from campaign.report import plots
+from campaign.report.sections import (
+    Section,
+    budget_section,
+    curves_section,
+    data_section,
+    decisions_section,
+    effects_section,
+    forecast_section,
+    leakage_section,
+    preflight_section,
+    quantize_section,
+    read_curves,
+    read_json,
+    read_table,
+    seeds_section,
+)
+
+FIGURE_DIR = "figures"  # the Markdown links figures/<section>.png: the rule writes them there
+
+
+def _one(ctx, name: str) -> Path:
+    paths = ctx.inputs.get(name) or []
+    if len(paths) != 1:
+        raise CampaignError(f"report: expected one '{name}' input, got {len(paths)}")
+    return paths[0]
+
+
+def build_sections(ctx) -> tuple[list[Section], pd.DataFrame]:
+    decisions_path = _one(ctx, "decisions")
+    decisions = read_json(decisions_path, ("decide_on", "metric", "decisions"))
+    metrics = read_table(
+        _one(ctx, "eval_metrics"),
+        ("variant", "kind", "cell", "seed", "split", "metric", "value", "ci_low", "ci_high"),
+    )
+    curves = read_curves(ctx.inputs.get("run_metrics") or [])
+    return [
+        data_section(
+            _one(ctx, "manifest"),
+            _one(ctx, "privacy"),
+            _one(ctx, "artifact_findings") if ctx.inputs.get("artifact_findings") else None,
+        ),
+        leakage_section(_one(ctx, "leakage_audit")),
+        preflight_section(_one(ctx, "preflight_report")),
+        curves_section(curves),
+        effects_section(_one(ctx, "comparisons"), decisions),
+        seeds_section(metrics, _one(ctx, "comparisons"), decisions),
+        quantize_section(_one(ctx, "variants"), metrics, decisions),
+        budget_section(_one(ctx, "plans"), _one(ctx, "jobs"), _one(ctx, "budget_summary")),
+        forecast_section(_one(ctx, "forecast")),
+        decisions_section(decisions, decisions_path),
+    ], curves
+
+
+def render_figure(section: Section) -> bytes:
+    """The section's figure as PNG bytes, drawn with matplotlib's own defaults: a user's
+    matplotlibrc (font size, style) is not in the stage's key, so it must not reach the bytes."""
+    import matplotlib
+
+    name, args = section.figure
+    with matplotlib.rc_context():
+        matplotlib.rcdefaults()  # the backend is left as it is (plots use Agg)
+        return plots.png_bytes(getattr(plots, name)(*args))
+
+
+def cell_text(value) -> str:
+    """One table cell: numbers to 4 significant digits, missing values as '-'."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return "-"
+    if isinstance(value, bool | np.bool_):
+        return "yes" if value else "no"
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+        value = float(value)
+        if value != 0 and (abs(value) >= 1e6 or abs(value) < 1e-3):
+            return f"{value:.3g}"
+        return f"{value:,.4g}" if abs(value) >= 1000 else f"{value:.4g}"
+    if isinstance(value, numbers.Integral) and abs(value) >= 10_000:
+        return f"{value:,}"
+    return str(value)
+
+
+def _rows(frame: pd.DataFrame) -> list[list[str]]:
+    return [[cell_text(v) for v in row] for row in frame.astype(object).itertuples(index=False)]
+
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1000px;
+margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
+h1{border-bottom:2px solid #264653}h2{margin-top:2em;color:#264653;border-bottom:1px solid #ccc}
+table{border-collapse:collapse;margin:.6em 0 1.2em;font-size:.85em}
+th,td{border:1px solid #ddd;padding:.25em .55em;text-align:right}
+th{background:#f3f5f7}td:first-child,th:first-child{text-align:left}
+caption{text-align:left;font-weight:600;padding:.3em 0}
+img{max-width:100%;border:1px solid #eee}pre{background:#f6f8fa;padding:.8em;overflow-x:auto;
+font-size:.85em}nav a{margin-right:1em}
+"""
+
+
+def render_html(title: str, sections: list[Section], figures: dict[str, bytes]) -> str:
+    e = html.escape
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{e(title)}</title><style>{CSS}</style></head><body>",
+        f"<h1>{e(title)}</h1>",
+        "<nav>" + "".join(f'<a href="#{s.key}">{e(s.title)}</a>' for s in sections) + "</nav>",
+    ]
+    for s in sections:
+        out.append(f'<section id="{s.key}"><h2>{e(s.title)}</h2>')
+        out += [f"<p>{e(line)}</p>" for line in s.lines]
+        if s.key in figures:
+            data = base64.b64encode(figures[s.key]).decode("ascii")
+            out.append(f'<img alt="{e(s.title)}" src="data:image/png;base64,{data}">')
+        if s.pre:
+            out.append(f"<pre>{e(s.pre.rstrip())}</pre>")
+        for caption, frame in s.tables:
+            out.append(f"<table><caption>{e(caption)}</caption><thead><tr>")
+            out += [f"<th>{e(str(c))}</th>" for c in frame.columns]
+            out.append("</tr></thead><tbody>")
+            for row in _rows(frame):
+                out.append("<tr>" + "".join(f"<td>{e(v)}</td>" for v in row) + "</tr>")
+            out.append("</tbody></table>")
+        out.append("</section>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(title: str, sections: list[Section], figures: dict[str, str]) -> str:
+    """figures: {section key: relative link}."""
+    out = [f"# {title}", ""]
+    for s in sections:
+        out += [f"## {s.title}", ""]
+        out += [f"- {line}" for line in s.lines] + [""]
+        if s.key in figures:
+            out += [f"![{s.title}]({figures[s.key]})", ""]
+        if s.pre:
+            out += ["```", s.pre.rstrip(), "```", ""]
+        for caption, frame in s.tables:
+            out += [f"**{caption}**", ""]
+            out.append("| " + " | ".join(_md_cell(str(c)) for c in frame.columns) + " |")
+            out.append("|" + "---|" * len(frame.columns))
+            out += ["| " + " | ".join(_md_cell(v) for v in row) + " |" for row in _rows(frame)]
+            out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def stage_report(ctx) -> None:
+    sections, curves = build_sections(ctx)
+    figures = {}
+    for s in sections:
+        if s.figure is None:
+            continue
+        name = f"fig_{s.key}"
+        if name not in ctx.outputs:
+            raise CampaignError(f"report: no output declared for the figure '{name}'")
+        figures[s.key] = render_figure(s)
+    title = f"Campaign report: {ctx.spec['campaign']}"
+    # Render everything before writing anything: a failure leaves no output behind.
+    page = render_html(title, sections, figures)
+    links = {key: f"{FIGURE_DIR}/{key}.png" for key in figures}
+    markdown = render_markdown(title, sections, links)
+    for key, data in figures.items():
+        ctx.outputs[f"fig_{key}"].write_bytes(data)
+    ctx.outputs["html"].write_text(page, encoding="utf-8")
+    ctx.outputs["markdown"].write_text(markdown, encoding="utf-8")
+    train = curves[curves["split"] == "train"][["run", "step", "loss"]]
+    val = curves[curves["split"] == "validation"][["run", "step", "loss", "accuracy"]]
+    train.to_csv(ctx.outputs["train_curves"], index=False, float_format="%.6g")
+    val.to_csv(ctx.outputs["validation_curves"], index=False, float_format="%.6g")
