@@ -41,8 +41,22 @@ def _split_key(spec: dict) -> dict:
     """What changes the split's bytes: each source's format (its files count by content, in the
     inputs), not its path, licence or origin; whether an earlier split is compared, not where
     it lies (its files count by content too)."""
+    from campaign.data.settings import OPTIONAL_DEFAULTS, assign_mode
+
     sources = [{"format": s["format"]} for s in spec["sources"]]
     split = {**spec["split"], "previous": spec["split"]["previous"] is not None}
+    if assign_mode(split) == "hash":
+        # The hash ignores split.solve: the key is the one a params file without either has.
+        split.pop("assign", None)
+        split.pop("solve", None)
+    else:
+        from importlib.metadata import version
+
+        # The time limit only decides whether the stage fails, never its bytes; scipy's
+        # version is its HiGHS's (not in Stage.libraries: that would change the hash's key).
+        solve = split.get("solve", OPTIONAL_DEFAULTS["solve"])
+        split["solve"] = {k: v for k, v in solve.items() if k != "time_limit_s"}
+        split["solve"]["scipy"] = version("scipy")
     return {**spec, "sources": sources, "split": split}
 
 

@@ -141,9 +141,11 @@ def _moved(
     previous: dict[str, str],
     cfg: dict,
     dropped: Sequence[str] = (),
+    rebalanced: set[str] = frozenset(),
 ) -> dict:
     """Records whose split differs from ``previous``, with a reason for each moved unit;
-    records ``drop`` removed this time (``dropped`` ids) count as moved to "dropped"."""
+    records ``drop`` removed this time (``dropped`` ids) count as moved to "dropped";
+    ``rebalanced``: units ``split.assign: solve`` had to move to meet the tolerances."""
     prev_splits_of_unit: dict[str, set[str]] = defaultdict(set)
     old_anchor_of_unit: dict[str, set[str]] = defaultdict(set)
     for record_id, group, key in zip(units.ids, units.groups, units.unit, strict=True):
@@ -161,6 +163,8 @@ def _moved(
         if key not in unit_reason:
             if len(prev_splits_of_unit[key]) > 1:
                 unit_reason[key] = "bridged"
+            elif key in rebalanced:
+                unit_reason[key] = "rebalanced"
             elif key not in old_anchor_of_unit[key]:
                 unit_reason[key] = "new_anchor"
             elif cfg["method"] == "temporal" and previous[record_id] == TRAIN:
@@ -212,13 +216,15 @@ def audit(
     previous: dict[str, str] | None = None,
     dropped: dict | None = None,
     naive_units: LeakUnits | None = None,
+    assignment: dict | None = None,
 ) -> dict:
     """The split audit, a JSON-able dict (see ``audit_table`` for what it holds).
 
     units: from ``leak_units`` (under ``drop``: restricted to the kept records); split: (n,)
     split of each record; timestamps: (n,) UTC times, needed for the temporal section;
     previous: id -> split of an earlier assignment; dropped: what ``drop`` removed;
-    naive_units: the records the naive contrast splits (default: units). Leaks are counted
+    naive_units: the records the naive contrast splits (default: units); assignment: what
+    ``split.assign`` solve or auto did (its ``assign`` section; absent for hash). Leaks are counted
     from the groups and duplicate pairs themselves, not from the units, so the audit checks
     the construction rather than restating it."""
     names = sorted(cfg["fractions"])
@@ -284,8 +290,17 @@ def audit(
         "temporal": None,
         "moved": None
         if previous is None
-        else _moved(units, split, previous, cfg, dropped["ids"] if dropped else ()),
+        else _moved(
+            units,
+            split,
+            previous,
+            cfg,
+            dropped["ids"] if dropped else (),
+            {m["unit"] for m in (assignment or {}).get("moved_units", [])},
+        ),
     }
+    if assignment is not None:
+        out["assign"] = assignment
     if cfg["method"] == "temporal" and timestamps is not None:
         cutoff = parse_cutoff(cfg["temporal_cutoff"])
         train_times = [t for t, s in zip(timestamps, split, strict=True) if s == TRAIN]
@@ -464,6 +479,14 @@ def audit_table(audit: dict) -> str:
             f"evaluation with their unit, {t['train_records_at_or_after_cutoff']} train records at "
             "or after the cutoff",
         ]
+    if audit.get("assign"):
+        a = audit["assign"]
+        lines += ["", f"Assignment: {a['note']}"]
+        for mv in a.get("moved_units", [])[:5]:
+            lines.append(
+                f"    unit {mv['unit']!r} ({mv['records']} records): {mv['from']} -> {mv['to']}"
+                f" ({mv['reason']})"
+            )
     if audit["moved"] is not None:
         m = audit["moved"]
         reasons = ", ".join(f"{k} {v}" for k, v in m["by_reason"].items()) or "none"

@@ -231,7 +231,9 @@ def find_salt(records: pd.DataFrame, cfg: dict, *, seed: int, tries: int = 2000)
         raise CampaignError(
             f"split-salt: none of the current salt {cfg['salt']!r} and {tries} salts "
             f"{cfg['salt']}-0..{tries - 1} passes ({'; '.join(what)}); the units are too few "
-            "or too large for these tolerances: raise them, the evaluation fractions, or "
-            "--tries, or use split.dedup.policy: drop if duplicates join groups"
+            "or too large for these tolerances: use split.assign: solve (it finds a split "
+            "whenever one exists, or proves that none does), raise the tolerances, the "
+            "evaluation fractions or --tries, or use split.dedup.policy: drop if duplicates "
+            "join groups"
         )
     return SaltChoice(best[0], best[1], best[2], kept=False, tried=tries + 1)

@@ -25,7 +25,25 @@ CFG_KEYS = (
     "dedup",
     "audit",
     "previous",
+    "assign",
+    "solve",
 )
+
+
+# Keys added after splits were made, at the value that means "as before" (a params file without
+# them splits as it did; the split key leaves them out at these values).
+OPTIONAL_DEFAULTS = {
+    "assign": "hash",
+    "solve": {"time_limit_s": 120, "node_limit": 500, "max_units": 1000, "improve_steps": 3},
+}
+
+
+# hash: by the salted position; solve: the integer program of solve.py; auto: the hash when the
+# current salt's split passes the balance checks, else solve.
+ASSIGN_MODES = ("hash", "solve", "auto")
+
+
+SOLVE_KEYS = ("time_limit_s", "node_limit", "max_units", "improve_steps")
 
 
 NEAR_KEYS = ("threshold", "num_perm", "shingle_size")
@@ -116,7 +134,7 @@ def check_cfg(cfg: Any) -> None:
         if key not in CFG_KEYS:
             raise CampaignError(f"split.{key}: unknown key; expected {', '.join(CFG_KEYS)}")
     for key in CFG_KEYS:
-        if key not in cfg:
+        if key not in cfg and key not in OPTIONAL_DEFAULTS:
             hint = " (use null unless method is 'temporal')" if key == "temporal_cutoff" else ""
             raise CampaignError(f"split.{key}: missing{hint}")
     if cfg["method"] not in METHODS:
@@ -168,6 +186,7 @@ def check_cfg(cfg: Any) -> None:
             f"{cfg['method']!r}); set it to null"
         )
 
+    check_assign(cfg)
     dedup = cfg["dedup"]
     if not isinstance(dedup, dict):
         raise CampaignError(f"split.dedup: expected a mapping with {', '.join(DEDUP_KEYS)}")
@@ -193,3 +212,45 @@ def check_cfg(cfg: Any) -> None:
             raise CampaignError(f"split.dedup.near.{key}: missing")
     check_near_params(**dedup["near"])
     check_policy(cfg["audit"])
+
+
+def assign_mode(cfg: dict) -> str:
+    """``split.assign`` (hash when a params file predates it)."""
+    return cfg.get("assign", OPTIONAL_DEFAULTS["assign"])
+
+
+def solve_cfg(cfg: dict) -> dict:
+    """``split.solve`` (its defaults when a params file predates it)."""
+    return cfg.get("solve", OPTIONAL_DEFAULTS["solve"])
+
+
+def check_assign(cfg: dict) -> None:
+    """``split.assign`` one of ASSIGN_MODES (solve and auto only with group_hash), and
+    ``split.solve`` a mapping of SOLVE_KEYS with positive values."""
+    mode = assign_mode(cfg)
+    if mode not in ASSIGN_MODES:
+        raise CampaignError(f"split.assign: {mode!r} is not one of {', '.join(ASSIGN_MODES)}")
+    if mode != "hash" and cfg["method"] != "group_hash":
+        raise CampaignError(
+            f"split.assign: {mode!r} needs method group_hash (a temporal split's train is set "
+            "by the cutoff); use hash"
+        )
+    solve = solve_cfg(cfg)
+    if not isinstance(solve, dict):
+        raise CampaignError(f"split.solve: expected a mapping with {', '.join(SOLVE_KEYS)}")
+    for key in solve:
+        if key not in SOLVE_KEYS:
+            raise CampaignError(f"split.solve.{key}: unknown key; expected {', '.join(SOLVE_KEYS)}")
+    for key in SOLVE_KEYS:
+        if key not in solve:
+            raise CampaignError(f"split.solve.{key}: missing")
+        value = solve[key]
+        whole = key != "time_limit_s"
+        if (
+            isinstance(value, bool)
+            or not (isinstance(value, int) if whole else _number(value))
+            or (value < 0 if key == "improve_steps" else value <= 0)
+        ):
+            kind = "a number of seconds > 0" if not whole else "a whole number >= 1"
+            kind = "a whole number >= 0" if key == "improve_steps" else kind
+            raise CampaignError(f"split.solve.{key}: expected {kind}, got {value!r}")

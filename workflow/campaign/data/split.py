@@ -68,6 +68,18 @@ On the demo corpus (3,000 records, 254 units, up to 66 records each) the median 
 salts is ~0.13 and only ~0.1-1% of salts reach 0.05; on 3,000 records with a 90/8/2 label mix
 and authors of 1-4 records, nearly every salt does.
 
+Few, large units (``split.assign: solve``, or ``auto``: the hash when the current salt's
+split passes the balance checks, else solve). The strict promise above is traded for balance:
+``campaign.data.solve`` places the units by an integer program that meets both tolerances
+and keeps every label in train whenever any split can, and otherwise fails with the proved
+best deviations. Stability comes from ``previous`` instead of the key: a unit whose earlier
+records were all in one split stays there (it is a constant in the program) unless the
+tolerances cannot be met so; then the fewest earlier records move and the audit lists each
+moved unit (``assign.moved_units``; moved records count as ``rebalanced``). Without
+``previous`` a re-solve of grown data may move any unit. Under ``dedup.policy: drop`` the
+program balances the records before copies are dropped; the audit checks after. Above
+``split.solve.max_units`` units the hash places them (the stage log says so).
+
 Temporal mode (``method: temporal``). A unit goes to train when its LATEST timestamp is before
 ``split.temporal_cutoff`` (strictly), so no record at or after the cutoff ever reaches train;
 units with records on both sides go to evaluation whole (the audit counts the pre-cutoff
@@ -92,7 +104,7 @@ import numpy as np
 
 from campaign.core.errors import CampaignError
 from campaign.data.audit import audit, audit_table, check_audit
-from campaign.data.settings import TRAIN, check_cfg, parse_cutoff
+from campaign.data.settings import TRAIN, assign_mode, check_cfg, parse_cutoff, solve_cfg
 from campaign.data.units import (
     LeakUnits,
     check_records,
@@ -203,6 +215,97 @@ def _assign(units: LeakUnits, cfg: dict, stamps: list[datetime] | None) -> list[
     return [split_of[k] for k in units.unit]
 
 
+def _previous_of_units(
+    units: LeakUnits, keys: list[str], names: list[str], previous: dict[str, str] | None
+) -> np.ndarray:
+    """(n_units,) index of the split that held all of a unit's earlier records, or -1 (a new
+    unit, or one whose earlier records were in several splits: bridged)."""
+    out = np.full(len(keys), -1, dtype=np.int64)
+    if not previous:
+        return out
+    row = {k: i for i, k in enumerate(keys)}
+    seen: dict[int, set[str]] = {}
+    for record_id, key in zip(units.ids, units.unit, strict=True):
+        if record_id in previous:
+            seen.setdefault(row[key], set()).add(previous[record_id])
+    for u, splits in seen.items():
+        if len(splits) == 1 and next(iter(splits)) in names:
+            out[u] = names.index(next(iter(splits)))
+    return out
+
+
+def _solve_assign(
+    units: LeakUnits, cfg: dict, previous: dict[str, str] | None
+) -> tuple[list[str], dict]:
+    """(n,) split of each record under ``split.assign`` solve or auto, and the audit's
+    ``assign`` section (see ``campaign.data.solve``)."""
+    from campaign.data.salt import SaltScorer
+    from campaign.data.solve import Problem, SolveSettings, solve
+
+    mode = assign_mode(cfg)
+    keys = sorted(set(units.unit))
+    names = sorted(cfg["fractions"])
+    info: dict = {"requested": mode, "used": "hash", "units": len(keys)}
+    if mode == "auto" and SaltScorer(units, cfg).score([cfg["salt"]]).passes[0]:
+        info["note"] = f"split.assign auto: the hash of salt {cfg['salt']!r} passes; kept"
+        return _assign(units, cfg, None), info
+    settings = SolveSettings(**solve_cfg(cfg))
+    if len(keys) > settings.max_units:
+        info["note"] = (
+            f"split.assign {mode}: {len(keys):,} units are more than split.solve.max_units "
+            f"{settings.max_units:,}; the units are placed by the salted hash instead"
+        )
+        return _assign(units, cfg, None), info
+    row = {k: i for i, k in enumerate(keys)}
+    classes = sorted(set(units.labels))
+    col = {c: j for j, c in enumerate(classes)}
+    counts = np.zeros((len(keys), len(classes)))  # (n_units, n_classes)
+    np.add.at(
+        counts,
+        (np.array([row[k] for k in units.unit]), np.array([col[c] for c in units.labels])),
+        1.0,
+    )
+    before = _previous_of_units(units, keys, names, previous)
+    problem = Problem(
+        counts,
+        np.array([cfg["fractions"][n] for n in names]),
+        names.index(TRAIN),
+        cfg["stratify_tolerance"],
+        cfg["size_tolerance"],
+        before,
+    )
+    solution = solve(problem, settings, names, classes)
+    sizes = counts.sum(axis=1)
+    moved = [
+        {
+            "unit": keys[u],
+            "records": int(sizes[u]),
+            "from": names[before[u]],
+            "to": names[solution.split[u]],
+            "reason": "rebalanced: the tolerances cannot be met with every earlier unit in place",
+        }
+        for u in np.flatnonzero(solution.moved)
+    ]
+    info.update(
+        used="solve",
+        label_deviation=solution.label_deviation,
+        size_deviation=solution.size_deviation,
+        proved_lower=solution.proved_lower,
+        earlier_units=int((before >= 0).sum()),
+        new_units=int((before < 0).sum()),
+        moved_units=moved,
+        node_limit=settings.node_limit,
+        note=(
+            f"split.assign {mode}: HiGHS placed {len(keys):,} units ({solution.nodes:,} nodes, "
+            f"{solution.solves} program(s)): label deviation {solution.label_deviation:.4f}, "
+            f"size deviation {solution.size_deviation:.4f} (no split has both below "
+            f"{solution.proved_lower:.4f}, proved); {len(moved)} earlier unit(s) moved"
+        ),
+    )
+    split_of = {keys[u]: names[s] for u, s in enumerate(solution.split)}
+    return [split_of[k] for k in units.unit], info
+
+
 def _check_nonempty(split: list[str], units: LeakUnits, cfg: dict) -> None:
     present = Counter(split)
     for name in sorted(cfg["fractions"]):
@@ -276,7 +379,11 @@ def make_splits(
     import pandas as pd
 
     units, stamps = _prepare(records, cfg, seed)
-    split = _assign(units, cfg, stamps)
+    solved = None
+    if assign_mode(cfg) == "hash":
+        split = _assign(units, cfg, stamps)
+    else:
+        split, solved = _solve_assign(units, cfg, previous)
     names = sorted(cfg["fractions"])
     dropped = None
     kept_units, kept_split, kept_stamps, rows = units, split, stamps, list(range(len(split)))
@@ -297,6 +404,7 @@ def make_splits(
         previous=previous,
         dropped=dropped,
         naive_units=units,
+        assignment=solved,
     )
     texts = records["text"].tolist()
     sources = records["source"].tolist() if "source" in records else [None] * len(texts)
@@ -399,6 +507,8 @@ def stage(ctx) -> None:
     assignments, result = make_splits(records, spec["split"], seed=spec["seed"], previous=previous)
     table = audit_table(result)
     print(table)
+    if result.get("assign"):
+        print(result["assign"]["note"])
     check_audit(result, spec["split"]["audit"])
     for name in names:
         part = assignments[assignments["split"] == name][SPLIT_FILE_COLUMNS].reset_index(drop=True)
