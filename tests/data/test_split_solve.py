@@ -21,7 +21,7 @@ from campaign.data.settings import OPTIONAL_DEFAULTS, check_cfg
 from campaign.data.solve import Problem, SolveSettings, solve
 
 TINY = REPO / "tests" / "fixtures" / "tiny_params.yaml"
-SOLVE = {"time_limit_s": 120, "node_limit": 500, "max_units": 1000, "improve_steps": 3}
+SOLVE = {"time_limit_s": 120, "node_limit": 500, "max_units": 1000, "improve_steps": 1}
 
 
 def solve_cfg(**changes) -> dict:
@@ -232,3 +232,52 @@ def test_assign_hash_leaves_the_split_key_as_before() -> None:
     assert stage.key_view(stage.spec(p)) == solved
     assert OPTIONAL_DEFAULTS["solve"] == SOLVE == load_params(TINY)["split"]["solve"]
     assert CFG.get("assign") is None  # test_split's CFG predates the key: hash
+
+
+def test_the_stage_fails_in_one_line_with_no_output(tmp_path, capsys, monkeypatch) -> None:
+    """The split command on the infeasible eight units: exit 2, one line, nothing written."""
+    import json
+
+    import yaml
+
+    from campaign.cli import main
+
+    rng = np.random.default_rng(0)
+    lines = [
+        json.dumps({"id": f"{u}-{i}", "text": random_text(rng, 12), "label": lab, "author": u})
+        for u, lab, n in EIGHT
+        for i in range(n)
+    ]
+    (tmp_path / "eight.jsonl").write_text("\n".join(lines) + "\n")
+    params = load_params(TINY)
+    params["data"]["sources"] = [
+        {"path": "eight.jsonl", "format": "jsonl", "licence": "CC0-1.0", "origin": "test"}
+    ]
+    params["data"]["fields"] = {
+        "id": "id",
+        "text": "text",
+        "label": "label",
+        "group": "author",
+        "timestamp": None,
+    }
+    params["split"].update(assign="solve", **EIGHT_CFG)
+    params["campaign"]["state_dir"] = "state"
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    outputs = {o: tmp_path / "out" / o for o in get_stage("split").outputs}
+    argv = ["split", "--params", "params.yaml", "--in", "sources=eight.jsonl", "--log", "x.log"]
+    for o, path in outputs.items():
+        argv += ["--out", f"{o}={path}"]
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: split: no assignment of the 8 units")
+    assert not any(p.exists() for p in outputs.values())
+
+
+def test_a_spent_time_limit_fails_the_split_and_says_so() -> None:
+    records = units_frame(FORCED)
+    c = solve_cfg(**FORCED_CFG)
+    c["solve"]["time_limit_s"] = 1e-9
+    with pytest.raises(CampaignError, match=r"^split.solve.time_limit_s: HiGHS reached") as e:
+        split.make_splits(records, c, seed=SEED)
+    assert "none is used" in str(e.value) and "split.solve.node_limit" in str(e.value)

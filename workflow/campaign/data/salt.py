@@ -146,6 +146,22 @@ class SaltScorer:
         return Scores(label_deviation, size_deviation, empty, missing, passes, score)
 
 
+def closest_salt(scorer: SaltScorer, salt: str, tries: int) -> str:
+    """The salt among ``salt``, ``<salt>-0`` ... ``-<tries - 1>`` whose split passes with the
+    smallest score, else the one with the smallest score (ties: the first): the split that
+    ``split.assign: solve`` starts from."""
+    best, best_key = salt, (True, math.inf)
+    salts = [salt] + [f"{salt}-{i}" for i in range(tries)]
+    for lo in range(0, len(salts), SALTS_PER_BLOCK):
+        block = salts[lo : lo + SALTS_PER_BLOCK]
+        s = scorer.score(block)
+        keys = list(zip((~s.passes).tolist(), s.score.tolist(), strict=True))
+        i = min(range(len(block)), key=keys.__getitem__)
+        if keys[i] < best_key:
+            best, best_key = block[i], keys[i]
+    return best
+
+
 def impossible(units: LeakUnits, cfg: dict) -> list[str]:
     """Reasons no salt can pass, known before any is tried: a label more common than the
     tolerance whose records lie in fewer units than there are splits leaves some split without

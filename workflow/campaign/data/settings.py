@@ -34,7 +34,7 @@ CFG_KEYS = (
 # them splits as it did; the split key leaves them out at these values).
 OPTIONAL_DEFAULTS = {
     "assign": "hash",
-    "solve": {"time_limit_s": 120, "node_limit": 500, "max_units": 1000, "improve_steps": 3},
+    "solve": {"time_limit_s": 120, "node_limit": 500, "max_units": 1000, "improve_steps": 1},
 }
 
 

@@ -19,10 +19,16 @@ share of L. Hard constraints, exactly the audit's checks (a share within t of p_
     (p_L - stratify_tol) N_s <= N_sL <= (p_L + stratify_tol) N_s
     N_train,L >= 1 for every label
 
-The relaxation is no guide here (units split fractionally balance every label exactly, so
-its bound is 0), so the programs are feasibility programs, which HiGHS ends at the first
-integer point: "is there a split within these tolerances?", answered found, none (proved) or
-undecided (node limit). Everything is built from that question:
+The relaxation bounds nothing here (units split fractionally balance every label exactly), so
+the programs are feasibility programs: "is there a split within these tolerances?", answered
+found, none (proved) or undecided (node limit). Each is guided: its objective is the share of
+the records placed off a known split, with a relative gap of 1, so HiGHS ends at its first
+integer point, found from a relaxation that sits at the known split. The first program's
+guide is the split of the salt search's best salt (among ``split.salt`` and ``GUIDE_SALTS``
+more, passing ones first): when that passes it is the answer at once, so solve never ends
+worse than the salt search; later programs are guided by the best split so far. On 1,000
+units x 50 labels a guided first program takes a few seconds, unguided ~20 s. Everything is
+built from that question:
 
 - the split: the first program with the configured tolerances;
 - then smaller deviations (``split.solve.improve_steps``): bisection on one bound b for both
@@ -61,7 +67,11 @@ from campaign.core.errors import CampaignError
 ROW_MARGIN = 1e-6
 BISECTION_STEP = 1e-3  # the label-deviation bound is proved to this resolution
 # scipy passes options it does not know to HiGHS verbatim (with a warning we silence).
-HIGHS_FIXED = {"threads": 1, "random_seed": 0, "mip_rel_gap": 1e-4}
+HIGHS_FIXED = {"threads": 1, "random_seed": 0}
+# The first program is guided by the best of this many salts (the salt search's own split).
+GUIDE_SALTS = 2000
+EXACT_GAP = 1e-4  # the fewest-moves program: optimal (to HiGHS's default gap)
+FIRST_POINT_GAP = 1.0  # guided programs: a relative gap of 1 ends at the first integer point
 
 
 @dataclass(frozen=True)
@@ -74,7 +84,7 @@ class SolveSettings:
     time_limit_s: float = 120.0
     node_limit: int = 500
     max_units: int = 1000
-    improve_steps: int = 3
+    improve_steps: int = 1
 
 
 @dataclass(frozen=True)
@@ -96,7 +106,8 @@ class Solution:
 @dataclass
 class Problem:
     """counts: (n_units, n_labels) records per unit and label; target: (n_splits,) fractions
-    in split-name order; train: index of train; previous: (n_units,) split index or -1."""
+    in split-name order; train: index of train; previous: (n_units,) split index or -1;
+    guide: (n_units,) split index (the salt's hash split) the programs are guided toward."""
 
     counts: np.ndarray
     target: np.ndarray
@@ -105,6 +116,7 @@ class Problem:
     size_tolerance: float
     previous: np.ndarray | None = None
     margin: float = 0.0  # records; ROW_MARGIN after a boundary miss
+    guide: np.ndarray | None = None  # (n_units,) split index the first program starts from
     sizes: np.ndarray = field(init=False)
     total: float = field(init=False)
     overall: np.ndarray = field(init=False)
@@ -232,7 +244,17 @@ class _Model:
             self.row(kept, self.p.sizes[old], floor, np.inf)
         return c
 
-    def solve(self, c: np.ndarray, settings: SolveSettings, time_left: float):
+    def guide(self, toward: np.ndarray) -> np.ndarray:
+        """(n_var,) objective: the share of the records placed off ``toward`` ((n_units,)
+        split index), so the relaxation sits at that split and HiGHS's first integer point
+        lies near it."""
+        cost = np.repeat((self.p.sizes[self.free] / self.p.total)[:, None], self.S, axis=1)
+        cost[np.arange(self.U), toward[self.free]] = 0.0
+        c = np.zeros(self.n_var)
+        c[: self.n_x] = cost.ravel()
+        return c
+
+    def solve(self, c: np.ndarray, settings: SolveSettings, time_left: float, gap: float):
         from scipy.optimize import Bounds, LinearConstraint, milp
         from scipy.sparse import csr_array
 
@@ -246,6 +268,7 @@ class _Model:
             "presolve": True,
             "node_limit": int(settings.node_limit),
             "time_limit": max(1.0, float(time_left)),
+            "mip_rel_gap": gap,
             **HIGHS_FIXED,
         }
         with warnings.catch_warnings():
@@ -273,11 +296,11 @@ class _Clock:
     def left(self) -> float:
         return self.settings.time_limit_s - (time.perf_counter() - self.start)
 
-    def run(self, model: _Model, c: np.ndarray):
+    def run(self, model: _Model, c: np.ndarray, gap: float = FIRST_POINT_GAP):
         left = self.left()
         if left <= 0:
             self._timeout()
-        res = model.solve(c, self.settings, left)
+        res = model.solve(c, self.settings, left, gap)
         self.solves += 1
         self.nodes += int(res.mip_node_count or 0)
         if res.status == 1:  # time (HiGHS reports its node limit as a solution limit: 4)
@@ -322,21 +345,24 @@ def _find(
     fixed: bool = False,
     max_moved: float | None = None,
     fewest_moves: bool = False,
+    toward: np.ndarray | None = None,
 ) -> _Found:
     """A split with labels within label_tol and sizes within size_tol (None: unconstrained),
     every label in train; fixed: earlier units stay; max_moved: at most that many records of
-    earlier units move; fewest_moves: minimize them (else any split: the first one found)."""
+    earlier units move; fewest_moves: minimize them (proved optimal); else the first integer
+    point HiGHS reaches guided toward ``toward`` (default ``p.guide``)."""
     m = _Model(p, fixed)
     if size_tol is not None:
         m.sizes_within(size_tol)
     if label_tol is not None:
         m.labels_within(label_tol)
-    c = np.zeros(m.n_var)
+    guide = toward if toward is not None else p.guide
+    c, gap = (m.guide(guide), FIRST_POINT_GAP) if guide is not None else (np.zeros(m.n_var), 0)
     if max_moved is not None or fewest_moves:
         moves = m.limit_moves(max_moved)
         if fewest_moves:
-            c = moves
-    res = clock.run(m, c)
+            c, gap = moves, EXACT_GAP
+    res = clock.run(m, c, gap)
     if res.x is not None and res.status in (0, 4):  # optimal, or the best within the node limit
         return _Found("found", _assignment(m, res))
     if res.status == 2:
@@ -369,7 +395,8 @@ def _improve(p: Problem, clock: _Clock, split: np.ndarray, steps: int, **where) 
         if hi - lo <= BISECTION_STEP:
             break
         mid = (lo + hi) / 2
-        got = _find(p, clock, min(mid, p.stratify_tolerance), min(mid, p.size_tolerance), **where)
+        tols = (min(mid, p.stratify_tolerance), min(mid, p.size_tolerance))
+        got = _find(p, clock, *tols, toward=split, **where)
         if got.state == "found" and _score(p, got.split) < hi:
             split = got.split
         elif got.state == "none":

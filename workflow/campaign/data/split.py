@@ -239,14 +239,15 @@ def _solve_assign(
 ) -> tuple[list[str], dict]:
     """(n,) split of each record under ``split.assign`` solve or auto, and the audit's
     ``assign`` section (see ``campaign.data.solve``)."""
-    from campaign.data.salt import SaltScorer
-    from campaign.data.solve import Problem, SolveSettings, solve
+    from campaign.data.salt import SaltScorer, closest_salt
+    from campaign.data.solve import GUIDE_SALTS, Problem, SolveSettings, solve
 
     mode = assign_mode(cfg)
     keys = sorted(set(units.unit))
     names = sorted(cfg["fractions"])
     info: dict = {"requested": mode, "used": "hash", "units": len(keys)}
-    if mode == "auto" and SaltScorer(units, cfg).score([cfg["salt"]]).passes[0]:
+    scorer = SaltScorer(units, cfg)
+    if mode == "auto" and scorer.score([cfg["salt"]]).passes[0]:
         info["note"] = f"split.assign auto: the hash of salt {cfg['salt']!r} passes; kept"
         return _assign(units, cfg, None), info
     settings = SolveSettings(**solve_cfg(cfg))
@@ -266,6 +267,8 @@ def _solve_assign(
         1.0,
     )
     before = _previous_of_units(units, keys, names, previous)
+    guide_salt = closest_salt(scorer, cfg["salt"], GUIDE_SALTS)
+    hashed = assign_units(keys, cfg["fractions"], guide_salt)
     problem = Problem(
         counts,
         np.array([cfg["fractions"][n] for n in names]),
@@ -273,6 +276,7 @@ def _solve_assign(
         cfg["stratify_tolerance"],
         cfg["size_tolerance"],
         before,
+        guide=np.array([names.index(hashed[k]) for k in keys]),
     )
     solution = solve(problem, settings, names, classes)
     sizes = counts.sum(axis=1)
@@ -288,6 +292,7 @@ def _solve_assign(
     ]
     info.update(
         used="solve",
+        guide_salt=guide_salt,
         label_deviation=solution.label_deviation,
         size_deviation=solution.size_deviation,
         proved_lower=solution.proved_lower,
@@ -506,9 +511,7 @@ def stage(ctx) -> None:
 
     assignments, result = make_splits(records, spec["split"], seed=spec["seed"], previous=previous)
     table = audit_table(result)
-    print(table)
-    if result.get("assign"):
-        print(result["assign"]["note"])
+    print(table)  # under split.assign solve/auto it says what placed the units
     check_audit(result, spec["split"]["audit"])
     for name in names:
         part = assignments[assignments["split"] == name][SPLIT_FILE_COLUMNS].reset_index(drop=True)
