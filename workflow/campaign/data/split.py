@@ -374,13 +374,17 @@ def make_splits(
         audit: {max_group_overlap: 0, max_cross_split_duplicates: 0,
                 allow_label_conflicts: true}
         previous: null                 # the stage reads it; here ``previous`` is an argument
+        assign: hash                   # hash | solve | auto (optional; see campaign.data.solve)
+        solve: {time_limit_s: 120, node_limit: 500, max_units: 1000, improve_steps: 1}
 
     seed: draws the MinHash functions and the audit's naive contrast split; previous: id ->
-    split of an earlier run, to report moved records. Returns (assignments, audit):
+    split of an earlier run, to report moved records (and, under solve/auto, the units that
+    stay in place). Returns (assignments, audit):
     assignments has ``ASSIGNMENT_COLUMNS`` in the records' row order
     (under ``drop``, without the dropped records); audit as from ``audit``. Raises
-    CampaignError on bad params or records, on a unit too large to place, and when a split is
-    left empty; does NOT apply the audit policy (call ``check_audit``)."""
+    CampaignError on bad params or records, on a unit too large to place, when a split is
+    left empty, and under solve when no split meets the tolerances (with the proved best
+    deviations); does NOT apply the audit policy (call ``check_audit``)."""
     import pandas as pd
 
     units, stamps = _prepare(records, cfg, seed)
