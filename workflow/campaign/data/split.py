@@ -290,6 +290,11 @@ def _solve_assign(
         }
         for u in np.flatnonzero(solution.moved)
     ]
+    proved = (
+        f" (no split has both below {solution.proved_lower:.4f}, proved)"
+        if solution.proved_lower > 0
+        else ""
+    )
     info.update(
         used="solve",
         guide_salt=guide_salt,
@@ -303,8 +308,8 @@ def _solve_assign(
         note=(
             f"split.assign {mode}: HiGHS placed {len(keys):,} units ({solution.nodes:,} nodes, "
             f"{solution.solves} program(s)): label deviation {solution.label_deviation:.4f}, "
-            f"size deviation {solution.size_deviation:.4f} (no split has both below "
-            f"{solution.proved_lower:.4f}, proved); {len(moved)} earlier unit(s) moved"
+            f"size deviation {solution.size_deviation:.4f}{proved}; {len(moved)} earlier "
+            "unit(s) moved"
         ),
     )
     split_of = {keys[u]: names[s] for u, s in enumerate(solution.split)}
