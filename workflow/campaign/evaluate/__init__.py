@@ -11,8 +11,10 @@ _PUBLIC = {
     "classification_metrics": "metrics",
     "decide": "stats",
     "holm": "stats",
+    "majority_probs": "floor",  # the budget times the floor's fit and predictions
     "minimum_detectable_effect": "stats",
     "seeds_needed": "stats",
+    "tfidf_probs": "floor",
 }
 __getattr__, __dir__ = exports(__name__, _PUBLIC)
 
