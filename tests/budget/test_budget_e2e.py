@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
@@ -28,7 +30,25 @@ def test_tiny_campaign_writes_the_budget(tiny_project):
     assert plans[plans["scenario"] == "kept plan"]["cheapest"].sum() == 1
     summary = (out / "summary.txt").read_text()
     assert f"Measured: {len(runs)} finished run(s)" in summary
-    assert "Cheapest: " in summary and "At equal quality, keep " in summary
+    assert "Cheapest: " in summary
+    # The floor is priced from its timed fit and predictions, and is a candidate exactly when
+    # the evaluation shows the chosen cell below it; the first line names what to keep.
+    from campaign.budget.stage import floors_at_bar
+
+    floors_json = tiny_project / "results" / "evaluation" / "floor_timings.json"
+    timed = json.loads(floors_json.read_text())["floors"]
+    assert all(t["fit_seconds"] > 0 for t in timed.values())
+    decisions = json.loads((tiny_project / "results/evaluation/decisions.json").read_text())
+    equal = pd.read_parquet(out / "equal_quality.parquet")
+    floors = equal[equal["kind"] == "floor"]
+    assert sorted(floors["variant"]) == floors_at_bar(decisions)
+    assert (floors["train_cost"] > 0).all() and (floors["throughput"] > 0).all()
+    keep = equal[equal["cheapest"]].iloc[0]
+    first = summary.splitlines()[0]
+    if keep["kind"] == "floor":
+        assert first.startswith(f"Keep the reference floor {keep['variant']}: the chosen cell ")
+    else:
+        assert first.startswith(f"At equal quality, keep {keep['variant']}: ")
     # The tables come from wall times recorded upstream; from those bytes they are the same
     # bytes every time (reproduce compares them).
     again = snakemake(tiny_project, "-n", "results/budget/summary.txt")

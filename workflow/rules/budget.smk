@@ -1,27 +1,10 @@
 # Budget phase: what the finished jobs cost, the calibrated forecast of the rest, the offers and
 # the cheapest way to buy the rest before the deadline, the cost at equal quality (the reference
-# floor priced from its timed fit and predictions, floor_cost).
+# floor priced from the fit and predictions the floor stage timed).
 
 
 localrules:
     budget,
-
-
-rule floor_cost:
-    input:
-        **SPLITS,
-    output:
-        timings="results/budget/floor_timings.json",
-    log:
-        "logs/floor_cost/floor_cost.log",
-    benchmark:
-        "logs/benchmarks/floor_cost/floor_cost.tsv"
-    conda:
-        CONDA_ENV
-    params:
-        **stage_params("floor_cost"),
-    shell:
-        stage_shell("floor_cost")
 
 
 rule budget:
@@ -38,7 +21,7 @@ rule budget:
         decisions="results/evaluation/decisions.json",
         metrics="results/evaluation/metrics.parquet",
         variants="results/quantize/variants.parquet",
-        floor_timings="results/budget/floor_timings.json",
+        floor_timings="results/evaluation/floor_timings.json",
     output:
         jobs_csv="results/budget/jobs.csv",
         jobs_parquet="results/budget/jobs.parquet",

@@ -7,6 +7,7 @@ rule floor:
         **SPLITS,
     output:
         floor=directory("results/evaluation/floor"),
+        timings="results/evaluation/floor_timings.json",
     log:
         "logs/floor/floor.log",
     benchmark:

@@ -2,7 +2,7 @@
 of the plan will cost (projected by the plan table, corrected by what the finished runs took),
 the cheapest offer or mix of packages that finishes the rest before the deadline, and the cost to
 train and serve each variant that reaches the quality bar, the reference floor included (its fit
-and predictions timed by the floor_cost stage)."""
+and predictions as the floor stage timed them)."""
 
 from campaign.core.lazy import exports
 from campaign.core.stage import Phase, Stage
@@ -28,13 +28,6 @@ def _budget_spec(params: dict) -> dict:
             rid: {k: run.spec["train"][k] for k in RECIPE_KEYS}
             for rid, run in plan_index(params).items()
         },
-    }
-
-
-def _floor_cost_spec(params: dict) -> dict:
-    return {
-        "floors": list(params["evaluation"]["floor"]),
-        "timing": params["budget"]["floor_timing"],
     }
 
 
@@ -94,16 +87,6 @@ PHASE = Phase(
             # Not volatile: the tables are a function of the inputs' bytes (the runs' timings,
             # the preflight's measurements), the same bytes on every identical computation;
             # `campaign reproduce` compares them. Two campaigns differ because their inputs do.
-        ),
-        Stage(
-            name="floor_cost",
-            entry="campaign.budget.floor_cost:stage_floor_cost",
-            help="time the reference floor's fit and predictions (its cost to train and serve)",
-            inputs=("train", "validation", "test"),
-            outputs=("timings",),
-            spec=_floor_cost_spec,
-            libraries=("scikit-learn", "numpy", "scipy"),
-            volatile=("timings",),
         ),
     ),
     check_params=_check_params,
