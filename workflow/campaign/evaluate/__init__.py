@@ -9,7 +9,6 @@ from campaign.core.stage import Phase, Stage
 _PUBLIC = {
     "Interval": "stats",
     "classification_metrics": "metrics",
-    "decide": "stats",
     "holm": "stats",
     "minimum_detectable_effect": "stats",
     "seeds_needed": "stats",

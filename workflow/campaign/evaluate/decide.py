@@ -61,3 +61,111 @@ seed_sd, mde, seeds_needed, interval_over, decision, estimability, aliases)
 """
 
 from __future__ import annotations
+
+import math
+
+from scipy import stats
+
+ADOPT, REJECT, INCONCLUSIVE = "adopt", "reject", "inconclusive"
+ADOPT_SMALL = "adopt (smaller than useful)"
+ONE_SEED = "inconclusive (one seed)"
+TOO_FEW_ITEMS = "inconclusive (too few items)"
+CONSISTENCY = "consistency check"
+BELOW, ABOVE, NOT_SHOWN = "below floor", "above floor", "not shown above floor"
+
+
+def adjusted_level(confidence: float, family_size: int) -> float:
+    """The level of a family-adjusted interval: Bonferroni, 1 - (1 - confidence) / m. Its lower
+    end above a value implies Holm's adjusted p below alpha for that value."""
+    return 1 - (1 - confidence) / max(1, family_size)
+
+
+def effect(adj_low: float, adj_high: float, n_seeds: int, min_useful_effect: float) -> str:
+    """A main effect or a cell against the control, on its family-adjusted interval: reject when
+    it rules out a useful gain, adopt when it clears the useful size, adopt (smaller than useful)
+    when it shows a gain that may be under that size; one seed never decides."""
+    if n_seeds < 2:
+        return ONE_SEED
+    if math.isfinite(adj_high) and adj_high < min_useful_effect:
+        return REJECT
+    if math.isfinite(adj_low) and adj_low >= min_useful_effect and adj_low > 0:
+        return ADOPT
+    if math.isfinite(adj_low) and adj_low > 0:
+        return ADOPT_SMALL
+    return INCONCLUSIVE
+
+
+def interaction(p_holm: float, alpha: float, n_seeds: int) -> str:
+    if n_seeds < 2:
+        return ONE_SEED
+    return "interaction" if p_holm < alpha else "no interaction shown"
+
+
+def noninferior(
+    p_holm: float, high: float, max_quality_loss: float, alpha_one_sided: float, provable: bool
+) -> str:
+    """A compressed variant: adopt when the Holm-adjusted one-sided p of 'loses at least
+    max_quality_loss' is below alpha_one_sided; reject when its interval's upper end is under
+    -max_quality_loss; inconclusive (too few items) when no outcome on these items could adopt."""
+    if math.isfinite(high) and high < -max_quality_loss:
+        return REJECT
+    if not provable:
+        return TOO_FEW_ITEMS
+    if math.isfinite(p_holm) and p_holm < alpha_one_sided:
+        return ADOPT
+    return INCONCLUSIVE
+
+
+def against_floor(estimate: float, p_holm: float, alpha: float) -> str:
+    """A cell against the best floor: below or above it when the Holm-adjusted test says so."""
+    if math.isfinite(p_holm) and p_holm < alpha:
+        return BELOW if estimate < 0 else ABOVE
+    return NOT_SHOWN
+
+
+def minimum_detectable_effect(
+    se: float, df: float, level: float, power: float, min_useful_effect: float
+) -> float:
+    """The true effect whose adjusted interval (at `level`) clears min_useful_effect with
+    probability `power`: min_useful + (t_level + t_power) * se."""
+    if not math.isfinite(se):
+        return math.inf
+    dist = stats.norm if not math.isfinite(df) else stats.t(df)
+    crit = float(dist.ppf(1 - (1 - level) / 2))
+    return float(min_useful_effect + (crit + float(dist.ppf(power))) * se)
+
+
+def what_would_decide(
+    estimate: float,
+    var_seeds: float,
+    var_items: float,
+    n_seeds: int,
+    n_items: int,
+    level: float,
+    power: float,
+    min_useful_effect: float,
+) -> dict:
+    """The seeds per cell, or the evaluation items, at which the adjusted interval would leave
+    min_useful_effect behind with probability `power`, if the true effect were the estimate:
+    {dominant, seeds_needed, items_needed} (None: that count alone cannot, or nothing can).
+    More seeds shrink var_seeds as 1/k, more items var_items as 1/n."""
+    gap = abs(estimate - min_useful_effect)
+    z = float(stats.norm.ppf(1 - (1 - level) / 2) + stats.norm.ppf(power))
+    target = (gap / z) ** 2 if gap > 0 else 0.0
+    measured = math.isfinite(var_seeds)
+    dominant = None if not measured else ("seeds" if var_seeds > var_items else "items")
+    seeds = items = None
+    if measured and target > var_items and var_seeds > 0:
+        seeds = max(2, math.ceil(var_seeds * n_seeds / (target - var_items)))
+    elif measured and target > var_items:
+        seeds = max(2, n_seeds)
+    vs = var_seeds if measured else 0.0
+    if target > vs and var_items > 0:
+        items = max(n_items, math.ceil(var_items * n_items / (target - vs)))
+    return {"dominant": dominant, "seeds_needed": seeds, "items_needed": items}
+
+
+def representative(values: dict) -> str:
+    """The run of the median seed (the lower middle one) of `values: {run: metric}`."""
+    ranked = sorted(values, key=lambda r: (values[r], r))
+    return ranked[(len(ranked) - 1) // 2]
