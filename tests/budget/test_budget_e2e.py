@@ -9,7 +9,7 @@ import pytest
 
 from conftest import snakemake
 
-TABLES = ("jobs", "forecast", "offers", "plans", "equal_quality")
+TABLES = ("jobs", "forecast", "offers", "plans", "equal_quality", "to_decide")
 
 
 @pytest.mark.slow

@@ -95,7 +95,15 @@ def write_inputs(
             {"kind": "quantized", "subject": "run-a/int4", "reference": "run-a",
              "decision": "reject"},
             {"kind": "main", "subject": "train.lr", "reference": "control",
-             "decision": "inconclusive"},
+             "decision": "inconclusive", "n_seeds": 2, "seeds_needed": 5, "dominant": "seeds",
+             "items_needed": 4000},
+            {"kind": "main", "subject": "train.warmup", "reference": "control",
+             "decision": "inconclusive", "n_seeds": 2, "seeds_needed": None,
+             "dominant": "items", "items_needed": 9000},
+            {"kind": "main", "subject": "train.max_length", "reference": "control",
+             "decision": "inconclusive (one seed)", "n_seeds": 1},
+            {"kind": "main", "subject": "model.dropout", "reference": "control",
+             "decision": "reject", "n_seeds": 2, "seeds_needed": None},
         ],
     }  # fmt: skip
     (root / "decisions.json").write_text(json.dumps(decisions))
@@ -132,7 +140,11 @@ def run_stage(root: Path, inputs: dict, budget: dict = BUDGET) -> dict[str, Path
         n: out / (n.rsplit("_", 1)[0] + "." + n.rsplit("_", 1)[1] if n != "summary" else n)
         for n in names
     }
-    spec = {"budget": budget, "recipes": dict.fromkeys(RUNS, RECIPE | {"lora": None})}
+    spec = {
+        "budget": budget,
+        "recipes": dict.fromkeys(RUNS, RECIPE | {"lora": None}),
+        "cells": {"run-a": "lr=1", "run-b": "lr=1", "run-c": "lr=2", "run-d": "lr=3"},
+    }
     ctx = StageContext("budget", spec, inputs, outputs, root / "work", root)
     stage_budget(ctx)
     return outputs
@@ -267,9 +279,15 @@ def test_the_bar_and_the_floors_from_the_decisions():
 
     best = {"cell": "c1", "value": 0.9, "ci_low": 0.88, "ci_high": 0.92, "runs": ["r1"]}
     older = {"decide_on": "validation", "metric": "accuracy", "best_cell": best}
-    # Without a reported split, the chosen split's number stands in, marked optimistic.
+    # Without a reported split, the chosen split's number stands in, marked optimistic; an
+    # older evaluation's by_split gives the other split's.
     bar = quality_bar(older)
     assert (bar["split"], bar["value"], bar["optimistic"]) == ("validation", 0.9, True)
+    by_split = {"validation": {"value": 0.9}, "test": {"value": 0.75, "ci_low": 0.7}}
+    bar = quality_bar(older | {"best_cell": best | {"by_split": by_split}})
+    assert (bar["split"], bar["value"], bar["ci_low"], bar["optimistic"]) == (
+        "test", 0.75, 0.7, False,
+    )  # fmt: skip
     newer = older | {
         "best_cell": best | {"reported_on": "test", "reported": {"value": 0.8, "ci_low": 0.7,
                                                                    "ci_high": 0.9}},
@@ -287,3 +305,27 @@ def test_the_bar_and_the_floors_from_the_decisions():
         {"cell": "c2", "floor": "floor/other", "verdict": "below floor"},
     ]
     assert floors_at_bar(older | {"below_floor": flags}) == ["floor/tfidf_logreg"]
+
+
+def test_what_deciding_an_open_effect_would_cost(tmp_path):
+    out = run_stage(tmp_path, write_inputs(tmp_path))
+    rows = pd.read_csv(out["to_decide_csv"]).set_index("subject")
+    # Kept runs a, b (2 h each, measured) and c (forecast 2 h): 2 h a run, +50 % margin = 3 h,
+    # in 2 cells (run-d's is cut). 5 seeds per cell from 2: 3 more x 2 cells = 6 runs, 18 h,
+    # 36.00 EUR at 2.00/h. One seed: a second one, 2 runs, 6 h, 12.00 EUR. A rejected effect
+    # is decided: not listed.
+    assert sorted(rows.index) == ["train.lr", "train.max_length", "train.warmup"]
+    lr = rows.loc["train.lr"]
+    assert (lr["extra_runs"], lr["extra_hours"], lr["cost"]) == (6, 18.0, 36.0)
+    assert rows.loc["train.max_length", "cost"] == 12.0
+    assert pd.isna(rows.loc["train.warmup", "extra_runs"])
+    text = out["summary"].read_text()
+    assert (
+        "To decide train.lr (inconclusive; seeds dominate its variance): 5 seeds per cell: 6 more "
+        "run(s) (2 cell(s)), 18.0 h on cpu, 36.00 EUR at box; or 4,000 evaluation items "
+        "(labelling not priced)." in text
+    )
+    assert (
+        "To decide train.warmup (inconclusive; items dominate its variance): more seeds alone "
+        "cannot; 9,000 evaluation items would (not priced)." in text
+    )

@@ -33,6 +33,8 @@ rule budget:
         plans_parquet="results/budget/plans.parquet",
         equal_quality_csv="results/budget/equal_quality.csv",
         equal_quality_parquet="results/budget/equal_quality.parquet",
+        to_decide_csv="results/budget/to_decide.csv",
+        to_decide_parquet="results/budget/to_decide.parquet",
         summary="results/budget/summary.txt",
     log:
         "logs/budget/budget.log",

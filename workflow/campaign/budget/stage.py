@@ -13,6 +13,9 @@ words.
   card-hours on that card and how they were obtained, and whether the package beats hourly.
 - plans: every way to buy the work (the rest, and the whole kept plan) on every offer, with its
   cost, wall hours and whether it meets the deadline; the cheapest feasible one is marked.
+- to_decide: one row per open main effect: the seeds per cell the evaluation says would decide
+  it, the runs that adds to the kept plan and their price at the reference offer
+  (campaign.budget.questions), or the evaluation items that would.
 - equal_quality: the variants at the quality bar (the chosen cell's runs, the quantized
   variants of them the evaluation adopted, and the reference floor when the evaluation's test
   shows it better than the chosen cell), each with its quality on the split the cell was not
@@ -30,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from campaign.budget import calibrate, words
+from campaign.budget import calibrate, questions, words
 from campaign.budget.offers import (
     Offer,
     cheapest,
@@ -191,6 +194,14 @@ def stage_budget(ctx) -> None:
                 best.pricing,
             )
     bar, equal = _equal_quality(ctx, jobs, b, reference)
+    paths = ctx.inputs.get("decisions", [])
+    to_decide = (
+        questions.price_to_decide(
+            _json(paths[0]), forecast, ctx.spec.get("cells", {}), jobs_price(reference), b
+        )
+        if paths
+        else []
+    )
 
     tables = {
         "jobs": jobs,
@@ -198,12 +209,15 @@ def stage_budget(ctx) -> None:
         "offers": offer_rows,
         "plans": plan_rows,
         "equal_quality": equal,
+        "to_decide": to_decide,
     }
     for name, rows in tables.items():
         frame = pd.DataFrame(rows, columns=_COLUMNS[name])
         frame.to_csv(ctx.outputs[f"{name}_csv"], index=False, float_format="%.10g")
         frame.to_parquet(ctx.outputs[f"{name}_parquet"], index=False)
-    text = words.summary(b, reference, jobs, forecast, cal, plan_rows, offer_rows, bar, equal)
+    text = words.summary(
+        b, reference, jobs, forecast, cal, plan_rows, offer_rows, bar, equal, to_decide
+    )
     ctx.outputs["summary"].write_text(text)
 
 
@@ -233,16 +247,23 @@ _COLUMNS = {
         "quality_high", "train_hours", "train_cost", "throughput", "throughput_of",
         "serve_hours", "serve_cost", "total_cost", "currency", "cheapest",
     ],
+    "to_decide": [
+        "subject", "decision", "dominant", "n_seeds", "seeds_needed", "cells", "extra_runs",
+        "hours_per_run", "extra_hours", "cost", "currency", "items_needed",
+    ],
 }  # fmt: skip
+
+
+def jobs_price(reference: Offer) -> float:
+    """The reference offer's price per card-hour: hourly, else its cheapest package's."""
+    if reference.hourly is not None:
+        return reference.hourly
+    return min((p.price_per_card_hour for p in reference.packages), default=math.nan)
 
 
 def _jobs(plan, manifests, timings, benchmarks, reference: Offer, currency: str) -> list[dict]:
     rows = []
-    price = (
-        reference.hourly
-        if reference.hourly is not None
-        else min((p.price_per_card_hour for p in reference.packages), default=math.nan)
-    )
+    price = jobs_price(reference)
     for r in plan:
         run = r["run"]
         if run not in manifests and run not in timings:
@@ -370,20 +391,25 @@ def _as_option(r: dict):
 
 def quality_bar(decisions: dict) -> dict | None:
     """The bar every candidate at equal quality is held to: the chosen cell's quality on the
-    split it was not chosen on (decisions.json best_cell.reported; no winner's curse), or, from
-    an evaluation that does not report it, its quality on the split it was chosen on, marked
-    optimistic (the maximum of the cells' means). None without a chosen cell."""
+    split it was not chosen on (decisions.json best_cell.reported, else its by_split entry for
+    that split; no winner's curse), or, from an evaluation that has neither, its quality on the
+    split it was chosen on, marked optimistic (the maximum of the cells' means). None without a
+    chosen cell."""
     best = decisions.get("best_cell")
     if not best:
         return None
+    chosen_on = best.get("chosen_on", decisions.get("decide_on"))
     reported = best.get("reported")
+    other = {s: q for s, q in (best.get("by_split") or {}).items() if s != chosen_on}
     if reported and reported.get("value") is not None:
         split, q, optimistic = best.get("reported_on"), reported, False
+    elif len(other) == 1 and next(iter(other.values())).get("value") is not None:
+        (split, q), optimistic = next(iter(other.items())), False
     else:
-        split, q, optimistic = best.get("chosen_on", decisions.get("decide_on")), best, True
+        split, q, optimistic = chosen_on, best, True
     return {
         "cell": best["cell"],
-        "chosen_on": best.get("chosen_on", decisions.get("decide_on")),
+        "chosen_on": chosen_on,
         "split": split,
         "metric": decisions.get("metric"),
         "value": q.get("value"),

@@ -61,7 +61,31 @@ def headline(bar: dict | None, equal: list[dict], predictions: int, money) -> st
     )
 
 
-def summary(b, reference, jobs, forecast, cal: Calibration, plans, offers, bar, equal) -> str:
+def to_decide_words(r: dict, gpu: str, offer: str, money) -> str:
+    """What deciding one open effect would take and cost, in one sentence."""
+    why = r["decision"] + (f"; {r['dominant']} dominate its variance" if r["dominant"] else "")
+    head = f"To decide {r['subject']} ({why}): "
+    items = r["items_needed"]
+    or_items = f"; or {items:,} evaluation items (labelling not priced)" if items else ""
+    if r["extra_runs"] is not None:
+        what = (
+            "a second seed per cell (it measures the seed spread)"
+            if r["n_seeds"] < 2
+            else f"{r['seeds_needed']} seeds per cell"
+        )
+        return (
+            head + f"{what}: {r['extra_runs']} more run(s) ({r['cells']} cell(s)), "
+            f"{format_hours(r['extra_hours'])} on {gpu}, {money(r['cost'])} at {offer}"
+            f"{or_items}."
+        )
+    if items:
+        return head + f"more seeds alone cannot; {items:,} evaluation items would (not priced)."
+    return head + "neither more seeds nor more items would (the estimate sits at the bar)."
+
+
+def summary(
+    b, reference, jobs, forecast, cal: Calibration, plans, offers, bar, equal, to_decide=()
+) -> str:
     cur = b["currency"]
     money = lambda x: format_money(x, cur)  # noqa: E731
     lines = [headline(bar, equal, b["predictions"], money)]
@@ -135,4 +159,6 @@ def summary(b, reference, jobs, forecast, cal: Calibration, plans, offers, bar, 
             f"{o['work_card_hours']:.3g} card-hours (break-even "
             f"{o['break_even_card_hours']:.4g} card-hours)."
         )
+    for r in to_decide:
+        lines.append(to_decide_words(r, reference.gpu, reference.name, money))
     return "\n".join(lines) + "\n"
