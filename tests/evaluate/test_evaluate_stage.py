@@ -343,3 +343,36 @@ def test_causal_lm_runs_get_exact_match_and_perplexity(campaign):
     em = metrics[metrics.metric == "exact_match"].set_index(["variant", "split"]).value
     acc = metrics[metrics.metric == "accuracy"].set_index(["variant", "split"]).value
     assert em.equals(acc.loc[em.index])
+
+
+def test_the_floor_wins_the_verdict_and_an_fp32_copy_is_only_checked(campaign):
+    """Only the lr=0.01 cell (0.30-0.35) left: below the majority floor (0.5) by the test, so
+    the verdict keeps the floor; r-w1's fp32 copy (the same predictions) is a consistency check,
+    outside the quantized family's Holm correction."""
+    tmp_path, inputs = campaign
+    keep = {"r-w1", "r-w2", "r-w3"}
+    for s in ("predictions_validation", "predictions_test"):
+        inputs[s] = [p for p in inputs[s] if p.parent.name in keep]
+    plan = (tmp_path / "runs.tsv").read_text().splitlines()
+    (tmp_path / "runs.tsv").write_text(
+        "\n".join([plan[0], *[ln for ln in plan[1:] if ln.split("\t")[0] in keep]]) + "\n"
+    )
+    for s in ("validation", "test"):
+        copy = tmp_path / "quantize" / "r-w1" / "fp32" / f"predictions_{s}.parquet"
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_bytes((tmp_path / "runs" / "r-w1" / f"predictions_{s}.parquet").read_bytes())
+        inputs[f"variants_{s}"] = [copy]
+    outputs, _ = evaluate(tmp_path, inputs, settings())
+    decisions = json.loads(outputs["decisions"].read_text())
+    assert decisions["verdict"]["kind"] == "floor"
+    assert decisions["verdict"]["keep"] == "floor/majority"
+    assert outputs["summary"].read_text().startswith("Keep: floor/majority")
+    # 0.325 against 0.5 on the same 400 items: 17.5 points below, well past the interval
+    flag = decisions["below_floor"][0]
+    assert flag["verdict"] == "below floor" and flag["estimate"] == pytest.approx(-0.175)
+    assert decisions["best_cell"]["representative_run"] == "r-w3"  # 0.30, 0.325, 0.35
+    assert decisions["best_cell"]["reported_on"] == "test"
+    comparisons = pd.read_parquet(outputs["comparisons"])
+    copy = comparisons[comparisons.subject == "r-w1/fp32"].iloc[0]
+    assert copy.decision == "consistency check" and np.isnan(copy.p_holm)
+    assert copy.estimate == 0 and copy.items_changed == 0

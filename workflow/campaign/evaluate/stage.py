@@ -304,6 +304,7 @@ def _comparisons(
             diff = mine["draws"] - ref["draws"]
             iv = percentile_interval(mine["point"] - ref["point"], diff, conf)
             row |= {"estimate": iv.value, "ci_low": iv.low, "ci_high": iv.high}
+            row["test"] += " on accuracy (interval: paired bootstrap of the metric)"
         rows.append(
             {
                 "split": split,
