@@ -14,7 +14,8 @@ estimated by method of moments (two-way ANOVA mean squares) and pooled over the 
                                       share, shared by every seed (df = n - 1)
   C = sum_c w_c^2 / k_c * MS_res / n  MS_res: the seed x item residual, pooled (it is in both A
                                       and B once: subtracted once)
-  Var = B + max(A - C, 0), Satterthwaite df = Var^2 / (A^2/df_A + B^2/df_B + C^2/df_C).
+  Var = B + max(A - C, 0), Satterthwaite df = Var^2 / (A^2/df_A + B^2/df_B + C^2/df_C)
+  (at most n - 1; A's df count even where the seed part is truncated at 0).
 Seeds are replicates, not blocks (a seed number is not assumed to mean the same thing in two
 cells): pooling then gives a 2 x 2 design with 2 seeds 8 - 4 = 4 error df. With one seed per
 cell everywhere the seed part is not measured (nan) and the variance is the items' alone.
@@ -136,13 +137,13 @@ def contrast(
             math.sqrt(ms_w) if df_w else math.nan,
         )
     a, c = inv_k * ms_w, inv_k * ms_r / n
-    if a - c <= 0:  # the seeds spread no more than the items' churn predicts
-        var, df, var_seeds = b, n - 1.0, 0.0
-    else:
-        var_seeds = a - c
-        var = b + var_seeds
-        terms = a**2 / df_w + b**2 / max(n - 1, 1) + (c**2 / df_r if df_r else 0.0)
-        df = var**2 / terms if terms > 0 else math.inf
+    # A seed part estimated at or below 0 is truncated at 0, but its df still count: a small
+    # seed spread measured on few seeds is weak evidence that there is none (jumping to the
+    # items' n - 1 df there under-covers at 2 seeds).
+    var_seeds = max(a - c, 0.0)
+    var = b + var_seeds
+    terms = a**2 / df_w + b**2 / max(n - 1, 1) + (c**2 / df_r if df_r else 0.0)
+    df = min(var**2 / terms, n - 1.0) if terms > 0 else n - 1.0
     return Estimate(estimate, math.sqrt(var), df, var_seeds, b, n_seeds, n, df_w, math.sqrt(ms_w))
 
 
