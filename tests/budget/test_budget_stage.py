@@ -329,3 +329,31 @@ def test_what_deciding_an_open_effect_would_cost(tmp_path):
         "To decide train.warmup (inconclusive; items dominate its variance): more seeds alone "
         "cannot; 9,000 evaluation items would (not priced)." in text
     )
+
+
+def test_a_better_floor_is_named_in_the_first_line_even_when_dearer(tmp_path):
+    inputs = write_inputs(tmp_path, verdict=FLOOR_WINS)
+    timed = json.loads((tmp_path / "floor_timings.json").read_text())
+    timed["floors"]["floor/tfidf_logreg"]["fit_seconds"] = 36000.0  # 10 h: 20.00 EUR
+    (tmp_path / "floor_timings.json").write_text(json.dumps(timed))
+    out = run_stage(tmp_path, inputs)
+    assert out["summary"].read_text().splitlines()[0] == (
+        "At equal quality, keep run-a/int8_dynamic: 4.00 EUR to train + 0.50 EUR to serve "
+        "360,000 predictions = 4.50 EUR. The reference floor floor/tfidf_logreg is better (the "
+        "chosen cell train.lr=0.001 is below it by the evaluation's test) but dearer: 20.00 EUR "
+        "to train + 0.20 EUR to serve 360,000 predictions = 20.20 EUR."
+    )
+    # No fine-tune with a known serving cost: the floor is kept for its quality, not "cheaper".
+    out = run_stage(tmp_path / "b", write_inputs(_mkdir(tmp_path / "b"), quantized=False,
+                                                 verdict=FLOOR_WINS))  # fmt: skip
+    first = out["summary"].read_text().splitlines()[0]
+    assert first.startswith(
+        "Keep the reference floor floor/tfidf_logreg: the chosen cell train.lr=0.001 is below it "
+        "by the evaluation's test; it costs 0.20 EUR to train"
+    )
+    assert first.endswith("(no fine-tune at the bar has a known serving cost).")
+
+
+def _mkdir(path):
+    path.mkdir()
+    return path

@@ -34,31 +34,41 @@ def bar_words(bar: dict) -> str:
 
 
 def headline(bar: dict | None, equal: list[dict], predictions: int, money) -> str:
-    """The first line: which variant to keep at equal quality, and when it is the reference
-    floor, that the fine-tunes lose to it."""
+    """The first line: which variant to keep at equal quality, and whenever the reference floor
+    is better than the chosen cell, that it is (kept when cheaper, named when dearer)."""
     if bar is None or not equal:
         return "At equal quality: no variant reached the quality bar (no chosen cell)."
     keep = next((e for e in equal if e["cheapest"]), None)
-    if keep is None:
+    floors = [e for e in equal if e["kind"] == "floor"]
+    if keep is None and not floors:
         return "At equal quality: no variant has both a training and a serving cost."
     n = f"{predictions:,}"
-    cost = (
-        f"{money(keep['train_cost'])} to train + {money(keep['serve_cost'])} to serve {n} "
-        f"predictions = {money(keep['total_cost'])}"
-    )
-    if keep["kind"] != "floor":
-        return f"At equal quality, keep {keep['variant']}: {cost}."
+
+    def cost(e: dict) -> str:
+        return (
+            f"{money(e['train_cost'])} to train + {money(e['serve_cost'])} to serve {n} "
+            f"predictions = {money(e['total_cost'])}"
+        )
+
+    below = f"the chosen cell {bar['cell']} is below it by the evaluation's test"
     tuned = [e for e in equal if e["kind"] != "floor" and math.isfinite(e["total_cost"])]
-    than = (
-        f", against {money(min(e['total_cost'] for e in tuned))} for the cheapest fine-tune "
-        f"({min(tuned, key=lambda e: (e['total_cost'], e['variant']))['variant']})"
-        if tuned
-        else ""
-    )
-    return (
-        f"Keep the reference floor {keep['variant']}: the chosen cell {bar['cell']} is below it "
-        f"by the evaluation's test, and it is cheaper: {cost}{than}."
-    )
+    if keep is not None and keep["kind"] != "floor":
+        line = f"At equal quality, keep {keep['variant']}: {cost(keep)}."
+        for f in floors:
+            line += (
+                f" The reference floor {f['variant']} is better ({below}) but dearer: {cost(f)}."
+            )
+        return line
+    floor = keep if keep is not None else floors[0]
+    if tuned:
+        cheapest = min(tuned, key=lambda e: (e["total_cost"], e["variant"]))
+        than = (
+            f", and it is cheaper: {cost(floor)}, against {money(cheapest['total_cost'])} for "
+            f"the cheapest fine-tune ({cheapest['variant']})"
+        )
+    else:
+        than = f"; it costs {cost(floor)} (no fine-tune at the bar has a known serving cost)"
+    return f"Keep the reference floor {floor['variant']}: {below}{than}."
 
 
 def to_decide_words(r: dict, gpu: str, offer: str, money) -> str:
@@ -74,7 +84,7 @@ def to_decide_words(r: dict, gpu: str, offer: str, money) -> str:
             else f"{r['seeds_needed']} seeds per cell"
         )
         return (
-            head + f"{what}: {r['extra_runs']} more run(s) ({r['cells']} cell(s)), "
+            head + f"{what}: {r['extra_runs']:,} more run(s) ({r['cells']} cell(s)), "
             f"{format_hours(r['extra_hours'])} on {gpu}, {money(r['cost'])} at {offer}"
             f"{or_items}."
         )
