@@ -132,3 +132,10 @@ def test_what_would_decide_says_items_when_items_dominate():
     need = decide.what_would_decide(0.03, 1e-4, 1e-5, 3, 300, 0.95, 0.8, 0.01)
     assert need["dominant"] == "seeds"
     assert need["seeds_needed"] == math.ceil(1e-4 * 3 / (target - 1e-5))
+    # the seed variance's uncertainty on 4 error df: chi-square(4) 2.5 % / 97.5 % points
+    # 0.4844 and 11.1433 put var_seeds in [4e-4 / 11.1433, 4e-4 / 0.4844]
+    need = decide.what_would_decide(0.03, 1e-4, 1e-5, 3, 300, 0.95, 0.8, 0.01, seed_df=4)
+    low = math.ceil(4e-4 / 11.1433 * 3 / (target - 1e-5))
+    high = math.ceil(4e-4 / 0.48442 * 3 / (target - 1e-5))
+    assert (need["seeds_needed_low"], need["seeds_needed_high"]) == (max(2, low), high)
+    assert need["seeds_needed_low"] <= need["seeds_needed"] <= need["seeds_needed_high"]

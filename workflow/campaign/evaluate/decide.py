@@ -16,6 +16,8 @@ decisions.json
     seeds_needed        NEW  int | null: seeds per cell that would decide it (null: seeds alone
                              cannot, or already decided)
     items_needed        NEW  int | null: evaluation items that would decide it
+    seeds_needed_low, seeds_needed_high  NEW  int | null: seeds_needed at the ends of the seed
+                             variance's 95 % chi-square interval (its uncertainty)
     Price is NOT computed here: evaluate does not read the projected hours (runs.tsv's hours are
     outside its keyed view). The budget phase prices seeds_needed x hours per run x offer.
   decision values:
@@ -54,7 +56,8 @@ seed_sd, mde, seeds_needed, interval_over, decision, estimability, aliases)
   var_seeds       NEW  the part of se^2 that more seeds shrink
   var_items       NEW  the part of se^2 that more items shrink
   adj_low, adj_high  NEW  family-adjusted interval (Bonferroni alpha / m)
-  dominant, items_needed  NEW  as in decisions.json
+  dominant, items_needed, seeds_needed_low, seeds_needed_high  NEW  as in decisions.json
+  seed_df         NEW  error df of the seed level pooled over the design (0: one seed)
   smallest_provable_loss  NEW  quantized rows: the loss bound zero discordant items would give
   mde             now: the smallest true effect adopted with probability `power` (interval
                   clearing min_useful_effect), in the metric's units
@@ -144,11 +147,14 @@ def what_would_decide(
     level: float,
     power: float,
     min_useful_effect: float,
+    seed_df: int = 0,
 ) -> dict:
     """The seeds per cell, or the evaluation items, at which the adjusted interval would leave
     min_useful_effect behind with probability `power`, if the true effect were the estimate:
-    {dominant, seeds_needed, items_needed} (None: that count alone cannot, or nothing can).
-    More seeds shrink var_seeds as 1/k, more items var_items as 1/n."""
+    {dominant, seeds_needed, items_needed, seeds_needed_low, seeds_needed_high} (None: that
+    count alone cannot, or nothing can). More seeds shrink var_seeds as 1/k, more items
+    var_items as 1/n. The range is the seeds needed at the ends of var_seeds' 95 % chi-square
+    interval on its `seed_df` error df (a seed spread measured on few seeds is uncertain)."""
     gap = abs(estimate - min_useful_effect)
     z = float(stats.norm.ppf(1 - (1 - level) / 2) + stats.norm.ppf(power))
     target = (gap / z) ** 2 if gap > 0 else 0.0
@@ -162,7 +168,18 @@ def what_would_decide(
     vs = var_seeds if measured else 0.0
     if target > vs and var_items > 0:
         items = max(n_items, math.ceil(var_items * n_items / (target - vs)))
-    return {"dominant": dominant, "seeds_needed": seeds, "items_needed": items}
+    ends = [None, None]
+    if seeds is not None and seed_df > 0 and var_seeds > 0:
+        for i, q in enumerate((0.975, 0.025)):  # the low variance end first
+            v = seed_df * var_seeds / float(stats.chi2.ppf(q, seed_df))
+            ends[i] = max(2, math.ceil(v * n_seeds / (target - var_items)))
+    return {
+        "dominant": dominant,
+        "seeds_needed": seeds,
+        "items_needed": items,
+        "seeds_needed_low": ends[0],
+        "seeds_needed_high": ends[1],
+    }
 
 
 def representative(values: dict) -> str:

@@ -41,6 +41,7 @@ def _base(e: cmp.Estimate, level: float, lo: float, hi: float, test: str, over: 
         "var_seeds": e.var_seeds,
         "var_items": e.var_items,
         "n_items": e.n_items,
+        "seed_df": e.seed_df,
         "interval_over": over,
         "_range": (lo, hi),
     }
@@ -218,6 +219,7 @@ def decide_family(rows: list[dict], level: float, power: float, s: dict) -> None
                 adj_level,
                 power,
                 useful,
+                r.get("seed_df", 0),
             )
             r.update(wanted)
     for r in rows:

@@ -37,7 +37,9 @@ def _needs(r: dict) -> str:
         return "no variance parts measured"
     ways = []
     if seeds:
-        ways.append(f"{seeds} seeds per cell")
+        low, high = r.get("seeds_needed_low"), r.get("seeds_needed_high")
+        spread = f" (95 % range {low}-{high})" if low and high else ""
+        ways.append(f"{seeds} seeds per cell{spread}")
     if items:
         ways.append(f"{items} evaluation items")
     what = " or ".join(ways) or "neither more seeds nor more items (the estimate sits at the bar)"
@@ -125,6 +127,8 @@ def decisions(
             "dominant",
             "seeds_needed",
             "items_needed",
+            "seeds_needed_low",
+            "seeds_needed_high",
         )
         listed.append({k: r.get(k) for k in keys} | {"words": words})
         lines.append(words)
