@@ -91,11 +91,14 @@ def _debiased_ece_draws(correct, confidence, rows) -> np.ndarray:
 
 
 def _basic_interval(point: float, draws: np.ndarray, confidence: float) -> Interval:
-    """The basic (reverse percentile) bootstrap interval, floored at 0: centred on the point
-    and not on the estimator's bias (the binned ECE's resamples sit above it)."""
+    """The basic (reverse percentile) bootstrap interval, floored at 0: the resamples' bias
+    (the binned ECE's sit above its point) is reflected out instead of carried into the
+    interval. Where the reflection moves an end past the point, the end is the point (an
+    interval always holds its estimate)."""
     tail = (1 - confidence) / 2
     low, high = np.quantile(draws, [tail, 1 - tail])
-    return Interval(point, max(0.0, 2 * point - high), max(0.0, 2 * point - low), confidence)
+    low, high = max(0.0, 2 * point - high), max(0.0, 2 * point - low)
+    return Interval(point, min(low, point), max(high, point), confidence)
 
 
 def classification_metrics(
