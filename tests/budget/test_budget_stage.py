@@ -96,7 +96,7 @@ def write_inputs(
              "decision": "reject"},
             {"kind": "main", "subject": "train.lr", "reference": "control",
              "decision": "inconclusive", "n_seeds": 2, "seeds_needed": 5, "dominant": "seeds",
-             "items_needed": 4000},
+             "items_needed": 4000, "seeds_needed_low": 3, "seeds_needed_high": 12},
             {"kind": "main", "subject": "train.warmup", "reference": "control",
              "decision": "inconclusive", "n_seeds": 2, "seeds_needed": None,
              "dominant": "items", "items_needed": 9000},
@@ -317,13 +317,16 @@ def test_what_deciding_an_open_effect_would_cost(tmp_path):
     assert sorted(rows.index) == ["train.lr", "train.max_length", "train.warmup"]
     lr = rows.loc["train.lr"]
     assert (lr["extra_runs"], lr["extra_hours"], lr["cost"]) == (6, 18.0, 36.0)
+    # 3 to 12 seeds with the seed spread's uncertainty: 1 or 10 more per cell, 2 or 20 runs.
+    assert (lr["cost_low"], lr["cost_high"]) == (12.0, 120.0)
     assert rows.loc["train.max_length", "cost"] == 12.0
     assert pd.isna(rows.loc["train.warmup", "extra_runs"])
     text = out["summary"].read_text()
     assert (
-        "To decide train.lr (inconclusive; seeds dominate its variance): 5 seeds per cell: 6 more "
-        "run(s) (2 cell(s)), 18.0 h on cpu, 36.00 EUR at box; or 4,000 evaluation items "
-        "(labelling not priced)." in text
+        "To decide train.lr (inconclusive; seeds dominate its variance): 5 seeds per cell (3 to "
+        "12 with the spread's error): 6 more run(s) (2 cell(s)), 18.0 h on cpu, 36.00 EUR "
+        "(12.00 EUR to 120.00 EUR) at box; or 4,000 evaluation items (labelling not priced)."
+        in text
     )
     assert (
         "To decide train.warmup (inconclusive; items dominate its variance): more seeds alone "

@@ -20,8 +20,9 @@ def price_to_decide(
     forecast: the budget's forecast rows (forecast_hours per planned run, kept flag); cells:
     {run id: cell name} of the planned runs; price: the reference offer's price per card-hour.
     A seed more per cell is one run per cell of the kept plan, each at the median calibrated
-    forecast of the kept runs, plus `b["margin"]`. With one seed, the price of a second one (it
-    measures the seed spread; whether it decides is not known yet).
+    forecast of the kept runs, plus `b["margin"]`; cost_low/cost_high price the seeds needed at
+    the ends of the seed variance's interval (seeds_needed_low/high). With one seed, the price of
+    a second one (it measures the seed spread; whether it decides is not known yet).
     """
     kept = [r for r in forecast if r["kept"]]
     hours = [r["forecast_hours"] for r in kept if math.isfinite(r["forecast_hours"])]
@@ -36,6 +37,11 @@ def price_to_decide(
             need = 2  # a second seed measures the seed spread; what would decide is unknown
         extra = max(int(need) - n_seeds, 0) * n_cells if need else None
         extra_hours = extra * per_run if extra is not None else math.nan
+        # The seeds needed at the ends of the seed variance's interval (its uncertainty).
+        ends = [d.get("seeds_needed_low"), d.get("seeds_needed_high")] if n_seeds >= 2 else []
+        costs = [
+            max(int(k) - n_seeds, 0) * n_cells * per_run * price if k else math.nan for k in ends
+        ] or [math.nan, math.nan]
         rows.append(
             {
                 "subject": d["subject"],
@@ -48,6 +54,10 @@ def price_to_decide(
                 "hours_per_run": per_run,
                 "extra_hours": extra_hours,
                 "cost": extra_hours * price,
+                "seeds_needed_low": ends[0] if ends else None,
+                "seeds_needed_high": ends[1] if ends else None,
+                "cost_low": costs[0],
+                "cost_high": costs[1],
                 "currency": b["currency"],
                 "items_needed": d.get("items_needed"),
             }

@@ -248,8 +248,9 @@ _COLUMNS = {
         "serve_hours", "serve_cost", "total_cost", "currency", "cheapest",
     ],
     "to_decide": [
-        "subject", "decision", "dominant", "n_seeds", "seeds_needed", "cells", "extra_runs",
-        "hours_per_run", "extra_hours", "cost", "currency", "items_needed",
+        "subject", "decision", "dominant", "n_seeds", "seeds_needed", "seeds_needed_low",
+        "seeds_needed_high", "cells", "extra_runs", "hours_per_run", "extra_hours", "cost",
+        "cost_low", "cost_high", "currency", "items_needed",
     ],
 }  # fmt: skip
 

@@ -78,15 +78,21 @@ def to_decide_words(r: dict, gpu: str, offer: str, money) -> str:
     items = r["items_needed"]
     or_items = f"; or {items:,} evaluation items (labelling not priced)" if items else ""
     if r["extra_runs"] is not None:
-        what = (
-            "a second seed per cell (it measures the seed spread)"
-            if r["n_seeds"] < 2
-            else f"{r['seeds_needed']} seeds per cell"
-        )
+        low, high = r.get("seeds_needed_low"), r.get("seeds_needed_high")
+        if r["n_seeds"] < 2:
+            what = "a second seed per cell (it measures the seed spread)"
+        elif low and high:
+            what = f"{r['seeds_needed']} seeds per cell ({low} to {high} with the spread's error)"
+        else:
+            what = f"{r['seeds_needed']} seeds per cell"
+        price = money(r["cost"])
+        if math.isfinite(r.get("cost_low", math.nan)) and math.isfinite(
+            r.get("cost_high", math.nan)
+        ):
+            price += f" ({money(r['cost_low'])} to {money(r['cost_high'])})"
         return (
             head + f"{what}: {r['extra_runs']:,} more run(s) ({r['cells']} cell(s)), "
-            f"{format_hours(r['extra_hours'])} on {gpu}, {money(r['cost'])} at {offer}"
-            f"{or_items}."
+            f"{format_hours(r['extra_hours'])} on {gpu}, {price} at {offer}{or_items}."
         )
     if items:
         return head + f"more seeds alone cannot; {items:,} evaluation items would (not priced)."
