@@ -91,7 +91,11 @@ def test_the_checkpoint_writes_what_the_rules_read(tmp_path):
         f"results/quantize/{runs[1]}/fp32/result.json",
         f"results/quantize/{runs[1]}/int8_dynamic/result.json",
     ]
-    # control is known from the params: it never asks for the selection.
+    # control is known from the params: it never asks for the selection, and a selection
+    # stage run by hand says there is nothing to select.
     params["quantization"]["runs"] = "control"
     assert stage.spec(params)["mode"] is None
+    ctx.spec = stage.spec(params)
+    with pytest.raises(CampaignError, match="quantization.runs: the params name the runs"):
+        stage_select(ctx)
     assert len(job_paths(params, "result.json", [], lambda: 1 / 0)(None)) == 2

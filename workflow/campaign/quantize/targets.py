@@ -154,6 +154,10 @@ def selected_runs(selection: Path) -> list[str]:
 def stage_select(ctx) -> None:
     """Stage entry: write the selection (representative or best_seed) among the trained runs."""
     manifests = ctx.inputs["run_manifests"]
+    if ctx.spec["mode"] not in SELECTED:
+        raise CampaignError(
+            "quantization.runs: the params name the runs (control, all or ids): nothing to select"
+        )
     if ctx.spec["mode"] == "best_seed":
         selection = select_best_seed(manifests)
     else:
