@@ -1,11 +1,13 @@
 """The evaluate phase's stages: the reference floor, and the evaluation of every variant.
 
-Outputs of `evaluate` (results/evaluation/): metrics.parquet (every variant and every cell on
-validation and test, each metric with its interval), comparisons.parquet (effects, cells against
-the control, quantized variants against their reference, cells against the floor; Holm-adjusted
-p-values over all comparisons of the campaign on a split), decisions.json (adopt / reject /
-inconclusive with the numbers behind each, the best cell, the floor flags), errors/ (confusion,
-confused pairs, slices, items fixed and broken) and summary.txt (the decisions in words).
+This module only wires the layers: metrics (scoring one variant on one split) -> comparison
+(statistics over per-item scores) and questions (one row per question, Holm per family) ->
+decide (policy) -> words (the verdict and the lines). Outputs of `evaluate`
+(results/evaluation/): metrics.parquet (every variant and every cell on validation and test,
+each metric with its interval), comparisons.parquet (effects, cells against the control,
+quantized variants against their reference, cells against the floor, Holm per family on a
+split), decisions.json (its keys: campaign.evaluate.decide), errors/ (confusion, confused pairs,
+slices, items fixed and broken) and summary.txt (the verdict first, then the decisions in words).
 """
 
 from __future__ import annotations
