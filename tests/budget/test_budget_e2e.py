@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
 from conftest import snakemake
 
-TABLES = ("jobs", "forecast", "offers", "plans", "equal_quality")
+TABLES = ("jobs", "forecast", "offers", "plans", "equal_quality", "to_decide")
 
 
 @pytest.mark.slow
@@ -28,7 +30,38 @@ def test_tiny_campaign_writes_the_budget(tiny_project):
     assert plans[plans["scenario"] == "kept plan"]["cheapest"].sum() == 1
     summary = (out / "summary.txt").read_text()
     assert f"Measured: {len(runs)} finished run(s)" in summary
-    assert "Cheapest: " in summary and "At equal quality, keep " in summary
+    assert "Cheapest: " in summary
+    # The floor is priced from its timed fit and predictions, and is a candidate exactly when
+    # the evaluation shows the chosen cell below it; the first line names what to keep.
+    from campaign.budget.stage import floors_at_bar
+
+    floors_json = tiny_project / "results" / "evaluation" / "floor_timings.json"
+    timed = json.loads(floors_json.read_text())["floors"]
+    assert all(t["fit_seconds"] > 0 for t in timed.values())
+    decisions = json.loads((tiny_project / "results/evaluation/decisions.json").read_text())
+    equal = pd.read_parquet(out / "equal_quality.parquet")
+    floors = equal[equal["kind"] == "floor"]
+    assert sorted(floors["variant"]) == floors_at_bar(decisions)
+    assert (floors["train_cost"] > 0).all() and (floors["throughput"] > 0).all()
+    # The tiny campaign's 20-step fine-tunes are far below TF-IDF (about 0.2 against 0.9 on
+    # test): the evaluation keeps the floor, and the budget's first line says so.
+    assert decisions["verdict"]["kind"] == "floor"
+    keep = equal[equal["cheapest"]].iloc[0]
+    assert keep["kind"] == "floor"
+    first = summary.splitlines()[0]
+    assert first.startswith(f"Keep the reference floor {keep['variant']}: the chosen cell ")
+    # quantization.runs: representative picks, from the run manifests, the cell and the run the
+    # evaluation calls chosen and representative from the predictions.
+    import yaml
+
+    from campaign.quantize import select_representative
+    from campaign.quantize.targets import run_cells
+
+    params = yaml.safe_load((tiny_project / "params.yaml").read_text())
+    manifests = sorted((tiny_project / "results" / "runs").glob("*/run_manifest.json"))
+    picked = select_representative(manifests, run_cells(params))
+    assert picked["cell"] == decisions["best_cell"]["cell"]
+    assert picked["runs"] == [decisions["best_cell"]["representative_run"]]
     # The tables come from wall times recorded upstream; from those bytes they are the same
     # bytes every time (reproduce compares them).
     again = snakemake(tiny_project, "-n", "results/budget/summary.txt")

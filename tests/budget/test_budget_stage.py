@@ -35,9 +35,13 @@ BUDGET = {
 RECIPE = {"max_steps": 10, "micro_batch": 2, "grad_accum": 1, "max_length": 8, "eval_every": 10}
 
 
-def write_inputs(root: Path, finished=("run-a", "run-b"), tsv_extra="", quantized=True) -> dict:
+def write_inputs(
+    root: Path, finished=("run-a", "run-b"), tsv_extra="", quantized=True, verdict=None
+) -> dict:
     """A plan of 4 runs projected at 1 h each; the finished ones took 1.5 h of steps and 2 h
-    in all (0.5 h overhead); run-d is cut by the plan."""
+    in all (0.5 h overhead); run-d is cut by the plan. The chosen cell is run-a's, chosen on
+    validation (0.9) and reported on test (0.85 [0.80, 0.90]); the TF-IDF floor fits in 360 s
+    and predicts 1,000 items a second (test 0.90 [0.86, 0.94])."""
     lines = ["run\ttrain.lr\tseed\ttier\tprojected_hours\tcumulative_hours\tprojected_bytes\tkept"]
     for i, run in enumerate(RUNS):
         kept = "false" if run == "run-d" else "true"
@@ -58,7 +62,9 @@ def write_inputs(root: Path, finished=("run-a", "run-b"), tsv_extra="", quantize
         "timings": [],
         "benchmarks": [],
         "decisions": [root / "decisions.json"],
+        "metrics": [root / "metrics.parquet"],
         "variants": [root / "variants.parquet"] if quantized else [],
+        "floor_timings": [root / "floor_timings.json"],
     }
     for run in finished:
         folder = root / "runs" / run
@@ -74,17 +80,47 @@ def write_inputs(root: Path, finished=("run-a", "run-b"), tsv_extra="", quantize
         inputs["timings"].append(folder / "timings.json")
         inputs["benchmarks"].append(bench)
     decisions = {
-        "best_cell": {"cell": "train.lr=0.001", "runs": ["run-a"], "value": 0.9},
+        "decide_on": "validation",
+        "metric": "accuracy",
+        "best_cell": {
+            "cell": "train.lr=0.001", "runs": ["run-a"], "value": 0.9, "ci_low": 0.88,
+            "ci_high": 0.92, "chosen_on": "validation", "reported_on": "test",
+            "reported": {"value": 0.85, "ci_low": 0.80, "ci_high": 0.90},
+            "representative_run": "run-a",
+        },
+        "verdict": verdict or {"keep": "train.lr=0.001", "kind": "cell"},
         "decisions": [
             {"kind": "quantized", "subject": "run-a/int8_dynamic", "reference": "run-a",
              "decision": "adopt"},
             {"kind": "quantized", "subject": "run-a/int4", "reference": "run-a",
              "decision": "reject"},
             {"kind": "main", "subject": "train.lr", "reference": "control",
-             "decision": "inconclusive"},
+             "decision": "inconclusive", "n_seeds": 2, "seeds_needed": 5, "dominant": "seeds",
+             "items_needed": 4000, "seeds_needed_low": 3, "seeds_needed_high": 12},
+            {"kind": "main", "subject": "train.warmup", "reference": "control",
+             "decision": "inconclusive", "n_seeds": 2, "seeds_needed": None,
+             "dominant": "items", "items_needed": 9000},
+            {"kind": "main", "subject": "train.max_length", "reference": "control",
+             "decision": "inconclusive (one seed)", "n_seeds": 1},
+            {"kind": "main", "subject": "model.dropout", "reference": "control",
+             "decision": "reject", "n_seeds": 2, "seeds_needed": None},
         ],
     }  # fmt: skip
     (root / "decisions.json").write_text(json.dumps(decisions))
+    pd.DataFrame(
+        {
+            "variant": ["run-a", "run-a", "floor/tfidf_logreg", "floor/tfidf_logreg"],
+            "split": ["validation", "test", "validation", "test"],
+            "metric": ["accuracy"] * 4,
+            "value": [0.9, 0.85, 0.95, 0.90],
+            "ci_low": [0.88, 0.80, 0.93, 0.86],
+            "ci_high": [0.92, 0.90, 0.97, 0.94],
+        }
+    ).to_parquet(root / "metrics.parquet")
+    timed = {"fit_seconds": 360.0, "predict_seconds": 2.0, "predict_items": 2000,
+             "throughput": 1000.0}  # fmt: skip
+    floors = {"floors": {"floor/tfidf_logreg": timed}, "repeats": 1, "items": 2000}
+    (root / "floor_timings.json").write_text(json.dumps(floors))
     pd.DataFrame(
         {
             "run": ["run-a", "run-a", "run-a"],
@@ -99,12 +135,16 @@ def write_inputs(root: Path, finished=("run-a", "run-b"), tsv_extra="", quantize
 def run_stage(root: Path, inputs: dict, budget: dict = BUDGET) -> dict[str, Path]:
     out = root / "out"
     out.mkdir(exist_ok=True)
-    names = PHASE.stages[0].outputs
+    names = next(s for s in PHASE.stages if s.name == "budget").outputs
     outputs = {
         n: out / (n.rsplit("_", 1)[0] + "." + n.rsplit("_", 1)[1] if n != "summary" else n)
         for n in names
     }
-    spec = {"budget": budget, "recipes": dict.fromkeys(RUNS, RECIPE | {"lora": None})}
+    spec = {
+        "budget": budget,
+        "recipes": dict.fromkeys(RUNS, RECIPE | {"lora": None}),
+        "cells": {"run-a": "lr=1", "run-b": "lr=1", "run-c": "lr=2", "run-d": "lr=3"},
+    }
     ctx = StageContext("budget", spec, inputs, outputs, root / "work", root)
     stage_budget(ctx)
     return outputs
@@ -155,10 +195,22 @@ def test_equal_quality_names_the_cheapest_variant(tmp_path):
     assert eq.loc["run-a", "total_cost"] == pytest.approx(6.0)
     assert eq.loc["run-a/int8_dynamic", "total_cost"] == pytest.approx(4.5)
     assert eq["cheapest"].tolist() == [False, True]
-    assert (
+    # Each candidate's quality on the split the cell was not chosen on (test), when measured.
+    assert eq.loc["run-a", ["quality_split", "quality", "quality_low"]].tolist() == [
+        "test", 0.85, 0.80,
+    ]  # fmt: skip
+    lines = out["summary"].read_text().splitlines()
+    assert lines[0] == (
         "At equal quality, keep run-a/int8_dynamic: 4.00 EUR to train + 0.50 EUR to serve "
-        "360,000 predictions = 4.50 EUR." in out["summary"].read_text()
+        "360,000 predictions = 4.50 EUR."
     )
+    # The bar: the chosen cell's test number, not its validation 0.9 (where it was chosen).
+    assert lines[1] == (
+        "Quality bar: the chosen cell train.lr=0.001 (chosen on validation), test accuracy "
+        "0.850 [0.800, 0.900]."
+    )
+    # The floor is cheaper (0.40 EUR) but the evaluation kept the cell: not a candidate.
+    assert "floor" not in " ".join(eq.index)
 
 
 def test_without_the_quantization_table_serving_is_unknown(tmp_path):
@@ -199,3 +251,112 @@ def test_a_measured_run_outside_the_plan_fails(tmp_path):
     inputs = write_inputs(tmp_path, finished=("run-a", "run-x"))
     with pytest.raises(CampaignError, match="run run-x: measured but not in the plan table"):
         run_stage(tmp_path, inputs)
+
+
+FLOOR_WINS = {"keep": "floor/tfidf_logreg", "kind": "floor"}
+
+
+def test_a_floor_better_than_the_chosen_cell_and_cheaper_is_the_first_line(tmp_path):
+    out = run_stage(tmp_path, write_inputs(tmp_path, verdict=FLOOR_WINS))
+    eq = pd.read_csv(out["equal_quality_csv"]).set_index("variant")
+    # The floor at 2.00/h: a 360 s fit = 0.1 h = 0.20; 360,000 predictions at 1,000/s =
+    # 0.1 h = 0.20; 0.40 in all, against 4.50 for the cheapest fine-tune (int8, above).
+    floor = eq.loc["floor/tfidf_logreg"]
+    assert (floor["kind"], floor["train_cost"], floor["serve_cost"]) == ("floor", 0.2, 0.2)
+    assert floor["total_cost"] == pytest.approx(0.4) and bool(floor["cheapest"])
+    assert floor["quality"] == 0.90 and floor["decision"] == "better than the chosen cell"
+    first = out["summary"].read_text().splitlines()[0]
+    assert first == (
+        "Keep the reference floor floor/tfidf_logreg: the chosen cell train.lr=0.001 is below "
+        "it by the evaluation's test, and it is cheaper: 0.20 EUR to train + 0.20 EUR to serve "
+        "360,000 predictions = 0.40 EUR, against 4.50 EUR for the cheapest fine-tune "
+        "(run-a/int8_dynamic)."
+    )
+
+
+def test_the_bar_and_the_floors_from_the_decisions():
+    from campaign.budget.stage import floors_at_bar, quality_bar
+
+    best = {"cell": "c1", "value": 0.9, "ci_low": 0.88, "ci_high": 0.92, "runs": ["r1"]}
+    older = {"decide_on": "validation", "metric": "accuracy", "best_cell": best}
+    # Without a reported split, the chosen split's number stands in, marked optimistic; an
+    # older evaluation's by_split gives the other split's.
+    bar = quality_bar(older)
+    assert (bar["split"], bar["value"], bar["optimistic"]) == ("validation", 0.9, True)
+    by_split = {"validation": {"value": 0.9}, "test": {"value": 0.75, "ci_low": 0.7}}
+    bar = quality_bar(older | {"best_cell": best | {"by_split": by_split}})
+    assert (bar["split"], bar["value"], bar["ci_low"], bar["optimistic"]) == (
+        "test", 0.75, 0.7, False,
+    )  # fmt: skip
+    newer = older | {
+        "best_cell": best | {"reported_on": "test", "reported": {"value": 0.8, "ci_low": 0.7,
+                                                                   "ci_high": 0.9}},
+    }  # fmt: skip
+    bar = quality_bar(newer)
+    assert (bar["split"], bar["value"], bar["optimistic"]) == ("test", 0.8, False)
+    assert quality_bar({"best_cell": None}) is None
+    # The verdict decides; only an evaluation without one is read from its floor flags, and
+    # only a floor the chosen cell is shown below counts ("not shown above" is not enough).
+    assert floors_at_bar(newer | {"verdict": FLOOR_WINS}) == ["floor/tfidf_logreg"]
+    assert floors_at_bar(newer | {"verdict": {"keep": "c1", "kind": "cell"}}) == []
+    flags = [
+        {"cell": "c1", "floor": "floor/tfidf_logreg", "verdict": "below floor"},
+        {"cell": "c1", "floor": "floor/majority", "verdict": "not shown above floor"},
+        {"cell": "c2", "floor": "floor/other", "verdict": "below floor"},
+    ]
+    assert floors_at_bar(older | {"below_floor": flags}) == ["floor/tfidf_logreg"]
+
+
+def test_what_deciding_an_open_effect_would_cost(tmp_path):
+    out = run_stage(tmp_path, write_inputs(tmp_path))
+    rows = pd.read_csv(out["to_decide_csv"]).set_index("subject")
+    # Kept runs a, b (2 h each, measured) and c (forecast 2 h): 2 h a run, +50 % margin = 3 h,
+    # in 2 cells (run-d's is cut). 5 seeds per cell from 2: 3 more x 2 cells = 6 runs, 18 h,
+    # 36.00 EUR at 2.00/h. One seed: a second one, 2 runs, 6 h, 12.00 EUR. A rejected effect
+    # is decided: not listed.
+    assert sorted(rows.index) == ["train.lr", "train.max_length", "train.warmup"]
+    lr = rows.loc["train.lr"]
+    assert (lr["extra_runs"], lr["extra_hours"], lr["cost"]) == (6, 18.0, 36.0)
+    # 3 to 12 seeds with the seed spread's uncertainty: 1 or 10 more per cell, 2 or 20 runs.
+    assert (lr["cost_low"], lr["cost_high"]) == (12.0, 120.0)
+    assert rows.loc["train.max_length", "cost"] == 12.0
+    assert pd.isna(rows.loc["train.warmup", "extra_runs"])
+    text = out["summary"].read_text()
+    assert (
+        "To decide train.lr (inconclusive; seeds dominate its variance): 5 seeds per cell (3 to "
+        "12 with the spread's error): 6 more run(s) (2 cell(s)), 18.0 h on cpu, 36.00 EUR "
+        "(12.00 EUR to 120.00 EUR) at box; or 4,000 evaluation items (labelling not priced)."
+        in text
+    )
+    assert (
+        "To decide train.warmup (inconclusive; items dominate its variance): more seeds alone "
+        "cannot; 9,000 evaluation items would (not priced)." in text
+    )
+
+
+def test_a_better_floor_is_named_in_the_first_line_even_when_dearer(tmp_path):
+    inputs = write_inputs(tmp_path, verdict=FLOOR_WINS)
+    timed = json.loads((tmp_path / "floor_timings.json").read_text())
+    timed["floors"]["floor/tfidf_logreg"]["fit_seconds"] = 36000.0  # 10 h: 20.00 EUR
+    (tmp_path / "floor_timings.json").write_text(json.dumps(timed))
+    out = run_stage(tmp_path, inputs)
+    assert out["summary"].read_text().splitlines()[0] == (
+        "At equal quality, keep run-a/int8_dynamic: 4.00 EUR to train + 0.50 EUR to serve "
+        "360,000 predictions = 4.50 EUR. The reference floor floor/tfidf_logreg is better (the "
+        "chosen cell train.lr=0.001 is below it by the evaluation's test) but dearer: 20.00 EUR "
+        "to train + 0.20 EUR to serve 360,000 predictions = 20.20 EUR."
+    )
+    # No fine-tune with a known serving cost: the floor is kept for its quality, not "cheaper".
+    out = run_stage(tmp_path / "b", write_inputs(_mkdir(tmp_path / "b"), quantized=False,
+                                                 verdict=FLOOR_WINS))  # fmt: skip
+    first = out["summary"].read_text().splitlines()[0]
+    assert first.startswith(
+        "Keep the reference floor floor/tfidf_logreg: the chosen cell train.lr=0.001 is below it "
+        "by the evaluation's test; it costs 0.20 EUR to train"
+    )
+    assert first.endswith("(no fine-tune at the bar has a known serving cost).")
+
+
+def _mkdir(path):
+    path.mkdir()
+    return path

@@ -157,14 +157,15 @@ def test_metrics_effects_quantized_floor_and_words(campaign):
     main = comparisons[(comparisons.kind == "main") & (comparisons.split == "validation")]
     effect = main[main.subject == "train.lr 0.001 -> 0.003"].iloc[0]
     assert effect.estimate == pytest.approx(0.20)
-    assert effect.n_seeds == 3 and effect.test.startswith("paired t over seeds")
+    assert effect.n_seeds == 3 and effect.test.startswith("crossed seed x item")
     # seeds' se 0.01 / sqrt(3) and the items' (~0.02) together: t(2) interval ~ +/- 0.09
     assert 0.05 < effect.ci_low < 0.2 < effect.ci_high < 0.35
     assert effect.decision == "adopt"
     worse = main[main.subject == "train.lr 0.001 -> 0.01"].iloc[0]
-    # the same -0.35 at every seed: the seeds' sd is 0, the items' share keeps p above 0
+    # the same -0.35 at every seed; the seeds' sd is pooled over the design's 9 runs (6 df):
+    # run variances 0.025^2, 0.0218^2 (0.85, 0.89, 0.885), 0.025^2 averaged
     assert worse.estimate == pytest.approx(-0.35) and worse.decision == "reject"
-    assert worse.seed_sd == pytest.approx(0, abs=1e-12)
+    assert worse.seed_sd == pytest.approx(((0.000625 + 0.000475 + 0.000625) / 3) ** 0.5)
     assert 0 < worse.p_value and worse.ci_low < worse.ci_high
     # Holm: every p-value of the split's family adjusted, never below the raw one
     family = comparisons[(comparisons.split == "validation") & (comparisons.kind != "floor")]
@@ -173,8 +174,12 @@ def test_metrics_effects_quantized_floor_and_words(campaign):
     quant = comparisons[(comparisons.kind == "quantized") & (comparisons.split == "validation")]
     q = quant.iloc[0]
     assert q.subject == "r-c1/int8_dynamic" and q.reference == "r-c1"
-    assert q.estimate == pytest.approx(0.0) and q.test == "McNemar (exact)"
-    assert q.p_value == pytest.approx(1.0)
+    assert q.estimate == pytest.approx(0.0) and q.test.startswith("Tango score")
+    assert q.mcnemar_p == pytest.approx(1.0)
+    # one loss, one gain on 400 items, margin 1 point: Tango's restricted P(loss) under -0.01 is
+    # (10 + sqrt(100 - 32.32)) / 1600 = 0.011392, z = 4 / sqrt(400 (2q - 0.0101)) = 1.776,
+    # one-sided p 0.0379 > 0.025: not shown within a point (the old percentile bootstrap was)
+    assert q.p_value == pytest.approx(0.0379, abs=2e-4) and q.decision == "inconclusive"
     changes = pd.read_parquet(outputs["errors"] / "changes.parquet")
     mine = changes[(changes.variant == "r-c1/int8_dynamic") & (changes.split == "validation")]
     assert sorted(zip(mine.change, mine.id, strict=True)) == [
@@ -230,7 +235,7 @@ def test_one_seed_uses_items_and_says_so(campaign):
     outputs, _ = evaluate(tmp_path, inputs, settings())
     comparisons = pd.read_parquet(outputs["comparisons"])
     effect = comparisons[(comparisons.kind == "main") & (comparisons.split == "validation")].iloc[0]
-    assert effect.n_seeds == 1 and effect.test == "McNemar (exact)"
+    assert effect.n_seeds == 1 and effect.test.startswith("items (one seed")
     assert effect.estimate == pytest.approx(0.20) and effect.p_value < 1e-6
     assert "seed-to-seed spread not measured" in effect.interval_over
     # a p below 1e-6 on the items, yet one seed: not adopted
@@ -338,3 +343,36 @@ def test_causal_lm_runs_get_exact_match_and_perplexity(campaign):
     em = metrics[metrics.metric == "exact_match"].set_index(["variant", "split"]).value
     acc = metrics[metrics.metric == "accuracy"].set_index(["variant", "split"]).value
     assert em.equals(acc.loc[em.index])
+
+
+def test_the_floor_wins_the_verdict_and_an_fp32_copy_is_only_checked(campaign):
+    """Only the lr=0.01 cell (0.30-0.35) left: below the majority floor (0.5) by the test, so
+    the verdict keeps the floor; r-w1's fp32 copy (the same predictions) is a consistency check,
+    outside the quantized family's Holm correction."""
+    tmp_path, inputs = campaign
+    keep = {"r-w1", "r-w2", "r-w3"}
+    for s in ("predictions_validation", "predictions_test"):
+        inputs[s] = [p for p in inputs[s] if p.parent.name in keep]
+    plan = (tmp_path / "runs.tsv").read_text().splitlines()
+    (tmp_path / "runs.tsv").write_text(
+        "\n".join([plan[0], *[ln for ln in plan[1:] if ln.split("\t")[0] in keep]]) + "\n"
+    )
+    for s in ("validation", "test"):
+        copy = tmp_path / "quantize" / "r-w1" / "fp32" / f"predictions_{s}.parquet"
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_bytes((tmp_path / "runs" / "r-w1" / f"predictions_{s}.parquet").read_bytes())
+        inputs[f"variants_{s}"] = [copy]
+    outputs, _ = evaluate(tmp_path, inputs, settings())
+    decisions = json.loads(outputs["decisions"].read_text())
+    assert decisions["verdict"]["kind"] == "floor"
+    assert decisions["verdict"]["keep"] == "floor/majority"
+    assert outputs["summary"].read_text().startswith("Keep: floor/majority")
+    # 0.325 against 0.5 on the same 400 items: 17.5 points below, well past the interval
+    flag = decisions["below_floor"][0]
+    assert flag["verdict"] == "below floor" and flag["estimate"] == pytest.approx(-0.175)
+    assert decisions["best_cell"]["representative_run"] == "r-w3"  # 0.30, 0.325, 0.35
+    assert decisions["best_cell"]["reported_on"] == "test"
+    comparisons = pd.read_parquet(outputs["comparisons"])
+    copy = comparisons[comparisons.subject == "r-w1/fp32"].iloc[0]
+    assert copy.decision == "consistency check" and np.isnan(copy.p_holm)
+    assert copy.estimate == 0 and copy.items_changed == 0

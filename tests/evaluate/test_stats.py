@@ -1,6 +1,6 @@
 """The statistics behind the decisions: answers computed by hand on tiny arrays, interval
-properties, determinism, and simulations (vectorized, seconds) of coverage, false adoptions
-under no difference, and power at twice the minimum detectable effect."""
+properties, determinism, and the coverage of the paired item bootstrap. The crossed seed x item
+model and the decisions are tested in test_comparison.py and simulated in test_bench_stats.py."""
 
 from __future__ import annotations
 
@@ -31,42 +31,6 @@ def test_mcnemar_by_hand():
     assert stats.mcnemar_p(a, a) == 1.0  # no discordant item
 
 
-def test_paired_seeds_by_hand():
-    c = stats.paired_seeds(np.array([0.01, 0.03]), confidence=0.95)
-    assert c.mean == pytest.approx(0.02) and c.sd == pytest.approx(math.sqrt(2) / 100)
-    half = 12.7062 * (math.sqrt(2) / 100) / math.sqrt(2)  # t(0.975, 1) x sd / sqrt(2)
-    assert (c.low, c.high) == pytest.approx((0.02 - half, 0.02 + half), rel=1e-4)
-    assert c.t_p == pytest.approx(0.29517, rel=1e-4)  # t = 2 with 1 degree of freedom
-    one = stats.paired_seeds(np.array([0.05]), 0.95)
-    assert one.mean == 0.05 and math.isnan(one.low) and math.isnan(one.t_p)
-
-
-def test_minimum_detectable_effect_and_seeds_needed_by_hand():
-    # Exact (noncentral t): at 4 seeds the power is 0.8 at 2.1279 sd; the normal shortcut
-    # (t(0.975, 3) + t(0.8, 3)) / sqrt(4) = 2.0805 is optimistic (power 0.78 there).
-    assert stats.minimum_detectable_effect(1.0, 4) == pytest.approx(2.1279, rel=1e-4)
-    assert stats.t_test_power(2.0805, 1.0, 4) == pytest.approx(0.78, abs=0.01)
-    # Two seeds: a t-test over one degree of freedom needs 11.5 sd for 80 % power.
-    assert stats.minimum_detectable_effect(1.0, 2) == pytest.approx(11.55, rel=1e-3)
-    # k = 9: power 0.76 at 1 sd; k = 10: 0.80
-    assert stats.t_test_power(1.0, 1.0, 9) < 0.8 <= stats.t_test_power(1.0, 1.0, 10)
-    assert stats.seeds_needed(1.0, 1.0) == 10
-    assert stats.minimum_detectable_effect(1.0, 1) == math.inf
-    assert stats.seeds_needed(0.0, 1.0) is None
-
-
-def test_decisions_by_hand():
-    # significant, positive, useful size -> adopt; significant but too small -> inconclusive
-    assert stats.decide(0.05, 0.02, 0.08, 0.001, 0.01, 0.05) == stats.ADOPT
-    assert stats.decide(0.005, 0.002, 0.008, 0.001, 0.01, 0.05) == stats.REJECT
-    assert stats.decide(0.02, -0.01, 0.05, 0.2, 0.01, 0.05) == stats.INCONCLUSIVE
-    assert stats.decide(-0.05, -0.08, -0.02, 0.001, 0.01, 0.05) == stats.REJECT
-    # compressed variants: non-inferiority against max_quality_loss 0.01
-    assert stats.decide_loss(-0.005, 0.002, 0.01) == stats.ADOPT
-    assert stats.decide_loss(-0.05, -0.02, 0.01) == stats.REJECT
-    assert stats.decide_loss(-0.02, 0.01, 0.01) == stats.INCONCLUSIVE
-
-
 def test_classification_metrics_by_hand():
     truth = np.array([0, 0, 1, 1])
     probs = np.array([[0.9, 0.1], [0.4, 0.6], [0.2, 0.8], [0.3, 0.7]])
@@ -85,6 +49,35 @@ def test_classification_metrics_by_hand():
         np.array([0, -1]), probs[:2], ["a", "b"], np.zeros((3, 2), int), 0.9
     )
     assert unseen["accuracy"].value == 0.5  # a label the model never saw counts as wrong
+
+
+def test_debiased_ece_by_hand():
+    # 10 items at confidence 0.55, all right; 10 at 0.75, 8 right. Binned ECE:
+    # (10 * 0.45 + |8 - 7.5|) / 20 = 0.25. Debiased (Kumar et al.): half the items at gap 0.45
+    # with no noise, half at (0.05^2 - 0.8 * 0.2 / 9): sqrt(0.10125 - 0.0076389) = 0.30596,
+    # above the binned 0.25 here: the bins' noise no longer cancels the 0.45 gap's sign
+    probs = np.array([[0.55, 0.45]] * 10 + [[0.75, 0.25]] * 10)
+    truth = np.array([0] * 10 + [0] * 8 + [1] * 2)
+    rng = np.random.default_rng(0)
+    m = classification_metrics(truth, probs, ["a", "b"], stats.resample_indices(rng, 20, 300), 0.9)
+    assert m["ece"].value == pytest.approx(0.25)
+    assert m["ece_debiased"].value == pytest.approx(
+        math.sqrt(0.5 * 0.45**2 + 0.5 * (0.05**2 - 0.16 / 9))
+    )
+    for name in ("ece", "ece_debiased"):
+        assert 0 <= m[name].low <= m[name].value <= m[name].high
+
+
+def test_a_calibrated_model_has_debiased_ece_near_zero_and_binned_ece_above():
+    rng = np.random.default_rng(3)
+    conf = rng.uniform(0.5, 1.0, 2000)
+    truth = (rng.random(2000) >= conf).astype(int)  # class 0 right with probability conf
+    probs = np.stack([conf, 1 - conf], axis=1)
+    m = classification_metrics(
+        truth, probs, ["a", "b"], stats.resample_indices(rng, 2000, 300), 0.95
+    )
+    assert m["ece_debiased"].value < m["ece"].value
+    assert m["ece_debiased"].low == 0.0  # calibrated: the interval reaches 0
 
 
 # ------------------------------------------------------------------ properties, determinism
@@ -118,81 +111,6 @@ def test_paired_item_interval_covers_at_nominal_rate():
         ci = stats.mean_interval(d, idx, 0.95)
         covered += ci.low <= q_plus - q_minus <= ci.high
     assert 0.93 <= covered / sims <= 0.97, covered / sims
-
-
-def simulate_seeds(rng, effects, n_sims, n_seeds, n_items=300, base=0.7, seed_sd=0.02):
-    """Per-seed accuracy differences (n_sims, n_comparisons, n_seeds) of variants against the
-    control, each measured on n_items items; every seed moves both arms (shared data order)
-    plus its own noise."""
-    effects = np.asarray(effects)
-    shared = rng.normal(0, seed_sd, (n_sims, 1, n_seeds))
-    control = rng.binomial(n_items, np.clip(base + shared, 0, 1)) / n_items
-    own = rng.normal(0, seed_sd, (n_sims, effects.size, n_seeds))
-    p = np.clip(base + effects[None, :, None] + shared + own, 0, 1)
-    return rng.binomial(n_items, p) / n_items - control
-
-
-def decisions(diffs, min_useful, alpha=0.05):
-    """The decision of each comparison (n_sims, n_comparisons), Holm within a campaign."""
-    mean, _sd, _low, high, t_p = stats.paired_t(diffs, 0.95)
-    return stats.decide_rows(mean, high, stats.holm_rows(t_p), min_useful, alpha)
-
-
-def test_the_batch_functions_agree_with_the_one_at_a_time_ones():
-    rng = np.random.default_rng(5)
-    diffs = simulate_seeds(rng, [0.0, 0.02, 0.05], 40, 4)
-    mean, sd, low, high, t_p = stats.paired_t(diffs, 0.95)
-    adjusted = stats.holm_rows(t_p)
-    for i in range(40):
-        np.testing.assert_allclose(adjusted[i], stats.holm(t_p[i]))
-        for j in range(3):
-            one = stats.paired_seeds(diffs[i, j], 0.95)
-            np.testing.assert_allclose(
-                [one.mean, one.sd, one.low, one.high, one.t_p],
-                [mean[i, j], sd[i, j], low[i, j], high[i, j], t_p[i, j]],
-            )
-            assert decisions(diffs[i : i + 1], 0.01)[0, j] == stats.decide(
-                one.mean, one.low, one.high, adjusted[i, j], 0.01, 0.05
-            )
-
-
-@pytest.mark.parametrize("n_seeds", [2, 3, 5])
-def test_seed_interval_covers_at_nominal_rate(n_seeds):
-    rng = np.random.default_rng(n_seeds)
-    diffs = simulate_seeds(rng, [0.03], 4000, n_seeds)[:, 0, :]
-    _mean, _sd, low, high, _p = stats.paired_t(diffs, 0.95)
-    covered = np.mean((low <= 0.03) & (0.03 <= high))
-    assert 0.93 <= covered <= 0.97, covered
-
-
-def test_no_difference_adopts_at_most_five_percent_after_holm():
-    rng = np.random.default_rng(11)
-    diffs = simulate_seeds(rng, [0.0, 0.0, 0.0, 0.0], 1000, n_seeds=3)
-    made = decisions(diffs, min_useful=0.0)
-    campaigns_with_an_adoption = np.mean((made == stats.ADOPT).any(axis=1))
-    assert campaigns_with_an_adoption <= 0.05, campaigns_with_an_adoption
-
-
-def test_twice_the_minimum_detectable_effect_is_adopted_at_least_80_percent():
-    rng = np.random.default_rng(12)
-    n_seeds = 5
-    # The sd of the per-seed differences, measured on a large A/A sample, gives the MDE.
-    sd = simulate_seeds(rng, [0.0], 20000, n_seeds)[:, 0, :].std(ddof=1)
-    mde = stats.minimum_detectable_effect(sd, n_seeds)
-    diffs = simulate_seeds(rng, [2 * mde, 0.0, 0.0], 1000, n_seeds)
-    made = decisions(diffs, min_useful=mde)
-    assert np.mean(made[:, 0] == stats.ADOPT) >= 0.8, (mde, np.mean(made[:, 0] == stats.ADOPT))
-    assert np.mean(made[:, 1:] == stats.ADOPT) <= 0.05
-
-
-@pytest.mark.parametrize("n_seeds", [2, 3, 5])
-def test_at_the_minimum_detectable_effect_the_t_test_rejects_80_percent(n_seeds):
-    """Not at twice the MDE (which hides a formula off by almost 2x): at the MDE itself."""
-    rng = np.random.default_rng(n_seeds)
-    mde = stats.minimum_detectable_effect(1.0, n_seeds)
-    diffs = rng.normal(mde, 1.0, (20000, n_seeds))
-    *_, t_p = stats.paired_t(diffs, 0.95)
-    assert np.mean(t_p < 0.05) == pytest.approx(0.80, abs=0.015)
 
 
 def test_a_perfect_model_has_macro_f1_one_in_every_resample_even_with_a_rare_class():

@@ -13,7 +13,7 @@ import pytest
 from trainkit import REPO, tiny_spec, write_splits
 
 from campaign.core.errors import CampaignError
-from campaign.quantize import quantize_run, select_best, variants_table
+from campaign.quantize import quantize_run, select_best_seed, variants_table
 from campaign.quantize.stage import calibration_sample
 from campaign.quantize.variant import get_variant, key_info, placement
 from campaign.quantize.variants import names
@@ -221,7 +221,7 @@ def test_calibration_sample_is_seeded_and_from_the_train_split(splits):
     assert len(calibration_sample(train, 10_000, seed=0)) == len(train)
 
 
-def test_select_best_by_final_validation_accuracy(tmp_path):
+def test_select_best_seed_by_final_validation_accuracy(tmp_path):
     def manifest(run: str, accuracy):
         folder = tmp_path / run
         folder.mkdir()
@@ -230,11 +230,11 @@ def test_select_best_by_final_validation_accuracy(tmp_path):
         return folder / "run_manifest.json"
 
     paths = [manifest("rb", 0.5), manifest("ra", 0.5), manifest("rc", 0.25), manifest("rd", None)]
-    chosen = select_best(paths)
+    chosen = select_best_seed(paths)
     assert chosen["runs"] == ["ra"]  # a tie goes to the smaller id
     assert chosen["scores"] == {"ra": 0.5, "rb": 0.5, "rc": 0.25, "rd": None}
-    with pytest.raises(CampaignError, match="quantization.runs: best: no run has"):
-        select_best([paths[3]])
+    with pytest.raises(CampaignError, match="quantization.runs: best_seed: no run has"):
+        select_best_seed([paths[3]])
 
 
 def test_table_rows_and_ratios_against_fp32(tiny_run, splits, tmp_path):
@@ -346,7 +346,7 @@ def test_runs_to_quantize_from_params():
     params["quantization"]["runs"] = "control"
     (control,) = planned_targets(params)
     assert control == control_run(params) and "baseline" in planned[control].roles
-    params["quantization"]["runs"] = "best"
+    params["quantization"]["runs"] = "representative"
     assert planned_targets(params) is None  # known after training: the checkpoint picks
     params["quantization"]["runs"] = sorted(planned)[:1]
     check_runs(params)

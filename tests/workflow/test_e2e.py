@@ -62,7 +62,9 @@ def test_campaign_runs_then_nothing_to_do(tiny_project):
     scored = set(pd.read_parquet(evaluation / "metrics.parquet").variant)
     assert run_ids(tiny_project) <= scored and {"floor/majority", "floor/tfidf_logreg"} <= scored
     assert metrics["evaluation"]["best_cell"]["cell"] == decisions["best_cell"]["cell"]
-    assert (evaluation / "summary.txt").read_text().startswith("Decisions use the validation")
+    summary = (evaluation / "summary.txt").read_text()
+    assert summary.startswith(f"Keep: {decisions['verdict']['keep']}")
+    assert "Decisions use the validation" in summary
     # Results and the store may hold personal data: owner-only, every file and folder.
     for top in (tiny_project / "results", tiny_project / ".campaign" / "store"):
         for path in [top, *top.rglob("*")]:

@@ -1,5 +1,6 @@
 # Budget phase: what the finished jobs cost, the calibrated forecast of the rest, the offers and
-# the cheapest way to buy the rest before the deadline, the cost at equal quality.
+# the cheapest way to buy the rest before the deadline, the cost at equal quality (the reference
+# floor priced from the fit and predictions the floor stage timed).
 
 
 localrules:
@@ -18,7 +19,9 @@ rule budget:
         # with the hit's seconds. The runs' timings.json hold what the computation took.
         benchmarks=[],
         decisions="results/evaluation/decisions.json",
+        metrics="results/evaluation/metrics.parquet",
         variants="results/quantize/variants.parquet",
+        floor_timings="results/evaluation/floor_timings.json",
     output:
         jobs_csv="results/budget/jobs.csv",
         jobs_parquet="results/budget/jobs.parquet",
@@ -30,6 +33,8 @@ rule budget:
         plans_parquet="results/budget/plans.parquet",
         equal_quality_csv="results/budget/equal_quality.csv",
         equal_quality_parquet="results/budget/equal_quality.parquet",
+        to_decide_csv="results/budget/to_decide.csv",
+        to_decide_parquet="results/budget/to_decide.parquet",
         summary="results/budget/summary.txt",
     log:
         "logs/budget/budget.log",

@@ -7,6 +7,7 @@ rule floor:
         **SPLITS,
     output:
         floor=directory("results/evaluation/floor"),
+        timings="results/evaluation/floor_timings.json",
     log:
         "logs/floor/floor.log",
     benchmark:
@@ -29,7 +30,8 @@ rule evaluate:
         predictions_test=run_paths("results/runs/{run}/predictions_test.parquet"),
         floor="results/evaluation/floor",
         # Every quantized variant's result (status) and predictions: job_paths asks the
-        # quantize_select checkpoint which runs were chosen when quantization.runs is best.
+        # quantize_select checkpoint which runs were chosen (quantization.runs: representative or
+        # best_seed).
         variants_result=job_paths(
             config, "result.json", run_paths("{run}"), QUANTIZE_SELECTION
         ),

@@ -1,8 +1,8 @@
 # Quantize phase: one job per (chosen run, variant), each scoring its variant on the run's own
 # validation/test items and measuring it; one table of them all (results/quantize/
-# variants.parquet). quantization.runs: control, all or a list are known from params; best is
-# known after training, so a checkpoint (quantize_select) picks it from the run manifests and
-# the table asks it which run's jobs to add.
+# variants.parquet). quantization.runs: control, all or a list are known from params;
+# representative and best_seed are known after training, so a checkpoint (quantize_select)
+# picks the run from the run manifests and the table asks it which run's jobs to add.
 from campaign.quantize import job_paths
 from campaign.quantize.variants import names as variant_names
 
@@ -16,7 +16,7 @@ localrules:
     quantize_table,
 
 
-# The selection file, once the checkpoint has written it (read only for `best`).
+# The selection file, once the checkpoint has written it (representative and best_seed).
 QUANTIZE_SELECTION = lambda: checkpoints.quantize_select.get().output.selection
 
 

@@ -1,7 +1,8 @@
 """The budget phase: what each finished job cost (measured), what every planned run and the rest
 of the plan will cost (projected by the plan table, corrected by what the finished runs took),
 the cheapest offer or mix of packages that finishes the rest before the deadline, and the cost to
-train and serve each variant that reaches the quality bar."""
+train and serve each variant that reaches the quality bar, the reference floor included (its fit
+and predictions as the floor stage timed them)."""
 
 from campaign.core.lazy import exports
 from campaign.core.stage import Phase, Stage
@@ -21,11 +22,16 @@ RECIPE_KEYS = ("max_steps", "micro_batch", "grad_accum", "max_length", "eval_eve
 def _budget_spec(params: dict) -> dict:
     from campaign.plan import plan_index
 
+    index = plan_index(params)
     return {
         "budget": params["budget"],
         "recipes": {
-            rid: {k: run.spec["train"][k] for k in RECIPE_KEYS}
-            for rid, run in plan_index(params).items()
+            rid: {k: run.spec["train"][k] for k in RECIPE_KEYS} for rid, run in index.items()
+        },
+        # Each run's cell: a seed more per cell is one run per cell (the price of deciding).
+        "cells": {
+            rid: ", ".join(f"{k}={v}" for k, v in run.cell) or "baseline"
+            for rid, run in index.items()
         },
     }
 
@@ -65,7 +71,9 @@ PHASE = Phase(
                 "timings",
                 "benchmarks",
                 "decisions",
+                "metrics",
                 "variants",
+                "floor_timings",
             ),
             outputs=(
                 "jobs_csv",
@@ -78,6 +86,8 @@ PHASE = Phase(
                 "plans_parquet",
                 "equal_quality_csv",
                 "equal_quality_parquet",
+                "to_decide_csv",
+                "to_decide_parquet",
                 "summary",
             ),
             spec=_budget_spec,

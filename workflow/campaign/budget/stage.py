@@ -1,7 +1,8 @@
 """The budget stage: reads the plan table, the preflight's report and measurements, each finished
-run's manifest, timings and Snakemake benchmark, the evaluation's decisions and (when there is
-one) the quantization table; writes results/budget/{jobs,forecast,offers,plans,equal_quality}
-as CSV and Parquet, and summary.txt in words.
+run's manifest, timings and Snakemake benchmark, the evaluation's decisions and metrics, the
+floor's timings and (when there is one) the quantization table; writes
+results/budget/{jobs,forecast,offers,plans,equal_quality} as CSV and Parquet, and summary.txt in
+words.
 
 - jobs: one row per finished run: wall hours, device, peak memory (the benchmark's max_rss),
   money at the reference offer's hourly price.
@@ -12,8 +13,15 @@ as CSV and Parquet, and summary.txt in words.
   card-hours on that card and how they were obtained, and whether the package beats hourly.
 - plans: every way to buy the work (the rest, and the whole kept plan) on every offer, with its
   cost, wall hours and whether it meets the deadline; the cheapest feasible one is marked.
-- equal_quality: the variants at the quality bar (the best cell's runs, and the quantized
-  variants of them the evaluation adopted): the cost to train and to serve budget.predictions.
+- to_decide: one row per open main effect: the seeds per cell the evaluation says would decide
+  it, the runs that adds to the kept plan and their price at the reference offer
+  (campaign.budget.questions), or the evaluation items that would.
+- equal_quality: the variants at the quality bar (the chosen cell's runs, the quantized
+  variants of them the evaluation adopted, and the reference floor when the evaluation's test
+  shows it better than the chosen cell), each with its quality on the split the cell was not
+  chosen on, and the cost to train and to serve budget.predictions (the floor's from
+  floor_timings.json). The bar is the chosen cell's quality on that split, not the maximum of
+  the cells' means on the split it was chosen on (the winner's curse).
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from campaign.budget import calibrate, words
+from campaign.budget import calibrate, questions, words
 from campaign.budget.offers import (
     Offer,
     cheapest,
@@ -185,7 +193,15 @@ def stage_budget(ctx) -> None:
                 best.offer,
                 best.pricing,
             )
-    equal = _equal_quality(ctx, jobs, b, reference)
+    bar, equal = _equal_quality(ctx, jobs, b, reference)
+    paths = ctx.inputs.get("decisions", [])
+    to_decide = (
+        questions.price_to_decide(
+            _json(paths[0]), forecast, ctx.spec.get("cells", {}), jobs_price(reference), b
+        )
+        if paths
+        else []
+    )
 
     tables = {
         "jobs": jobs,
@@ -193,12 +209,15 @@ def stage_budget(ctx) -> None:
         "offers": offer_rows,
         "plans": plan_rows,
         "equal_quality": equal,
+        "to_decide": to_decide,
     }
     for name, rows in tables.items():
         frame = pd.DataFrame(rows, columns=_COLUMNS[name])
         frame.to_csv(ctx.outputs[f"{name}_csv"], index=False, float_format="%.10g")
         frame.to_parquet(ctx.outputs[f"{name}_parquet"], index=False)
-    text = words.summary(b, reference, jobs, forecast, cal, plan_rows, offer_rows, equal)
+    text = words.summary(
+        b, reference, jobs, forecast, cal, plan_rows, offer_rows, bar, equal, to_decide
+    )
     ctx.outputs["summary"].write_text(text)
 
 
@@ -224,20 +243,28 @@ _COLUMNS = {
         "currency", "wall_hours", "hourly_card_hours", "meets_deadline", "why_not", "cheapest",
     ],
     "equal_quality": [
-        "variant", "run", "kind", "decision", "train_hours", "train_cost", "throughput",
-        "throughput_of",
+        "variant", "run", "kind", "decision", "quality_split", "quality", "quality_low",
+        "quality_high", "train_hours", "train_cost", "throughput", "throughput_of",
         "serve_hours", "serve_cost", "total_cost", "currency", "cheapest",
+    ],
+    "to_decide": [
+        "subject", "decision", "dominant", "n_seeds", "seeds_needed", "seeds_needed_low",
+        "seeds_needed_high", "cells", "extra_runs", "hours_per_run", "extra_hours", "cost",
+        "cost_low", "cost_high", "currency", "items_needed",
     ],
 }  # fmt: skip
 
 
+def jobs_price(reference: Offer) -> float:
+    """The reference offer's price per card-hour: hourly, else its cheapest package's."""
+    if reference.hourly is not None:
+        return reference.hourly
+    return min((p.price_per_card_hour for p in reference.packages), default=math.nan)
+
+
 def _jobs(plan, manifests, timings, benchmarks, reference: Offer, currency: str) -> list[dict]:
     rows = []
-    price = (
-        reference.hourly
-        if reference.hourly is not None
-        else min((p.price_per_card_hour for p in reference.packages), default=math.nan)
-    )
+    price = jobs_price(reference)
     for r in plan:
         run = r["run"]
         if run not in manifests and run not in timings:
@@ -363,49 +390,116 @@ def _as_option(r: dict):
     )  # fmt: skip
 
 
-def _equal_quality(ctx, jobs, b, reference: Offer) -> list[dict]:
-    """The variants at the quality bar, with the cost to train and to serve."""
-    paths = ctx.inputs.get("decisions", [])
-    if not paths:
-        return []
-    decisions = _json(paths[0])
+def quality_bar(decisions: dict) -> dict | None:
+    """The bar every candidate at equal quality is held to: the chosen cell's quality on the
+    split it was not chosen on (decisions.json best_cell.reported, else its by_split entry for
+    that split; no winner's curse), or, from an evaluation that has neither, its quality on the
+    split it was chosen on, marked optimistic (the maximum of the cells' means). None without a
+    chosen cell."""
     best = decisions.get("best_cell")
     if not best:
-        return []
-    best_runs = list(best.get("runs", []))
+        return None
+    chosen_on = best.get("chosen_on", decisions.get("decide_on"))
+    reported = best.get("reported")
+    other = {s: q for s, q in (best.get("by_split") or {}).items() if s != chosen_on}
+    if reported and reported.get("value") is not None:
+        split, q, optimistic = best.get("reported_on"), reported, False
+    elif len(other) == 1 and next(iter(other.values())).get("value") is not None:
+        (split, q), optimistic = next(iter(other.items())), False
+    else:
+        split, q, optimistic = chosen_on, best, True
+    return {
+        "cell": best["cell"],
+        "chosen_on": chosen_on,
+        "split": split,
+        "metric": decisions.get("metric"),
+        "value": q.get("value"),
+        "ci_low": q.get("ci_low"),
+        "ci_high": q.get("ci_high"),
+        "optimistic": optimistic,
+        "representative_run": best.get("representative_run"),
+    }
+
+
+def floors_at_bar(decisions: dict) -> list[str]:
+    """The floor variants shown at least as good as the chosen cell: the verdict's floor when
+    the evaluation keeps one (the chosen cell is below it by its test); from an evaluation
+    without a verdict, the floors its floor test put the chosen cell below. A floor the test
+    does not show to be better is not a candidate (its quality is not shown)."""
+    best = decisions.get("best_cell") or {}
+    verdict = decisions.get("verdict")
+    if verdict is not None:
+        return [verdict["keep"]] if verdict.get("kind") == "floor" else []
+    return sorted(
+        {
+            f["floor"]
+            for f in decisions.get("below_floor", [])
+            if f.get("cell") == best.get("cell") and f.get("verdict") == "below floor"
+        }
+    )
+
+
+def _equal_quality(ctx, jobs, b, reference: Offer) -> tuple[dict | None, list[dict]]:
+    """The quality bar, and the variants at it with the cost to train and to serve."""
+    paths = ctx.inputs.get("decisions", [])
+    if not paths:
+        return None, []
+    decisions = _json(paths[0])
+    bar = quality_bar(decisions)
+    if bar is None:
+        return None, []
+    best_runs = list(decisions["best_cell"].get("runs", []))
     serving = _serving(ctx.inputs.get("variants", []))
+    floor_paths = ctx.inputs.get("floor_timings", [])
+    floor_cost = _json(floor_paths[0]).get("floors", {}) if floor_paths else {}
+    quality = _quality(ctx.inputs.get("metrics", []), bar["metric"], bar["split"])
     cost = {j["run"]: j for j in jobs}
     price = reference.hourly if reference.hourly is not None else math.nan
-    rows = []
-    candidates = [(run, run, "run", "best cell") for run in best_runs]
+    candidates = [(run, run, "run", "chosen cell") for run in best_runs]
     for d in decisions.get("decisions", []):
         if d.get("kind") == "quantized" and d.get("reference") in best_runs:
             candidates.append((d["subject"], d["reference"], "quantized", d["decision"]))
+    for name in floors_at_bar(decisions):
+        candidates.append((name, None, "floor", "better than the chosen cell"))
+    rows = []
     for name, run, kind, decision in candidates:
         if kind == "quantized" and decision != "adopt":
             continue  # not shown within evaluation.max_quality_loss of its run
-        variant = name.partition("/")[2] if kind == "quantized" else "fp32"
-        throughput, measured_on_run = serving.get((run, variant), math.nan), run
-        if not math.isfinite(throughput):
-            # Serving speed is the model's shape and the variant's, not the seed's: another run
-            # of the best cell measured with this variant stands in.
-            others = [(serving[(r, variant)], r) for r in best_runs if (r, variant) in serving]
-            if others:
-                throughput, measured_on_run = sorted(others)[len(others) // 2]
+        if kind == "floor":
+            timed = floor_cost.get(name, {})
+            train_hours = timed.get("fit_seconds", math.nan) / HOUR_S
+            train_cost = train_hours * price
+            throughput = _number(timed.get("throughput"))
+            measured_on_run = "floor_timings.json"
+        else:
+            variant = name.partition("/")[2] if kind == "quantized" else "fp32"
+            throughput, measured_on_run = serving.get((run, variant), math.nan), run
+            if not math.isfinite(throughput):
+                # Serving speed is the model's shape and the variant's, not the seed's: another
+                # run of the chosen cell measured with this variant stands in.
+                others = [(serving[(r, variant)], r) for r in best_runs if (r, variant) in serving]
+                if others:
+                    throughput, measured_on_run = sorted(others)[len(others) // 2]
+            measured_on_run = f"{measured_on_run}/{variant}"
+            job = cost.get(run, {})
+            train_hours = job.get("wall_hours", math.nan)
+            train_cost = job.get("cost", math.nan)
         serve_hours = b["predictions"] / throughput / HOUR_S if throughput > 0 else math.nan
-        job = cost.get(run, {})
-        train_hours = job.get("wall_hours", math.nan)
-        train_cost = job.get("cost", math.nan)
+        q = quality.get(name, (math.nan, math.nan, math.nan))
         rows.append(
             {
                 "variant": name,
                 "run": run,
                 "kind": kind,
                 "decision": decision,
+                "quality_split": bar["split"],
+                "quality": q[0],
+                "quality_low": q[1],
+                "quality_high": q[2],
                 "train_hours": train_hours,
                 "train_cost": train_cost,
                 "throughput": throughput,
-                "throughput_of": f"{measured_on_run}/{variant}",
+                "throughput_of": measured_on_run,
                 "serve_hours": serve_hours,
                 "serve_cost": serve_hours * price,
                 "total_cost": train_cost + serve_hours * price,
@@ -416,7 +510,29 @@ def _equal_quality(ctx, jobs, b, reference: Offer) -> list[dict]:
     known = [r for r in rows if math.isfinite(r["total_cost"])]
     if known:
         min(known, key=lambda r: (r["total_cost"], r["variant"]))["cheapest"] = True
-    return rows
+    return bar, rows
+
+
+def _number(value) -> float:
+    return math.nan if value is None else float(value)
+
+
+def _quality(paths: list[Path], metric: str | None, split: str | None) -> dict:
+    """{variant: (value, ci_low, ci_high)} of the evaluation's metric on `split` (optional
+    table: results/evaluation/metrics.parquet)."""
+    if not paths or metric is None or split is None:
+        return {}
+    import pandas as pd
+
+    frame = pd.read_parquet(paths[0])
+    for needed in ("variant", "split", "metric", "value", "ci_low", "ci_high"):
+        if needed not in frame.columns:
+            raise CampaignError(f"{paths[0]}: expected a column '{needed}'")
+    frame = frame[(frame["split"] == split) & (frame["metric"] == metric)]
+    return {
+        str(r.variant): (_number(r.value), _number(r.ci_low), _number(r.ci_high))
+        for r in frame.itertuples()
+    }
 
 
 def _serving(paths: list[Path]) -> dict[tuple[str, str], float]:

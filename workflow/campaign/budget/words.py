@@ -1,5 +1,6 @@
-"""results/budget/summary.txt: what the campaign cost, what the rest will cost and on which
-offer, and which variant to keep at equal quality, in words."""
+"""results/budget/summary.txt: which variant to keep at equal quality (the first line: the
+reference floor when it is better than the chosen cell and cheaper), what the campaign cost,
+what the rest will cost and on which offer, in words."""
 
 from __future__ import annotations
 
@@ -9,10 +10,111 @@ from campaign.budget.calibrate import Calibration, error_summary
 from campaign.budget.money import format_hours, format_money
 
 
-def summary(b, reference, jobs, forecast, cal: Calibration, plans, offers, equal) -> str:
+def _interval(value, low, high) -> str:
+    if value is None or not math.isfinite(value):
+        return "not measured"
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return f"{value:.3f} (no interval)"
+    return f"{value:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def bar_words(bar: dict) -> str:
+    """The quality bar in one sentence: the chosen cell's quality on the split it was not
+    chosen on, or a warning that it is the chosen split's (optimistic) number."""
+    where = (
+        f"{bar['split']} {bar['metric']} {_interval(bar['value'], bar['ci_low'], bar['ci_high'])}"
+    )
+    text = f"Quality bar: the chosen cell {bar['cell']} (chosen on {bar['chosen_on']}), {where}"
+    if bar["optimistic"]:
+        text += (
+            " — on the split it was chosen on, so optimistic (the maximum of the cells' means; "
+            "the evaluation reports no other split)"
+        )
+    return text + "."
+
+
+def headline(bar: dict | None, equal: list[dict], predictions: int, money) -> str:
+    """The first line: which variant to keep at equal quality, and whenever the reference floor
+    is better than the chosen cell, that it is (kept when cheaper, named when dearer)."""
+    if bar is None or not equal:
+        return "At equal quality: no variant reached the quality bar (no chosen cell)."
+    keep = next((e for e in equal if e["cheapest"]), None)
+    floors = [e for e in equal if e["kind"] == "floor"]
+    if keep is None and not floors:
+        return "At equal quality: no variant has both a training and a serving cost."
+    n = f"{predictions:,}"
+
+    def cost(e: dict) -> str:
+        return (
+            f"{money(e['train_cost'])} to train + {money(e['serve_cost'])} to serve {n} "
+            f"predictions = {money(e['total_cost'])}"
+        )
+
+    below = f"the chosen cell {bar['cell']} is below it by the evaluation's test"
+    tuned = [e for e in equal if e["kind"] != "floor" and math.isfinite(e["total_cost"])]
+    if keep is not None and keep["kind"] != "floor":
+        line = f"At equal quality, keep {keep['variant']}: {cost(keep)}."
+        for f in floors:
+            line += (
+                f" The reference floor {f['variant']} is better ({below}) but dearer: {cost(f)}."
+            )
+        return line
+    floor = keep if keep is not None else floors[0]
+    if tuned:
+        cheapest = min(tuned, key=lambda e: (e["total_cost"], e["variant"]))
+        than = (
+            f", and it is cheaper: {cost(floor)}, against {money(cheapest['total_cost'])} for "
+            f"the cheapest fine-tune ({cheapest['variant']})"
+        )
+    else:
+        than = f"; it costs {cost(floor)} (no fine-tune at the bar has a known serving cost)"
+    return f"Keep the reference floor {floor['variant']}: {below}{than}."
+
+
+def to_decide_words(r: dict, gpu: str, offer: str, money) -> str:
+    """What deciding one open effect would take and cost, in one sentence."""
+    why = r["decision"] + (f"; {r['dominant']} dominate its variance" if r["dominant"] else "")
+    head = f"To decide {r['subject']} ({why}): "
+    items = r["items_needed"]
+    or_items = f"; or {items:,} evaluation items (labelling not priced)" if items else ""
+    if r["extra_runs"] is not None:
+        low, high = r.get("seeds_needed_low"), r.get("seeds_needed_high")
+        if r["n_seeds"] < 2:
+            what = "a second seed per cell (it measures the seed spread)"
+        elif low and high:
+            what = f"{r['seeds_needed']} seeds per cell ({low} to {high} with the spread's error)"
+        else:
+            what = f"{r['seeds_needed']} seeds per cell"
+        price = money(r["cost"])
+        if math.isfinite(r.get("cost_low", math.nan)) and math.isfinite(
+            r.get("cost_high", math.nan)
+        ):
+            price += f" ({money(r['cost_low'])} to {money(r['cost_high'])})"
+        return (
+            head + f"{what}: {r['extra_runs']:,} more run(s) ({r['cells']} cell(s)), "
+            f"{format_hours(r['extra_hours'])} on {gpu}, {price} at {offer}{or_items}."
+        )
+    if items:
+        return head + f"more seeds alone cannot; {items:,} evaluation items would (not priced)."
+    return head + "neither more seeds nor more items would (the estimate sits at the bar)."
+
+
+def summary(
+    b, reference, jobs, forecast, cal: Calibration, plans, offers, bar, equal, to_decide=()
+) -> str:
     cur = b["currency"]
     money = lambda x: format_money(x, cur)  # noqa: E731
-    lines = [f"Budget in {cur}; the jobs ran on the offer '{reference.name}' ({reference.gpu})."]
+    lines = [headline(bar, equal, b["predictions"], money)]
+    if bar is not None:
+        lines.append(bar_words(bar))
+        keep = next((e for e in equal if e["cheapest"]), None)
+        for e in equal:
+            if e is not keep:
+                total = money(e["total_cost"])
+                lines.append(f"  also at the bar: {e['variant']} ({e['kind']}): total {total}")
+    lines.append(
+        f"Budget in {cur}; the jobs ran on the offer '{reference.name}' ({reference.gpu})."
+    )
     spent = sum(j["cost"] for j in jobs if math.isfinite(j["cost"]))
     hours = sum(j["wall_hours"] for j in jobs if math.isfinite(j["wall_hours"]))
     lines.append(f"Measured: {len(jobs)} finished run(s), {format_hours(hours)}, {money(spent)}.")
@@ -73,21 +175,6 @@ def summary(b, reference, jobs, forecast, cal: Calibration, plans, offers, equal
             f"{o['work_card_hours']:.3g} card-hours (break-even "
             f"{o['break_even_card_hours']:.4g} card-hours)."
         )
-    if not equal:
-        lines.append("At equal quality: no variant reached the quality bar (no best cell).")
-    else:
-        keep = next((e for e in equal if e["cheapest"]), None)
-        n = f"{b['predictions']:,}"
-        if keep is None:
-            lines.append("At equal quality: no variant has both a training and a serving cost.")
-        else:
-            lines.append(
-                f"At equal quality, keep {keep['variant']}: {money(keep['train_cost'])} to train "
-                f"+ {money(keep['serve_cost'])} to serve {n} predictions = "
-                f"{money(keep['total_cost'])}."
-            )
-        for e in equal:
-            if e is not keep:
-                total = money(e["total_cost"])
-                lines.append(f"  also at the bar: {e['variant']} ({e['kind']}): total {total}")
+    for r in to_decide:
+        lines.append(to_decide_words(r, reference.gpu, reference.name, money))
     return "\n".join(lines) + "\n"

@@ -1,7 +1,9 @@
 """The evaluate phase: every model variant (trained runs, quantized variants, the reference
-floor) scored on the same validation and test items, with bootstrap intervals; comparisons paired
-by item and by seed, Holm-corrected; decisions against `evaluation.min_useful_effect` and
-`evaluation.max_quality_loss`; error analysis (confusions, slices, items fixed and broken)."""
+floor) scored on the same validation and test items; cells and effects with one crossed seed x
+item variance model pooled over the design (comparison), quantized variants by a paired score
+non-inferiority test, Holm per family (questions); decisions against
+`evaluation.min_useful_effect` and `evaluation.max_quality_loss` (decide); the verdict and words
+(words); error analysis (confusions, slices, items fixed and broken). stage.py wires them."""
 
 from campaign.core.lazy import exports
 from campaign.core.stage import Phase, Stage
@@ -9,10 +11,7 @@ from campaign.core.stage import Phase, Stage
 _PUBLIC = {
     "Interval": "stats",
     "classification_metrics": "metrics",
-    "decide": "stats",
     "holm": "stats",
-    "minimum_detectable_effect": "stats",
-    "seeds_needed": "stats",
 }
 __getattr__, __dir__ = exports(__name__, _PUBLIC)
 
@@ -34,9 +33,11 @@ PHASE = Phase(
             entry="campaign.evaluate.stage:stage_floor",
             help="score the reference floor (majority class, TF-IDF + logistic regression)",
             inputs=("train", "validation", "test"),
-            outputs=("floor",),
+            outputs=("floor", "timings"),
             spec=_floor_spec,
             libraries=("scikit-learn", "numpy", "scipy"),
+            # The fit's and the predictions' seconds (the floor's cost, for the budget).
+            volatile=("timings",),
         ),
         Stage(
             name="evaluate",

@@ -3,10 +3,16 @@ the same train split and scored on the same items. Two floors: the majority clas
 = the train split's label shares) and a bag of words (TF-IDF + logistic regression, scikit-learn).
 
 Their predictions have the training runs' columns (id, label, prediction, score_<label> in the
-train split's sorted label order), so the evaluation treats them like any variant.
+train split's sorted label order), so the evaluation treats them like any variant. Each floor is
+fitted once and predicts every split; the fit and the predictions are timed (Timings: the
+floor's cost to train and to serve, which the budget prices).
 """
 
 from __future__ import annotations
+
+import contextlib
+import json
+import time
 
 import numpy as np
 
@@ -22,31 +28,48 @@ def labels_of(train_labels: list[str]) -> list[str]:
     return sorted(set(train_labels))
 
 
-def majority_probs(train_labels: list[str], n_items: int) -> np.ndarray:
-    """(n_items, n_classes): every item gets the train split's label shares."""
+def majority_model(train_labels: list[str]):
+    """The majority floor fitted on the train split: texts -> (len(texts), n_classes), the
+    train split's label shares for every item."""
     labels = labels_of(train_labels)
     counts = np.array([train_labels.count(label) for label in labels], dtype=np.float64)
-    return np.tile(counts / counts.sum(), (n_items, 1))
+    shares = counts / counts.sum()
+    return lambda texts: np.tile(shares, (len(texts), 1))
 
 
-def tfidf_probs(train_texts: list[str], train_labels: list[str], texts: list[str]) -> np.ndarray:
-    """(len(texts), n_classes) class probabilities of a TF-IDF + logistic regression model fitted
-    on the train split."""
+def majority_probs(train_labels: list[str], n_items: int) -> np.ndarray:
+    """(n_items, n_classes): every item gets the train split's label shares."""
+    return majority_model(train_labels)([None] * n_items)
+
+
+def tfidf_model(train_texts: list[str], train_labels: list[str]):
+    """A TF-IDF + logistic regression model fitted on the train split: texts ->
+    (len(texts), n_classes) class probabilities. Fitted once, it predicts every split."""
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
 
     labels = labels_of(train_labels)
     if len(labels) == 1:
-        return np.ones((len(texts), 1))
+        return lambda texts: np.ones((len(texts), 1))
     min_df = TFIDF["min_df"] if len(train_texts) >= 50 else 1  # a tiny train split: keep words
     vectorizer = TfidfVectorizer(**{**TFIDF, "min_df": min_df})
     x = vectorizer.fit_transform(train_texts)
     y = np.array([labels.index(label) for label in train_labels])
     model = LogisticRegression(**LOGREG).fit(x, y)
-    probs = np.zeros((len(texts), len(labels)))
-    if texts:
-        probs[:, model.classes_] = model.predict_proba(vectorizer.transform(texts))
-    return probs
+
+    def predict(texts: list[str]) -> np.ndarray:
+        probs = np.zeros((len(texts), len(labels)))
+        if texts:
+            probs[:, model.classes_] = model.predict_proba(vectorizer.transform(texts))
+        return probs
+
+    return predict
+
+
+def tfidf_probs(train_texts: list[str], train_labels: list[str], texts: list[str]) -> np.ndarray:
+    """(len(texts), n_classes) class probabilities of a TF-IDF + logistic regression model fitted
+    on the train split."""
+    return tfidf_model(train_texts, train_labels)(texts)
 
 
 def predictions_frame(ids: list[str], truth: list[str], labels: list[str], probs: np.ndarray):
@@ -63,3 +86,42 @@ def predictions_frame(ids: list[str], truth: list[str], labels: list[str], probs
     for i, name in enumerate(labels):
         frame[f"score_{name}"] = probs[:, i].astype(np.float64)
     return frame
+
+
+class Timings:
+    """The floor stage's timings (a volatile output, results/evaluation/floor_timings.json):
+    {"floors": {"floor/<name>": {fit_seconds, predict: {split: {items, seconds}},
+    predict_items, predict_seconds, throughput (predictions per second)}}, "threads": 1}."""
+
+    def __init__(self) -> None:
+        self.floors: dict[str, dict] = {}
+
+    @contextlib.contextmanager
+    def fit(self, name: str):
+        start = time.perf_counter()
+        yield
+        self.floors[f"floor/{name}"] = {"fit_seconds": time.perf_counter() - start, "predict": {}}
+
+    @contextlib.contextmanager
+    def predict(self, name: str, split: str, items: int):
+        start = time.perf_counter()
+        yield
+        seconds = time.perf_counter() - start
+        self.floors[f"floor/{name}"]["predict"][split] = {"items": items, "seconds": seconds}
+
+    def as_dict(self) -> dict:
+        floors = {}
+        for name, t in self.floors.items():
+            items = sum(p["items"] for p in t["predict"].values())
+            seconds = sum(p["seconds"] for p in t["predict"].values())
+            floors[name] = t | {
+                "predict_items": items,
+                "predict_seconds": seconds,
+                "throughput": items / seconds if seconds > 0 else None,
+            }
+        return {"floors": floors, "threads": 1}
+
+    def write(self, path) -> None:
+        from campaign.core.fsutil import atomic_write_text
+
+        atomic_write_text(path, json.dumps(self.as_dict(), indent=2, sort_keys=True) + "\n")

@@ -5,9 +5,10 @@ of differences are paired).
 Inputs: `truth: (n_items,)` class indices (-1 for a label the model never saw in training: it
 counts as wrong), `probs: (n_items, n_classes)` rows summing to 1. Metrics: accuracy, macro_f1
 (over the classes that occur as truth or prediction), log_loss (natural log), ece (expected
-calibration error, equal-width confidence bins), and per class precision, recall and f1; for a
-causal LM also perplexity over the true responses' tokens (`nll: (n_items,)` summed per item,
-`tokens: (n_items,)`), a ratio of sums resampled by item.
+calibration error, equal-width confidence bins, with a bias-corrected basic bootstrap interval),
+ece_debiased (Kumar et al. 2019's debiased squared-error estimate, as its root), and per class
+precision, recall and f1; for a causal LM also perplexity over the true responses' tokens
+(`nll: (n_items,)` summed per item, `tokens: (n_items,)`), a ratio of sums resampled by item.
 """
 
 from __future__ import annotations
@@ -57,11 +58,47 @@ def _macro(f1: np.ndarray, confusion: np.ndarray) -> np.ndarray:
 
 def _ece_draws(correct: np.ndarray, confidence: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """ECE for each row of item indices: sum over bins of |sum(correct - confidence)| / n."""
+    gap, _count, _right = _bin_sums(correct, confidence, rows)
+    return np.abs(gap).sum(axis=1) / rows.shape[1]
+
+
+def _bin_sums(correct, confidence, rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(n_rows, ECE_BINS) sums of correct - confidence, item counts and sums of correct."""
     bins = np.minimum((confidence * ECE_BINS).astype(np.int64), ECE_BINS - 1)
-    gap = correct - confidence
     flat = (np.arange(rows.shape[0])[:, None] * ECE_BINS + bins[rows]).ravel()
-    sums = np.bincount(flat, weights=gap[rows].ravel(), minlength=rows.shape[0] * ECE_BINS)
-    return np.abs(sums.reshape(rows.shape[0], ECE_BINS)).sum(axis=1) / rows.shape[1]
+    size = rows.shape[0] * ECE_BINS
+
+    def total(weights):
+        out = np.bincount(flat, weights=weights, minlength=size)
+        return out.reshape(rows.shape[0], ECE_BINS)
+
+    gap = total((correct - confidence)[rows].ravel())
+    return gap, total(None), total(correct[rows].ravel())
+
+
+def _debiased_ece_draws(correct, confidence, rows) -> np.ndarray:
+    """The debiased squared-error calibration estimate of Kumar, Liang and Ma (2019), as its
+    square root: sum over bins of n_b / n * ((mean correct - mean confidence)^2 - the binomial
+    variance of the bin's mean correct, p (1 - p) / (n_b - 1)), floored at 0. The plain binned
+    ECE is biased upward by that noise (a perfectly calibrated model scores above 0)."""
+    gap, count, right = _bin_sums(correct, confidence, rows)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean_gap = np.where(count > 0, gap / count, 0.0)
+        p = np.where(count > 0, right / count, 0.0)
+        noise = np.where(count > 1, p * (1 - p) / (count - 1), 0.0)
+    square = (count / rows.shape[1] * np.where(count > 1, mean_gap**2 - noise, 0.0)).sum(axis=1)
+    return np.sqrt(np.maximum(square, 0.0))
+
+
+def _basic_interval(point: float, draws: np.ndarray, confidence: float) -> Interval:
+    """The basic (reverse percentile) bootstrap interval, floored at 0: the resamples' bias
+    (the binned ECE's sit above its point) is reflected out instead of carried into the
+    interval. Where the reflection moves an end past the point, the end is the point (an
+    interval always holds its estimate)."""
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(draws, [tail, 1 - tail])
+    low, high = max(0.0, 2 * point - high), max(0.0, 2 * point - low)
+    return Interval(point, min(low, point), max(high, point), confidence)
 
 
 def classification_metrics(
@@ -88,7 +125,11 @@ def classification_metrics(
     }
     everything = np.arange(len(truth))[None, :]
     ece_point = float(_ece_draws(correct, top, everything)[0])
-    out["ece"] = percentile_interval(ece_point, _ece_draws(correct, top, indices), confidence)
+    out["ece"] = _basic_interval(ece_point, _ece_draws(correct, top, indices), confidence)
+    debiased = float(_debiased_ece_draws(correct, top, everything)[0])
+    out["ece_debiased"] = _basic_interval(
+        debiased, _debiased_ece_draws(correct, top, indices), confidence
+    )
 
     present = np.bincount(truth[truth >= 0], minlength=n_classes) > 0
     point_table = _confusion(truth, pred, n_classes, everything)

@@ -1,11 +1,13 @@
 """The evaluate phase's stages: the reference floor, and the evaluation of every variant.
 
-Outputs of `evaluate` (results/evaluation/): metrics.parquet (every variant and every cell on
-validation and test, each metric with its interval), comparisons.parquet (effects, cells against
-the control, quantized variants against their reference, cells against the floor; Holm-adjusted
-p-values over all comparisons of the campaign on a split), decisions.json (adopt / reject /
-inconclusive with the numbers behind each, the best cell, the floor flags), errors/ (confusion,
-confused pairs, slices, items fixed and broken) and summary.txt (the decisions in words).
+This module only wires the layers: metrics (scoring one variant on one split) -> comparison
+(statistics over per-item scores) and questions (one row per question, Holm per family) ->
+decide (policy) -> words (the verdict and the lines). Outputs of `evaluate`
+(results/evaluation/): metrics.parquet (every variant and every cell on validation and test,
+each metric with its interval), comparisons.parquet (effects, cells against the control,
+quantized variants against their reference, cells against the floor, Holm per family on a
+split), decisions.json (its keys: campaign.evaluate.decide), errors/ (confusion, confused pairs,
+slices, items fixed and broken) and summary.txt (the verdict first, then the decisions in words).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import math
 import numpy as np
 
 from campaign.core.errors import CampaignError
-from campaign.evaluate import compare, errors, floor
+from campaign.evaluate import comparison, errors, floor, questions, words
 from campaign.evaluate.effects import contrasts
 from campaign.evaluate.items import (
     SPLITS,
@@ -28,7 +30,7 @@ from campaign.evaluate.items import (
 )
 from campaign.evaluate.metrics import classification_metrics, metric_draws, perplexity
 from campaign.evaluate.plan_table import read_plan
-from campaign.evaluate.stats import INCONCLUSIVE, decide, decide_loss, holm, resample_indices
+from campaign.evaluate.stats import percentile_interval, resample_indices
 
 
 def stage_floor(ctx) -> None:
@@ -50,18 +52,25 @@ def _floor(ctx) -> None:
     labels = train["label"].astype(str).tolist()
     names = floor.labels_of(labels)
     out = ctx.outputs["floor"]
+    timings = floor.Timings()  # the fit and the predictions, for the budget (volatile)
     for name in ctx.spec["floors"]:
         (out / name).mkdir(parents=True)
+        with timings.fit(name):
+            model = (
+                floor.majority_model(labels)
+                if name == "majority"
+                else floor.tfidf_model(texts, labels)
+            )
         for split in SPLITS:
             items = pd.read_parquet(ctx.inputs[split][0], columns=["id", "text", "label"])
-            if name == "majority":
-                probs = floor.majority_probs(labels, len(items))
-            else:
-                probs = floor.tfidf_probs(texts, labels, items["text"].astype(str).tolist())
+            with timings.predict(name, split, len(items)):
+                probs = model(items["text"].astype(str).tolist())
             frame = floor.predictions_frame(
                 items["id"].astype(str).tolist(), items["label"].astype(str).tolist(), names, probs
             )
             frame.to_parquet(out / name / f"predictions_{split}.parquet", index=False)
+    if "timings" in ctx.outputs:
+        timings.write(ctx.outputs["timings"])
 
 
 def _variants(ctx) -> list[dict]:
@@ -132,7 +141,7 @@ def stage_evaluate(ctx) -> None:
     import pandas as pd
 
     s = ctx.spec["evaluation"]
-    conf, alpha, power = s["confidence"], 1 - s["confidence"], s["power"]
+    conf, power = s["confidence"], s["power"]
     metric = s["metric"]
     factors, cells, seeds, control = read_plan(ctx.inputs["runs"][0])
     labels = campaign_labels(ctx.inputs["train"][0], [ctx.inputs[x][0] for x in SPLITS])
@@ -186,8 +195,8 @@ def stage_evaluate(ctx) -> None:
     # The floor a cell must beat: the best floor on the split decisions use, on both splits.
     floors = [v["name"] for v in variants if v["kind"] == "floor"]
     best_floor = max(floors, key=lambda f: scored[s["decide_on"]][f]["point"]) if floors else None
-    for split in SPLITS:
-        comparison_rows += _comparisons(
+    for n, split in enumerate(SPLITS):
+        rows = _comparisons(
             split,
             variants,
             scored[split],
@@ -196,31 +205,17 @@ def stage_evaluate(ctx) -> None:
             metric,
             s,
             conf,
-            alpha,
             power,
             items[split],
             error_rows,
             metric_rows,
             best_floor,
+            np.random.default_rng([s["seed"], n, 1]),
         )
+        questions.decide_family(rows, conf, power, s)
+        comparison_rows += [questions.public(r) for r in rows]
 
-    # Holm per split over each family of tests: the effects decisions are made on (main effects
-    # and interactions), the cells against the control (one-at-a-time cells repeat the main
-    # effects: kept apart so they do not double the family), the quantized variants. The floor
-    # rows are flags, not tests.
-    families = (("main", "interaction"), ("cell",), ("quantized",))
-    for split in SPLITS:
-        for kinds in families:
-            family = [r for r in comparison_rows if r["split"] == split and r["kind"] in kinds]
-            adjusted = holm(np.array([r["p_value"] for r in family], dtype=np.float64))
-            for r, p in zip(family, adjusted, strict=True):
-                r["p_holm"] = float(p)
-    for r in comparison_rows:
-        r.setdefault("p_holm", math.nan)
-    for r in comparison_rows:
-        r["decision"] = _decision(r, s, alpha)
-
-    decisions = _decisions(ctx.spec, comparison_rows, metric_rows, factors, variants, ctx)
+    decisions = words.decisions(ctx.spec, comparison_rows, metric_rows, variants, best_floor)
     decisions["skipped_variants"] = [
         {"variant": name, "reason": reason} for name, reason in sorted(skipped.items())
     ]
@@ -236,29 +231,28 @@ def _comparisons(
     metric,
     s,
     conf,
-    alpha,
     power,
     its,
     error_rows,
     metric_rows,
     best,
+    rng,
 ) -> list[dict]:
+    """The split's comparison rows (cells into metric_rows), from the per-item scores."""
     rows: list[dict] = []
-    runs = [v for v in variants if v["kind"] == "run"]
     by_cell: dict[tuple, dict[int, str]] = {}
-    for v in runs:
-        by_cell.setdefault(v["cell"], {})[v["seed"]] = v["name"]
-    # Cells over seeds (one row per cell and metric, in metrics.parquet).
-    for cell, at in sorted(by_cell.items()):
-        values = np.array([scored[name]["point"] for _, name in sorted(at.items())])
-        if len(values) >= 2:
-            from campaign.evaluate.stats import paired_t
-
-            mean, sd, low, high, _ = (float(x) for x in paired_t(values, conf))
-            over = f"seeds (t interval over {len(values)} seeds; seed sd {sd:.4f})"
-        else:
-            mean, low, high = float(values[0]), math.nan, math.nan
-            over = "one seed: no interval over seeds"
+    for v in variants:
+        if v["kind"] == "run":
+            by_cell.setdefault(v["cell"], {})[v["seed"]] = v["name"]
+    runs_of = {cell: [at[seed] for seed in sorted(at)] for cell, at in sorted(by_cell.items())}
+    design = {
+        cell: np.stack([scored[r]["correct"] for r in runs]) for cell, runs in runs_of.items()
+    }
+    draws = points = None
+    if metric != "accuracy":  # not a mean over items: the two-way bootstrap
+        draws = {c: np.stack([scored[r]["draws"] for r in runs]) for c, runs in runs_of.items()}
+        points = {c: np.array([scored[r]["point"] for r in runs]) for c, runs in runs_of.items()}
+    for cell, row in questions.cell_rows(design, conf, draws, points, rng).items():
         metric_rows.append(
             {
                 "variant": f"cell: {_cell_name(factors, cell)}",
@@ -268,36 +262,51 @@ def _comparisons(
                 "seed": None,
                 "split": split,
                 "metric": metric,
-                "value": mean,
-                "ci_low": low,
-                "ci_high": high,
-                "interval_over": over,
+                "value": row["value"],
+                "ci_low": row["ci_low"],
+                "ci_high": row["ci_high"],
+                "interval_over": row["interval_over"],
             }
         )
-    # Effects and cells against the control.
+    moments = comparison.design_moments(design)
     if control is not None and control in by_cell:
         seeds_of = {cell: len(at) for cell, at in by_cell.items()}
         for c in contrasts(factors, sorted(by_cell), control, seeds_of):
-            row = _contrast(c, by_cell, scored, metric, conf, alpha, power, s)
-            if row is not None:
-                rows.append(
-                    {
-                        "split": split,
-                        "kind": c.kind,
-                        "subject": c.name,
-                        "reference": "control",
-                        "metric": metric,
-                        "estimability": c.estimability or None,
-                        "aliases": "; ".join(" x ".join(a) for a in c.aliases) or None,
-                        **row,
-                    }
-                )
-    # Quantized variants against their reference run, on the same items.
+            weights = dict(c.weights)
+            if not all(cell in design for cell in weights):
+                continue
+            row = questions.contrast_row(
+                design, weights, conf, moments=moments, draws=draws, points=points, rng=rng
+            )
+            rows.append(
+                {
+                    "split": split,
+                    "kind": c.kind,
+                    "subject": c.name,
+                    "reference": "control",
+                    "metric": metric,
+                    "estimability": c.estimability or None,
+                    "aliases": "; ".join(" x ".join(a) for a in c.aliases) or None,
+                    **row,
+                }
+            )
+    # Compressed variants against their reference run, on the same items.
     for v in variants:
         if v["kind"] != "quantized" or v["run"] not in scored:
             continue
         ref, mine = scored[v["run"]], scored[v["name"]]
-        row = compare.by_items(ref, mine, metric, conf)
+        row = questions.quantized_row(
+            ref["correct"],
+            mine["correct"],
+            conf,
+            s["max_quality_loss"],
+            consistency=v["name"].rpartition("/")[2] == "fp32",
+        )
+        if metric != "accuracy":
+            diff = mine["draws"] - ref["draws"]
+            iv = percentile_interval(mine["point"] - ref["point"], diff, conf)
+            row |= {"estimate": iv.value, "ci_low": iv.low, "ci_high": iv.high}
+            row["test"] += " on accuracy (interval: paired bootstrap of the metric)"
         rows.append(
             {
                 "split": split,
@@ -311,19 +320,25 @@ def _comparisons(
         error_rows["changes"] += errors.change_rows(
             v["name"], v["run"], its, ref["correct"], mine["correct"]
         )
-    # Cells against the best floor (flags, not decisions).
+    # Cells against the best floor: the same variance model, the floor without seed spread.
     if best is not None:
-        for cell, at in sorted(by_cell.items()):
-            per_seed = {seed: scored[name]["point"] for seed, name in at.items()}
-            fixed = {seed: scored[best]["point"] for seed in at}
-            # The floor varies with the items too: the items' share of (cell mean - floor).
-            diff_draws = np.mean([scored[name]["draws"] for name in at.values()], axis=0)
-            item_se = float(np.std(diff_draws - scored[best]["draws"], ddof=1))
-            row = compare.by_seeds(
-                fixed, per_seed, conf, alpha, power, s["min_useful_effect"], item_se
+        key = ("floor", best)
+        with_floor = {**design, key: scored[best]["correct"][None, :]}
+        fdraws = fpoints = None
+        if draws is not None:
+            fdraws = {**draws, key: scored[best]["draws"][None, :]}
+            fpoints = {**points, key: np.array([scored[best]["point"]])}
+        for cell in runs_of:
+            row = questions.contrast_row(
+                with_floor,
+                {cell: 1.0, key: -1.0},
+                conf,
+                frozenset([key]),
+                moments,
+                fdraws,
+                fpoints,
+                rng,
             )
-            if row is None:
-                row = compare.by_items(scored[best], scored[next(iter(at.values()))], metric, conf)
             rows.append(
                 {
                     "split": split,
@@ -334,207 +349,13 @@ def _comparisons(
                     **row,
                 }
             )
-        # Each run (and quantized variant) against the floor, item-paired: the error changes.
-        for v in variants:
-            if v["kind"] == "run":
-                error_rows["changes"] += (
-                    errors.change_rows(
+        if s["floor_changes"]:
+            for v in variants:
+                if v["kind"] == "run":
+                    error_rows["changes"] += errors.change_rows(
                         v["name"], best, its, scored[best]["correct"], scored[v["name"]]["correct"]
                     )
-                    if s["floor_changes"]
-                    else []
-                )
     return rows
-
-
-def _contrast(c, by_cell, scored, metric, conf, alpha, power, s) -> dict | None:
-    """The contrast's value per seed (every cell it weighs ran at that seed), compared over
-    seeds when two or more seeds have it, else over items at the one seed."""
-    weights = dict(c.weights)
-    seeds = sorted(set.intersection(*(set(by_cell.get(cell, {})) for cell in weights)))
-    if not seeds:
-        return None
-    values = {
-        seed: sum(w * scored[by_cell[cell][seed]]["point"] for cell, w in weights.items())
-        for seed in seeds
-    }
-    # The items' share: the bootstrap spread of the contrast averaged over the seeds.
-    mean_draws = np.mean(
-        [
-            sum(w * scored[by_cell[cell][seed]]["draws"] for cell, w in weights.items())
-            for seed in seeds
-        ],
-        axis=0,
-    )
-    row = compare.by_seeds(
-        {k: 0.0 for k in values},
-        values,
-        conf,
-        alpha,
-        power,
-        s["min_useful_effect"],
-        float(np.std(mean_draws, ddof=1)),
-    )
-    if row is not None:
-        return row
-    seed = seeds[0]
-    draws = sum(w * scored[by_cell[cell][seed]]["draws"] for cell, w in weights.items())
-    from campaign.evaluate.stats import percentile_interval
-
-    iv = percentile_interval(values[seed], draws, conf)
-    p = compare.bootstrap_p(draws)
-    test = "paired bootstrap over items"
-    if c.kind != "interaction" and metric == "accuracy" and len(weights) == 2:
-        (a, _), (b, _) = sorted(weights.items(), key=lambda kv: kv[1])
-        from campaign.evaluate.stats import mcnemar_p
-
-        p = mcnemar_p(scored[by_cell[a][seed]]["correct"], scored[by_cell[b][seed]]["correct"])
-        test = "McNemar (exact)"
-    return {
-        "n_seeds": 1,
-        "estimate": values[seed],
-        "ci_low": iv.low,
-        "ci_high": iv.high,
-        "p_value": p,
-        "test": test,
-        "wilcoxon_p": math.nan,
-        "seed_sd": math.nan,
-        "mde": math.nan,
-        "seeds_needed": None,
-        "interval_over": "items (one seed: seed-to-seed spread not measured)",
-    }
-
-
-def _decision(row: dict, s: dict, alpha: float) -> str:
-    if row["kind"] == "quantized":  # the same trained weights: items are the only noise
-        return decide_loss(row["ci_low"], row["ci_high"], s["max_quality_loss"])
-    if row["kind"] == "floor":
-        low, high = row["ci_low"], row["ci_high"]
-        if not (math.isfinite(low) and math.isfinite(high)):
-            return "not shown above floor"
-        if high < 0:
-            return "below floor"
-        return "above floor" if low > 0 else "not shown above floor"
-    if row["n_seeds"] < 2:
-        # One seed measures the items' noise, not the seed-to-seed spread, which is usually
-        # larger: nothing is adopted or rejected on it.
-        return f"{INCONCLUSIVE} (one seed)"
-    if row["kind"] == "interaction":
-        return "interaction" if row["p_holm"] < alpha else "no interaction shown"
-    return decide(
-        row["estimate"],
-        row["ci_low"],
-        row["ci_high"],
-        row["p_holm"],
-        s["min_useful_effect"],
-        alpha,
-    )
-
-
-def _decisions(spec, comparison_rows, metric_rows, factors, variants, ctx) -> dict:
-    s = spec["evaluation"]
-    split, metric = s["decide_on"], s["metric"]
-    cells = [r for r in metric_rows if r["kind"] == "cell" and r["split"] == split]
-    best = max(cells, key=lambda r: r["value"]) if cells else None
-    # The best cell's numbers on every split (test included: reported, not used to choose).
-    best_by_split = {
-        r["split"]: {k: r[k] for k in ("value", "ci_low", "ci_high", "interval_over")}
-        for r in metric_rows
-        if best is not None and r["kind"] == "cell" and r["cell"] == best["cell"]
-    }
-    lines, decisions = [], []
-    for r in comparison_rows:
-        if r["split"] != split or r["kind"] not in ("main", "quantized"):
-            continue
-        words = f"{r['subject']}: {compare.interval_words(r)} {split} {metric}"
-        if r["kind"] == "quantized":
-            limit = s["max_quality_loss"] * 100
-            words += f" against {r['reference']} (loss limit {limit:.1f} points)"
-        words += f", {r['decision']}"
-        if r["n_seeds"] >= 2:
-            wanted = s["min_useful_effect"] * 100
-            needed = r["seeds_needed"] or "over 1000 (or no spread measured)"
-            power = round(s["power"] * 100)
-            words += (
-                f" ({r['n_seeds']} seeds, Holm p {r['p_holm']:.3g}; seeds for {power} % power "
-                f"to show a {wanted:.1f}-point effect: {needed})"
-            )
-        elif r["kind"] == "quantized":
-            words += f" ({r['test']} over the same items, Holm p {r['p_holm']:.3g})"
-        else:
-            words += " (one seed: the seed-to-seed spread is not measured; run more seeds)"
-        decisions.append(
-            {
-                k: r[k]
-                for k in (
-                    "kind",
-                    "subject",
-                    "reference",
-                    "decision",
-                    "estimate",
-                    "ci_low",
-                    "ci_high",
-                    "p_holm",
-                    "n_seeds",
-                )
-            }
-            | {"words": words}
-        )
-        lines.append(words)
-    flagged = [
-        r
-        for r in comparison_rows
-        if r["kind"] == "floor" and r["split"] == split and r["decision"] != "above floor"
-    ]
-    floor_words = [
-        f"{r['subject']}: {compare.interval_words(r)} against {r['reference']} — "
-        + (
-            "the fine-tune does not beat the floor"
-            if r["decision"] == "below floor"
-            else "not shown to beat the floor (its interval reaches it)"
-        )
-        for r in flagged
-    ]
-    note = (
-        f"Decisions use the {split} split ({metric}); the other split's numbers are reported "
-        "and not used for deciding (evaluation.decide_on)."
-    )
-    return {
-        "decide_on": split,
-        "metric": metric,
-        "confidence": s["confidence"],
-        "min_useful_effect": s["min_useful_effect"],
-        "max_quality_loss": s["max_quality_loss"],
-        "note": note,
-        "best_cell": None
-        if best is None
-        else {
-            "cell": best["cell"],
-            "by_split": best_by_split,
-            "value": best["value"],
-            "ci_low": best["ci_low"],
-            "ci_high": best["ci_high"],
-            "interval_over": best["interval_over"],
-            "runs": sorted(
-                v["name"]
-                for v in variants
-                if v["kind"] == "run" and _cell_name(factors, v["cell"]) == best["cell"]
-            ),
-        },
-        "decisions": decisions,
-        "below_floor": [
-            {
-                "cell": r["subject"],
-                "floor": r["reference"],
-                "verdict": r["decision"],
-                "estimate": r["estimate"],
-                "ci_low": r["ci_low"],
-                "ci_high": r["ci_high"],
-            }
-            for r in flagged
-        ],
-        "lines": [note, *lines, *floor_words],
-    }
 
 
 def _clean(value):

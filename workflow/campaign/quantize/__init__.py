@@ -14,7 +14,8 @@ _PUBLIC = {
     "placement": "variant",
     "job_paths": "targets",
     "planned_targets": "targets",
-    "select_best": "targets",
+    "select_best_seed": "targets",
+    "select_representative": "targets",
     "selected_runs": "targets",
     "quantize_run": "stage",
     "variants_table": "table",
@@ -51,9 +52,13 @@ def quantize_spec(params: dict, run: str, variant: str) -> dict:
 
 
 def _select_spec(params: dict) -> dict:
-    from campaign.quantize.targets import CRITERION
+    from campaign.quantize.targets import CRITERION, SELECTED, run_cells
 
-    return {"criterion": CRITERION}
+    runs = params["quantization"]["runs"]
+    mode = runs if isinstance(runs, str) and runs in SELECTED else None
+    # The cells only where they decide: a new ablation level does not redo a best_seed pick.
+    cells = run_cells(params) if mode == "representative" else None
+    return {"criterion": CRITERION, "mode": mode, "cells": cells}
 
 
 def _table_spec(params: dict) -> dict:
@@ -98,7 +103,8 @@ PHASE = Phase(
         Stage(
             name="quantize_select",
             entry="campaign.quantize.targets:stage_select",
-            help="pick the run with the best final validation accuracy (quantization.runs: best)",
+            help="pick the chosen cell's median-seed run (quantization.runs: representative) or "
+            "the single best run (best_seed), by final validation accuracy",
             inputs=("run_manifests",),
             outputs=("selection",),
             spec=_select_spec,

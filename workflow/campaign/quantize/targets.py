@@ -1,9 +1,19 @@
-"""Which runs the phase quantizes (`quantization.runs`), and the `best` run's selection.
+"""Which runs the phase quantizes (`quantization.runs`), and the selection of the chosen cell's
+representative run.
 
 control, all and a list of run ids are known from the params alone (when the Snakefile builds
-the DAG). `best` is known only after training: the selection stage (a Snakemake checkpoint) reads
-every kept run's run_manifest.json and writes the run with the highest final validation accuracy;
-the jobs of the chosen run are added to the DAG after it.
+the DAG). `representative` and `best_seed` are known only after training: the selection stage (a
+Snakemake checkpoint, `quantize_select`) reads every kept run's run_manifest.json and writes the
+chosen run(s); the jobs of the chosen runs are added to the DAG after it.
+
+- representative (the default): the cell with the highest mean final validation accuracy over
+  its seeds (the choice the evaluation makes on its decision split), and of that cell the median
+  seed's run: its runs sorted by (accuracy, run id), the one at position (n - 1) // 2, so with an
+  even number of seeds the lower of the middle two. Its quality is the cell's, not a lucky
+  draw's. Ties between cells go to the cell whose name sorts first.
+- best_seed: the single run with the highest final validation accuracy (ties: the smaller run
+  id): the luckiest seed of the best cell, whose quantized variants inherit its luck (the
+  winner's curse). Kept for comparison with earlier campaigns; not recommended.
 """
 
 from __future__ import annotations
@@ -14,7 +24,8 @@ from pathlib import Path
 from campaign.core.errors import CampaignError
 from campaign.core.fsutil import atomic_write_text
 
-MODES = ("best", "control", "all")
+MODES = ("representative", "best_seed", "control", "all")
+SELECTED = ("representative", "best_seed")  # known after training: the checkpoint picks
 CRITERION = "final_validation.accuracy"
 
 
@@ -29,11 +40,24 @@ def control_run(params: dict) -> str:
     raise CampaignError("quantization.runs: control: the plan has no baseline run")
 
 
+def cell_name(cell: tuple) -> str:
+    """A cell's name from its (factor key, level) pairs: 'train.lr=0.001, ...' ('baseline'
+    with no factor), as the evaluation writes it."""
+    return ", ".join(f"{k}={v}" for k, v in cell) or "baseline"
+
+
+def run_cells(params: dict) -> dict[str, str]:
+    """{run id: its cell's name} of every planned run."""
+    from campaign.plan import plan_index
+
+    return {rid: cell_name(run.cell) for rid, run in plan_index(params).items()}
+
+
 def planned_targets(params: dict) -> list[str] | None:
-    """The run ids to quantize when the params decide them; None for `best` and `all` (the
-    rules ask the selection checkpoint, or take every kept run)."""
+    """The run ids to quantize when the params decide them; None for `representative`,
+    `best_seed` and `all` (the rules ask the selection checkpoint, or take every kept run)."""
     runs = params["quantization"]["runs"]
-    if runs in ("best", "all"):
+    if runs in (*SELECTED, "all"):
         return None
     if runs == "control":
         return [control_run(params)]
@@ -59,12 +83,9 @@ def check_runs(params: dict) -> None:
             )
 
 
-def select_best(manifests: list[Path]) -> dict:
-    """The run with the highest final validation accuracy (ties: the smaller run id).
-
-    manifests: results/runs/<run>/run_manifest.json of every run; a run without a validation
-    score is listed and never chosen.
-    """
+def read_scores(manifests: list[Path]) -> dict[str, float | None]:
+    """{run id: final validation accuracy, None when the run has none} from
+    results/runs/<run>/run_manifest.json files."""
     scores: dict[str, float | None] = {}
     for path in manifests:
         try:
@@ -75,18 +96,53 @@ def select_best(manifests: list[Path]) -> dict:
             ) from None
         final = manifest.get("final_validation") or {}
         scores[Path(path).parent.name] = final.get("accuracy")
+    return dict(sorted(scores.items()))
+
+
+def _scored(scores: dict[str, float | None], mode: str) -> dict[str, float]:
     scored = {rid: s for rid, s in scores.items() if s is not None}
     if not scored:
         raise CampaignError(
-            "quantization.runs: best: no run has a final validation accuracy (empty validation "
-            "split?); name the runs instead"
+            f"quantization.runs: {mode}: no run has a final validation accuracy (empty "
+            "validation split?); name the runs instead"
         )
+    return scored
+
+
+def select_best_seed(manifests: list[Path]) -> dict:
+    """The single run with the highest final validation accuracy (ties: the smaller run id);
+    a run without a validation score is listed and never chosen."""
+    scores = read_scores(manifests)
+    scored = _scored(scores, "best_seed")
     best = min(scored, key=lambda rid: (-scored[rid], rid))
+    return {"mode": "best_seed", "criterion": CRITERION, "runs": [best], "scores": scores}
+
+
+def select_representative(manifests: list[Path], cells: dict[str, str]) -> dict:
+    """The chosen cell (highest mean final validation accuracy over its scored seeds; ties: the
+    cell name that sorts first) and its median-seed run (sorted by (accuracy, run id), position
+    (n - 1) // 2: the lower median with an even number of seeds).
+
+    cells: {run id: cell name} of the planned runs; a run outside it is an error.
+    """
+    scores = read_scores(manifests)
+    scored = _scored(scores, "representative")
+    by_cell: dict[str, list[str]] = {}
+    for rid in scored:
+        if rid not in cells:
+            raise CampaignError(f"input 'run_manifests': run {rid} is not a planned run")
+        by_cell.setdefault(cells[rid], []).append(rid)
+    means = {c: sum(scored[r] for r in rids) / len(rids) for c, rids in by_cell.items()}
+    chosen = min(means, key=lambda c: (-means[c], c))
+    ranked = sorted(by_cell[chosen], key=lambda rid: (scored[rid], rid))
     return {
-        "mode": "best",
+        "mode": "representative",
         "criterion": CRITERION,
-        "runs": [best],
-        "scores": dict(sorted(scores.items())),
+        "cell": chosen,
+        "cell_means": dict(sorted(means.items())),
+        "cell_runs": ranked,
+        "runs": [ranked[(len(ranked) - 1) // 2]],
+        "scores": scores,
     }
 
 
@@ -96,8 +152,16 @@ def selected_runs(selection: Path) -> list[str]:
 
 
 def stage_select(ctx) -> None:
-    """Stage entry: write the selection of `best` among the trained runs."""
-    selection = select_best(ctx.inputs["run_manifests"])
+    """Stage entry: write the selection (representative or best_seed) among the trained runs."""
+    manifests = ctx.inputs["run_manifests"]
+    if ctx.spec["mode"] not in SELECTED:
+        raise CampaignError(
+            "quantization.runs: the params name the runs (control, all or ids): nothing to select"
+        )
+    if ctx.spec["mode"] == "best_seed":
+        selection = select_best_seed(manifests)
+    else:
+        selection = select_representative(manifests, ctx.spec["cells"])
     atomic_write_text(
         ctx.outputs["selection"], json.dumps(selection, indent=2, sort_keys=True) + "\n"
     )
@@ -108,13 +172,13 @@ def job_paths(params: dict, name: str, kept, selection):
 
     kept: the kept run ids (a list, or an input function of the wildcards when the plan table
     decides them); selection: a callable giving the selection file (it waits for the
-    quantize_select checkpoint), read only for `best`.
+    quantize_select checkpoint), read only for `representative` and `best_seed`.
     """
     variants = list(params["quantization"]["variants"])
     mode = params["quantization"]["runs"]
 
     def paths(wildcards) -> list[str]:
-        if mode == "best":
+        if mode in SELECTED:
             runs = selected_runs(selection())
         elif mode == "all":
             runs = kept(wildcards) if callable(kept) else list(kept)

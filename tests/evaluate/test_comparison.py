@@ -1,0 +1,141 @@
+"""The comparison layer's statistics with answers computed by hand: the crossed seed x item
+variance and its Satterthwaite df, the design-pooled error df of a factorial, Tango's paired
+score interval and non-inferiority test, the Wilson cell interval; and the decision policy."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from campaign.evaluate import comparison as cmp
+from campaign.evaluate import decide
+
+
+def test_crossed_variance_by_hand():
+    # Two seeds, four items. Run means 0.75, 0.25; item means 1, .5, .5, 0.
+    y = np.array([[1, 1, 1, 0], [1, 0, 0, 0]], dtype=float)
+    e = cmp.contrast({"c": y}, {"c": 1.0})
+    # MS_within = 0.125 (1 df); var of item means 1/6 -> B = 1/24; residuals all +-0.25:
+    # MS_res = 0.5 / 3 = 1/6 -> C = (1/2)(1/6)/4 = 1/48; A = 0.0625.
+    # Var = B + A - C = 1/24 + 1/24 = 1/12, the two-way ANOVA's
+    # (MS_seed + MS_item - MS_res) / (k n) = (0.5 + 1/3 - 1/6) / 8.
+    assert e.estimate == pytest.approx(0.5)
+    assert e.se**2 == pytest.approx(1 / 12)
+    assert e.var_seeds == pytest.approx(1 / 24) and e.var_items == pytest.approx(1 / 24)
+    # Satterthwaite: (1/12)^2 / (A^2/1 + B^2/3 + C^2/3) = 1.5
+    assert e.df == pytest.approx(1.5)
+    assert e.seed_df == 1
+
+
+def test_items_shared_by_seeds_are_not_counted_twice():
+    # Every seed right on the same items: no seed spread, no residual; the variance is the
+    # items' alone (p(1-p)/n with the n-1 divisor), on n - 1 df.
+    y = np.tile((np.arange(10) < 7).astype(float), (3, 1))
+    e = cmp.contrast({"c": y}, {"c": 1.0})
+    assert e.se**2 == pytest.approx(0.7 * 0.3 * 10 / 9 / 10)
+    assert e.var_seeds == pytest.approx(0, abs=1e-12) and e.df == pytest.approx(9)
+
+
+def test_a_two_by_two_with_two_seeds_pools_four_error_df():
+    rng = np.random.default_rng(0)
+    cells = [("a", "x"), ("a", "y"), ("b", "x"), ("b", "y")]
+    design = {c: (rng.random((2, 50)) < 0.7).astype(float) for c in cells}
+    ms_w, df_w, _, df_r = cmp.design_moments(design)
+    assert df_w == 8 - 4  # runs - cells, not the 1 df of one contrast's seed pairs
+    assert df_r == 4 * 1 * 49
+    # MS_within by hand: the run means' deviations from their cell's, squared, over 4 df
+    means = {c: y.mean(axis=1) for c, y in design.items()}
+    by_hand = sum(((m - m.mean()) ** 2).sum() for m in means.values()) / 4
+    assert ms_w == pytest.approx(by_hand)
+    main = {("b", "x"): 0.5, ("b", "y"): 0.5, ("a", "x"): -0.5, ("a", "y"): -0.5}
+    e = cmp.contrast(design, main)
+    assert e.seed_df == 4 and e.n_seeds == 2
+    assert e.estimate == pytest.approx(
+        np.mean([design[c].mean() * w * 2 for c, w in main.items()]) * 2
+    )
+
+
+def test_one_seed_everywhere_measures_the_items_only():
+    y = {"a": np.array([[1, 0, 1, 1]], float), "b": np.array([[1, 1, 1, 1]], float)}
+    e = cmp.contrast(y, {"b": 1.0, "a": -1.0})
+    # d = (0, 1, 0, 0): mean 0.25, var (ddof 1) 0.25, / 4 items
+    assert e.estimate == pytest.approx(0.25) and e.se**2 == pytest.approx(0.25 / 4)
+    assert math.isnan(e.var_seeds) and e.seed_df == 0 and e.n_seeds == 1
+
+
+def test_tango_interval_with_no_discordant_items_by_hand():
+    # No item changes on 322 items: the bound is z^2 / (n + z^2) = 3.8415 / 325.8415 = 1.179 %
+    low, high = cmp.paired_score_interval(0, 0, 322, 0.95)
+    z2 = 1.959964**2
+    assert low == pytest.approx(-z2 / (322 + z2), abs=1e-6)
+    assert high == pytest.approx(z2 / (322 + z2), abs=1e-6)
+    assert cmp.smallest_provable_loss(322, 0.025) == pytest.approx(z2 / (322 + z2), abs=1e-6)
+    # a 1-point margin needs n > z^2 (1 - 0.01) / 0.01 = 380.3 items
+    assert cmp.items_to_prove(0.01, 0.025) == 381
+    assert cmp.smallest_provable_loss(381, 0.025) < 0.01 < cmp.smallest_provable_loss(380, 0.025)
+
+
+def test_tango_interval_and_test_agree_and_hold_the_point():
+    low, high = cmp.paired_score_interval(6, 2, 400, 0.95)
+    assert low < (2 - 6) / 400 < high
+    # the score statistic at each end is the critical value
+    assert abs(cmp._tango_z(6, 2, 400, low)) == pytest.approx(1.959964, abs=1e-4)
+    assert abs(cmp._tango_z(6, 2, 400, high)) == pytest.approx(1.959964, abs=1e-4)
+    # non-inferiority at a margin equal to -low: one-sided p = 0.025
+    assert cmp.noninferiority_p(6, 2, 400, -low) == pytest.approx(0.025, abs=1e-4)
+
+
+def test_wilson_cell_interval_stays_inside_zero_one():
+    perfect = cmp.contrast({"c": np.ones((2, 300))}, {"c": 1.0})
+    low, high = cmp.wilson_interval(perfect, 0.95, 600)
+    assert high == pytest.approx(1.0) and 0.99 < low < 1.0
+    rng = np.random.default_rng(1)
+    y = (rng.random((2, 50)) < 0.97).astype(float)
+    e = cmp.contrast({"c": y}, {"c": 1.0})
+    low, high = cmp.wilson_interval(e, 0.95, y.size)
+    assert 0 <= low < e.estimate < high <= 1
+
+
+def test_two_way_draws_are_seeded():
+    draws = {"a": np.arange(20.0).reshape(2, 10), "b": np.ones((3, 10))}
+    one = cmp.two_way_draws(draws, {"b": 1.0, "a": -1.0}, np.random.default_rng(3))
+    two = cmp.two_way_draws(draws, {"b": 1.0, "a": -1.0}, np.random.default_rng(3))
+    other = cmp.two_way_draws(draws, {"b": 1.0, "a": -1.0}, np.random.default_rng(4))
+    assert np.array_equal(one, two) and not np.array_equal(one, other)
+
+
+def test_decision_policy_by_hand():
+    assert decide.effect(0.012, 0.05, 3, 0.01) == decide.ADOPT
+    assert decide.effect(0.004, 0.05, 3, 0.01) == decide.ADOPT_SMALL
+    assert decide.effect(-0.01, 0.009, 3, 0.01) == decide.REJECT
+    assert decide.effect(-0.01, 0.05, 3, 0.01) == decide.INCONCLUSIVE
+    assert decide.effect(0.5, 0.6, 1, 0.01) == decide.ONE_SEED
+    assert decide.noninferior(0.01, 0.01, 0.01, 0.025, provable=True) == decide.ADOPT
+    assert decide.noninferior(0.01, 0.01, 0.01, 0.025, provable=False) == decide.TOO_FEW_ITEMS
+    assert decide.noninferior(0.9, -0.02, 0.01, 0.025, provable=False) == decide.REJECT
+    assert decide.against_floor(-0.05, 0.001, 0.05) == decide.BELOW
+    assert decide.against_floor(-0.05, 0.2, 0.05) == decide.NOT_SHOWN
+    # Bonferroni over 4 tests: a 98.75 % interval
+    assert decide.adjusted_level(0.95, 4) == pytest.approx(0.9875)
+    assert decide.representative({"r1": 0.8, "r2": 0.7, "r3": 0.9}) == "r1"
+
+
+def test_what_would_decide_says_items_when_items_dominate():
+    # estimate 3 points, bar 1 point: target se = 0.02 / 2.8016 = 0.00714 (se^2 5.1e-5).
+    # Items' part 1e-4 alone exceeds it: no number of seeds can decide, items can.
+    need = decide.what_would_decide(0.03, 1e-5, 1e-4, 3, 300, 0.95, 0.8, 0.01)
+    assert need["dominant"] == "items" and need["seeds_needed"] is None
+    target = (0.02 / (1.959964 + 0.841621)) ** 2
+    assert need["items_needed"] == math.ceil(1e-4 * 300 / (target - 1e-5))
+    need = decide.what_would_decide(0.03, 1e-4, 1e-5, 3, 300, 0.95, 0.8, 0.01)
+    assert need["dominant"] == "seeds"
+    assert need["seeds_needed"] == math.ceil(1e-4 * 3 / (target - 1e-5))
+    # the seed variance's uncertainty on 4 error df: chi-square(4) 2.5 % / 97.5 % points
+    # 0.4844 and 11.1433 put var_seeds in [4e-4 / 11.1433, 4e-4 / 0.4844]
+    need = decide.what_would_decide(0.03, 1e-4, 1e-5, 3, 300, 0.95, 0.8, 0.01, seed_df=4)
+    low = math.ceil(4e-4 / 11.1433 * 3 / (target - 1e-5))
+    high = math.ceil(4e-4 / 0.48442 * 3 / (target - 1e-5))
+    assert (need["seeds_needed_low"], need["seeds_needed_high"]) == (max(2, low), high)
+    assert need["seeds_needed_low"] <= need["seeds_needed"] <= need["seeds_needed_high"]

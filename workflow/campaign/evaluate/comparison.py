@@ -1,0 +1,234 @@
+"""The comparison layer: pure statistics over per-item scores of runs, with no policy.
+
+One variance model for cells and effects: seeds and items are crossed (every seed of every cell
+is scored on the same items). For a cell c with k_c seeds, `Y_c: (k_c, n_items)` holds 1 where
+the run was right on the item. A contrast sum_c w_c * mean(Y_c) (a cell, a cell against the
+control, a main effect, an interaction, a cell against the floor) has variance
+
+    sum_c w_c^2 / k_c * (s2_seed + s2_res / n)  +  s2_item(contrast) / n
+
+estimated by method of moments (two-way ANOVA mean squares) and pooled over the whole design:
+  A = sum_c w_c^2 / k_c * MS_within   MS_within: spread of run means within cells, pooled over
+                                      all cells (df = runs - cells): the seed-level error
+  B = var_i(d_i) / n                  d_i = sum_c w_c * mean over seeds of Y_c[:, i]: the items'
+                                      share, shared by every seed (df = n - 1)
+  C = sum_c w_c^2 / k_c * MS_res / n  MS_res: the seed x item residual, pooled (it is in both A
+                                      and B once: subtracted once)
+  Var = B + max(A - C, 0), Satterthwaite df = Var^2 / (A^2/df_A + B^2/df_B + C^2/df_C)
+  (at most n - 1; A's df count even where the seed part is truncated at 0).
+Seeds are replicates, not blocks (a seed number is not assumed to mean the same thing in two
+cells): pooling then gives a 2 x 2 design with 2 seeds 8 - 4 = 4 error df. With one seed per
+cell everywhere the seed part is not measured (nan) and the variance is the items' alone.
+
+Cell intervals are Wilson score intervals at the design's effective sample size
+n_eff = p (1 - p) / Var with a t quantile: inside [0, 1] by construction and still informative at
+0 or 100 % (a Wald interval with a clip would collapse there). Effect intervals are t intervals
+clipped to the contrast's range (they reach it only when almost every item flips).
+
+Non-inferiority of a compressed variant against its reference (same weights, so items are the
+only noise): Tango's score interval for a paired difference of proportions, valid with zero
+discordant items, and its one-sided score test.
+
+Macro-F1 is not a mean over items: for it the layer draws a two-way bootstrap (items resampled
+once per split and shared, seeds resampled within each cell independently).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A contrast's value with its standard error and where that error comes from."""
+
+    estimate: float
+    se: float
+    df: float  # Satterthwaite; inf for items alone on many items
+    var_seeds: float  # the part of se^2 that more seeds shrink (nan: one seed, not measured)
+    var_items: float  # the part of se^2 that more items shrink
+    n_seeds: int  # fewest seeds among the cells the contrast weighs
+    n_items: int
+    seed_df: int  # error df of the seed level, pooled over the design (0: not measured)
+    seed_sd: float  # sqrt(MS_within): the spread of one run's mean around its cell's
+
+    def quantile(self, level: float) -> float:
+        """The two-sided critical value at `level` (e.g. 0.95) on this estimate's df."""
+        tail = 1 - (1 - level) / 2
+        return float(
+            stats.norm.ppf(tail) if not math.isfinite(self.df) else stats.t.ppf(tail, self.df)
+        )
+
+    def interval(self, level: float, lo: float = -math.inf, hi: float = math.inf) -> tuple:
+        half = self.quantile(level) * self.se
+        return max(lo, self.estimate - half), min(hi, self.estimate + half)
+
+    def p_value(self) -> float:
+        """Two-sided p that the contrast is 0."""
+        if self.se <= 0:
+            return 1.0 if self.estimate == 0 else 0.0
+        t = abs(self.estimate) / self.se
+        sf = stats.norm.sf(t) if not math.isfinite(self.df) else stats.t.sf(t, self.df)
+        return float(min(1.0, 2 * sf))
+
+
+def _cell_moments(y: np.ndarray) -> tuple[float, int, float, int]:
+    """(SS within of run means, its df, SS of the seed x item residual, its df) of
+    `y: (k, n_items)`."""
+    k, n = y.shape
+    run_means = y.mean(axis=1)
+    ss_within = float(((run_means - run_means.mean()) ** 2).sum())
+    if k < 2:
+        return ss_within, 0, 0.0, 0
+    resid = y - run_means[:, None] - y.mean(axis=0)[None, :] + y.mean()
+    return ss_within, k - 1, float((resid**2).sum()), (k - 1) * (n - 1)
+
+
+def design_moments(
+    design: Mapping, fixed: frozenset = frozenset()
+) -> tuple[float, int, float, int]:
+    """(MS_within, its df, MS_res, its df) pooled over the cells of `design: {cell: Y (k, n)}`
+    that vary by seed (cells in `fixed`, e.g. a floor, have no seed spread)."""
+    ss_w = df_w = ss_r = df_r = 0
+    for cell, y in design.items():
+        if cell in fixed:
+            continue
+        a, b, c, d = _cell_moments(np.asarray(y, dtype=np.float64))
+        ss_w, df_w, ss_r, df_r = ss_w + a, df_w + b, ss_r + c, df_r + d
+    ms_w = ss_w / df_w if df_w else math.nan
+    ms_r = ss_r / df_r if df_r else 0.0
+    return ms_w, df_w, ms_r, df_r
+
+
+def contrast(
+    design: Mapping,
+    weights: Mapping,
+    fixed: frozenset = frozenset(),
+    moments: tuple | None = None,
+) -> Estimate:
+    """sum_c w_c * mean(Y_c) with its crossed seed x item variance, the seed level pooled over
+    the whole `design: {cell: Y_c (k_c, n_items)}` (every cell, weighed or not). `fixed`: cells
+    without seed spread (a floor). `moments`: design_moments(design, fixed), when computed once
+    for many contrasts."""
+    ys = {c: np.asarray(design[c], dtype=np.float64) for c in weights}
+    n = next(iter(ys.values())).shape[1]
+    ms_w, df_w, ms_r, df_r = moments if moments is not None else design_moments(design, fixed)
+    estimate = float(sum(w * ys[c].mean() for c, w in weights.items()))
+    d = sum(w * ys[c].mean(axis=0) for c, w in weights.items())
+    b = float(np.var(d, ddof=1)) / n if n > 1 else 0.0
+    inv_k = sum(w**2 / ys[c].shape[0] for c, w in weights.items() if c not in fixed)
+    n_seeds = min((ys[c].shape[0] for c in weights if c not in fixed), default=1)
+    if df_w == 0 or inv_k == 0:
+        var_seeds = math.nan if inv_k else 0.0
+        return Estimate(
+            estimate,
+            math.sqrt(b),
+            n - 1.0,
+            var_seeds,
+            b,
+            n_seeds,
+            n,
+            df_w,
+            math.sqrt(ms_w) if df_w else math.nan,
+        )
+    a, c = inv_k * ms_w, inv_k * ms_r / n
+    # A seed part estimated at or below 0 is truncated at 0, but its df still count: a small
+    # seed spread measured on few seeds is weak evidence that there is none (jumping to the
+    # items' n - 1 df there under-covers at 2 seeds).
+    var_seeds = max(a - c, 0.0)
+    var = b + var_seeds
+    terms = a**2 / df_w + b**2 / max(n - 1, 1) + (c**2 / df_r if df_r else 0.0)
+    df = min(var**2 / terms, n - 1.0) if terms > 0 else n - 1.0
+    return Estimate(estimate, math.sqrt(var), df, var_seeds, b, n_seeds, n, df_w, math.sqrt(ms_w))
+
+
+def contrast_range(weights: Mapping) -> tuple[float, float]:
+    """The values sum_c w_c * p_c can take with every p_c in [0, 1]."""
+    w = list(weights.values())
+    return float(sum(min(0.0, x) for x in w)), float(sum(max(0.0, x) for x in w))
+
+
+def wilson_interval(e: Estimate, level: float, n_total: int) -> tuple[float, float]:
+    """A proportion's interval inside [0, 1]: Wilson's score interval at the effective sample
+    size p (1 - p) / se^2 (Kish's design effect), t quantile on the estimate's df. At p = 0 or 1
+    (no spread to measure) the effective size is the `n_total` scores."""
+    p = min(1.0, max(0.0, e.estimate))
+    n_eff = p * (1 - p) / e.se**2 if e.se > 0 and 0 < p < 1 else float(n_total)
+    n_eff = max(1.0, n_eff)
+    z = e.quantile(level)
+    z2n = z * z / n_eff
+    centre = (p + z2n / 2) / (1 + z2n)
+    half = z / (1 + z2n) * math.sqrt(p * (1 - p) / n_eff + z2n / (4 * n_eff))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _tango_z(losses: int, gains: int, n: int, delta: float) -> float:
+    """Tango's score statistic for H0: (gains - losses) / n = delta on `n` paired items."""
+    a = 2.0 * n
+    b = -losses - gains + (2 * n - gains + losses) * delta
+    c = -losses * delta * (1 - delta)
+    q = (-b + math.sqrt(max(b * b - 4 * a * c, 0.0))) / (2 * a)  # restricted MLE of P(loss)
+    var = n * (2 * q + delta * (1 - delta))
+    diff = gains - losses - n * delta
+    if var <= 0:
+        return 0.0 if diff == 0 else math.copysign(math.inf, diff)
+    return diff / math.sqrt(var)
+
+
+def paired_score_interval(losses: int, gains: int, n: int, level: float) -> tuple[float, float]:
+    """Tango's (1998) score interval for the paired difference of proportions (gains - losses)
+    / n on `n` items (losses: right before, wrong after; gains: the other way). Valid with zero
+    discordant items: then it is +/- z^2 / (n + z^2)."""
+    z = float(stats.norm.ppf(1 - (1 - level) / 2))
+    point = (gains - losses) / n
+
+    def root(lo: float, hi: float, inside_at_hi: bool) -> float:
+        for _ in range(80):
+            mid = (lo + hi) / 2
+            inside = abs(_tango_z(losses, gains, n, mid)) < z
+            if inside == inside_at_hi:
+                hi = mid
+            else:
+                lo = mid
+        return (lo + hi) / 2
+
+    low = -1.0 if abs(_tango_z(losses, gains, n, -1 + 1e-12)) < z else root(-1 + 1e-12, point, True)
+    high = 1.0 if abs(_tango_z(losses, gains, n, 1 - 1e-12)) < z else root(1 - 1e-12, point, True)
+    return low, high
+
+
+def noninferiority_p(losses: int, gains: int, n: int, margin: float) -> float:
+    """One-sided p of H0: the difference (gains - losses) / n <= -margin (Tango's score test):
+    small when the variant is shown to lose less than `margin`."""
+    return float(stats.norm.sf(_tango_z(losses, gains, n, -margin)))
+
+
+def smallest_provable_loss(n: int, alpha_one_sided: float) -> float:
+    """The smallest margin that `n` items can show at all: the score bound with zero discordant
+    items, z^2 / (n + z^2)."""
+    z2 = float(stats.norm.isf(alpha_one_sided)) ** 2
+    return z2 / (n + z2)
+
+
+def items_to_prove(margin: float, alpha_one_sided: float) -> int:
+    """The fewest items whose best case (no item changes) shows a loss under `margin`."""
+    z2 = float(stats.norm.isf(alpha_one_sided)) ** 2
+    return math.floor(z2 * (1 - margin) / margin) + 1
+
+
+def two_way_draws(draws: Mapping, weights: Mapping, rng: np.random.Generator) -> np.ndarray:
+    """(n_resamples,) draws of sum_c w_c * (mean over seeds of cell c) for a metric that is not
+    a mean over items (macro-F1). `draws: {cell: (k_c, n_resamples)}` each run's metric on the
+    shared item resamples; seeds are resampled within each cell, independently of the items."""
+    out = 0.0
+    for c, w in weights.items():
+        d = np.asarray(draws[c], dtype=np.float64)
+        k, b = d.shape
+        pick = rng.integers(0, k, size=(b, k))
+        out = out + w * d[pick, np.arange(b)[:, None]].mean(axis=1)
+    return np.asarray(out)

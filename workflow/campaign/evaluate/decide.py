@@ -1,0 +1,188 @@
+"""Decision policy of the evaluate phase: what counts as adopt, reject, inconclusive, non-inferior,
+below the floor, and which option the verdict keeps. Pure functions over the comparison layer's
+numbers (campaign.evaluate.comparison); no statistics are computed here, no wording is made.
+
+The contract other phases read (budget, index, report, tools/findings). Keys and columns are only
+ever added; the ones marked NEW appeared with the crossed seed x item variance model.
+
+decisions.json
+  decide_on, metric, confidence, min_useful_effect, max_quality_loss, note  (as before)
+  decisions: list, one per main effect and per quantized variant on the decide_on split:
+    kind ("main" | "quantized"), subject, reference, decision, estimate, ci_low, ci_high,
+    p_holm, n_seeds, words  (as before)
+    adj_low, adj_high   NEW  the interval adjusted for the family (Bonferroni at alpha / m,
+                             m = tests in the Holm family); adopt/reject read these
+    dominant            NEW  "seeds" | "items" | null: which variance part is larger
+    seeds_needed        NEW  int | null: seeds per cell that would decide it (null: seeds alone
+                             cannot, or already decided)
+    items_needed        NEW  int | null: evaluation items that would decide it
+    seeds_needed_low, seeds_needed_high  NEW  int | null: seeds_needed at the ends of the seed
+                             variance's 95 % chi-square interval (its uncertainty)
+    Price is NOT computed here: evaluate does not read the projected hours (runs.tsv's hours are
+    outside its keyed view). The budget phase prices seeds_needed x hours per run x offer.
+  decision values:
+    main effect / cell:  "adopt" (adjusted interval's lower end >= min_useful_effect),
+                         "adopt (smaller than useful)" (adjusted interval above 0 but not clear
+                         of min_useful_effect), "reject" (adjusted upper end < min_useful_effect),
+                         "inconclusive", "inconclusive (one seed)"
+    quantized:           "adopt" (non-inferior: Holm-adjusted one-sided p < (1-confidence)/2 on
+                         H0: difference <= -max_quality_loss), "reject" (score interval's upper
+                         end < -max_quality_loss), "inconclusive",
+                         "inconclusive (too few items)" (no outcome on these items could show
+                         the margin), "consistency check" (the fp32 copy of its own run: never
+                         a decision, never a candidate)
+    floor rows:          "below floor", "above floor", "not shown above floor"
+  best_cell: cell, by_split, value, ci_low, ci_high, interval_over, runs  (as before: value and
+    interval are on decide_on, where it was chosen)
+    chosen_on           NEW  the split it was chosen on (= decide_on)
+    reported_on         NEW  the other split; reported: {value, ci_low, ci_high} on it (the
+                             headline number: no winner's curse)
+    representative_run  NEW  the run of the median seed on decide_on (what to quantize)
+  below_floor: list {cell, floor, verdict, estimate, ci_low, ci_high}  (as before)
+  floor             NEW  {name, value, ci_low, ci_high} of the best floor on decide_on, or null
+  verdict           NEW  {keep, kind ("cell" | "floor"), line, lines}: the option to keep; kind
+                         "floor" when the chosen cell is below the best floor by the test;
+                         summary.txt's first line is verdict.line
+  no_decision_possible  NEW  list {subject, smallest_provable_loss, items_needed} for quantized
+                         variants whose items cannot show max_quality_loss
+  lines, skipped_variants  (as before)
+
+comparisons.parquet (one row per comparison and split; as before: split, kind, subject,
+reference, metric, n_seeds, estimate, ci_low, ci_high, p_value, p_holm, test, wilcoxon_p,
+seed_sd, mde, seeds_needed, interval_over, decision, estimability, aliases)
+  kinds: main, interaction, cell (against the control), quantized, floor  (as before)
+  se              NEW  standard error of the estimate (crossed seed x item model)
+  df              NEW  Satterthwaite degrees of freedom (inf: items only)
+  var_seeds       NEW  the part of se^2 that more seeds shrink
+  var_items       NEW  the part of se^2 that more items shrink
+  adj_low, adj_high  NEW  family-adjusted interval (Bonferroni alpha / m)
+  dominant, items_needed, seeds_needed_low, seeds_needed_high  NEW  as in decisions.json
+  seed_df         NEW  error df of the seed level pooled over the design (0: one seed)
+  smallest_provable_loss  NEW  quantized rows: the loss bound zero discordant items would give
+  mde             now: the smallest true effect adopted with probability `power` (interval
+                  clearing min_useful_effect), in the metric's units
+"""
+
+from __future__ import annotations
+
+import math
+
+from scipy import stats
+
+ADOPT, REJECT, INCONCLUSIVE = "adopt", "reject", "inconclusive"
+ADOPT_SMALL = "adopt (smaller than useful)"
+ONE_SEED = "inconclusive (one seed)"
+TOO_FEW_ITEMS = "inconclusive (too few items)"
+CONSISTENCY = "consistency check"
+BELOW, ABOVE, NOT_SHOWN = "below floor", "above floor", "not shown above floor"
+
+
+def adjusted_level(confidence: float, family_size: int) -> float:
+    """The level of a family-adjusted interval: Bonferroni, 1 - (1 - confidence) / m. Its lower
+    end above a value implies Holm's adjusted p below alpha for that value."""
+    return 1 - (1 - confidence) / max(1, family_size)
+
+
+def effect(adj_low: float, adj_high: float, n_seeds: int, min_useful_effect: float) -> str:
+    """A main effect or a cell against the control, on its family-adjusted interval: reject when
+    it rules out a useful gain, adopt when it clears the useful size, adopt (smaller than useful)
+    when it shows a gain that may be under that size; one seed never decides."""
+    if n_seeds < 2:
+        return ONE_SEED
+    if math.isfinite(adj_high) and adj_high < min_useful_effect:
+        return REJECT
+    if math.isfinite(adj_low) and adj_low >= min_useful_effect and adj_low > 0:
+        return ADOPT
+    if math.isfinite(adj_low) and adj_low > 0:
+        return ADOPT_SMALL
+    return INCONCLUSIVE
+
+
+def interaction(p_holm: float, alpha: float, n_seeds: int) -> str:
+    if n_seeds < 2:
+        return ONE_SEED
+    return "interaction" if p_holm < alpha else "no interaction shown"
+
+
+def noninferior(
+    p_holm: float, high: float, max_quality_loss: float, alpha_one_sided: float, provable: bool
+) -> str:
+    """A compressed variant: adopt when the Holm-adjusted one-sided p of 'loses at least
+    max_quality_loss' is below alpha_one_sided; reject when its interval's upper end is under
+    -max_quality_loss; inconclusive (too few items) when no outcome on these items could adopt."""
+    if math.isfinite(high) and high < -max_quality_loss:
+        return REJECT
+    if not provable:
+        return TOO_FEW_ITEMS
+    if math.isfinite(p_holm) and p_holm < alpha_one_sided:
+        return ADOPT
+    return INCONCLUSIVE
+
+
+def against_floor(estimate: float, p_holm: float, alpha: float) -> str:
+    """A cell against the best floor: below or above it when the Holm-adjusted test says so."""
+    if math.isfinite(p_holm) and p_holm < alpha:
+        return BELOW if estimate < 0 else ABOVE
+    return NOT_SHOWN
+
+
+def minimum_detectable_effect(
+    se: float, df: float, level: float, power: float, min_useful_effect: float
+) -> float:
+    """The true effect whose adjusted interval (at `level`) clears min_useful_effect with
+    probability `power`: min_useful + (t_level + t_power) * se."""
+    if not math.isfinite(se):
+        return math.inf
+    dist = stats.norm if not math.isfinite(df) else stats.t(df)
+    crit = float(dist.ppf(1 - (1 - level) / 2))
+    return float(min_useful_effect + (crit + float(dist.ppf(power))) * se)
+
+
+def what_would_decide(
+    estimate: float,
+    var_seeds: float,
+    var_items: float,
+    n_seeds: int,
+    n_items: int,
+    level: float,
+    power: float,
+    min_useful_effect: float,
+    seed_df: int = 0,
+) -> dict:
+    """The seeds per cell, or the evaluation items, at which the adjusted interval would leave
+    min_useful_effect behind with probability `power`, if the true effect were the estimate:
+    {dominant, seeds_needed, items_needed, seeds_needed_low, seeds_needed_high} (None: that
+    count alone cannot, or nothing can). More seeds shrink var_seeds as 1/k, more items
+    var_items as 1/n. The range is the seeds needed at the ends of var_seeds' 95 % chi-square
+    interval on its `seed_df` error df (a seed spread measured on few seeds is uncertain)."""
+    gap = abs(estimate - min_useful_effect)
+    z = float(stats.norm.ppf(1 - (1 - level) / 2) + stats.norm.ppf(power))
+    target = (gap / z) ** 2 if gap > 0 else 0.0
+    measured = math.isfinite(var_seeds)
+    dominant = None if not measured else ("seeds" if var_seeds > var_items else "items")
+    seeds = items = None
+    if measured and target > var_items and var_seeds > 0:
+        seeds = max(2, math.ceil(var_seeds * n_seeds / (target - var_items)))
+    elif measured and target > var_items:
+        seeds = max(2, n_seeds)
+    vs = var_seeds if measured else 0.0
+    if target > vs and var_items > 0:
+        items = max(n_items, math.ceil(var_items * n_items / (target - vs)))
+    ends = [None, None]
+    if seeds is not None and seed_df > 0 and var_seeds > 0:
+        for i, q in enumerate((0.975, 0.025)):  # the low variance end first
+            v = seed_df * var_seeds / float(stats.chi2.ppf(q, seed_df))
+            ends[i] = max(2, math.ceil(v * n_seeds / (target - var_items)))
+    return {
+        "dominant": dominant,
+        "seeds_needed": seeds,
+        "items_needed": items,
+        "seeds_needed_low": ends[0],
+        "seeds_needed_high": ends[1],
+    }
+
+
+def representative(values: dict) -> str:
+    """The run of the median seed (the lower middle one) of `values: {run: metric}`."""
+    ranked = sorted(values, key=lambda r: (values[r], r))
+    return ranked[(len(ranked) - 1) // 2]

@@ -1,0 +1,242 @@
+"""One comparison row per question a campaign asks, from per-item scores: the cells, the
+contrasts (cells against the control, main effects, interactions), the cells against the floor,
+the compressed variants against their reference; then Holm per family, family-adjusted intervals
+and the decisions. The stage and benchmarks/bench_stats.py both call these, so the simulated path
+is the shipped one.
+
+`design: {cell: Y (k_c, n_items)}`: 1.0 where the run of that cell and seed was right on the item
+(rows in seed order). For a metric that is not a mean over items (macro_f1), `draws:
+{cell: (k_c, n_resamples)}` each run's metric on the split's shared item resamples and `points:
+{cell: (k_c,)}` its value on all items.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from campaign.evaluate import comparison as cmp
+from campaign.evaluate import decide
+from campaign.evaluate.stats import holm, percentile_interval
+
+CROSSED = "crossed seed x item (pooled over the design, Satterthwaite df)"
+ITEMS_ONLY = "items (one seed: seed-to-seed spread not measured)"
+TWO_WAY = "two-way bootstrap (seeds and items resampled independently)"
+
+
+def _base(e: cmp.Estimate, level: float, lo: float, hi: float, test: str, over: str) -> dict:
+    low, high = e.interval(level, lo, hi)
+    return {
+        "n_seeds": e.n_seeds,
+        "estimate": e.estimate,
+        "ci_low": low,
+        "ci_high": high,
+        "p_value": e.p_value(),
+        "test": test,
+        "wilcoxon_p": math.nan,
+        "seed_sd": e.seed_sd,
+        "se": e.se,
+        "df": e.df,
+        "var_seeds": e.var_seeds,
+        "var_items": e.var_items,
+        "n_items": e.n_items,
+        "seed_df": e.seed_df,
+        "interval_over": over,
+        "_range": (lo, hi),
+    }
+
+
+def cell_rows(
+    design: dict,
+    level: float,
+    draws: dict | None = None,
+    points: dict | None = None,
+    rng: np.random.Generator | None = None,
+) -> dict:
+    """{cell: {value, ci_low, ci_high, interval_over, n_seeds, se, df}} over the cell's seeds
+    and the items (Wilson at the design's effective size; two-way bootstrap without a design)."""
+    out = {}
+    if draws is None:
+        moments = cmp.design_moments(design)
+        for cell, y in design.items():
+            e = cmp.contrast(design, {cell: 1.0}, moments=moments)
+            low, high = cmp.wilson_interval(e, level, y.size)
+            over = CROSSED if e.seed_df else ITEMS_ONLY
+            out[cell] = {
+                "value": e.estimate,
+                "ci_low": low,
+                "ci_high": high,
+                "interval_over": over,
+                "n_seeds": y.shape[0],
+                "se": e.se,
+                "df": e.df,
+            }
+        return out
+    for cell, d in draws.items():
+        values = cmp.two_way_draws(draws, {cell: 1.0}, rng)
+        iv = percentile_interval(float(np.mean(points[cell])), values, level)
+        out[cell] = {
+            "value": iv.value,
+            "ci_low": iv.low,
+            "ci_high": iv.high,
+            "interval_over": TWO_WAY,
+            "n_seeds": len(d),
+            "se": float(np.std(values)),
+            "df": math.inf,
+        }
+    return out
+
+
+def contrast_row(
+    design: dict,
+    weights: dict,
+    level: float,
+    fixed: frozenset = frozenset(),
+    moments: tuple | None = None,
+    draws: dict | None = None,
+    points: dict | None = None,
+    rng: np.random.Generator | None = None,
+) -> dict:
+    """The row of one contrast (weights: {cell: w}) over the design."""
+    lo, hi = cmp.contrast_range(weights)
+    if draws is None:
+        e = cmp.contrast(design, weights, fixed, moments)
+        return _base(
+            e,
+            level,
+            lo,
+            hi,
+            CROSSED if e.seed_df else ITEMS_ONLY,
+            CROSSED if e.seed_df else ITEMS_ONLY,
+        )
+    values = cmp.two_way_draws(draws, weights, rng)
+    point = float(sum(w * np.mean(points[c]) for c, w in weights.items()))
+    iv = percentile_interval(point, values, level)
+    n_seeds = min(len(draws[c]) for c in weights if c not in fixed) if weights else 1
+    tail = min(np.sum(values <= 0), np.sum(values >= 0))
+    return {
+        "n_seeds": n_seeds,
+        "estimate": point,
+        "ci_low": max(lo, iv.low),
+        "ci_high": min(hi, iv.high),
+        "p_value": float(min(1.0, 2 * (1 + tail) / (1 + values.size))),
+        "test": TWO_WAY,
+        "wilcoxon_p": math.nan,
+        "seed_sd": math.nan,
+        "se": float(np.std(values, ddof=1)),
+        "df": math.inf,
+        "var_seeds": math.nan,
+        "var_items": math.nan,
+        "n_items": math.nan,
+        "interval_over": TWO_WAY,
+        "_range": (lo, hi),
+        "_draws": values,
+    }
+
+
+def quantized_row(
+    reference: np.ndarray,
+    variant: np.ndarray,
+    level: float,
+    max_quality_loss: float,
+    consistency: bool = False,
+) -> dict:
+    """A compressed variant against its reference run on the same items (`(n_items,)` 1.0 where
+    right): Tango's score interval, the one-sided non-inferiority p at max_quality_loss, and the
+    smallest loss these items can show at all."""
+    ref = np.asarray(reference, dtype=bool)
+    var = np.asarray(variant, dtype=bool)
+    n = ref.size
+    losses, gains = int(np.sum(ref & ~var)), int(np.sum(~ref & var))
+    low, high = cmp.paired_score_interval(losses, gains, n, level)
+    alpha_one = (1 - level) / 2
+    from campaign.evaluate.stats import mcnemar_p
+
+    return {
+        "n_seeds": 1,
+        "estimate": (gains - losses) / n,
+        "ci_low": low,
+        "ci_high": high,
+        "p_value": math.nan
+        if consistency
+        else cmp.noninferiority_p(losses, gains, n, max_quality_loss),
+        "test": "consistency (the same weights)"
+        if consistency
+        else "Tango score, one-sided non-inferiority",
+        "wilcoxon_p": math.nan,
+        "seed_sd": math.nan,
+        "mcnemar_p": mcnemar_p(ref, var),
+        "n_items": n,
+        "items_changed": losses + gains,
+        "smallest_provable_loss": cmp.smallest_provable_loss(n, alpha_one),
+        "items_to_prove": cmp.items_to_prove(max_quality_loss, alpha_one)
+        if max_quality_loss > 0
+        else None,
+        "interval_over": "items (the same trained weights: items are the only noise)",
+    }
+
+
+FAMILIES = (("main", "interaction"), ("cell",), ("quantized",), ("floor",))
+
+
+def decide_family(rows: list[dict], level: float, power: float, s: dict) -> None:
+    """Holm within each family of `rows` (one split), the family-adjusted interval, the decision,
+    the minimum detectable effect and what would decide an open question; in place."""
+    alpha = 1 - level
+    useful, margin = s["min_useful_effect"], s["max_quality_loss"]
+    for kinds in FAMILIES:
+        family = [r for r in rows if r["kind"] in kinds]
+        adjusted = holm(np.array([r["p_value"] for r in family], dtype=np.float64))
+        m = int(np.isfinite(adjusted).sum())
+        adj_level = decide.adjusted_level(level, m)
+        for r, p in zip(family, adjusted, strict=True):
+            r["p_holm"] = float(p)
+            r["adj_low"], r["adj_high"] = _adjusted(r, adj_level)
+            kind = r["kind"]
+            if kind == "quantized":
+                provable = margin > r["smallest_provable_loss"]
+                r["decision"] = (
+                    decide.CONSISTENCY
+                    if not math.isfinite(r["p_value"])
+                    else decide.noninferior(r["p_holm"], r["ci_high"], margin, alpha / 2, provable)
+                )
+                continue
+            if kind == "floor":
+                r["decision"] = decide.against_floor(r["estimate"], r["p_holm"], alpha)
+                continue
+            if kind == "interaction":
+                r["decision"] = decide.interaction(r["p_holm"], alpha, r["n_seeds"])
+            else:
+                r["decision"] = decide.effect(r["adj_low"], r["adj_high"], r["n_seeds"], useful)
+            r["mde"] = decide.minimum_detectable_effect(r["se"], r["df"], adj_level, power, useful)
+            wanted = decide.what_would_decide(
+                r["estimate"],
+                r["var_seeds"],
+                r["var_items"],
+                r["n_seeds"],
+                r["n_items"] if math.isfinite(r["n_items"]) else 0,
+                adj_level,
+                power,
+                useful,
+                r.get("seed_df", 0),
+            )
+            r.update(wanted)
+    for r in rows:
+        r.setdefault("p_holm", math.nan)
+
+
+def _adjusted(r: dict, adj_level: float) -> tuple[float, float]:
+    lo, hi = r.get("_range", (-math.inf, math.inf))
+    if "_draws" in r:
+        iv = percentile_interval(r["estimate"], r["_draws"], adj_level)
+        return max(lo, iv.low), min(hi, iv.high)
+    if "se" not in r:
+        return r["ci_low"], r["ci_high"]
+    e = cmp.Estimate(r["estimate"], r["se"], r["df"], 0, 0, 0, 0, 0, 0)
+    return e.interval(adj_level, lo, hi)
+
+
+def public(row: dict) -> dict:
+    """The row without its private working keys (draws, ranges)."""
+    return {k: v for k, v in row.items() if not k.startswith("_")}
