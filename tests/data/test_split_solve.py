@@ -281,3 +281,19 @@ def test_a_spent_time_limit_fails_the_split_and_says_so() -> None:
     with pytest.raises(CampaignError, match=r"^split.solve.time_limit_s: HiGHS reached") as e:
         split.make_splits(records, c, seed=SEED)
     assert "none is used" in str(e.value) and "split.solve.node_limit" in str(e.value)
+
+
+def test_a_spent_node_limit_is_undecided_not_a_failure() -> None:
+    """40 units of one label each (4 labels, 1-59 records), 80/10/10 within 0.005 and labels
+    within 0.01: one branch-and-bound node decides nothing. The stage must say that the node
+    limit left it open (and to raise it), never that HiGHS failed or that no split exists."""
+    rng = np.random.default_rng(0)
+    counts = np.zeros((40, 4))
+    for u in range(40):
+        counts[u, rng.integers(0, 4)] = rng.integers(1, 60)
+    p = Problem(counts, np.array([0.1, 0.8, 0.1]), 1, 0.01, 0.005)
+    with pytest.raises(CampaignError) as caught:
+        solve(p, SolveSettings(node_limit=1, improve_steps=0), ["test", "train", "validation"])
+    message = str(caught.value)
+    assert message.startswith("split.solve.node_limit: HiGHS neither found a split"), message
+    assert "raise split.solve.node_limit" in message and "no assignment" not in message

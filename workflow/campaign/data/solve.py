@@ -54,6 +54,7 @@ wall time would depend on the machine's speed.
 from __future__ import annotations
 
 import math
+import re
 import time
 import warnings
 from dataclasses import dataclass, field, replace
@@ -72,6 +73,9 @@ HIGHS_FIXED = {"threads": 1, "random_seed": 0}
 GUIDE_SALTS = 2000
 EXACT_GAP = 1e-4  # the fewest-moves program: optimal (to HiGHS's default gap)
 FIRST_POINT_GAP = 1.0  # guided programs: a relative gap of 1 ends at the first integer point
+# HighsModelStatus.kSolutionLimit: the node limit reached. scipy has no status for it (4,
+# "not recognized", with the HiGHS number in the message) and returns no node count.
+HIGHS_NODE_LIMIT = 16
 
 
 @dataclass(frozen=True)
@@ -367,9 +371,17 @@ def _find(
         return _Found("found", _assignment(m, res))
     if res.status == 2:
         return _Found("none")
-    if (res.mip_node_count or 0) < clock.settings.node_limit:
+    if not _node_limit_reached(res, clock.settings):
         raise CampaignError(f"split.solve: HiGHS failed ({res.message}); use split.assign: hash")
     return _Found("undecided")
+
+
+def _node_limit_reached(res, settings: SolveSettings) -> bool:
+    """Whether HiGHS stopped at ``split.solve.node_limit`` (scipy reports it as status 4)."""
+    highs = re.search(r"HiGHS Status (\d+)", res.message or "")
+    if highs is not None and int(highs[1]) == HIGHS_NODE_LIMIT:
+        return True
+    return (res.mip_node_count or 0) >= settings.node_limit
 
 
 def _undecided(clock: _Clock, what: str) -> CampaignError:
