@@ -155,9 +155,19 @@ def test_ten_percent_new_units_move_no_earlier_unit() -> None:
     assert audit["labels"]["within_tolerance"] and audit["sizes"]["within_tolerance"]
     # Without the earlier split, a fresh program places some earlier units elsewhere: the
     # stability comes from split.previous, not from luck.
-    fresh, _ = split.make_splits(records, c, seed=SEED)
+    fresh, fresh_audit = split.make_splits(records, c, seed=SEED)
     fresh_of = dict(zip(fresh["id"], fresh["split"], strict=True))
     assert any(fresh_of[i] != s for i, s in previous.items())
+    # The bound the improvement proved holds only with the earlier units in place: a fresh
+    # split of the same units scores below it, so the note must say what it is proved for.
+    bound = audit["assign"]["proved_lower"]
+    fresh_score = max(fresh_audit["assign"][k] for k in ("label_deviation", "size_deviation"))
+    assert fresh_score < bound
+    assert audit["assign"]["proved_for"] == "the 40 earlier units in place"
+    assert (
+        f"no split within the tolerances with the 40 earlier units in place has both below "
+        f"{bound:.4f}, proved" in audit["assign"]["note"]
+    )
 
 
 # 10 units of 10 records, 5 a and 5 b, 60/20/20 with both tolerances 0.01: train 3 a + 3 b,

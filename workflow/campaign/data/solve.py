@@ -34,7 +34,8 @@ built from that question:
 - then smaller deviations (``split.solve.improve_steps``): bisection on one bound b for both
   deviations (the salt search's score, max(label, size)): is there a split with labels and
   sizes within min(b, tolerance)? A found split lowers the score to its own, a proof of none
-  raises the proved lower end (in the audit: no split has both below it);
+  raises the proved lower end (in the audit: no split within the tolerances has both below
+  it; with earlier units, no such split that keeps them as the program did, ``proved_for``);
 - stability: previous units are constants in the first program (their records in the rows'
   right-hand sides); when that has no solution, one program minimizes the records of earlier
   units that move, and the improvement keeps at most that many moved: a unit moves only when
@@ -100,11 +101,14 @@ class Solution:
     split: np.ndarray
     label_deviation: float
     size_deviation: float
-    proved_lower: float  # no split scores below it (max(label, size) deviation), proved
+    # No split within the tolerances scores below it (max(label, size) deviation), proved;
+    # with earlier units, only among the splits that keep them (proved_for says which).
+    proved_lower: float
     moved: np.ndarray
     nodes: int
     seconds: float
     solves: int = 1
+    proved_for: str = ""  # "" (any split) or what proved_lower assumes of earlier units
 
 
 @dataclass
@@ -429,6 +433,7 @@ def solve(
     has_old = prev is not None and bool((prev >= 0).any())
     tol = (p.stratify_tolerance, p.size_tolerance)
     where: dict = {}
+    proved_for = ""
     got = _find(p, clock, *tol, fixed=has_old)
     if got.state == "undecided":
         raise _undecided(clock, "with the earlier units in place" if has_old else "")
@@ -440,8 +445,10 @@ def solve(
         if got.state == "found":
             old = prev >= 0
             where = {"max_moved": float(p.sizes[old & (got.split != prev)].sum())}
+            proved_for = f"at most {where['max_moved']:g} records of earlier units moved"
     elif has_old:
         where = {"fixed": True}
+        proved_for = f"the {int((prev >= 0).sum()):,} earlier units in place"
     if got.state == "none":
         raise CampaignError(diagnose(p, settings, names, clock, labels))
     x, lower = _improve(p, clock, got.split, settings.improve_steps, **where)
@@ -458,6 +465,7 @@ def solve(
         nodes=clock.nodes,
         seconds=time.perf_counter() - clock.start,
         solves=clock.solves,
+        proved_for=proved_for,
     )
 
 

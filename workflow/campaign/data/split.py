@@ -290,8 +290,10 @@ def _solve_assign(
         }
         for u in np.flatnonzero(solution.moved)
     ]
+    given = f" with {solution.proved_for}" if solution.proved_for else ""
     proved = (
-        f" (no split has both below {solution.proved_lower:.4f}, proved)"
+        f" (no split within the tolerances{given} has both below "
+        f"{solution.proved_lower:.4f}, proved)"
         if solution.proved_lower > 0
         else ""
     )
@@ -301,6 +303,7 @@ def _solve_assign(
         label_deviation=solution.label_deviation,
         size_deviation=solution.size_deviation,
         proved_lower=solution.proved_lower,
+        proved_for=solution.proved_for or "any split",
         earlier_units=int((before >= 0).sum()),
         new_units=int((before < 0).sum()),
         moved_units=moved,
