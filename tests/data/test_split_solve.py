@@ -307,3 +307,22 @@ def test_a_spent_node_limit_is_undecided_not_a_failure() -> None:
     message = str(caught.value)
     assert message.startswith("split.solve.node_limit: HiGHS neither found a split"), message
     assert "raise split.solve.node_limit" in message and "no assignment" not in message
+
+
+def test_fewest_moves_cut_by_the_node_limit_is_not_called_fewest() -> None:
+    """80 units (5 labels, 1-29 records), a random earlier split that no longer fits 20/60/20
+    within 0.01: the fewest-moves program needs more than one node. Cut there, its split is
+    valid but its moves are not proved fewest, and the solution says so; with room it is."""
+    rng = np.random.default_rng(2)
+    counts = np.zeros((80, 5))
+    for u in range(80):
+        counts[u, rng.integers(0, 5)] = rng.integers(1, 30)
+    earlier = rng.integers(0, 3, size=80)
+    earlier[rng.random(80) < 0.1] = -1
+    p = Problem(counts, np.array([0.2, 0.6, 0.2]), 1, 0.01, 0.01, earlier)
+    names = ["test", "train", "validation"]
+    cut = solve(p, SolveSettings(node_limit=1, improve_steps=0), names)
+    full = solve(p, SolveSettings(improve_steps=0), names)
+    assert cut.moved.any() and not cut.fewest_moves_proved
+    assert full.fewest_moves_proved
+    assert p.sizes[full.moved].sum() <= p.sizes[cut.moved].sum()

@@ -109,6 +109,9 @@ class Solution:
     seconds: float
     solves: int = 1
     proved_for: str = ""  # "" (any split) or what proved_lower assumes of earlier units
+    # Earlier units moved: True when the fewest-moves program ended optimal, False when the
+    # node limit cut it (a valid split, its moves not proved fewest); None when none had to.
+    fewest_moves_proved: bool | None = None
 
 
 @dataclass
@@ -342,6 +345,7 @@ class _Found:
 
     state: str
     split: np.ndarray | None = None
+    optimal: bool = False  # HiGHS ended optimal (within the gap), not at the node limit
 
 
 def _find(
@@ -357,8 +361,9 @@ def _find(
 ) -> _Found:
     """A split with labels within label_tol and sizes within size_tol (None: unconstrained),
     every label in train; fixed: earlier units stay; max_moved: at most that many records of
-    earlier units move; fewest_moves: minimize them (proved optimal); else the first integer
-    point HiGHS reaches guided toward ``toward`` (default ``p.guide``)."""
+    earlier units move; fewest_moves: minimize them (optimal unless the node limit cuts it:
+    ``optimal``); else the first integer point HiGHS reaches guided toward ``toward``
+    (default ``p.guide``)."""
     m = _Model(p, fixed)
     if size_tol is not None:
         m.sizes_within(size_tol)
@@ -372,7 +377,7 @@ def _find(
             c, gap = moves, EXACT_GAP
     res = clock.run(m, c, gap)
     if res.x is not None and res.status in (0, 4):  # optimal, or the best within the node limit
-        return _Found("found", _assignment(m, res))
+        return _Found("found", _assignment(m, res), optimal=res.status == 0)
     if res.status == 2:
         return _Found("none")
     if not _node_limit_reached(res, clock.settings):
@@ -434,6 +439,7 @@ def solve(
     tol = (p.stratify_tolerance, p.size_tolerance)
     where: dict = {}
     proved_for = ""
+    fewest: bool | None = None
     got = _find(p, clock, *tol, fixed=has_old)
     if got.state == "undecided":
         raise _undecided(clock, "with the earlier units in place" if has_old else "")
@@ -446,6 +452,7 @@ def solve(
             old = prev >= 0
             where = {"max_moved": float(p.sizes[old & (got.split != prev)].sum())}
             proved_for = f"at most {where['max_moved']:g} records of earlier units moved"
+            fewest = got.optimal
     elif has_old:
         where = {"fixed": True}
         proved_for = f"the {int((prev >= 0).sum()):,} earlier units in place"
@@ -466,6 +473,7 @@ def solve(
         seconds=time.perf_counter() - clock.start,
         solves=clock.solves,
         proved_for=proved_for,
+        fewest_moves_proved=fewest,
     )
 
 
