@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from importlib.metadata import version
 
 import numpy as np
 import pytest
@@ -240,6 +241,14 @@ def test_assign_hash_leaves_the_split_key_as_before() -> None:
     assert solved != with_keys
     p["split"]["solve"] = {**p["split"]["solve"], "time_limit_s": 9}
     assert stage.key_view(stage.spec(p)) == solved
+    # What decides a solved split's bytes is keyed: the work limit, the improvement steps,
+    # the size above which the hash places units (and scipy's version: its HiGHS).
+    assert solved["split"]["solve"]["scipy"] == version("scipy")
+    for key, value in (("node_limit", 501), ("improve_steps", 0), ("max_units", 10)):
+        changed = {**p["split"], "solve": {**p["split"]["solve"], key: value}}
+        assert stage.key_view(stage.spec({**p, "split": changed})) != solved, key
+        hashed = {**changed, "assign": "hash"}
+        assert stage.key_view(stage.spec({**p, "split": hashed})) == with_keys, key
     assert OPTIONAL_DEFAULTS["solve"] == SOLVE == load_params(TINY)["split"]["solve"]
     assert CFG.get("assign") is None  # test_split's CFG predates the key: hash
 
@@ -326,3 +335,13 @@ def test_fewest_moves_cut_by_the_node_limit_is_not_called_fewest() -> None:
     assert cut.moved.any() and not cut.fewest_moves_proved
     assert full.fewest_moves_proved
     assert p.sizes[full.moved].sum() <= p.sizes[cut.moved].sum()
+
+
+def test_a_previous_split_of_other_data_is_named_not_silently_ignored() -> None:
+    """split.previous whose ids are none of these records (another corpus's split): no unit can
+    stay in place, and the audit says so rather than report a stable split."""
+    records = units_frame(TEN)
+    other = {f"x{i}": "train" for i in range(10)}
+    _, audit = split.make_splits(records, solve_cfg(**TEN_CFG), seed=SEED, previous=other)
+    assert audit["assign"]["earlier_units"] == 0
+    assert "split.previous holds none of these 100 records" in audit["assign"]["note"]
