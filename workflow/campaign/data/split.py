@@ -291,6 +291,12 @@ def _solve_assign(
         for u in np.flatnonzero(solution.moved)
     ]
     given = f" with {solution.proved_for}" if solution.proved_for else ""
+    unmatched = (
+        f"; split.previous holds none of these {len(units.ids):,} records (an earlier split "
+        "of other data?), so every unit was placed afresh"
+        if previous and not any(i in previous for i in units.ids)
+        else ""
+    )
     fewest = (
         f" (not proved the fewest: the search stopped at split.solve.node_limit "
         f"{settings.node_limit:,})"
@@ -319,7 +325,7 @@ def _solve_assign(
             f"split.assign {mode}: HiGHS placed {len(keys):,} units ({solution.nodes:,} nodes, "
             f"{solution.solves} program(s)): label deviation {solution.label_deviation:.4f}, "
             f"size deviation {solution.size_deviation:.4f}{proved}; {len(moved)} earlier "
-            f"unit(s) moved{fewest}"
+            f"unit(s) moved{fewest}{unmatched}"
         ),
     )
     split_of = {keys[u]: names[s] for u, s in enumerate(solution.split)}
