@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from importlib.metadata import version
 
 import numpy as np
 import pytest
@@ -155,9 +156,19 @@ def test_ten_percent_new_units_move_no_earlier_unit() -> None:
     assert audit["labels"]["within_tolerance"] and audit["sizes"]["within_tolerance"]
     # Without the earlier split, a fresh program places some earlier units elsewhere: the
     # stability comes from split.previous, not from luck.
-    fresh, _ = split.make_splits(records, c, seed=SEED)
+    fresh, fresh_audit = split.make_splits(records, c, seed=SEED)
     fresh_of = dict(zip(fresh["id"], fresh["split"], strict=True))
     assert any(fresh_of[i] != s for i, s in previous.items())
+    # The bound the improvement proved holds only with the earlier units in place: a fresh
+    # split of the same units scores below it, so the note must say what it is proved for.
+    bound = audit["assign"]["proved_lower"]
+    fresh_score = max(fresh_audit["assign"][k] for k in ("label_deviation", "size_deviation"))
+    assert fresh_score < bound
+    assert audit["assign"]["proved_for"] == "the 40 earlier units in place"
+    assert (
+        f"no split within the tolerances with the 40 earlier units in place has both below "
+        f"{bound:.4f}, proved" in audit["assign"]["note"]
+    )
 
 
 # 10 units of 10 records, 5 a and 5 b, 60/20/20 with both tolerances 0.01: train 3 a + 3 b,
@@ -230,6 +241,14 @@ def test_assign_hash_leaves_the_split_key_as_before() -> None:
     assert solved != with_keys
     p["split"]["solve"] = {**p["split"]["solve"], "time_limit_s": 9}
     assert stage.key_view(stage.spec(p)) == solved
+    # What decides a solved split's bytes is keyed: the work limit, the improvement steps,
+    # the size above which the hash places units (and scipy's version: its HiGHS).
+    assert solved["split"]["solve"]["scipy"] == version("scipy")
+    for key, value in (("node_limit", 501), ("improve_steps", 0), ("max_units", 10)):
+        changed = {**p["split"], "solve": {**p["split"]["solve"], key: value}}
+        assert stage.key_view(stage.spec({**p, "split": changed})) != solved, key
+        hashed = {**changed, "assign": "hash"}
+        assert stage.key_view(stage.spec({**p, "split": hashed})) == with_keys, key
     assert OPTIONAL_DEFAULTS["solve"] == SOLVE == load_params(TINY)["split"]["solve"]
     assert CFG.get("assign") is None  # test_split's CFG predates the key: hash
 
@@ -281,3 +300,48 @@ def test_a_spent_time_limit_fails_the_split_and_says_so() -> None:
     with pytest.raises(CampaignError, match=r"^split.solve.time_limit_s: HiGHS reached") as e:
         split.make_splits(records, c, seed=SEED)
     assert "none is used" in str(e.value) and "split.solve.node_limit" in str(e.value)
+
+
+def test_a_spent_node_limit_is_undecided_not_a_failure() -> None:
+    """40 units of one label each (4 labels, 1-59 records), 80/10/10 within 0.005 and labels
+    within 0.01: one branch-and-bound node decides nothing. The stage must say that the node
+    limit left it open (and to raise it), never that HiGHS failed or that no split exists."""
+    rng = np.random.default_rng(0)
+    counts = np.zeros((40, 4))
+    for u in range(40):
+        counts[u, rng.integers(0, 4)] = rng.integers(1, 60)
+    p = Problem(counts, np.array([0.1, 0.8, 0.1]), 1, 0.01, 0.005)
+    with pytest.raises(CampaignError) as caught:
+        solve(p, SolveSettings(node_limit=1, improve_steps=0), ["test", "train", "validation"])
+    message = str(caught.value)
+    assert message.startswith("split.solve.node_limit: HiGHS neither found a split"), message
+    assert "raise split.solve.node_limit" in message and "no assignment" not in message
+
+
+def test_fewest_moves_cut_by_the_node_limit_is_not_called_fewest() -> None:
+    """80 units (5 labels, 1-29 records), a random earlier split that no longer fits 20/60/20
+    within 0.01: the fewest-moves program needs more than one node. Cut there, its split is
+    valid but its moves are not proved fewest, and the solution says so; with room it is."""
+    rng = np.random.default_rng(2)
+    counts = np.zeros((80, 5))
+    for u in range(80):
+        counts[u, rng.integers(0, 5)] = rng.integers(1, 30)
+    earlier = rng.integers(0, 3, size=80)
+    earlier[rng.random(80) < 0.1] = -1
+    p = Problem(counts, np.array([0.2, 0.6, 0.2]), 1, 0.01, 0.01, earlier)
+    names = ["test", "train", "validation"]
+    cut = solve(p, SolveSettings(node_limit=1, improve_steps=0), names)
+    full = solve(p, SolveSettings(improve_steps=0), names)
+    assert cut.moved.any() and not cut.fewest_moves_proved
+    assert full.fewest_moves_proved
+    assert p.sizes[full.moved].sum() <= p.sizes[cut.moved].sum()
+
+
+def test_a_previous_split_of_other_data_is_named_not_silently_ignored() -> None:
+    """split.previous whose ids are none of these records (another corpus's split): no unit can
+    stay in place, and the audit says so rather than report a stable split."""
+    records = units_frame(TEN)
+    other = {f"x{i}": "train" for i in range(10)}
+    _, audit = split.make_splits(records, solve_cfg(**TEN_CFG), seed=SEED, previous=other)
+    assert audit["assign"]["earlier_units"] == 0
+    assert "split.previous holds none of these 100 records" in audit["assign"]["note"]

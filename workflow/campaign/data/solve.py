@@ -34,7 +34,8 @@ built from that question:
 - then smaller deviations (``split.solve.improve_steps``): bisection on one bound b for both
   deviations (the salt search's score, max(label, size)): is there a split with labels and
   sizes within min(b, tolerance)? A found split lowers the score to its own, a proof of none
-  raises the proved lower end (in the audit: no split has both below it);
+  raises the proved lower end (in the audit: no split within the tolerances has both below
+  it; with earlier units, no such split that keeps them as the program did, ``proved_for``);
 - stability: previous units are constants in the first program (their records in the rows'
   right-hand sides); when that has no solution, one program minimizes the records of earlier
   units that move, and the improvement keeps at most that many moved: a unit moves only when
@@ -54,6 +55,7 @@ wall time would depend on the machine's speed.
 from __future__ import annotations
 
 import math
+import re
 import time
 import warnings
 from dataclasses import dataclass, field, replace
@@ -72,6 +74,9 @@ HIGHS_FIXED = {"threads": 1, "random_seed": 0}
 GUIDE_SALTS = 2000
 EXACT_GAP = 1e-4  # the fewest-moves program: optimal (to HiGHS's default gap)
 FIRST_POINT_GAP = 1.0  # guided programs: a relative gap of 1 ends at the first integer point
+# HighsModelStatus.kSolutionLimit: the node limit reached. scipy has no status for it (4,
+# "not recognized", with the HiGHS number in the message) and returns no node count.
+HIGHS_NODE_LIMIT = 16
 
 
 @dataclass(frozen=True)
@@ -96,11 +101,17 @@ class Solution:
     split: np.ndarray
     label_deviation: float
     size_deviation: float
-    proved_lower: float  # no split scores below it (max(label, size) deviation), proved
+    # No split within the tolerances scores below it (max(label, size) deviation), proved;
+    # with earlier units, only among the splits that keep them (proved_for says which).
+    proved_lower: float
     moved: np.ndarray
     nodes: int
     seconds: float
     solves: int = 1
+    proved_for: str = ""  # "" (any split) or what proved_lower assumes of earlier units
+    # Earlier units moved: True when the fewest-moves program ended optimal, False when the
+    # node limit cut it (a valid split, its moves not proved fewest); None when none had to.
+    fewest_moves_proved: bool | None = None
 
 
 @dataclass
@@ -334,6 +345,7 @@ class _Found:
 
     state: str
     split: np.ndarray | None = None
+    optimal: bool = False  # HiGHS ended optimal (within the gap), not at the node limit
 
 
 def _find(
@@ -349,8 +361,9 @@ def _find(
 ) -> _Found:
     """A split with labels within label_tol and sizes within size_tol (None: unconstrained),
     every label in train; fixed: earlier units stay; max_moved: at most that many records of
-    earlier units move; fewest_moves: minimize them (proved optimal); else the first integer
-    point HiGHS reaches guided toward ``toward`` (default ``p.guide``)."""
+    earlier units move; fewest_moves: minimize them (optimal unless the node limit cuts it:
+    ``optimal``); else the first integer point HiGHS reaches guided toward ``toward``
+    (default ``p.guide``)."""
     m = _Model(p, fixed)
     if size_tol is not None:
         m.sizes_within(size_tol)
@@ -364,12 +377,20 @@ def _find(
             c, gap = moves, EXACT_GAP
     res = clock.run(m, c, gap)
     if res.x is not None and res.status in (0, 4):  # optimal, or the best within the node limit
-        return _Found("found", _assignment(m, res))
+        return _Found("found", _assignment(m, res), optimal=res.status == 0)
     if res.status == 2:
         return _Found("none")
-    if (res.mip_node_count or 0) < clock.settings.node_limit:
+    if not _node_limit_reached(res, clock.settings):
         raise CampaignError(f"split.solve: HiGHS failed ({res.message}); use split.assign: hash")
     return _Found("undecided")
+
+
+def _node_limit_reached(res, settings: SolveSettings) -> bool:
+    """Whether HiGHS stopped at ``split.solve.node_limit`` (scipy reports it as status 4)."""
+    highs = re.search(r"HiGHS Status (\d+)", res.message or "")
+    if highs is not None and int(highs[1]) == HIGHS_NODE_LIMIT:
+        return True
+    return (res.mip_node_count or 0) >= settings.node_limit
 
 
 def _undecided(clock: _Clock, what: str) -> CampaignError:
@@ -417,6 +438,8 @@ def solve(
     has_old = prev is not None and bool((prev >= 0).any())
     tol = (p.stratify_tolerance, p.size_tolerance)
     where: dict = {}
+    proved_for = ""
+    fewest: bool | None = None
     got = _find(p, clock, *tol, fixed=has_old)
     if got.state == "undecided":
         raise _undecided(clock, "with the earlier units in place" if has_old else "")
@@ -428,8 +451,11 @@ def solve(
         if got.state == "found":
             old = prev >= 0
             where = {"max_moved": float(p.sizes[old & (got.split != prev)].sum())}
+            proved_for = f"at most {where['max_moved']:g} records of earlier units moved"
+            fewest = got.optimal
     elif has_old:
         where = {"fixed": True}
+        proved_for = f"the {int((prev >= 0).sum()):,} earlier units in place"
     if got.state == "none":
         raise CampaignError(diagnose(p, settings, names, clock, labels))
     x, lower = _improve(p, clock, got.split, settings.improve_steps, **where)
@@ -446,6 +472,8 @@ def solve(
         nodes=clock.nodes,
         seconds=time.perf_counter() - clock.start,
         solves=clock.solves,
+        proved_for=proved_for,
+        fewest_moves_proved=fewest,
     )
 
 

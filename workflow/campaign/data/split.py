@@ -290,8 +290,22 @@ def _solve_assign(
         }
         for u in np.flatnonzero(solution.moved)
     ]
+    given = f" with {solution.proved_for}" if solution.proved_for else ""
+    unmatched = (
+        f"; split.previous holds none of these {len(units.ids):,} records (an earlier split "
+        "of other data?), so every unit was placed afresh"
+        if previous and not any(i in previous for i in units.ids)
+        else ""
+    )
+    fewest = (
+        f" (not proved the fewest: the search stopped at split.solve.node_limit "
+        f"{settings.node_limit:,})"
+        if solution.fewest_moves_proved is False
+        else ""
+    )
     proved = (
-        f" (no split has both below {solution.proved_lower:.4f}, proved)"
+        f" (no split within the tolerances{given} has both below "
+        f"{solution.proved_lower:.4f}, proved)"
         if solution.proved_lower > 0
         else ""
     )
@@ -301,6 +315,8 @@ def _solve_assign(
         label_deviation=solution.label_deviation,
         size_deviation=solution.size_deviation,
         proved_lower=solution.proved_lower,
+        proved_for=solution.proved_for or "any split",
+        fewest_moves_proved=solution.fewest_moves_proved,
         earlier_units=int((before >= 0).sum()),
         new_units=int((before < 0).sum()),
         moved_units=moved,
@@ -309,7 +325,7 @@ def _solve_assign(
             f"split.assign {mode}: HiGHS placed {len(keys):,} units ({solution.nodes:,} nodes, "
             f"{solution.solves} program(s)): label deviation {solution.label_deviation:.4f}, "
             f"size deviation {solution.size_deviation:.4f}{proved}; {len(moved)} earlier "
-            "unit(s) moved"
+            f"unit(s) moved{fewest}{unmatched}"
         ),
     )
     split_of = {keys[u]: names[s] for u, s in enumerate(solution.split)}
