@@ -177,12 +177,26 @@ def tiny_project(tmp_path: Path) -> Path:
 def copy_finished(source: Path, dest: Path) -> Path:
     """A finished project copied whole: results, logs, Snakemake's metadata and the store.
 
-    Every path a project holds is relative to it (the store is ``campaign.state_dir``, relative in
-    the tiny params), so the copy is a project of its own: Snakemake finds nothing to do, a stage
-    rerun hits the copy's store, and nothing the copy does reaches the source. Mtimes and modes
-    are kept (copy2), inodes and ctimes are new, so the store's stat cache hashes afresh.
+    The store is ``campaign.state_dir`` (relative in the tiny params), so the copy's stages hit
+    and commit in the copy's own store, and nothing the copy does reaches the source. Two records
+    name the project's absolute folder, and are rewritten to the copy's as if it had run there:
+    Snakemake's metadata (the rules' ``campaign`` param holds the package path, so a moved
+    project would look param-changed) and the store's job records (``project``: gc keeps what
+    another checkout's jobs made, so a copy would keep everything). Mtimes and modes are kept
+    (copy2); inodes and ctimes are new, so the stat cache of file hashes hashes afresh.
     """
+    import yaml
+
     shutil.copytree(source, dest, symlinks=True)
+    old, new = str(source.resolve()), str(dest.resolve())
+    state_dir = yaml.safe_load((dest / "params.yaml").read_text())["campaign"]["state_dir"]
+    for folder in (dest / ".snakemake" / "metadata", dest / state_dir / "jobs"):
+        for path in folder.glob("*"):
+            text = path.read_text(encoding="utf-8")
+            if old in text:
+                stat = path.stat()
+                path.write_text(text.replace(old, new), encoding="utf-8")
+                os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     return dest
 
 
