@@ -214,7 +214,7 @@ def test_kill_9_then_the_documented_recovery_finishes_without_recomputing(
 
     # The recovery command from README.md.
     snakemake(killed, "--unlock")
-    snakemake(killed)
+    snakemake(killed, timeout=900)  # the rest of the campaign: minutes on a loaded machine
 
     after = events(killed)[len(before_kill) :]
     recomputed = {e["key"] for e in after if e["event"] == "miss"} & committed
