@@ -28,4 +28,8 @@ fi
 cleanup() { if [ "$started_slurm" = 1 ]; then bash scripts/slurm-cluster.sh stop || true; fi; }
 trap cleanup EXIT
 
-python -m pytest "$@"
+# One pytest-xdist worker per logical CPU: most tests wait on subprocesses (Snakemake, DVC, stage
+# commands) that use one thread. Tests sharing the SLURM cluster stay on one worker (conftest);
+# the finished tiny campaign is computed once for all workers. CAMPAIGN_TEST_WORKERS=0 runs the
+# suite in this one process (pytest -p no:xdist also works).
+python -m pytest -n "${CAMPAIGN_TEST_WORKERS:-logical}" --dist loadgroup "$@"

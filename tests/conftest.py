@@ -90,10 +90,20 @@ _JOB = re.compile(r"^(?:local)?rule (\w+):\s*$")
 _OUTPUT = re.compile(r"^\s+output: (.*)$")
 
 
-def planned_jobs(dry_run_output: str) -> list[tuple[str, str]]:
-    """(rule, first output) for every job a `snakemake -n` listing would run."""
+NOTHING_TO_DO = "Nothing to be done"
+
+
+def planned_jobs(dry_run: str | subprocess.CompletedProcess) -> list[tuple[str, str]]:
+    """(rule, first output) for every job a `snakemake -n` listing would run.
+
+    Given the finished process (not just its stdout), the listing must also agree with Snakemake's
+    own verdict: no job parsed only with its "Nothing to be done" line, and never that line next
+    to parsed jobs. So a change in the dry-run format (the job regex then matching nothing) fails
+    here instead of reading as "nothing to rerun".
+    """
+    text = dry_run if isinstance(dry_run, str) else dry_run.stdout
     jobs, rule = [], None
-    for line in dry_run_output.splitlines():
+    for line in text.splitlines():
         if m := _JOB.match(line):
             rule = m.group(1)
             if rule == "all":
@@ -102,6 +112,13 @@ def planned_jobs(dry_run_output: str) -> list[tuple[str, str]]:
         elif rule and (m := _OUTPUT.match(line)):
             jobs.append((rule, m.group(1).split(",")[0].strip()))
             rule = None
+    if not isinstance(dry_run, str):
+        said = NOTHING_TO_DO in dry_run.stdout + dry_run.stderr
+        assert said == (not jobs), (
+            f"dry run lists {len(jobs)} jobs but Snakemake "
+            f"{'says' if said else 'does not say'} {NOTHING_TO_DO!r}\n--- stdout\n"
+            f"{dry_run.stdout[-3000:]}\n--- stderr\n{dry_run.stderr[-3000:]}"
+        )
     return sorted(jobs)
 
 
@@ -144,6 +161,70 @@ def result_hashes(project: Path, timed: bool = True) -> dict[str, str]:
     }
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """Under pytest-xdist (`--dist loadgroup`, as scripts/test.sh runs it), the tests that share
+    the one SLURM cluster run on one worker, one after the other."""
+    for item in items:
+        if item.get_closest_marker("slurm"):
+            item.add_marker(pytest.mark.xdist_group("slurm"))
+
+
 @pytest.fixture()
 def tiny_project(tmp_path: Path) -> Path:
     return copy_project(tmp_path / "project")
+
+
+def copy_finished(source: Path, dest: Path) -> Path:
+    """A finished project copied whole: results, logs, Snakemake's metadata and the store.
+
+    The store is ``campaign.state_dir`` (relative in the tiny params), so the copy's stages hit
+    and commit in the copy's own store, and nothing the copy does reaches the source. Two records
+    name the project's absolute folder, and are rewritten to the copy's as if it had run there:
+    Snakemake's metadata (the rules' ``campaign`` param holds the package path, so a moved
+    project would look param-changed) and the store's job records (``project``: gc keeps what
+    another checkout's jobs made, so a copy would keep everything). Mtimes and modes are kept
+    (copy2); inodes and ctimes are new, so the stat cache of file hashes hashes afresh.
+    """
+    import yaml
+
+    shutil.copytree(source, dest, symlinks=True)
+    old, new = str(source.resolve()), str(dest.resolve())
+    state_dir = yaml.safe_load((dest / "params.yaml").read_text())["campaign"]["state_dir"]
+    for folder in (dest / ".snakemake" / "metadata", dest / state_dir / "jobs"):
+        for path in folder.glob("*"):
+            text = path.read_text(encoding="utf-8")
+            if old in text:
+                stat = path.stat()
+                path.write_text(text.replace(old, new), encoding="utf-8")
+                os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    return dest
+
+
+@pytest.fixture(scope="session")
+def finished_campaign(tmp_path_factory) -> Path:
+    """The tiny campaign run to its end once per session: read it, never change it (a test that
+    changes it takes ``finished_project``, its own copy).
+
+    Under pytest-xdist the first worker to ask runs it; the others wait on a lock and read it.
+    """
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the folder all workers of this session share
+    project = shared / "finished_campaign" / "project"
+    with FileLock(str(shared / "finished_campaign.lock")):
+        done = project.parent / "done"
+        if not done.exists():
+            if project.exists():
+                shutil.rmtree(project)  # a run that failed half-way in another worker
+            copy_project(project)
+            snakemake(project, timeout=1500)
+            done.write_text("finished\n")
+    return project
+
+
+@pytest.fixture()
+def finished_project(finished_campaign: Path, tmp_path: Path) -> Path:
+    """This test's own copy of the finished tiny campaign, to edit and rerun."""
+    return copy_finished(finished_campaign, tmp_path / "project")

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from campaign.core.hashing import hash_tree, hash_value
-from conftest import REPO, campaign, copy_project, snakemake
+from conftest import REPO, campaign, copy_finished
 
 INDEX = "results/index.parquet"
 
@@ -86,10 +86,9 @@ def test_an_input_given_twice_or_not_at_all_is_named():
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory) -> Path:
-    project = copy_project(tmp_path_factory.mktemp("index") / "project")
-    snakemake(project, INDEX, timeout=1500)
-    return project
+def finished(finished_campaign, tmp_path_factory) -> Path:
+    """This module's copy of the session's finished tiny campaign (conftest.finished_campaign)."""
+    return copy_finished(finished_campaign, tmp_path_factory.mktemp("index") / "project")
 
 
 def _stage_inputs(project: Path, **replace: list[str]) -> dict[str, list[str]]:

@@ -35,7 +35,7 @@ TARGET = "results/metrics.json"
 
 
 def train_jobs(project: Path) -> list[str]:
-    jobs = planned_jobs(snakemake(project, "-n", TARGET).stdout)
+    jobs = planned_jobs(snakemake(project, "-n", TARGET))
     return sorted(out.split("/")[2] for rule, out in jobs if rule == "train")
 
 
@@ -63,7 +63,7 @@ def test_the_budget_cut_decides_what_is_trained_and_edits_train_only_new_cells(t
     assert set(metrics["training"]["validation_accuracy"]) == set(kept)
     report = (tiny_project / "results" / "plan" / "report.txt").read_text()
     assert "lr main effect: 2 → 1 seed per contrast" in report
-    assert planned_jobs(snakemake(tiny_project, "-n", TARGET).stdout) == []
+    assert planned_jobs(snakemake(tiny_project, "-n", TARGET)) == []
 
     # Adding a level (budget lifted, max_runs 3: a cut Snakemake knows at DAG time): the new
     # cell is the third run of the order, and its training job is the only one planned.
@@ -87,5 +87,5 @@ def test_the_budget_cut_decides_what_is_trained_and_edits_train_only_new_cells(t
     new = train_jobs(tiny_project)
     assert len(new) == 1 and new[0] not in trained(tiny_project)
     # The plan table is redone (the design changed); no data or preflight job reruns.
-    rules = {rule for rule, _ in planned_jobs(snakemake(tiny_project, "-n", TARGET).stdout)}
+    rules = {rule for rule, _ in planned_jobs(snakemake(tiny_project, "-n", TARGET))}
     assert "plan_table" in rules and not rules & {"manifest", "split", "preflight"}

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from campaign.report import FIGURES
-from conftest import BIN, campaign, copy_project, run, snakemake
+from conftest import BIN, campaign, copy_finished, run, snakemake
 
 SECTIONS = [
     "Data",
@@ -64,10 +64,9 @@ class Page(HTMLParser):
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory) -> Path:
-    project = copy_project(tmp_path_factory.mktemp("report") / "project")
-    snakemake(project, "results/report/index.html", timeout=1500)
-    return project
+def finished(finished_campaign, tmp_path_factory) -> Path:
+    """This module's copy of the session's finished tiny campaign (conftest.finished_campaign)."""
+    return copy_finished(finished_campaign, tmp_path_factory.mktemp("report") / "project")
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ import pytest
 
 from campaign.cli import main
 from campaign.core.hashing import hash_file
-from conftest import campaign, copy_project, planned_jobs, snakemake
+from conftest import campaign, planned_jobs, snakemake
 
 PARAMS = Path(__file__).parents[1] / "fixtures" / "tiny_params.yaml"
 
@@ -107,15 +107,14 @@ def test_key_from_the_environment_and_never_from_params(capsys, tmp_path, monkey
 
 
 @pytest.mark.slow
-def test_backup_delete_restore_then_nothing_to_do(tmp_path) -> None:
-    project = copy_project(tmp_path / "project")
-    snakemake(project, timeout=900)  # the tiny campaign, as test_e2e runs it
+def test_backup_delete_restore_then_nothing_to_do(finished_project) -> None:
+    project = finished_project  # the tiny campaign, as test_e2e runs it
     campaign(project, "backup", "--to", "backups", "--key-file", "key", "--new-key")
     archive = next((project / "backups").glob("*.tar.age"))
     for name in ("results", ".campaign", "logs"):
         os.system(f"rm -rf {project / name}")
-    assert planned_jobs(snakemake(project, "-n").stdout) != []  # deleted: all to do again
+    assert planned_jobs(snakemake(project, "-n")) != []  # deleted: all to do again
     campaign(project, "restore", str(archive), "--key-file", "key")
     again = snakemake(project, "-n")
-    assert planned_jobs(again.stdout) == [], again.stdout[-3000:]
+    assert planned_jobs(again) == [], again.stdout[-3000:]
     assert "Nothing to be done" in again.stdout + again.stderr

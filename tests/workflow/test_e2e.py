@@ -15,7 +15,6 @@ import yaml
 
 from conftest import (
     BIN,
-    FIXTURES,
     campaign,
     copy_project,
     env,
@@ -39,17 +38,17 @@ def run_ids(project: Path) -> set[str]:
     return {p.name for p in (project / "results" / "runs").iterdir()}
 
 
-def test_campaign_runs_then_nothing_to_do(tiny_project):
-    snakemake(tiny_project)
-    hashes = result_hashes(tiny_project)
+def test_campaign_runs_then_nothing_to_do(finished_campaign):
+    # The session's one run of the tiny campaign (conftest.finished_campaign) ran it.
+    hashes = result_hashes(finished_campaign)
     assert {"data/manifest.parquet", "data/summary.json", "plan/runs.tsv", "metrics.json"} <= set(
         hashes
     )
-    assert len(run_ids(tiny_project)) == 4
-    metrics = json.loads((tiny_project / "results" / "metrics.json").read_text())
+    assert len(run_ids(finished_campaign)) == 4
+    metrics = json.loads((finished_campaign / "results" / "metrics.json").read_text())
     assert metrics["plan"] == {"runs": 4, "seeds": 2, "cells": 2}
     # The evaluation decides, and each decision is traceable to its row in the tables.
-    evaluation = tiny_project / "results" / "evaluation"
+    evaluation = finished_campaign / "results" / "evaluation"
     decisions = json.loads((evaluation / "decisions.json").read_text())
     comparisons = pd.read_parquet(evaluation / "comparisons.parquet")
     assert decisions["decisions"], "no decision on the tiny campaign's lr factor"
@@ -60,37 +59,38 @@ def test_campaign_runs_then_nothing_to_do(tiny_project):
         assert len(row) == 1 and row.iloc[0].decision == d["decision"], d
         assert row.iloc[0].estimate == pytest.approx(d["estimate"])
     scored = set(pd.read_parquet(evaluation / "metrics.parquet").variant)
-    assert run_ids(tiny_project) <= scored and {"floor/majority", "floor/tfidf_logreg"} <= scored
+    assert (
+        run_ids(finished_campaign) <= scored and {"floor/majority", "floor/tfidf_logreg"} <= scored
+    )
     assert metrics["evaluation"]["best_cell"]["cell"] == decisions["best_cell"]["cell"]
     summary = (evaluation / "summary.txt").read_text()
     assert summary.startswith(f"Keep: {decisions['verdict']['keep']}")
     assert "Decisions use the validation" in summary
     # Results and the store may hold personal data: owner-only, every file and folder.
-    for top in (tiny_project / "results", tiny_project / ".campaign" / "store"):
+    for top in (finished_campaign / "results", finished_campaign / ".campaign" / "store"):
         for path in [top, *top.rglob("*")]:
             if path.name == ".snakemake_timestamp":
                 continue  # Snakemake's own empty marker in directory() outputs
             assert path.stat().st_mode & 0o077 == 0, f"{path} is readable by others"
-    again = snakemake(tiny_project, "-n")
-    assert planned_jobs(again.stdout) == []
+    again = snakemake(finished_campaign, "-n")
+    assert planned_jobs(again) == []
     assert "Nothing to be done" in again.stdout + again.stderr
 
 
-def test_editing_one_param_reruns_exactly_its_dependents(tiny_project):
-    snakemake(tiny_project)
-    before_runs = run_ids(tiny_project)
-    manifest = tiny_project / "results" / "data" / "manifest.parquet"
+def test_editing_one_param_reruns_exactly_its_dependents(finished_project):
+    before_runs = run_ids(finished_project)
+    manifest = finished_project / "results" / "data" / "manifest.parquet"
     manifest_stat = manifest.stat()
-    n_events = len(events(tiny_project))
+    n_events = len(events(finished_project))
 
     # One ablation level changes: its 2 runs (× 2 seeds) are new; the plan table, the
     # evaluation, the budget and the metrics that summarize them follow; the data, the floor,
     # the quantized control and the other runs are untouched.
     edit_params(
-        tiny_project, lambda p: p["ablation"]["factors"]["train"].update(lr=[1.0e-3, 2.0e-3])
+        finished_project, lambda p: p["ablation"]["factors"]["train"].update(lr=[1.0e-3, 2.0e-3])
     )
-    dry = snakemake(tiny_project, "-n")
-    jobs = planned_jobs(dry.stdout)
+    dry = snakemake(finished_project, "-n")
+    jobs = planned_jobs(dry)
     new_runs = sorted((rule, out) for rule, out in jobs if rule == "run_spec")
     assert [rule for rule, _ in jobs if rule not in ("run_spec", "train")] == [
         "all",
@@ -106,14 +106,14 @@ def test_editing_one_param_reruns_exactly_its_dependents(tiny_project):
     assert sorted(out.split("/")[2] for rule, out in jobs if rule == "train") == sorted(
         out.split("/")[2] for _, out in new_runs
     )
-    snakemake(tiny_project)
-    after_runs = run_ids(tiny_project)
+    snakemake(finished_project)
+    after_runs = run_ids(finished_project)
     assert {f"results/runs/{r}/spec.json" for r in after_runs - before_runs} == {
         out for _, out in new_runs
     }
     assert manifest.stat().st_mtime_ns == manifest_stat.st_mtime_ns
     assert manifest.stat().st_ino == manifest_stat.st_ino
-    new_events = events(tiny_project)[n_events:]
+    new_events = events(finished_project)[n_events:]
     assert sorted(e["stage"] for e in new_events if e["event"] == "miss") == [
         "artifact_scan",
         "budget",
@@ -133,8 +133,8 @@ def test_editing_one_param_reruns_exactly_its_dependents(tiny_project):
     # reads the sources too, so Snakemake reruns it and what follows, but the licence is not in
     # the split's key: a store hit, and nothing after it is recomputed either (the index reads
     # only the data summary's dataset hash: a hit too).
-    edit_params(tiny_project, lambda p: p["data"]["sources"][0].update(licence="CC-BY-4.0"))
-    jobs = planned_jobs(snakemake(tiny_project, "-n").stdout)
+    edit_params(finished_project, lambda p: p["data"]["sources"][0].update(licence="CC-BY-4.0"))
+    jobs = planned_jobs(snakemake(finished_project, "-n"))
     rerun_by_mtime = (
         *("train", "preflight", "plan_table", "quantize", "quantize_table"),
         *("floor", "evaluate", "budget", "artifact_scan", "index"),
@@ -146,9 +146,9 @@ def test_editing_one_param_reruns_exactly_its_dependents(tiny_project):
         "report",
         "split",
     ]
-    n_events = len(events(tiny_project))
-    snakemake(tiny_project)
-    new_events = events(tiny_project)[n_events:]
+    n_events = len(events(finished_project))
+    snakemake(finished_project)
+    new_events = events(finished_project)[n_events:]
     assert sorted(e["stage"] for e in new_events if e["event"] == "miss") == [
         "manifest",
         "metrics",
@@ -159,38 +159,39 @@ def test_editing_one_param_reruns_exactly_its_dependents(tiny_project):
     after += (("artifact_scan", 1), ("index", 1))
     for stage, n in (*hits, *after):
         assert [e["event"] for e in new_events if e["stage"] == stage] == ["hit"] * n, stage
-    summary = json.loads((tiny_project / "results" / "data" / "summary.json").read_text())
+    summary = json.loads((finished_project / "results" / "data" / "summary.json").read_text())
     assert summary["per_licence"] == {"CC-BY-4.0": summary["records"]}
 
 
-def test_touching_inputs_costs_a_store_hit_not_a_recomputation(tiny_project):
-    snakemake(tiny_project)
-    before = result_hashes(tiny_project)
-    n_events = len(events(tiny_project))
+def test_touching_inputs_costs_a_store_hit_not_a_recomputation(finished_project):
+    # A copy of the finished campaign is a finished campaign (what every copy-based test assumes).
+    assert planned_jobs(snakemake(finished_project, "-n")) == []
+    before = result_hashes(finished_project)
+    n_events = len(events(finished_project))
     # What `git checkout` or `dvc pull` does: same bytes, new mtimes.
     for path in [
-        tiny_project / "data" / "raw" / "demo.jsonl",
-        *(tiny_project / "workflow" / "campaign").glob("*.py"),
+        finished_project / "data" / "raw" / "demo.jsonl",
+        *(finished_project / "workflow" / "campaign").glob("*.py"),
     ]:
         os.utime(path)
-    jobs = planned_jobs(snakemake(tiny_project, "-n").stdout)
+    jobs = planned_jobs(snakemake(finished_project, "-n"))
     assert ("manifest", "results/data/manifest.parquet") in jobs
-    snakemake(tiny_project)
-    new = events(tiny_project)[n_events:]
+    snakemake(finished_project)
+    new = events(finished_project)[n_events:]
     assert [e for e in new if e["event"] == "miss"] == []
     assert sum(e["event"] == "hit" for e in new) >= len(jobs) - 1
-    assert result_hashes(tiny_project) == before
-    assert planned_jobs(snakemake(tiny_project, "-n").stdout) == []
+    assert result_hashes(finished_project) == before
+    assert planned_jobs(snakemake(finished_project, "-n")) == []
 
 
-def test_kill_9_then_the_documented_recovery_finishes_without_recomputing(tmp_path):
-    params = yaml.safe_load((FIXTURES / "tiny_params.yaml").read_text())
-    params["ablation"]["seeds"] = [1, 2, 3]
-    params["train"]["max_steps"] = 60
-    params_file = tmp_path / "params.yaml"
-    params_file.write_text(yaml.safe_dump(params, sort_keys=False))
-    killed = copy_project(tmp_path / "killed", params_file)
-    clean = copy_project(tmp_path / "clean", params_file)
+def test_kill_9_then_the_documented_recovery_finishes_without_recomputing(
+    tmp_path, finished_campaign
+):
+    # The tiny campaign (4 training jobs of 20 steps, a checkpoint every 5): killed at its first
+    # training checkpoint, 15 steps remain, seconds of work against a 20 ms poll. The session's
+    # uninterrupted run of the same params is the clean reference.
+    killed = copy_project(tmp_path / "killed")
+    clean = finished_campaign
 
     proc = subprocess.Popen(
         [str(BIN / "snakemake"), "--cores", "1"],
@@ -215,23 +216,21 @@ def test_kill_9_then_the_documented_recovery_finishes_without_recomputing(tmp_pa
 
     # The recovery command from README.md.
     snakemake(killed, "--unlock")
-    snakemake(killed)
+    snakemake(killed, timeout=900)  # the rest of the campaign: minutes on a loaded machine
 
     after = events(killed)[len(before_kill) :]
     recomputed = {e["key"] for e in after if e["event"] == "miss"} & committed
     assert recomputed == set(), "a finished stage was computed again"
     logs = "".join(p.read_text() for p in (killed / "logs" / "train").glob("*.log"))
     assert "train: resumed from step" in logs
-    snakemake(clean)
     # Bit for bit: models, predictions, splits, manifests (timings aside).
     assert result_hashes(killed, timed=False) == result_hashes(clean, timed=False)
-    assert planned_jobs(snakemake(killed, "-n").stdout) == []
+    assert planned_jobs(snakemake(killed, "-n")) == []
 
 
-def test_corrupted_store_entry_is_recomputed_in_a_snakemake_run(tiny_project):
-    snakemake(tiny_project)
-    manifest_key = next(e["key"] for e in events(tiny_project) if e["stage"] == "manifest")
-    stored = tiny_project / ".campaign" / "store" / manifest_key / "outputs" / "summary"
+def test_corrupted_store_entry_is_recomputed_in_a_snakemake_run(finished_project):
+    manifest_key = next(e["key"] for e in events(finished_project) if e["stage"] == "manifest")
+    stored = finished_project / ".campaign" / "store" / manifest_key / "outputs" / "summary"
     good = stored.read_bytes()
     os.chmod(stored, 0o600)
     with open(stored, "r+b") as f:
@@ -239,42 +238,41 @@ def test_corrupted_store_entry_is_recomputed_in_a_snakemake_run(tiny_project):
         byte = f.read(1)
         f.seek(10)
         f.write(bytes([byte[0] ^ 0xFF]))
-    verify = campaign(tiny_project, "verify", check=False)
+    verify = campaign(finished_project, "verify", check=False)
     assert verify.returncode == 1
     assert f"CORRUPT  manifest     {manifest_key}/outputs/summary" in verify.stdout
-    os.utime(tiny_project / "data" / "raw" / "demo.jsonl")  # make Snakemake look again
-    out = snakemake(tiny_project)
-    log = (tiny_project / "logs" / "manifest" / "manifest.log").read_text()
+    os.utime(finished_project / "data" / "raw" / "demo.jsonl")  # make Snakemake look again
+    out = snakemake(finished_project)
+    log = (finished_project / "logs" / "manifest" / "manifest.log").read_text()
     assert f"corrupt entry {manifest_key}/outputs/summary" in log
     assert stored.read_bytes() == good
-    assert campaign(tiny_project, "verify").returncode == 0
+    assert campaign(finished_project, "verify").returncode == 0
     assert out.returncode == 0
 
 
-def test_status_gc_and_reproduce(tiny_project):
-    snakemake(tiny_project)
-    status = campaign(tiny_project, "status")
+def test_status_gc_and_reproduce(finished_project):
+    status = campaign(finished_project, "status")
     summary = status.stdout.split("summary:")[-1]
     assert "done" in summary and "missing" not in summary and "stale" not in summary
-    manifest_key = next(e["key"] for e in events(tiny_project) if e["stage"] == "manifest")
-    rep = campaign(tiny_project, "reproduce", manifest_key[:12])
+    manifest_key = next(e["key"] for e in events(finished_project) if e["stage"] == "manifest")
+    rep = campaign(finished_project, "reproduce", manifest_key[:12])
     assert "reproduced bit for bit" in rep.stdout
 
     # Drop a level: its runs leave the plan; gc lists their entries, then removes them.
-    edit_params(tiny_project, lambda p: p["ablation"]["factors"]["train"].update(lr=[1.0e-3]))
-    status = campaign(tiny_project, "status")
+    edit_params(finished_project, lambda p: p["ablation"]["factors"]["train"].update(lr=[1.0e-3]))
+    status = campaign(finished_project, "status")
     # The plan table and the metrics no longer match the plan: stale, listed by output.
     assert "stale" in status.stdout.split("summary:")[-1]
     assert any(
         line.startswith("stale") and "results/plan/runs.tsv" in line
         for line in status.stdout.splitlines()
     ), status.stdout
-    dry = campaign(tiny_project, "gc", "--dry-run")
-    store = tiny_project / ".campaign" / "store"
+    dry = campaign(finished_project, "gc", "--dry-run")
+    store = finished_project / ".campaign" / "store"
     n_before = len(list(store.iterdir()))
     assert "would remove 4 entries" in dry.stdout  # 2 runs: their spec and training entries
     assert len(list(store.iterdir())) == n_before
-    campaign(tiny_project, "gc")
+    campaign(finished_project, "gc")
     assert len(list(store.iterdir())) == n_before - 4
-    snakemake(tiny_project)
-    assert campaign(tiny_project, "verify").returncode == 0
+    snakemake(finished_project)
+    assert campaign(finished_project, "verify").returncode == 0

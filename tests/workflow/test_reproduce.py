@@ -8,20 +8,19 @@ import json
 
 import pytest
 
-from conftest import campaign, snakemake
+from conftest import campaign
 
 pytestmark = pytest.mark.slow
 
 
-def test_every_entry_reproduces_bit_for_bit_and_a_hand_run_is_a_hit(tiny_project):
-    snakemake(tiny_project)
-    store = tiny_project / ".campaign" / "store"
+def test_every_entry_reproduces_bit_for_bit_and_a_hand_run_is_a_hit(finished_project):
+    store = finished_project / ".campaign" / "store"
     entries = {p.name: json.loads((p / "entry.json").read_text()) for p in store.iterdir()}
     stages = sorted(e["stage"] for e in entries.values())
     assert {"manifest", "split", "preflight", "plan_table", "train", "metrics"} <= set(stages)
     assert {"floor", "evaluate", "quantize", "quantize_table", "budget"} <= set(stages)
     for key, entry in sorted(entries.items(), key=lambda kv: kv[1]["stage"]):
-        out = campaign(tiny_project, "reproduce", key, check=False, timeout=600)
+        out = campaign(finished_project, "reproduce", key, check=False, timeout=600)
         if set(entry["outputs"]) <= set(entry["volatile"]):  # the budget, the variants table
             # Nothing comparable: said so, and not counted as reproduced.
             assert out.returncode == 1 and "nothing to compare" in out.stdout, entry["stage"]
@@ -50,9 +49,9 @@ def test_every_entry_reproduces_bit_for_bit_and_a_hand_run_is_a_hit(tiny_project
             "timings",
         )
     ]
-    out = campaign(tiny_project, "train", "--run", rid, *splits, *outputs, timeout=300)
+    out = campaign(finished_project, "train", "--run", rid, *splits, *outputs, timeout=300)
     assert "store hit" in out.stdout
-    made = tiny_project / "results" / "runs" / rid
-    assert (tiny_project / "hand" / "model" / "model.safetensors").read_bytes() == (
+    made = finished_project / "results" / "runs" / rid
+    assert (finished_project / "hand" / "model" / "model.safetensors").read_bytes() == (
         made / "model" / "model.safetensors"
     ).read_bytes()
