@@ -40,18 +40,19 @@ def _one(inputs: dict[str, list[Path]], name: str) -> Path:
 
 def read_index(path: Path) -> tuple[list[str], list[dict]]:
     """(factor names, rows) of the experiment index."""
-    import pandas as pd
+    import pyarrow.parquet as pq
 
     try:
-        table = pd.read_parquet(path)
+        table = pq.read_table(path)
     except Exception as e:  # pyarrow raises several types for a file that is not Parquet
         raise CampaignError(f"{path}: not a readable Parquet table ({type(e).__name__})") from None
-    columns = list(table.columns)
+    columns = list(table.column_names)
     for needed in (*INDEX_HEAD, INDEX_AFTER_FACTORS, "metric", "store_key", "split_hash"):
         if needed not in columns:
             raise CampaignError(f"{path}: expected a column '{needed}'")
     factors = columns[len(INDEX_HEAD) : columns.index(INDEX_AFTER_FACTORS)]
-    rows = table.astype(object).where(table.notna(), None).to_dict("records")
+    # pyarrow's rows keep the column types: a seed stays a whole number, a missing value None.
+    rows = table.to_pylist()
     return factors, rows
 
 
@@ -100,8 +101,8 @@ def stage_track(ctx) -> None:
             write_run(tensorboard / run, run_curves)
 
     logger = open_logger(spec["mlflow"]["uri"], experiment, campaign, ctx.root)
-    hours = sum(r["hours"] for r in rows if isinstance(r.get("hours"), float))
-    cost = sum(r["cost"] for r in rows if isinstance(r.get("cost"), float))
+    hours = sum(r["hours"] for r in rows if r.get("hours") is not None)
+    cost = sum(r["cost"] for r in rows if r.get("cost") is not None)
     parent_tags = {f"{TAG}name": campaign, f"{TAG}kind": "campaign", "mlflow.runName": campaign,
                    f"{TAG}verdict": _verdict(_one(ctx.inputs, "decisions"))}  # fmt: skip
     totals = {k: v for k, v in (("hours", hours), ("cost", cost)) if not math.isnan(v)}
