@@ -273,3 +273,22 @@ def test_safe_uri_and_metric_names():
     assert safe_uri("sqlite:///results/mlflow.db") == "sqlite:///results/mlflow.db"
     row = {"metric": "f1", "validation_value": 0.5, "test_ci_low": 0.1, "hours": float("nan")}
     assert row_metrics(row) == {"validation_f1": 0.5, "test_f1_ci_low": 0.1}
+
+
+def test_tracking_params_reject_a_typo_and_name_the_experiment_after_the_campaign():
+    import copy
+
+    from campaign.core.errors import CampaignError
+    from campaign.core.params import load_params, validate
+    from campaign.track import PHASE
+
+    params = load_params(REPO / "tests" / "fixtures" / "tiny_params.yaml")
+    bad = copy.deepcopy(params)
+    bad["tracking"]["mlflow"]["url"] = "http://host:5000"
+    with pytest.raises(CampaignError, match=r"tracking\.mlflow.*url"):
+        validate(bad)
+    spec = PHASE.stages[0].spec(params)
+    assert spec["mlflow"]["experiment"] == params["campaign"]["name"]
+    named = copy.deepcopy(params)
+    named["tracking"]["mlflow"]["experiment"] = "shared"
+    assert PHASE.stages[0].spec(named)["mlflow"]["experiment"] == "shared"
