@@ -22,6 +22,7 @@ include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/budget.smk"
 include: "workflow/rules/index.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/track.smk"
 
 
 # At the end of every run, what a user must act on (privacy findings, preflight failures and
@@ -60,3 +61,4 @@ rule all:
         "results/index.parquet",
         "results/metrics.json",
         "results/report/index.html",
+        "results/tracking/logged.json",

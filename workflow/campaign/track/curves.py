@@ -1,0 +1,37 @@
+"""A trained run's curves from its metrics.parquet (the train stage's table: one row per train
+step and per validation pass), as {name: [(step, value), ...]} for MLflow and TensorBoard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from campaign.core.errors import CampaignError
+
+NEEDED = ("step", "split", "loss", "lr")
+
+
+def read_curves(path: Path, metric: str) -> dict[str, list[tuple[int, float]]]:
+    """train/loss and train/lr per train step; validation/loss and validation/<metric> per
+    validation pass. Steps in the table's order; a missing value (NaN) is left out."""
+    import pandas as pd
+
+    try:
+        table = pd.read_parquet(path)
+    except Exception as e:  # pyarrow raises several types for a file that is not Parquet
+        raise CampaignError(f"{path}: not a readable Parquet table ({type(e).__name__})") from None
+    missing = [c for c in NEEDED if c not in table.columns]
+    if missing:
+        raise CampaignError(f"{path}: expected column(s) {', '.join(map(repr, missing))}")
+    wanted = {
+        "train/loss": ("train", "loss"),
+        "train/lr": ("train", "lr"),
+        "validation/loss": ("validation", "loss"),
+        f"validation/{metric}": ("validation", metric),
+    }
+    curves = {}
+    for name, (split, column) in wanted.items():
+        if column not in table.columns:
+            continue
+        rows = table[(table["split"] == split) & table[column].notna()]
+        curves[name] = [(int(s), float(v)) for s, v in zip(rows["step"], rows[column], strict=True)]
+    return curves
