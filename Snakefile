@@ -61,4 +61,4 @@ rule all:
         "results/index.parquet",
         "results/metrics.json",
         "results/report/index.html",
-        "results/tracking/logged.json",
+        tracking_outputs(),

@@ -138,10 +138,11 @@ def events(project: Path) -> list[dict]:
 TIMED_OUTPUTS = (
     *("timings.json", "measurements.json", "report.txt", "runs.tsv", "variants.parquet"),
     "index.parquet",  # the experiment index: each run's measured hours and cost
+    "mlflow.db",  # the tracking store: run ids and wall times
 )
 # every budget table is computed from wall times; the report shows them (and the quantized
 # variants' latency)
-TIMED_FOLDERS = ("budget", "report")
+TIMED_FOLDERS = ("budget", "report", "tracking", "tensorboard", "mlartifacts")
 
 
 def result_hashes(project: Path, timed: bool = True) -> dict[str, str]:

@@ -292,3 +292,28 @@ def test_tracking_params_reject_a_typo_and_name_the_experiment_after_the_campaig
     named = copy.deepcopy(params)
     named["tracking"]["mlflow"]["experiment"] = "shared"
     assert PHASE.stages[0].spec(named)["mlflow"]["experiment"] == "shared"
+
+
+@pytest.mark.slow
+def test_tracking_turned_on_in_a_finished_campaign_runs_the_track_job_alone(finished_project):
+    """The real rule in a real Snakemake run: on a finished campaign, `tracking.enabled: true`
+    plans the track job and nothing else; its MLflow store holds one run per index row under one
+    parent; a second `snakemake` has nothing to do."""
+    import yaml
+
+    from conftest import planned_jobs, snakemake
+
+    params_path = finished_project / "params.yaml"
+    params = yaml.safe_load(params_path.read_text())
+    params["tracking"]["enabled"] = True
+    params_path.write_text(yaml.safe_dump(params, sort_keys=False))
+    planned = planned_jobs(snakemake(finished_project, "-n"))
+    assert sorted({rule for rule, _ in planned}) == ["all", "track"], planned
+    snakemake(finished_project, timeout=600)
+    index = pd.read_parquet(finished_project / "results" / "index.parquet")
+    client = _client(finished_project)
+    experiment = client.get_experiment_by_name(params["campaign"]["name"])
+    runs = client.search_runs([experiment.experiment_id])
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(children) == len(index) and len(runs) == len(index) + 1
+    assert planned_jobs(snakemake(finished_project, "-n")) == []
