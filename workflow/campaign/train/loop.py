@@ -85,6 +85,7 @@ class Trainer:
         source = models.source_path(self.model_spec, root)
         if source is not None and base_model is not None:
             source = Path(base_model)  # the rule's input: its content is part of the key
+        self.base_source = source  # a LoRA run's model output names this folder by its hash
         self.tokenizer = models.make_tokenizer(self.model_spec, data.train.texts, source)
         self.labels = models.label_names(data.train.labels)
         self.label_ids = {name: i for i, name in enumerate(self.labels)}
@@ -169,15 +170,20 @@ class Trainer:
         }
 
     def _model_state(self) -> dict[str, Any]:
-        # A quantized base is rebuilt from the seed / base weights: only trainable tensors.
-        if self.quantized_base:
+        # A frozen base (LoRA, or a quantized base) is rebuilt from the seed / base weights:
+        # a checkpoint holds only the trainable tensors.
+        if self.frozen_base:
             from campaign.train.basequant import trainable_state
 
             return trainable_state(self.model)
         return self.model.state_dict()
 
+    @property
+    def frozen_base(self) -> bool:
+        return self.quantized_base or self.recipe.lora is not None
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if self.quantized_base:
+        if self.frozen_base:
             from campaign.train.basequant import load_trainable_state
 
             load_trainable_state(self.model, state["model"])
@@ -378,6 +384,18 @@ class Trainer:
     def finish(self) -> None:
         """Merge LoRA adapters into the weights: the saved and scored model is a plain one."""
         self.model = models.unwrap(self.model)
+
+    def save_model(self, folder: Path) -> None:
+        """Write the model folder (a LoRA run on a pretrained base: its adapter and the base's
+        hash) and merge: the model then scored is the one a reader of the folder loads."""
+        self.model = models.save_run_model(
+            self.model,
+            self.tokenizer,
+            folder,
+            self.base_source,
+            self.labels,
+            self.recipe.base_quantization,
+        )
 
 
 def read_data(inputs: dict[str, list[Path]]) -> Data:

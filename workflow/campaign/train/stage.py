@@ -73,7 +73,7 @@ def run_manifest(
         "labels": trainer.labels,
         "tokenizer_vocab_size": len(trainer.tokenizer),
         "parameters": {"total": total, "trainable_during_training": trainable},
-        "lora": "merged into the weights" if trainer.recipe.lora is not None else None,
+        "lora": _lora_output(trainer),
         "steps": trainer.step,
         "examples_seen": trainer.step * trainer.recipe.batch_examples,
         "epochs_seen": trainer.step
@@ -81,6 +81,14 @@ def run_manifest(
         / len(trainer.examples["train"]),
         "final_validation": final,
     }
+
+
+def _lora_output(trainer: Trainer) -> str | None:
+    if trainer.recipe.lora is None:
+        return None
+    if trainer.base_source is None:
+        return "merged into the weights"
+    return "adapter only; base model named by its content hash (base.json)"
 
 
 def timings(trainer: Trainer, device: dict, wall_s: float) -> dict:
@@ -134,8 +142,7 @@ def run_training(
             f"training stopped at step {trainer.step} of {trainer.recipe.max_steps}"
         )
     device = devices.device_info(trainer.device, lease)
-    trainer.finish()
-    models.save_model(trainer.model, trainer.tokenizer, outputs["model"])
+    trainer.save_model(outputs["model"])  # and merges a LoRA adapter for the predictions
     for split in EVAL_SPLITS:
         write_parquet(trainer.predictions(split), outputs[f"predictions_{split}"])
     write_parquet(trainer.metrics_frame(), outputs["metrics"])
