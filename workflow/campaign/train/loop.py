@@ -7,9 +7,12 @@ on every run, resumed or not.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import random
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,11 +22,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from campaign.core.errors import CampaignError
+from campaign.core.errors import CampaignError, Preempted
 from campaign.core.hashing import hash_value
 from campaign.core.progress import job_progress
 from campaign.plan import identity, run_id
-from campaign.train import checkpoint, devices, models
+from campaign.train import checkpoint, devices, models, optim
 from campaign.train.batches import (
     CausalFormat,
     DataOrder,
@@ -33,7 +36,7 @@ from campaign.train.batches import (
     micro_batches,
     read_split,
 )
-from campaign.train.recipe import Recipe, lr_factor
+from campaign.train.recipe import GROUP_MICRO_BATCHES, Recipe, lr_factor
 from campaign.train.scoring import causal_scores, classifier_scores, prediction_frame
 from campaign.train.steps import accumulate, param_groups
 
@@ -42,6 +45,9 @@ EVAL_SPLITS = ("validation", "test")
 METRIC_COLUMNS = ("step", "split", "loss", "accuracy", "lr", "grad_norm", "targets", "tokens")
 # timings.json: how long each took (a run's volatile output: recorded, not compared).
 TIMING_COLUMNS = ("step", "split", "seconds", "tokens_per_s", "samples_per_s")
+# A scheduler's warning before the time limit (the SLURM profile asks for SIGUSR1) and its
+# cancellation: the loop finishes the step, checkpoints and stops (campaign.core.errors.Preempted).
+PREEMPT_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
 
 
 @dataclass
@@ -101,13 +107,18 @@ class Trainer:
         self._check_length(model.config)
         # train.base_quantization: the frozen base's linear weights quantized before LoRA.
         model = models.quantize_base(model, spec["train"], self.device.type)
+        if self.recipe.gradient_checkpointing:
+            models.enable_gradient_checkpointing(model)
         self.quantized_base = models.has_quantized_base(model)
         if self.recipe.lora is not None:
             model = models.apply_lora(model, self.recipe.lora, self.task)
         self.model = model.to(self.device)
         self.trainable = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(
-            param_groups(self.model, self.recipe.weight_decay), lr=self.recipe.lr
+        self.optimizer = optim.make_optimizer(
+            self.recipe.optimizer,
+            param_groups(self.model, self.recipe.weight_decay),
+            self.recipe.lr,
+            self.device.type,
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer,
@@ -122,11 +133,13 @@ class Trainer:
             self.device.type, enabled=self.recipe.precision == "fp16"
         )
         self.autocast = functools.partial(devices.autocast, self.device, self.recipe.precision)
-        self.order = DataOrder(len(self.examples["train"]), self.seed)
+        self.order = DataOrder(len(self.examples["train"]), self.seed, **self._grouping())
         self.step = 0
         self.history: list[dict] = []
         self.train_seconds = 0.0
         self.resumed_from: int | None = None
+        self.saved_step: int | None = None  # the step of the newest checkpoint in work_dir
+        self.stop_signal: int | None = None  # set by a PREEMPT_SIGNALS handler during run()
 
     # -------------------------------------------------------------- data
     def _check_length(self, config) -> None:
@@ -149,6 +162,13 @@ class Trainer:
                 self.tokenizer, split.texts, split.labels, self.label_ids, self.recipe.max_length
             )
         return encode_causal(self.tokenizer, split.texts, split.labels, self.label_ids, self.fmt)
+
+    def _grouping(self) -> dict:
+        """DataOrder's length grouping (train.group_by_length), or none."""
+        if not self.recipe.group_by_length:
+            return {}
+        lengths = [len(e["input_ids"]) for e in self.examples["train"]]
+        return {"lengths": lengths, "group": self.recipe.micro_batch * GROUP_MICRO_BATCHES}
 
     def _to_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         return {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
@@ -206,14 +226,46 @@ class Trainer:
         if state is None:
             return None
         self.load_state_dict(state)
-        self.resumed_from = self.step
+        self.resumed_from = self.saved_step = self.step
         print(f"train: resumed from step {self.step}", file=self.stream, flush=True)
         return self.step
 
     def save(self) -> Path:
-        return checkpoint.save_checkpoint(
+        path = checkpoint.save_checkpoint(
             self.work_dir, self.state_dict(), self.recipe.keep_checkpoints
         )
+        self.saved_step = self.step
+        return path
+
+    @contextlib.contextmanager
+    def _signals_deferred(self):
+        """PREEMPT_SIGNALS only note themselves while the loop runs: a step is never cut."""
+        if threading.current_thread() is not threading.main_thread():
+            yield  # signal handlers belong to the main thread; a test's worker thread has none
+            return
+
+        def note(signum, _frame):
+            self.stop_signal = signum
+
+        previous = {s: signal.signal(s, note) for s in PREEMPT_SIGNALS}
+        try:
+            yield
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+    def _stop_if_signalled(self) -> None:
+        """After a signal: checkpoint the finished step (unless it is saved) and stop."""
+        if self.stop_signal is None:
+            return
+        if self.step > 0 and self.saved_step != self.step:
+            self.save()
+        print(
+            f"train: signal {self.stop_signal}: checkpointed step {self.step}, stopping",
+            file=self.stream,
+            flush=True,
+        )
+        raise Preempted(self.stop_signal, self.step)
 
     # -------------------------------------------------------------- steps
     def train_step(self) -> dict:
@@ -277,8 +329,9 @@ class Trainer:
             "train", self.work_dir, r.max_steps, self.step, run_id(self.spec), self.stream
         )
         done = 0
-        try:
+        with self._signals_deferred(), contextlib.closing(progress):
             while self.step < r.max_steps and (stop_after is None or done < stop_after):
+                self._stop_if_signalled()
                 row = self.train_step()
                 self.history.append(row)
                 done += 1
@@ -308,8 +361,6 @@ class Trainer:
                 progress.update(self.step, **fields)
                 if after_step is not None:
                     after_step(self.step)
-        finally:
-            progress.close()
 
     # -------------------------------------------------------------- evaluation
     @torch.no_grad()
