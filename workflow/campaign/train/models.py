@@ -501,6 +501,20 @@ def load_run_model(folder: Path, task: str, base: Path | None = None):
     return unwrap(model).eval()
 
 
+def enable_gradient_checkpointing(model) -> None:
+    """train.gradient_checkpointing: transformers' activation checkpointing, non-reentrant (it
+    replays each layer's RNG state, so dropout draws the same masks: the same weights)."""
+    if not getattr(model, "supports_gradient_checkpointing", False):
+        arch = getattr(model.config, "model_type", type(model).__name__)
+        raise CampaignError(
+            f"train.gradient_checkpointing: this {arch} model does not support it; set false"
+        )
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5
+        model.activation_checkpointing_enable({"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable({"use_reentrant": False})
+
+
 def count_parameters(model) -> tuple[int, int]:
     """(all, trainable) parameter counts."""
     total = sum(p.numel() for p in model.parameters())

@@ -6,10 +6,15 @@ import math
 from dataclasses import dataclass
 
 from campaign.core.errors import CampaignError
-from campaign.train import models
+from campaign.train import models, optim
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 SCHEDULES = ("constant", "linear", "cosine")
+# Train keys a spec may lack (added after runs were made; their defaults mean "as before").
+OPTIONAL = ("base_quantization", "gradient_checkpointing", "group_by_length", "optimizer")
+# group_by_length: examples are sorted by length within windows of this many micro-batches of
+# each epoch's permutation (as transformers' LengthGroupedSampler's "megabatches").
+GROUP_MICRO_BATCHES = 50
 
 
 @dataclass(frozen=True)
@@ -30,13 +35,21 @@ class Recipe:
     checkpoint_every: int
     keep_checkpoints: int
     lora: dict | None
-    # Optional (older specs lack it): the frozen base's quantization, train/basequant.py.
+    # Optional (older specs lack them), at the value that means "as before":
+    # the frozen base's quantization, train/basequant.py;
     base_quantization: str | None = None
+    # recompute each layer's activations in backward (the same weights, bit for bit: not part
+    # of a run's id, plan/ids.py OPERATIONAL_TRAIN_KEYS);
+    gradient_checkpointing: bool = False
+    # each epoch's order sorted by length within windows of GROUP_MICRO_BATCHES micro-batches;
+    group_by_length: bool = False
+    # torch AdamW or a low-bit AdamW (train/optim.py).
+    optimizer: str = "adamw"
 
     @classmethod
     def from_spec(cls, train: dict) -> Recipe:
         fields = cls.__dataclass_fields__
-        optional = ("base_quantization",)
+        optional = OPTIONAL
         missing = [k for k in fields if k not in train and k not in optional]
         if missing:
             raise CampaignError(f"train.{missing[0]}: missing (the training stage reads it)")
@@ -68,6 +81,10 @@ class Recipe:
             raise CampaignError("train.max_grad_norm: expected a number > 0, or null for none")
         if self.max_length < 2:
             raise CampaignError("train.max_length: expected at least 2 tokens")
+        for key in ("gradient_checkpointing", "group_by_length"):
+            if not isinstance(getattr(self, key), bool):
+                raise CampaignError(f"train.{key}: expected true or false")
+        optim.check_name(self.optimizer)
         if self.lora is not None:
             models.check_lora(self.lora)
         models.check_base_quantization(self.lora, self.base_quantization)
