@@ -39,7 +39,7 @@ def settings(lever: str) -> dict[str, Any]:
 def _state_bytes(optimizer) -> int:
     import torch
 
-    from campaign.train.basequant import tensor_bytes
+    from campaign.train import tensor_bytes
 
     return sum(
         tensor_bytes(v)
@@ -85,7 +85,7 @@ def lever_costs(
 
     make_trainer(**train_overrides): a fresh Trainer on the preflight sample with those keys.
     """
-    from campaign.train.optim import unavailable
+    from campaign.train import optimizer_unavailable
 
     def off_state() -> dict[str, Any]:
         return {k: OFF[k] for keys in LEVER_KEYS.values() for k in keys}
@@ -115,7 +115,7 @@ def lever_costs(
             "seconds_per_step": None,
             "note": None,
         }
-        reason = unavailable(with_it["optimizer"], device_type)
+        reason = optimizer_unavailable(with_it["optimizer"], device_type)
         if reason is not None:
             rows.append({**row, "note": f"not measured here: {reason}"})
             continue

@@ -41,7 +41,7 @@ def check_name(name: str) -> None:
         raise CampaignError(f"{KEY}: {name!r} is not one of {', '.join(OPTIMIZERS)}")
 
 
-def unavailable(name: str, device_type: str) -> str | None:
+def optimizer_unavailable(name: str, device_type: str) -> str | None:
     """Why `name` cannot run on `device_type` (None: it can)."""
     check_name(name)
     if OPTIMIZERS[name].cuda_only and device_type != "cuda":
@@ -54,7 +54,7 @@ def unavailable(name: str, device_type: str) -> str | None:
 
 def make_optimizer(name: str, groups: list[dict], lr: float, device_type: str):
     """The optimizer over `groups` (steps.param_groups), or a one-line CampaignError."""
-    reason = unavailable(name, device_type)
+    reason = optimizer_unavailable(name, device_type)
     if reason is not None:
         raise CampaignError(reason)
     if name == "adamw":

@@ -28,7 +28,7 @@ def _weights(trainer: Trainer) -> dict[str, torch.Tensor]:
 def _load_saved(folder: Path, task: str, device, base: Path | None):
     from transformers import AutoTokenizer
 
-    from campaign.train.models import load_run_model
+    from campaign.train import load_run_model
 
     # As every reader of a run's model folder loads it (an adapter merged into its base).
     model = load_run_model(folder, task, base).to(device).eval()
