@@ -153,3 +153,12 @@ def test_an_int8_base_adapter_reloads_to_the_predictions_the_run_wrote(base, spl
     split = read_split(splits["test"], "test")
     got = saved.predictions(saved.load(), split, torch.device("cpu"))
     pd.testing.assert_frame_equal(got, pd.read_parquet(outputs["predictions_test"]))
+
+
+def test_a_lora_run_on_a_pretrained_base_trains_in_train_mode(base, splits, tmp_path):
+    # from_pretrained leaves every module in eval mode; the peft wrapper is in train mode at its
+    # top only: without build_model's train(), dropout and checkpointing stayed off.
+    from campaign.train import Trainer, read_data
+
+    trainer = Trainer(minilm_spec(base), read_data(splits), tmp_path, root=REPO, base_model=base)
+    assert all(module.training for module in trainer.model.modules())

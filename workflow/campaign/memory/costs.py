@@ -8,11 +8,6 @@ steps allocate (LiveTensorBytes: activations, gradients, temporaries; weights an
 the same with and without a lever, and left out), the same bytes on every CPU run. Time: the mean
 of the timed steps after one untimed step (a machine measurement: recorded, not compared).
 
-Cyclic garbage collection is off while the ledger runs (the same bytes on every run): a tensor
-that only a cyclic collection would free counts as alive. On MiniLM (benchmarks/bench_levers.py)
-that hides gradient checkpointing's saving although checkpointing is on (a forward saves 13
-tensors instead of 65): read its row there with the estimate's figure beside it.
-
 A lever whose key cannot run here (a CUDA-only optimizer on the CPU; a model without gradient
 checkpointing) is a row with the reason instead of numbers.
 """

@@ -293,7 +293,10 @@ def build_model(model_spec: dict, tokenizer, labels: list[str], seed: int, sourc
         model = _from_config(model_spec, tokenizer, labels)
     else:
         model = _pretrained(source, model_spec["task"], tokenizer, labels)
-    return model.float()
+    # Every module in train mode: from_pretrained leaves them in eval mode, and a peft wrapper
+    # made later is in train mode at its top only, so the loop's `model.training` test would
+    # never turn dropout (or gradient checkpointing) on for a LoRA run on a pretrained base.
+    return model.float().train()
 
 
 def check_lora(lora: dict) -> None:
