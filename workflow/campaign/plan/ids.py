@@ -67,6 +67,11 @@ def identity(spec: dict) -> dict:
         if k not in OPERATIONAL_TRAIN_KEYS
         and not (k in OPTIONAL_TRAIN_DEFAULTS and v == OPTIONAL_TRAIN_DEFAULTS[k])
     }
+    # The effective batch, not its split: N devices x grad_accum k is the run of one device
+    # accumulating N x k micro-batches (the same gradients, summed in another order).
+    devices = train.pop("devices", 1)
+    if "grad_accum" in train:
+        train["grad_accum"] = train["grad_accum"] * devices
     model = spec["model"]
     if model["source"] != "from_config":
         model = {**model, "source": "pretrained"}

@@ -26,11 +26,12 @@ from campaign.core.errors import CampaignError, Preempted
 from campaign.core.hashing import hash_value
 from campaign.core.progress import job_progress
 from campaign.plan import identity, run_id
-from campaign.train import checkpoint, devices, models, optim
+from campaign.train import checkpoint, devices, distributed, models, optim
 from campaign.train.batches import (
     CausalFormat,
     DataOrder,
     Split,
+    count_targets,
     encode_causal,
     encode_classification,
     micro_batches,
@@ -45,9 +46,27 @@ EVAL_SPLITS = ("validation", "test")
 METRIC_COLUMNS = ("step", "split", "loss", "accuracy", "lr", "grad_norm", "targets", "tokens")
 # timings.json: how long each took (a run's volatile output: recorded, not compared).
 TIMING_COLUMNS = ("step", "split", "seconds", "tokens_per_s", "samples_per_s")
-# A scheduler's warning before the time limit (the SLURM profile asks for SIGUSR1) and its
-# cancellation: the loop finishes the step, checkpoints and stops (campaign.core.errors.Preempted).
-PREEMPT_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
+# A scheduler's warning before the time limit and its cancellation: the loop finishes the step,
+# checkpoints and stops (campaign.core.errors.Preempted). SIGURG is the SLURM profile's warning:
+# every other process of the job ignores it by default (a SIGUSR1 to a job's steps also kills
+# the Snakemake process that runs this one, and the step's end takes the trainer with it).
+PREEMPT_SIGNALS = (signal.SIGUSR1, signal.SIGTERM, signal.SIGURG)
+
+
+def dropout_seed(seed: int, step: int, micro_batch: int) -> int:
+    """The torch seed before micro-batch `micro_batch` of optimizer step `step` (0-based): the
+    dropout masks of a run do not depend on which device runs which micro-batch."""
+    return int(hash_value(["dropout", seed, step, micro_batch])[:15], 16)
+
+
+class _NoProgress:
+    """Ranks other than 0 report nothing (rank 0's progress file is the job's)."""
+
+    def update(self, step, **fields) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 @dataclass
@@ -80,6 +99,14 @@ class Trainer:
         self.stream = sys.stderr if stream is None else stream
         self.device = device if device is not None else devices.select_device()
         devices.check_precision(self.device, self.recipe.precision)
+        # train.devices: this process's rank among the run's processes (distributed.py).
+        self.rank, self.world = distributed.rank_and_world()
+        if self.world != self.recipe.devices:
+            raise CampaignError(
+                f"train.devices: {self.recipe.devices}, but this process is one of {self.world} "
+                f"(the train stage launches the processes; run it with `campaign train`)"
+            )
+        distributed.init(self.device, self.rank, self.world)
         self.data = data
         # A checkpoint belongs to the run's identity: changing checkpoint_every or
         # keep_checkpoints mid-campaign keeps every checkpoint usable.
@@ -255,10 +282,15 @@ class Trainer:
                 signal.signal(s, handler)
 
     def _stop_if_signalled(self) -> None:
-        """After a signal: checkpoint the finished step (unless it is saved) and stop."""
+        """After a signal: checkpoint the finished step (unless it is saved) and stop. With
+        several processes, all stop after the same step when any one was signalled."""
+        if self.world > 1:
+            stop = distributed.any_process(self.stop_signal is not None, self.device)
+            if stop and self.stop_signal is None:
+                self.stop_signal = signal.SIGTERM
         if self.stop_signal is None:
             return
-        if self.step > 0 and self.saved_step != self.step:
+        if self.step > 0 and self.saved_step != self.step and self.rank == 0:
             self.save()
         print(
             f"train: signal {self.stop_signal}: checkpointed step {self.step}, stopping",
@@ -268,23 +300,46 @@ class Trainer:
         raise Preempted(self.stop_signal, self.step)
 
     # -------------------------------------------------------------- steps
+    def backward(self, indices: list[int]) -> tuple[torch.Tensor, int, int]:
+        """Gradients of one global batch (`indices`) into .grad, summed over the processes;
+        returns (loss sum, target count, token count) of the whole batch."""
+        r = self.recipe
+        every = list(micro_batches(self.examples["train"], indices, r.micro_batch, self.pad_id))
+        # Micro-batch j is rank j mod N's: the loss is normalized over the whole global batch's
+        # targets, and dropout is seeded by (seed, step, j), so the split does not matter.
+        mine = list(range(self.rank, len(every), self.world))
+        targets = sum(count_targets(b) for b in every)
+        batches = [self._to_device(every[j]) for j in mine]
+        tokens = sum(len(self.examples["train"][i]["input_ids"]) for i in indices)
+        if not self.model.training:
+            self.model.train()
+        scale = self.scaler.scale if self.scaler.is_enabled() else None
+        step = self.step
+        loss_total, targets = accumulate(
+            self.model,
+            batches,
+            self.task,
+            autocast=self.autocast,
+            scale=scale,
+            total=targets,
+            before=lambda i: torch.manual_seed(dropout_seed(self.seed, step, mine[i])),
+        )
+        if self.world > 1:
+            for p in self.trainable:
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+            distributed.sum_over_processes(
+                [p.grad for p in self.trainable] + [loss_total], self.device
+            )
+        return loss_total, targets, tokens
+
     def train_step(self) -> dict:
         """One optimizer step over micro_batch × grad_accum examples; returns its metrics row."""
         t0 = time.perf_counter()
         r = self.recipe
-        indices = self.order.take(r.batch_examples)
-        batches = [
-            self._to_device(b)
-            for b in micro_batches(self.examples["train"], indices, r.micro_batch, self.pad_id)
-        ]
-        tokens = sum(len(self.examples["train"][i]["input_ids"]) for i in indices)
+        indices = self.order.take(r.batch_examples)  # the global batch, over all devices
         lr = self.scheduler.get_last_lr()[0]
-        if not self.model.training:
-            self.model.train()
-        scale = self.scaler.scale if self.scaler.is_enabled() else None
-        loss_total, targets = accumulate(
-            self.model, batches, self.task, autocast=self.autocast, scale=scale
-        )
+        loss_total, targets, tokens = self.backward(indices)
         if self.scaler.is_enabled():
             self.scaler.unscale_(self.optimizer)
         if r.max_grad_norm is not None:
@@ -325,8 +380,12 @@ class Trainer:
         job at a known point).
         """
         r = self.recipe
-        progress = job_progress(
-            "train", self.work_dir, r.max_steps, self.step, run_id(self.spec), self.stream
+        progress = (
+            job_progress(
+                "train", self.work_dir, r.max_steps, self.step, run_id(self.spec), self.stream
+            )
+            if self.rank == 0
+            else _NoProgress()
         )
         done = 0
         with self._signals_deferred(), contextlib.closing(progress):
@@ -337,7 +396,7 @@ class Trainer:
                 done += 1
                 last = self.step == r.max_steps
                 fields = {"loss": row["loss"], "lr": row["lr"]}
-                if self.step % r.eval_every == 0 or last:
+                if self.rank == 0 and (self.step % r.eval_every == 0 or last):
                     t0 = time.perf_counter()
                     result = self.evaluate("validation")
                     if result is not None:
@@ -356,7 +415,7 @@ class Trainer:
                             }
                         )
                         fields["val_acc"] = accuracy
-                if self.step % r.checkpoint_every == 0 or last:
+                if self.rank == 0 and (self.step % r.checkpoint_every == 0 or last):
                     self.save()
                 progress.update(self.step, **fields)
                 if after_step is not None:

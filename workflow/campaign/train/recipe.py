@@ -11,7 +11,13 @@ from campaign.train import models, optim
 PRECISIONS = ("fp32", "bf16", "fp16")
 SCHEDULES = ("constant", "linear", "cosine")
 # Train keys a spec may lack (added after runs were made; their defaults mean "as before").
-OPTIONAL = ("base_quantization", "gradient_checkpointing", "group_by_length", "optimizer")
+OPTIONAL = (
+    "base_quantization",
+    "gradient_checkpointing",
+    "group_by_length",
+    "optimizer",
+    "devices",
+)
 # group_by_length: examples are sorted by length within windows of this many micro-batches of
 # each epoch's permutation (as transformers' LengthGroupedSampler's "megabatches").
 GROUP_MICRO_BATCHES = 50
@@ -45,6 +51,9 @@ class Recipe:
     group_by_length: bool = False
     # torch AdamW or a low-bit AdamW (train/optim.py).
     optimizer: str = "adamw"
+    # processes (devices) one run trains on, each taking grad_accum micro-batches of every
+    # global batch (train/distributed.py); run ids count the effective batch, not its split.
+    devices: int = 1
 
     @classmethod
     def from_spec(cls, train: dict) -> Recipe:
@@ -61,7 +70,10 @@ class Recipe:
         return recipe
 
     def check(self) -> None:
-        positive = ("max_steps", "micro_batch", "grad_accum", "eval_every", "checkpoint_every")
+        positive = (
+            *("max_steps", "micro_batch", "grad_accum", "eval_every", "checkpoint_every"),
+            "devices",
+        )
         for key in (*positive, "keep_checkpoints"):
             if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
                 raise CampaignError(f"train.{key}: expected a whole number >= 1")
@@ -91,7 +103,8 @@ class Recipe:
 
     @property
     def batch_examples(self) -> int:
-        return self.micro_batch * self.grad_accum
+        """Examples of one optimizer step over all devices (the effective batch)."""
+        return self.micro_batch * self.grad_accum * self.devices
 
 
 def lr_factor(step: int, schedule: str, warmup_steps: int, max_steps: int) -> float:

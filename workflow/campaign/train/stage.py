@@ -20,7 +20,7 @@ from campaign.core.code import code_version, module_hashes
 from campaign.core.errors import CampaignError
 from campaign.core.hashing import hash_tree
 from campaign.plan import identity
-from campaign.train import devices, models
+from campaign.train import devices, distributed, models
 from campaign.train.loop import EVAL_SPLITS, Trainer, read_data
 
 # What the train stage's code version covers (Stage.code_modules of the stage in __init__).
@@ -141,6 +141,8 @@ def run_training(
         raise CampaignError(
             f"training stopped at step {trainer.step} of {trainer.recipe.max_steps}"
         )
+    if trainer.rank != 0:
+        return trainer  # rank 0 writes the run's outputs
     device = devices.device_info(trainer.device, lease)
     trainer.save_model(outputs["model"])  # and merges a LoRA adapter for the predictions
     for split in EVAL_SPLITS:
@@ -156,7 +158,14 @@ def run_training(
 
 
 def stage(ctx) -> None:
-    """Stage entry (campaign.core.runner): ctx.spec is the run spec {model, train, seed}."""
+    """Stage entry (campaign.core.runner): ctx.spec is the run spec {model, train, seed}.
+    train.devices > 1: the N processes of campaign.train.distributed train it."""
+    n = int(ctx.spec["train"].get("devices", 1))
+    if n > 1:
+        distributed.launch(
+            n, ctx.spec, ctx.inputs, ctx.outputs, ctx.work_dir, ctx.root, ctx.execution, ctx.key
+        )
+        return
     run_training(
         ctx.spec,
         ctx.inputs,
