@@ -315,7 +315,7 @@ def test_the_report_is_the_same_bytes_on_a_rerun_and_timings_are_set_apart(
         preflight_stage(ctx)
     assert ctx.outputs["report"].read_bytes() == first_ctx.outputs["report"].read_bytes()
     volatile = measured(ctx)
-    assert set(volatile["memory"]["details"]) == {"measured"}
+    assert set(volatile["memory"]["details"]) == {"measured", "lever_costs"}  # step times
     assert set(volatile["environment"]["details"]) == {"device", "report"}
 
 

@@ -134,7 +134,9 @@ def test_the_saved_model_predicts_what_the_run_wrote(reference, inputs):
 def test_killed_run_resumes_bitwise_equal(reference, inputs, tmp_path):
     ref_ctx, _ = reference
     spec, folder, step = quant_spec(), tmp_path / "killed", 12
-    env = {**os.environ, "PYTHONPATH": str(REPO / "tests"), "CUDA_VISIBLE_DEVICES": ""}
+    # This checkout's package first: the virtual environment's install may point at another.
+    path = os.pathsep.join([str(REPO / "workflow"), str(REPO / "tests")])
+    env = {**os.environ, "PYTHONPATH": path, "CUDA_VISIBLE_DEVICES": ""}
     args = [json.dumps(spec), json.dumps({k: [str(p) for p in v] for k, v in inputs.items()})]
     job = subprocess.Popen(
         [sys.executable, "-c", KILLED_JOB, *args, str(folder), str(step)],

@@ -168,7 +168,9 @@ def kill_at_step(spec: dict, inputs: dict, folder: Path, step: int) -> None:
     """Run the training stage in a real subprocess and SIGKILL it after `step`."""
     import json
 
-    env = {**os.environ, "PYTHONPATH": str(REPO / "tests"), "CUDA_VISIBLE_DEVICES": ""}
+    # This checkout's package first: the virtual environment's install may point at another.
+    path = os.pathsep.join([str(REPO / "workflow"), str(REPO / "tests")])
+    env = {**os.environ, "PYTHONPATH": path, "CUDA_VISIBLE_DEVICES": ""}
     job = subprocess.Popen(
         [
             sys.executable,

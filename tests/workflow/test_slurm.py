@@ -1,4 +1,6 @@
-"""The tiny campaign submitted through sbatch to the local single-node SLURM cluster.
+"""The tiny campaign submitted through sbatch to the local single-node SLURM cluster, with one
+training job preempted mid-run (the scheduler's warning signal): resubmitted, it resumes from the
+checkpoint it wrote and the campaign ends with the bytes of a workstation run.
 
 Needs the cluster from scripts/slurm-cluster.sh (scripts/test.sh starts it when slurm-wlm is
 installed). Skipped without it, unless CAMPAIGN_REQUIRE_SLURM=1 (CI), where that is a failure.
@@ -9,11 +11,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
+import time
+from pathlib import Path
 
 import pytest
 
-from conftest import BIN, copy_project, env, events, result_hashes, run, snakemake
+from campaign.core.store import Store
+from campaign.train.checkpoint import checkpoint_files
+from conftest import BIN, copy_project, env, events, result_hashes, snakemake
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 
@@ -41,39 +48,115 @@ def require_cluster():
         pytest.skip(why)
 
 
+def preempt_a_training_job(project: Path, proc: subprocess.Popen, max_steps: int) -> dict:
+    """Catch a training job between its first checkpoint and its last step, and have SLURM send
+    its steps SIGURG (as the profile's `--signal=URG@180` does before the time limit). The
+    process is stopped while the scheduler signals it, so the signal lands mid-run however fast
+    the steps are."""
+    store = Store(project / ".campaign")
+    work = project / ".campaign" / "work"
+    tried: set[str] = set()
+    deadline = time.monotonic() + 600
+    while proc.poll() is None and time.monotonic() < deadline:
+        for folder in [f for f in work.glob("*") if f.name not in tried]:
+            if not checkpoint_files(folder):
+                continue
+            tried.add(folder.name)
+            record = next(
+                (
+                    r
+                    for r in store.job_records()
+                    if r.get("key") == folder.name and r.get("state") == "running"
+                ),
+                None,
+            )
+            if record is None or record["stage"] != "train":
+                continue
+            os.kill(record["pid"], signal.SIGSTOP)
+            try:
+                step = checkpoint_files(folder)[-1][0]
+                if step < max_steps:
+                    subprocess.run(
+                        ["scancel", "--signal=URG", record["slurm_job_id"]],
+                        check=True,
+                        env=env(),
+                        timeout=30,
+                    )
+                    time.sleep(1)  # the signal is queued for the stopped process
+            finally:
+                os.kill(record["pid"], signal.SIGCONT)
+            if step < max_steps:
+                return {"key": folder.name, "slurm_job_id": record["slurm_job_id"], "at": step}
+        time.sleep(0.02)
+    raise AssertionError("no training job was caught before its last step")
+
+
+def ended_job(job_id: str, timeout_s: float = 120) -> dict:
+    """`scontrol show job` fields of a job once it has ended (JobState, ExitCode, Comment)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        out = subprocess.run(
+            ["scontrol", "-o", "show", "job", job_id],
+            capture_output=True,
+            text=True,
+            env=env(),
+            timeout=30,
+        )
+        assert out.returncode == 0, out.stderr
+        fields = dict(w.split("=", 1) for w in out.stdout.split() if "=" in w)
+        if fields["JobState"] not in ("PENDING", "RUNNING", "COMPLETING", "SUSPENDED"):
+            return fields
+        assert time.monotonic() < deadline, fields
+        time.sleep(0.5)
+
+
 def test_tiny_campaign_through_sbatch(tmp_path):
     project = copy_project(tmp_path / "cluster")
-    proc = run(
-        ["timeout", "900", str(BIN / "snakemake"), "--profile", "profiles/slurm"],
-        project,
-        timeout=960,
-    )
-    assert "Nothing to be done" not in proc.stdout + proc.stderr
+    cmd = ["timeout", "900", str(BIN / "snakemake"), "--profile", "profiles/slurm"]
+    with (tmp_path / "cluster.log").open("w") as log:
+        proc = subprocess.Popen(cmd, cwd=project, env=env(), stdout=log, stderr=subprocess.STDOUT)
+        try:
+            preempted = preempt_a_training_job(project, proc, max_steps=20)
+            # Asked while the campaign runs: SLURM forgets ended jobs after MinJobAge (300 s).
+            stopped_job = ended_job(preempted["slurm_job_id"])
+            manifest = [
+                e for e in events(project) if e["stage"] == "manifest" and e["event"] == "commit"
+            ]
+            assert len(manifest) == 1 and manifest[0].get("slurm_job_id"), manifest
+            manifest_job = ended_job(manifest[0]["slurm_job_id"])
+            assert proc.wait(timeout=960) == 0, (tmp_path / "cluster.log").read_text()[-4000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert "Nothing to be done" not in (tmp_path / "cluster.log").read_text()
+
+    # The preempted job stopped after a step with a checkpoint there, exited 75 (a failed
+    # SLURM job), was submitted again by Snakemake (profile `retries:`) and resumed there.
+    mine = [e for e in events(project) if e["key"] == preempted["key"]]
+    stops = [e for e in mine if e["event"] == "preempted"]
+    assert len(stops) == 1 and preempted["at"] <= stops[0]["step"] < 20, mine
+    assert stops[0]["slurm_job_id"] == preempted["slurm_job_id"]
+    commit = [e for e in mine if e["event"] == "commit"]
+    assert len(commit) == 1 and commit[0]["slurm_job_id"] != preempted["slurm_job_id"], mine
+    # (the job's exit code is Snakemake's 1: the 75 reaches the Snakemake inside the job)
+    assert stopped_job["JobState"] == "FAILED", stopped_job
+    log_text = "\n".join(p.read_text() for p in (project / "logs" / "train").glob("*.log"))
+    assert f"train: resumed from step {stops[0]['step']}" in log_text
 
     # The manifest job ran inside a SLURM allocation: its store entry and events say which.
-    manifest = [e for e in events(project) if e["stage"] == "manifest" and e["event"] == "commit"]
-    assert len(manifest) == 1 and manifest[0].get("slurm_job_id"), manifest
     job_id = manifest[0]["slurm_job_id"]
     entry = json.loads(
         (project / ".campaign" / "store" / manifest[0]["key"] / "entry.json").read_text()
     )
     assert entry["environment"]["slurm_job_id"] == job_id
     # ... and the scheduler knows that job as a finished Snakemake job for rule manifest.
-    queue = subprocess.run(
-        ["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%i|%k|%T"],
-        capture_output=True,
-        text=True,
-        env=env(),
-        timeout=30,
-    )
-    assert queue.returncode == 0, queue.stderr
-    jid, comment, state = queue.stdout.strip().split("|")
-    assert jid == job_id and state == "COMPLETED" and "manifest" in comment
+    assert manifest_job["JobId"] == job_id and manifest_job["JobState"] == "COMPLETED"
+    assert "manifest" in manifest_job["Comment"], manifest_job
     # Bookkeeping rules stay on the submitting host (localrules).
     local = [e for e in events(project) if e["stage"] == "run_spec" and e["event"] == "commit"]
     assert local and not any(e.get("slurm_job_id") for e in local)
 
     # Same results as a workstation run.
     workstation = copy_project(tmp_path / "local")
-    snakemake(workstation)
+    snakemake(workstation, timeout=900)
     assert result_hashes(project, timed=False) == result_hashes(workstation, timed=False)

@@ -442,13 +442,16 @@ def _on_sigterm(signum, _frame) -> None:
 def main(argv: list[str] | None = None) -> int:
     import signal
 
-    from campaign.core.errors import Interrupted
+    from campaign.core.errors import PREEMPTED_EXIT, Interrupted, Preempted
 
     # Everything the campaign writes (results, store, checkpoints) is owner-only.
     os.umask(0o077)
     # A scheduler cancels a job with SIGTERM: unwind like Ctrl-C, so the job is recorded as
     # interrupted and no partial output stays behind.
     signal.signal(signal.SIGTERM, _on_sigterm)
+    # A scheduler's warning signal before the time limit (the SLURM profile asks for SIGUSR1):
+    # outside a training loop, which checkpoints first (campaign.train.loop), it is SIGTERM.
+    signal.signal(signal.SIGUSR1, _on_sigterm)
     args = build_parser().parse_args(argv)
     saved = _redirect_to_log(args.log) if getattr(args, "log", None) else None
     try:
@@ -461,6 +464,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except Preempted as e:
+        print(f"{e}; exit {PREEMPTED_EXIT}: run it again to resume", file=sys.stderr, flush=True)
+        return PREEMPTED_EXIT
     except Interrupted as e:
         return 128 + e.signum
     except Exception:

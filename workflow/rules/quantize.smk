@@ -44,6 +44,7 @@ rule quantize:
         run_manifest="results/runs/{run}/run_manifest.json",
         predictions_validation="results/runs/{run}/predictions_validation.parquet",
         predictions_test="results/runs/{run}/predictions_test.parquet",
+        base_model=BASE_MODEL,
     output:
         model=directory("results/quantize/{run}/{variant}/model"),
         predictions_validation="results/quantize/{run}/{variant}/predictions_validation.parquet",

@@ -19,6 +19,12 @@ __getattr__, __dir__ = exports(__name__, _PUBLIC)
 RECIPE_KEYS = ("max_steps", "micro_batch", "grad_accum", "max_length", "eval_every", "lora")
 
 
+def _devices(train: dict) -> dict:
+    """train.devices where it is not 1: the run's batch holds that many devices' micro-batches."""
+    n = int(train.get("devices", 1))
+    return {"devices": n} if n != 1 else {}
+
+
 def _budget_spec(params: dict) -> dict:
     from campaign.plan import plan_index
 
@@ -26,7 +32,8 @@ def _budget_spec(params: dict) -> dict:
     return {
         "budget": params["budget"],
         "recipes": {
-            rid: {k: run.spec["train"][k] for k in RECIPE_KEYS} for rid, run in index.items()
+            rid: {k: run.spec["train"][k] for k in RECIPE_KEYS} | _devices(run.spec["train"])
+            for rid, run in index.items()
         },
         # Each run's cell: a seed more per cell is one run per cell (the price of deciding).
         "cells": {

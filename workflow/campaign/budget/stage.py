@@ -121,7 +121,8 @@ def run_flops(recipe: dict, n_params: float, n_trainable: float, eval_examples: 
     per token for weight gradients (6N for a full fine-tune, ~4N with LoRA), on every padded
     token trained; 2N per token for each validation pass and the final predictions."""
     steps = recipe["max_steps"]
-    train_tokens = steps * recipe["micro_batch"] * recipe["grad_accum"] * recipe["max_length"]
+    per_step = recipe["micro_batch"] * recipe["grad_accum"] * recipe.get("devices", 1)
+    train_tokens = steps * per_step * recipe["max_length"]
     passes = steps // recipe["eval_every"] + (1 if steps % recipe["eval_every"] else 0) + 1
     eval_tokens = passes * eval_examples * recipe["max_length"]
     return (4 * n_params + 2 * n_trainable) * train_tokens + 2 * n_params * eval_tokens

@@ -19,3 +19,19 @@ class Interrupted(BaseException):  # noqa: N818 (a signal, like KeyboardInterrup
     def __init__(self, signum: int):
         super().__init__(f"signal {signum}")
         self.signum = signum
+
+
+# The exit status of a job that stopped for a scheduler's warning signal after checkpointing
+# (EX_TEMPFAIL: try again). Snakemake's `retries:` resubmits it and it resumes there.
+PREEMPTED_EXIT = 75
+
+
+class Preempted(Interrupted):
+    """A scheduler's warning (SIGUSR1) or cancellation (SIGTERM) during training, acted on at a
+    step boundary: the step finished and a checkpoint at `step` was written, so a resubmitted job
+    loses nothing."""
+
+    def __init__(self, signum: int, step: int):
+        super().__init__(signum)
+        self.args = (f"preempted by signal {signum} after step {step} (checkpointed)",)
+        self.step = step

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from campaign.core.errors import CampaignError, Interrupted
+from campaign.core.errors import CampaignError, Interrupted, Preempted
 from campaign.core.fsutil import remove_tree
 from campaign.core.hashcache import HashCache
 from campaign.core.hashing import hash_tree
@@ -257,10 +257,13 @@ def run_stage(
                 for leftover in store.tmp.glob(f"commit-{key}-{os.getpid()}.*"):
                     remove_tree(leftover)
     except (KeyboardInterrupt, Interrupted) as e:
-        what = "interrupted (Ctrl-C)" if isinstance(e, KeyboardInterrupt) else f"interrupted ({e})"
-        store.log_event("interrupted", job["key"] or "", stage.name, error=what)
+        # Preempted: the job checkpointed at a step boundary and asks to be resubmitted.
+        state = "preempted" if isinstance(e, Preempted) else "interrupted"
+        what = "interrupted (Ctrl-C)" if isinstance(e, KeyboardInterrupt) else f"{state} ({e})"
+        extra = {"step": e.step} if isinstance(e, Preempted) else {}
+        store.log_event(state, job["key"] or "", stage.name, error=what, **extra)
         store.write_job(
-            job_id, {**job, "state": "interrupted", "error": what, "ended": time.time()}
+            job_id, {**job, "state": state, "error": what, "ended": time.time(), **extra}
         )
         raise
     except BaseException as e:

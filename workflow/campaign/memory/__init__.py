@@ -51,11 +51,14 @@ _PUBLIC = {
     "lever_rows": "levers",
     "measured_variants": "levers",
     "need_at": "levers",
+    "with_costs": "levers",
+    "lever_costs": "costs",
     "compare": "fit",
     "fit_table": "fit",
     "format_bytes": "format",
     "format_comparison": "format",
     "format_fit_table": "format",
     "format_levers": "format",
+    "format_lever_costs": "format",
 }
 __getattr__, __dir__ = exports(__name__, _PUBLIC)

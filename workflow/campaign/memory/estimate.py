@@ -272,6 +272,9 @@ def estimate_memory(
         "attention_kernel": attention_kernel(attention, device, shape.dropout),
         "dropout": shape.dropout,
         "gradient_checkpointing": gradient_checkpointing,
+        # AdamW state is counted as fp32 moments whatever train.optimizer says (an upper bound
+        # for a low-bit one); the optimizer lever row reads which one the recipe runs.
+        "optimizer": train_cfg.get("optimizer", "adamw"),
         "training_kv_cache": use_cache and shape.architecture == "gpt2",
     }
     out["assumptions"] = list(ASSUMPTIONS)

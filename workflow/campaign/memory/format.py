@@ -73,8 +73,38 @@ def format_fit_table(rows: Sequence[dict[str, Any]]) -> str:
     return _table(header, body)
 
 
-def format_levers(rows: Sequence[dict[str, Any]]) -> str:
-    """For each card the run does not fit: every lever, the memory it gives, and its source."""
+def _measured(lever: dict[str, Any], ratios: dict[str, float | None]) -> str:
+    """The preflight's measurement of the lever's key on real steps (levers.with_costs, and
+    the step time ratio from the lever_costs rows)."""
+    saves, ratio = lever.get("measured_saves_bytes"), ratios.get(lever["lever"])
+    if saves is None:
+        return "-"
+    return format_bytes(saves) + ("" if ratio is None else f", x{ratio:.2f}")
+
+
+def format_lever_costs(costs: Sequence[dict[str, Any]]) -> str:
+    """The levers that are train keys, measured on real steps of the recipe (lever_costs)."""
+    body = [
+        [
+            c["lever"],
+            ", ".join(f"{k}: {v}" for k, v in c["setting"].items()),
+            "yes" if c["enabled"] else "no",
+            "-" if c["saves_bytes"] is None else format_bytes(c["saves_bytes"]),
+            "-" if c["step_time_ratio"] is None else f"x{c['step_time_ratio']:.2f}",
+            c["note"] or "",
+        ]
+        for c in costs
+    ]
+    header = ["lever", "setting", "in recipe", "saves", "step time", "note"]
+    return _table(header, body, left=(0, 1, 2, 5))
+
+
+def format_levers(
+    rows: Sequence[dict[str, Any]], costs: Sequence[dict[str, Any]] | None = None
+) -> str:
+    """For each card the run does not fit: every lever, the memory it gives, and its source;
+    with `costs` (lever_costs rows), what the preflight measured the key to save and cost."""
+    ratios = {c["lever"]: c["step_time_ratio"] for c in costs or ()}
     blocks = []
     for r in rows:
         if not r.get("levers"):
@@ -89,14 +119,24 @@ def format_levers(rows: Sequence[dict[str, Any]]) -> str:
                 "-" if lever["saves_bytes"] is None else format_bytes(lever["saves_bytes"]),
                 "-" if lever["fits"] is None else ("yes" if lever["fits"] else "no"),
                 lever["source"],
+                _measured(lever, ratios),
                 lever["note"] or "",
             ]
             for lever in r["levers"]
         ]
-        header = ["lever", "change", "need (phase)", "saves", "fits", "source", "note"]
+        header = [
+            "lever",
+            "change",
+            "need (phase)",
+            "saves",
+            "fits",
+            "source",
+            "measured: saves, step time",
+            "note",
+        ]
         title = (
             f"levers for {r['card']} (needs {format_bytes(r['need_bytes'])}, "
             f"{format_bytes(r['usable_bytes'])} usable):"
         )
-        blocks.append(title + "\n" + _table(header, body, left=(0, 1, 5, 6)))
+        blocks.append(title + "\n" + _table(header, body, left=(0, 1, 5, 7)))
     return "\n".join(blocks)

@@ -7,13 +7,16 @@ The levers of the checklist, each applied alone to the recipe:
     micro_batch              a smaller train.micro_batch with a larger train.grad_accum, the same
                              effective batch: the largest divisor of it that fits the card
     bf16                     train.precision bf16 (autocast: fp32 weights stay, activations halve)
-    gradient_checkpointing   keep one hidden state per layer, recompute in backward (the training
-                             loop does not offer it yet)
-    optimizer_offload        AdamW state kept in host memory (the loop does not offer it yet)
-micro_batch and optimizer_offload are arithmetic on the estimate (its fixed and per-example
-bytes); the others are a second estimate ("variant") of the changed recipe: analytic for a known
-family (`analytic_variants`), measured on the model otherwise (`measured_variants`). Each lever
-row says which: "estimated" (from the config) or "measured" (from real passes on the model).
+    gradient_checkpointing   train.gradient_checkpointing: keep one hidden state per layer,
+                             recompute in backward
+    optimizer                train.optimizer adamw_8bit: torchao's 8-bit AdamW moments (CUDA)
+Every row's `setting` is the train keys a user sets to pull the lever. micro_batch and optimizer
+are arithmetic on the estimate (its fixed and per-example bytes); the others are a second
+estimate ("variant") of the changed recipe: analytic for a known family (`analytic_variants`),
+measured on the model otherwise (`measured_variants`). Each lever row says which: "estimated"
+(from the config) or "measured" (from real passes on the model). The preflight also measures
+each lever that is a key on real training steps (memory/costs.py) and adds that saving
+and the step-time ratio to the rows (`with_costs`).
 """
 
 from __future__ import annotations
@@ -31,12 +34,15 @@ LEVERS = (
     "micro_batch",
     "bf16",
     "gradient_checkpointing",
-    "optimizer_offload",
+    "optimizer",
 )
 LEVER_LORA = {"r": 8, "alpha": 16, "dropout": 0.0}
 # Attention projections of the known families (what default_lora_targets finds in them).
 FAMILY_LORA_TARGETS = {"bert": ["key", "query", "value"], "gpt2": ["c_attn", "c_proj"]}
-NOT_IN_LOOP = "the training loop does not offer it yet"
+# torchao AdamW8bit: two 8-bit moments plus a 4-byte scale per block of 256 weights each, in
+# place of two fp32 moments (tensors under 4,096 weights keep fp32 moments: a slight overstatement
+# of the saving for models of many small tensors).
+LOW_BIT_STATE_FRACTION = (2 + 2 * 4 / 256) / 8
 
 
 def variant(
@@ -96,15 +102,17 @@ def recipe_changes(train_cfg: dict, lora_targets: list[str]) -> list[dict[str, A
         )
     else:
         out.append({"lever": "bf16", "note": f"the recipe already runs {train_cfg['precision']}"})
-    out.append(
-        {
-            "lever": "gradient_checkpointing",
-            "change": "gradient checkpointing",
-            "setting": None,
-            "flags": {"gradient_checkpointing": True},
-            "note": NOT_IN_LOOP,
-        }
-    )
+    if train_cfg.get("gradient_checkpointing"):
+        out.append({"lever": "gradient_checkpointing", "note": "the recipe already checkpoints"})
+    else:
+        out.append(
+            {
+                "lever": "gradient_checkpointing",
+                "change": "gradient checkpointing",
+                "setting": {"train.gradient_checkpointing": True},
+                "flags": {"gradient_checkpointing": True},
+            }
+        )
     return out
 
 
@@ -249,23 +257,28 @@ def micro_batch_row(estimate: dict, usable: float) -> dict[str, Any]:
     return _row("micro_batch", change, setting, need, base, usable, source, None)
 
 
-def offload_row(estimate: dict, usable: float) -> dict[str, Any]:
-    """AdamW state in host memory: every phase that holds it (training, evaluation) drops it."""
+def optimizer_row(estimate: dict, usable: float, optimizer: str = "adamw") -> dict[str, Any]:
+    """train.optimizer adamw_8bit: every phase that holds the AdamW state (training,
+    evaluation) holds LOW_BIT_STATE_FRACTION of it."""
+    base, source = estimate["peak_bytes"], estimate.get("source", "estimated")
+    if optimizer != "adamw":
+        return _row("optimizer", "-", None, None, base, usable, source, f"already {optimizer}")
     state = estimate["bytes"]["optimizer_state"]
+    saved = int(state * (1 - LOW_BIT_STATE_FRACTION))
     needs = {
-        name: p["bytes"] - (state if name in ("train_step", "evaluate") else 0)
+        name: p["bytes"] - (saved if name in ("train_step", "evaluate") else 0)
         for name, p in estimate["phases"].items()
     }
     phase = max(needs, key=lambda n: needs[n])
     return _row(
-        "optimizer_offload",
-        f"AdamW state ({format_bytes(state)}) in host memory",
-        None,
+        "optimizer",
+        f"AdamW state {format_bytes(state)} -> {format_bytes(state - saved)} (8-bit moments)",
+        {"train.optimizer": "adamw_8bit"},
         (needs[phase], phase),
-        estimate["peak_bytes"],
+        base,
         usable,
-        estimate.get("source", "estimated"),
-        NOT_IN_LOOP,
+        source,
+        "CUDA only (torchao AdamW8bit)",
     )
 
 
@@ -277,8 +290,9 @@ def lever_rows(estimate: dict, variants: list[dict] | None, usable: float) -> li
     for lever in LEVERS:
         if lever == "micro_batch":
             rows.append(micro_batch_row(estimate, usable))
-        elif lever == "optimizer_offload":
-            rows.append(offload_row(estimate, usable))
+        elif lever == "optimizer":
+            optimizer = estimate.get("settings", {}).get("optimizer", "adamw")
+            rows.append(optimizer_row(estimate, usable, optimizer))
         elif lever in by_lever:
             v = by_lever[lever]
             est = v["estimate"]
@@ -287,3 +301,16 @@ def lever_rows(estimate: dict, variants: list[dict] | None, usable: float) -> li
                 _row(lever, v["change"], v["setting"], need, base, usable, v["source"], v["note"])
             )
     return rows
+
+
+def with_costs(rows: list[dict], costs: list[dict] | None) -> list[dict]:
+    """Lever rows with the bytes the preflight measured the same key to save on real steps of
+    the recipe (lever_costs rows; the same bytes on every run): measured_saves_bytes. The step
+    time ratio, a machine measurement, stays in the lever_costs rows (format_levers joins it)."""
+    by_lever = {c["lever"]: c for c in costs or ()}
+    out = []
+    for row in rows:
+        cost = by_lever.get(row["lever"])
+        same = cost is not None and cost["setting"] == row["setting"]
+        out.append({**row, "measured_saves_bytes": cost["saves_bytes"] if same else None})
+    return out

@@ -167,6 +167,7 @@ def estimate_from_probe(
         "precision": probed["precision"],
         "device": device,
         "gradient_checkpointing": gradient_checkpointing,
+        "optimizer": train_cfg.get("optimizer", "adamw"),
         "eval_sequences_per_example": eval_sequences,
     }
     out["probe"] = {

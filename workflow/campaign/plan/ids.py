@@ -17,7 +17,9 @@ RUN_ID_PATTERN = RUN_ID_PREFIX + f"[0-9a-f]{{{RUN_ID_HEX}}}"
 
 # Train keys that change how a run is executed, not what it computes (resume is exact): they are
 # left out of run ids and store keys, so changing them retrains nothing.
-OPERATIONAL_TRAIN_KEYS = ("checkpoint_every", "keep_checkpoints")
+# Gradient checkpointing recomputes the same activations (tests/train/test_levers.py shows the
+# weights bitwise equal on CPU).
+OPERATIONAL_TRAIN_KEYS = ("checkpoint_every", "keep_checkpoints", "gradient_checkpointing")
 
 
 def _copy(value: Any) -> Any:
@@ -45,7 +47,11 @@ def resolved_spec(params: dict, overrides: dict[str, Any], seed: int) -> dict:
 
 
 # Train keys added after runs were made, at the value that means "as before".
-OPTIONAL_TRAIN_DEFAULTS = {"base_quantization": None}
+OPTIONAL_TRAIN_DEFAULTS = {
+    "base_quantization": None,
+    "group_by_length": False,
+    "optimizer": "adamw",
+}
 
 
 def identity(spec: dict) -> dict:
@@ -61,6 +67,11 @@ def identity(spec: dict) -> dict:
         if k not in OPERATIONAL_TRAIN_KEYS
         and not (k in OPTIONAL_TRAIN_DEFAULTS and v == OPTIONAL_TRAIN_DEFAULTS[k])
     }
+    # The effective batch, not its split: N devices x grad_accum k is the run of one device
+    # accumulating N x k micro-batches (the same gradients, summed in another order).
+    devices = train.pop("devices", 1)
+    if "grad_accum" in train:
+        train["grad_accum"] = train["grad_accum"] * devices
     model = spec["model"]
     if model["source"] != "from_config":
         model = {**model, "source": "pretrained"}

@@ -132,7 +132,15 @@ class Bench:
 
     def trainer(self, work_dir: Path | None = None, **train_overrides) -> Trainer:
         """A fresh Trainer on the sample (the recipe, with `train_overrides` applied)."""
-        spec = {**self.spec, "train": {**self.spec["train"], **train_overrides}}
+        train = {**self.spec["train"], **train_overrides}
+        # One process here: train.devices' micro-batches accumulated in it (the same effective
+        # batch, run id and gradients: tests/train/test_distributed.py).
+        devices = int(train.get("devices", 1))
+        if devices > 1:
+            train["devices"] = 1
+            if "grad_accum" not in train_overrides:
+                train["grad_accum"] = train["grad_accum"] * devices
+        spec = {**self.spec, "train": train}
         trainer = Trainer(
             spec,
             self.sample,

@@ -39,6 +39,7 @@ def quantize_spec(params: dict, run: str, variant: str) -> dict:
     declared = get_variant(variant)
     section = params["quantization"]
     task = run_spec["model"]["task"]
+    source = run_spec["model"]["source"]
     return {
         "run": run,
         "task": task,
@@ -48,7 +49,14 @@ def quantize_spec(params: dict, run: str, variant: str) -> dict:
         "calibration": section["calibration"] if declared.calibration else None,
         "generation": section["generation"] if task == "causal_lm" else None,
         "timing": section["timing"],
+        # A LoRA run's model folder is its adapter: the base is read beside it (derive_inputs).
+        "base_source": None if source == "from_config" else source,
     }
+
+
+def _key_view(spec: dict) -> dict:
+    # Where the base lies is no part of the result: its content is (the base_model input).
+    return {k: v for k, v in spec.items() if k != "base_source"}
 
 
 def _select_spec(params: dict) -> dict:
@@ -87,6 +95,7 @@ PHASE = Phase(
                 "train",
                 "validation",
                 "test",
+                "base_model",
             ),
             outputs=(
                 "model",
@@ -96,6 +105,8 @@ PHASE = Phase(
                 "measurements",
             ),
             spec=quantize_spec,
+            key_view=_key_view,
+            derive_inputs="campaign.quantize.stage:derive_inputs",
             libraries=LIBRARIES,
             volatile=("measurements",),
             execution=EXECUTION,

@@ -3,8 +3,9 @@ the validation and test items its own predictions were made on, compare with tho
 and measure what the variant costs.
 
 Inputs (ctx.inputs): model (the run's model folder), run_manifest (its labels), the run's
-predictions_validation / predictions_test (the reference), and the train / validation / test
-splits (calibration reads the train split only; scoring the held-out splits).
+predictions_validation / predictions_test (the reference), the train / validation / test
+splits (calibration reads the train split only; scoring the held-out splits), and base_model
+(the pretrained folder, for a LoRA run whose model folder is its adapter: merged in memory).
 Outputs (ctx.outputs): model (folder: model.safetensors or state_dict.pt, and config.json),
 predictions_validation / predictions_test (the training run's columns), result (JSON, the same
 bytes on every identical run: identity, status, sizes, agreement, generations) and measurements
@@ -51,6 +52,13 @@ class Context:
     device: torch.device
     saved: SavedModel
     calibration: list[dict] = field(default_factory=list)
+
+
+def derive_inputs(spec: dict, root: Path) -> dict[str, list[Path]]:
+    """The base_model input (Stage.derive_inputs): the pretrained folder a run was trained on, or
+    nothing for a from_config run. A LoRA run's model folder holds only the adapter."""
+    source = spec.get("base_source")
+    return {"base_model": [] if source is None else [Path(root) / source]}
 
 
 def calibration_sample(train, size: int, seed: int):
@@ -123,6 +131,7 @@ def quantize_run(
         labels=list(manifest["labels"]),
         max_length=spec["max_length"],
         batch_size=spec["batch_size"],
+        base=Path(inputs["base_model"][0]) if inputs.get("base_model") else None,
     )
     splits = {name: read_split(inputs[name], name) for name in EVAL_SPLITS}
     references = {name: pd.read_parquet(inputs[f"predictions_{name}"][0]) for name in EVAL_SPLITS}

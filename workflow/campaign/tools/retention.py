@@ -33,7 +33,7 @@ from pathlib import Path
 DAY = 86400.0
 # A job record left "running" by a process that is gone (SIGKILL, the OOM killer, a node lost, a
 # scheduler's time limit) is unfinished too; a live job's folder is held by its lock anyway.
-UNFINISHED = ("interrupted", "failed", "running")
+UNFINISHED = ("interrupted", "preempted", "failed", "running")
 
 
 def _data_stages() -> set[str]:

@@ -144,7 +144,8 @@ def job_state(rows: list[dict], record: dict | None) -> tuple[str, str]:
             return "running", where
         if not present or pending:
             return "interrupted", "its job died; the next snakemake run resumes it"
-    if record is not None and record.get("state") == "interrupted" and (not present or pending):
+    stopped = ("interrupted", "preempted")  # preempted: checkpointed at a step, to resume
+    if record is not None and record.get("state") in stopped and (not present or pending):
         return "interrupted", f"{record.get('error', 'interrupted')}; the next run resumes it"
     if record is not None and record.get("state") == "failed" and (not present or pending):
         return "failed", record.get("error", "")[:200]

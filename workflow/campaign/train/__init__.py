@@ -43,6 +43,10 @@ _PUBLIC = {
     "label_names": "models",
     "load_tokenizer": "models",
     "save_model": "models",
+    # a run's model folder, plain or a LoRA adapter over its base (merged in memory)
+    "load_run_model": "models",
+    # train.optimizer: why a low-bit optimizer cannot run on a device (the preflight's levers)
+    "optimizer_unavailable": "optim",
     # fine-tuning on a quantized base (train.base_quantization; the memory estimate reads it)
     "base_quantization_method": "basequant",
     "quantized_linear_bytes": "basequant",

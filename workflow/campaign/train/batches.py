@@ -177,6 +177,17 @@ def count_targets(batch: dict[str, torch.Tensor]) -> int:
     return int((labels[:, 1:] != IGNORE).sum())
 
 
+def length_grouped(perm: np.ndarray, lengths: np.ndarray, group: int) -> np.ndarray:
+    """`perm` with each window of `group` consecutive entries sorted longest first (ties keep
+    their order): micro-batches then hold examples of similar length, so less padding. A
+    function of the permutation alone, so a resumed run regroups exactly."""
+    out = np.array(perm, copy=True)
+    for start in range(0, len(out), group):
+        window = out[start : start + group]
+        out[start : start + group] = window[np.argsort(-lengths[window], kind="stable")]
+    return out
+
+
 class DataOrder:
     """A fresh seeded permutation of the examples each epoch; (epoch, index) is its whole state.
 
@@ -184,10 +195,19 @@ class DataOrder:
     resuming needs only the position, not a saved generator state, and is exact by construction.
     """
 
-    def __init__(self, n_examples: int, seed: int):
+    def __init__(
+        self,
+        n_examples: int,
+        seed: int,
+        lengths: Sequence[int] | None = None,
+        group: int | None = None,
+    ):
         if n_examples < 1:
             raise CampaignError("input 'train': the train split has no examples")
         self.n, self.seed = n_examples, seed
+        # train.group_by_length: each permutation sorted by length within windows of `group`.
+        self.lengths = None if lengths is None else np.asarray(lengths, dtype=np.int64)
+        self.group = group
         self.epoch, self.index = 0, 0
         self._perm = self.permutation(0)
 
@@ -195,7 +215,10 @@ class DataOrder:
         rng = np.random.Generator(
             np.random.PCG64(np.random.SeedSequence([self.seed, _ORDER_STREAM, epoch]))
         )
-        return rng.permutation(self.n)
+        perm = rng.permutation(self.n)
+        if self.lengths is not None:
+            perm = length_grouped(perm, self.lengths, int(self.group))
+        return perm
 
     def take(self, count: int) -> list[int]:
         """The next `count` example indices, running on into the next epoch when one ends."""

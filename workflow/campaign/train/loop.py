@@ -7,9 +7,12 @@ on every run, resumed or not.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import random
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,21 +22,22 @@ from typing import Any
 import numpy as np
 import torch
 
-from campaign.core.errors import CampaignError
+from campaign.core.errors import CampaignError, Preempted
 from campaign.core.hashing import hash_value
 from campaign.core.progress import job_progress
 from campaign.plan import identity, run_id
-from campaign.train import checkpoint, devices, models
+from campaign.train import checkpoint, devices, distributed, models, optim
 from campaign.train.batches import (
     CausalFormat,
     DataOrder,
     Split,
+    count_targets,
     encode_causal,
     encode_classification,
     micro_batches,
     read_split,
 )
-from campaign.train.recipe import Recipe, lr_factor
+from campaign.train.recipe import GROUP_MICRO_BATCHES, Recipe, lr_factor
 from campaign.train.scoring import causal_scores, classifier_scores, prediction_frame
 from campaign.train.steps import accumulate, param_groups
 
@@ -42,6 +46,27 @@ EVAL_SPLITS = ("validation", "test")
 METRIC_COLUMNS = ("step", "split", "loss", "accuracy", "lr", "grad_norm", "targets", "tokens")
 # timings.json: how long each took (a run's volatile output: recorded, not compared).
 TIMING_COLUMNS = ("step", "split", "seconds", "tokens_per_s", "samples_per_s")
+# A scheduler's warning before the time limit and its cancellation: the loop finishes the step,
+# checkpoints and stops (campaign.core.errors.Preempted). SIGURG is the SLURM profile's warning:
+# every other process of the job ignores it by default (a SIGUSR1 to a job's steps also kills
+# the Snakemake process that runs this one, and the step's end takes the trainer with it).
+PREEMPT_SIGNALS = (signal.SIGUSR1, signal.SIGTERM, signal.SIGURG)
+
+
+def dropout_seed(seed: int, step: int, micro_batch: int) -> int:
+    """The torch seed before micro-batch `micro_batch` of optimizer step `step` (0-based): the
+    dropout masks of a run do not depend on which device runs which micro-batch."""
+    return int(hash_value(["dropout", seed, step, micro_batch])[:15], 16)
+
+
+class _NoProgress:
+    """Ranks other than 0 report nothing (rank 0's progress file is the job's)."""
+
+    def update(self, step, **fields) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 @dataclass
@@ -74,6 +99,14 @@ class Trainer:
         self.stream = sys.stderr if stream is None else stream
         self.device = device if device is not None else devices.select_device()
         devices.check_precision(self.device, self.recipe.precision)
+        # train.devices: this process's rank among the run's processes (distributed.py).
+        self.rank, self.world = distributed.rank_and_world()
+        if self.world != self.recipe.devices:
+            raise CampaignError(
+                f"train.devices: {self.recipe.devices}, but this process is one of {self.world} "
+                f"(the train stage launches the processes; run it with `campaign train`)"
+            )
+        distributed.init(self.device, self.rank, self.world)
         self.data = data
         # A checkpoint belongs to the run's identity: changing checkpoint_every or
         # keep_checkpoints mid-campaign keeps every checkpoint usable.
@@ -85,6 +118,7 @@ class Trainer:
         source = models.source_path(self.model_spec, root)
         if source is not None and base_model is not None:
             source = Path(base_model)  # the rule's input: its content is part of the key
+        self.base_source = source  # a LoRA run's model output names this folder by its hash
         self.tokenizer = models.make_tokenizer(self.model_spec, data.train.texts, source)
         self.labels = models.label_names(data.train.labels)
         self.label_ids = {name: i for i, name in enumerate(self.labels)}
@@ -100,13 +134,18 @@ class Trainer:
         self._check_length(model.config)
         # train.base_quantization: the frozen base's linear weights quantized before LoRA.
         model = models.quantize_base(model, spec["train"], self.device.type)
+        if self.recipe.gradient_checkpointing:
+            models.enable_gradient_checkpointing(model)
         self.quantized_base = models.has_quantized_base(model)
         if self.recipe.lora is not None:
             model = models.apply_lora(model, self.recipe.lora, self.task)
         self.model = model.to(self.device)
         self.trainable = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(
-            param_groups(self.model, self.recipe.weight_decay), lr=self.recipe.lr
+        self.optimizer = optim.make_optimizer(
+            self.recipe.optimizer,
+            param_groups(self.model, self.recipe.weight_decay),
+            self.recipe.lr,
+            self.device.type,
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer,
@@ -121,11 +160,13 @@ class Trainer:
             self.device.type, enabled=self.recipe.precision == "fp16"
         )
         self.autocast = functools.partial(devices.autocast, self.device, self.recipe.precision)
-        self.order = DataOrder(len(self.examples["train"]), self.seed)
+        self.order = DataOrder(len(self.examples["train"]), self.seed, **self._grouping())
         self.step = 0
         self.history: list[dict] = []
         self.train_seconds = 0.0
         self.resumed_from: int | None = None
+        self.saved_step: int | None = None  # the step of the newest checkpoint in work_dir
+        self.stop_signal: int | None = None  # set by a PREEMPT_SIGNALS handler during run()
 
     # -------------------------------------------------------------- data
     def _check_length(self, config) -> None:
@@ -149,6 +190,13 @@ class Trainer:
             )
         return encode_causal(self.tokenizer, split.texts, split.labels, self.label_ids, self.fmt)
 
+    def _grouping(self) -> dict:
+        """DataOrder's length grouping (train.group_by_length), or none."""
+        if not self.recipe.group_by_length:
+            return {}
+        lengths = [len(e["input_ids"]) for e in self.examples["train"]]
+        return {"lengths": lengths, "group": self.recipe.micro_batch * GROUP_MICRO_BATCHES}
+
     def _to_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         return {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
 
@@ -169,15 +217,20 @@ class Trainer:
         }
 
     def _model_state(self) -> dict[str, Any]:
-        # A quantized base is rebuilt from the seed / base weights: only trainable tensors.
-        if self.quantized_base:
+        # A frozen base (LoRA, or a quantized base) is rebuilt from the seed / base weights:
+        # a checkpoint holds only the trainable tensors.
+        if self.frozen_base:
             from campaign.train.basequant import trainable_state
 
             return trainable_state(self.model)
         return self.model.state_dict()
 
+    @property
+    def frozen_base(self) -> bool:
+        return self.quantized_base or self.recipe.lora is not None
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if self.quantized_base:
+        if self.frozen_base:
             from campaign.train.basequant import load_trainable_state
 
             load_trainable_state(self.model, state["model"])
@@ -200,33 +253,93 @@ class Trainer:
         if state is None:
             return None
         self.load_state_dict(state)
-        self.resumed_from = self.step
+        self.resumed_from = self.saved_step = self.step
         print(f"train: resumed from step {self.step}", file=self.stream, flush=True)
         return self.step
 
     def save(self) -> Path:
-        return checkpoint.save_checkpoint(
+        path = checkpoint.save_checkpoint(
             self.work_dir, self.state_dict(), self.recipe.keep_checkpoints
         )
+        self.saved_step = self.step
+        return path
+
+    @contextlib.contextmanager
+    def _signals_deferred(self):
+        """PREEMPT_SIGNALS only note themselves while the loop runs: a step is never cut."""
+        if threading.current_thread() is not threading.main_thread():
+            yield  # signal handlers belong to the main thread; a test's worker thread has none
+            return
+
+        def note(signum, _frame):
+            self.stop_signal = signum
+
+        previous = {s: signal.signal(s, note) for s in PREEMPT_SIGNALS}
+        try:
+            yield
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+    def _stop_if_signalled(self) -> None:
+        """After a signal: checkpoint the finished step (unless it is saved) and stop. With
+        several processes, all stop after the same step when any one was signalled."""
+        if self.world > 1:
+            stop = distributed.any_process(self.stop_signal is not None, self.device)
+            if stop and self.stop_signal is None:
+                self.stop_signal = signal.SIGTERM
+        if self.stop_signal is None:
+            return
+        if self.step > 0 and self.saved_step != self.step and self.rank == 0:
+            self.save()
+        print(
+            f"train: signal {self.stop_signal}: checkpointed step {self.step}, stopping",
+            file=self.stream,
+            flush=True,
+        )
+        raise Preempted(self.stop_signal, self.step)
 
     # -------------------------------------------------------------- steps
+    def backward(self, indices: list[int]) -> tuple[torch.Tensor, int, int]:
+        """Gradients of one global batch (`indices`) into .grad, summed over the processes;
+        returns (loss sum, target count, token count) of the whole batch."""
+        r = self.recipe
+        every = list(micro_batches(self.examples["train"], indices, r.micro_batch, self.pad_id))
+        # Micro-batch j is rank j mod N's: the loss is normalized over the whole global batch's
+        # targets, and dropout is seeded by (seed, step, j), so the split does not matter.
+        mine = list(range(self.rank, len(every), self.world))
+        targets = sum(count_targets(b) for b in every)
+        batches = [self._to_device(every[j]) for j in mine]
+        tokens = sum(len(self.examples["train"][i]["input_ids"]) for i in indices)
+        if not self.model.training:
+            self.model.train()
+        scale = self.scaler.scale if self.scaler.is_enabled() else None
+        step = self.step
+        loss_total, targets = accumulate(
+            self.model,
+            batches,
+            self.task,
+            autocast=self.autocast,
+            scale=scale,
+            total=targets,
+            before=lambda i: torch.manual_seed(dropout_seed(self.seed, step, mine[i])),
+        )
+        if self.world > 1:
+            for p in self.trainable:
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+            distributed.sum_over_processes(
+                [p.grad for p in self.trainable] + [loss_total], self.device
+            )
+        return loss_total, targets, tokens
+
     def train_step(self) -> dict:
         """One optimizer step over micro_batch × grad_accum examples; returns its metrics row."""
         t0 = time.perf_counter()
         r = self.recipe
-        indices = self.order.take(r.batch_examples)
-        batches = [
-            self._to_device(b)
-            for b in micro_batches(self.examples["train"], indices, r.micro_batch, self.pad_id)
-        ]
-        tokens = sum(len(self.examples["train"][i]["input_ids"]) for i in indices)
+        indices = self.order.take(r.batch_examples)  # the global batch, over all devices
         lr = self.scheduler.get_last_lr()[0]
-        if not self.model.training:
-            self.model.train()
-        scale = self.scaler.scale if self.scaler.is_enabled() else None
-        loss_total, targets = accumulate(
-            self.model, batches, self.task, autocast=self.autocast, scale=scale
-        )
+        loss_total, targets, tokens = self.backward(indices)
         if self.scaler.is_enabled():
             self.scaler.unscale_(self.optimizer)
         if r.max_grad_norm is not None:
@@ -267,18 +380,23 @@ class Trainer:
         job at a known point).
         """
         r = self.recipe
-        progress = job_progress(
-            "train", self.work_dir, r.max_steps, self.step, run_id(self.spec), self.stream
+        progress = (
+            job_progress(
+                "train", self.work_dir, r.max_steps, self.step, run_id(self.spec), self.stream
+            )
+            if self.rank == 0
+            else _NoProgress()
         )
         done = 0
-        try:
+        with self._signals_deferred(), contextlib.closing(progress):
             while self.step < r.max_steps and (stop_after is None or done < stop_after):
+                self._stop_if_signalled()
                 row = self.train_step()
                 self.history.append(row)
                 done += 1
                 last = self.step == r.max_steps
                 fields = {"loss": row["loss"], "lr": row["lr"]}
-                if self.step % r.eval_every == 0 or last:
+                if self.rank == 0 and (self.step % r.eval_every == 0 or last):
                     t0 = time.perf_counter()
                     result = self.evaluate("validation")
                     if result is not None:
@@ -297,13 +415,11 @@ class Trainer:
                             }
                         )
                         fields["val_acc"] = accuracy
-                if self.step % r.checkpoint_every == 0 or last:
+                if self.rank == 0 and (self.step % r.checkpoint_every == 0 or last):
                     self.save()
                 progress.update(self.step, **fields)
                 if after_step is not None:
                     after_step(self.step)
-        finally:
-            progress.close()
 
     # -------------------------------------------------------------- evaluation
     @torch.no_grad()
@@ -378,6 +494,18 @@ class Trainer:
     def finish(self) -> None:
         """Merge LoRA adapters into the weights: the saved and scored model is a plain one."""
         self.model = models.unwrap(self.model)
+
+    def save_model(self, folder: Path) -> None:
+        """Write the model folder (a LoRA run on a pretrained base: its adapter and the base's
+        hash) and merge: the model then scored is the one a reader of the folder loads."""
+        self.model = models.save_run_model(
+            self.model,
+            self.tokenizer,
+            folder,
+            self.base_source,
+            self.labels,
+            self.recipe.base_quantization,
+        )
 
 
 def read_data(inputs: dict[str, list[Path]]) -> Data:

@@ -293,7 +293,10 @@ def build_model(model_spec: dict, tokenizer, labels: list[str], seed: int, sourc
         model = _from_config(model_spec, tokenizer, labels)
     else:
         model = _pretrained(source, model_spec["task"], tokenizer, labels)
-    return model.float()
+    # Every module in train mode: from_pretrained leaves them in eval mode, and a peft wrapper
+    # made later is in train mode at its top only, so the loop's `model.training` test would
+    # never turn dropout (or gradient checkpointing) on for a LoRA run on a pretrained base.
+    return model.float().train()
 
 
 def check_lora(lora: dict) -> None:
@@ -367,6 +370,152 @@ def save_model(model, tokenizer, folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(folder))
     tokenizer.save_pretrained(str(folder))
+
+
+# ------------------------------------------------------------------ adapter-sized artifacts
+# A LoRA run on a pretrained base saves its adapter (peft's layout: adapter_config.json and
+# adapter_model.safetensors, loadable with PeftModel.from_pretrained) and, in BASE_FILE, the
+# content hash of the base folder it was trained on; readers load the base, check its hash and
+# merge the adapter in memory (load_run_model). A from_config base has no folder to name: such a
+# run saves the merged model, as before.
+BASE_FILE = "base.json"
+ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+
+
+def is_adapter_model(model) -> bool:
+    return hasattr(model, "peft_config")
+
+
+def _plain(value):
+    """JSON-able and the same bytes in every process: sets (peft's target_modules) sorted."""
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "value") and type(value).__module__.startswith("peft"):
+        return value.value  # peft's enums (TaskType, PeftType)
+    return value
+
+
+def save_adapter(model, tokenizer, folder: Path, base: Path, labels: list[str], method) -> None:
+    """The adapter of a LoRA model (its trainable tensors: LoRA A/B and a trained head copy), its
+    config, the tokenizer and BASE_FILE: what a reader needs with the base folder `base`."""
+    import json
+
+    from peft import get_peft_model_state_dict
+    from safetensors.torch import save_file
+
+    from campaign.core.hashing import hash_tree
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().cpu().contiguous() for k, v in get_peft_model_state_dict(model).items()}
+    save_file(state, str(folder / ADAPTER_WEIGHTS), metadata={"format": "pt"})
+    config = _plain(model.peft_config["default"].to_dict())
+    config["base_model_name_or_path"] = None  # the base is named by its hash, not a path
+    config["inference_mode"] = True
+    (folder / ADAPTER_CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    info = {
+        "base_hash": hash_tree(base),
+        "base_quantization": method,
+        "labels": list(labels),
+        "task": "causal_lm" if config["task_type"] == "CAUSAL_LM" else "sequence_classification",
+    }
+    (folder / BASE_FILE).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    tokenizer.save_pretrained(str(folder))
+
+
+def save_run_model(model, tokenizer, folder: Path, base: Path | None, labels, method=None):
+    """A finished run's model folder: the adapter and the base's hash for LoRA on a pretrained
+    base (`base`: its folder), the merged plain model otherwise. Returns the model to score
+    (merged in memory, the same weights a reader of the folder gets)."""
+    if base is not None and is_adapter_model(model):
+        save_adapter(model, tokenizer, folder, base, labels, method)
+        return unwrap(model)
+    plain = unwrap(model)
+    save_model(plain, tokenizer, folder)
+    return plain
+
+
+def adapter_info(folder: Path) -> dict | None:
+    """BASE_FILE of a model folder (None: a plain model folder)."""
+    import json
+
+    path = Path(folder) / BASE_FILE
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except ValueError as e:
+        raise CampaignError(f"{path}: not readable JSON ({e})") from None
+
+
+def check_base(folder: Path, base: Path | None) -> dict | None:
+    """BASE_FILE's record, after checking `base` is the folder the adapter was trained on."""
+    from campaign.core.hashing import hash_tree
+
+    info = adapter_info(folder)
+    if info is None:
+        return None
+    if base is None:
+        raise CampaignError(
+            f"{Path(folder) / BASE_FILE}: this model folder is a LoRA adapter; its base model "
+            "folder (input 'base_model') is needed to load it"
+        )
+    got = hash_tree(base)
+    if got != info["base_hash"]:
+        raise CampaignError(
+            f"{Path(folder) / BASE_FILE}: the adapter was trained on a base with content hash "
+            f"{info['base_hash'][:16]}, but {base} hashes to {got[:16]}"
+        )
+    return info
+
+
+def load_run_model(folder: Path, task: str, base: Path | None = None):
+    """A run's model folder as a plain fp32 transformers model in eval mode: from_pretrained for
+    a plain folder; for an adapter folder, the base (hash checked) with the adapter merged."""
+    import torch
+    import transformers as tf
+
+    info = check_base(folder, base)
+    if info is None:
+        auto = (
+            tf.AutoModelForSequenceClassification
+            if task == "sequence_classification"
+            else tf.AutoModelForCausalLM
+        )
+        return auto.from_pretrained(str(folder), dtype=torch.float32).eval()
+    from peft import PeftModel
+
+    tokenizer = load_tokenizer(Path(folder), task)
+    # The base's new head (a classifier's) is drawn and then replaced by the adapter's trained
+    # copy; a fixed seed keeps even that draw the same.
+    torch.manual_seed(0)
+    model = _pretrained(Path(base), task, tokenizer, list(info["labels"])).float()
+    method = info.get("base_quantization")
+    if method is not None:
+        from campaign.train import basequant
+
+        model = basequant.quantize_base(model, method, "cpu")
+    model = PeftModel.from_pretrained(model, str(folder))
+    return unwrap(model).eval()
+
+
+def enable_gradient_checkpointing(model) -> None:
+    """train.gradient_checkpointing: transformers' activation checkpointing, non-reentrant (it
+    replays each layer's RNG state, so dropout draws the same masks: the same weights)."""
+    if not getattr(model, "supports_gradient_checkpointing", False):
+        arch = getattr(model.config, "model_type", type(model).__name__)
+        raise CampaignError(
+            f"train.gradient_checkpointing: this {arch} model does not support it; set false"
+        )
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5
+        model.activation_checkpointing_enable({"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable({"use_reentrant": False})
 
 
 def count_parameters(model) -> tuple[int, int]:

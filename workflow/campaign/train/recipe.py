@@ -6,10 +6,21 @@ import math
 from dataclasses import dataclass
 
 from campaign.core.errors import CampaignError
-from campaign.train import models
+from campaign.train import models, optim
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 SCHEDULES = ("constant", "linear", "cosine")
+# Train keys a spec may lack (added after runs were made; their defaults mean "as before").
+OPTIONAL = (
+    "base_quantization",
+    "gradient_checkpointing",
+    "group_by_length",
+    "optimizer",
+    "devices",
+)
+# group_by_length: examples are sorted by length within windows of this many micro-batches of
+# each epoch's permutation (as transformers' LengthGroupedSampler's "megabatches").
+GROUP_MICRO_BATCHES = 50
 
 
 @dataclass(frozen=True)
@@ -30,13 +41,24 @@ class Recipe:
     checkpoint_every: int
     keep_checkpoints: int
     lora: dict | None
-    # Optional (older specs lack it): the frozen base's quantization, train/basequant.py.
+    # Optional (older specs lack them), at the value that means "as before":
+    # the frozen base's quantization, train/basequant.py;
     base_quantization: str | None = None
+    # recompute each layer's activations in backward (the same weights, bit for bit: not part
+    # of a run's id, plan/ids.py OPERATIONAL_TRAIN_KEYS);
+    gradient_checkpointing: bool = False
+    # each epoch's order sorted by length within windows of GROUP_MICRO_BATCHES micro-batches;
+    group_by_length: bool = False
+    # torch AdamW or a low-bit AdamW (train/optim.py).
+    optimizer: str = "adamw"
+    # processes (devices) one run trains on, each taking grad_accum micro-batches of every
+    # global batch (train/distributed.py); run ids count the effective batch, not its split.
+    devices: int = 1
 
     @classmethod
     def from_spec(cls, train: dict) -> Recipe:
         fields = cls.__dataclass_fields__
-        optional = ("base_quantization",)
+        optional = OPTIONAL
         missing = [k for k in fields if k not in train and k not in optional]
         if missing:
             raise CampaignError(f"train.{missing[0]}: missing (the training stage reads it)")
@@ -48,7 +70,10 @@ class Recipe:
         return recipe
 
     def check(self) -> None:
-        positive = ("max_steps", "micro_batch", "grad_accum", "eval_every", "checkpoint_every")
+        positive = (
+            *("max_steps", "micro_batch", "grad_accum", "eval_every", "checkpoint_every"),
+            "devices",
+        )
         for key in (*positive, "keep_checkpoints"):
             if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
                 raise CampaignError(f"train.{key}: expected a whole number >= 1")
@@ -68,13 +93,18 @@ class Recipe:
             raise CampaignError("train.max_grad_norm: expected a number > 0, or null for none")
         if self.max_length < 2:
             raise CampaignError("train.max_length: expected at least 2 tokens")
+        for key in ("gradient_checkpointing", "group_by_length"):
+            if not isinstance(getattr(self, key), bool):
+                raise CampaignError(f"train.{key}: expected true or false")
+        optim.check_name(self.optimizer)
         if self.lora is not None:
             models.check_lora(self.lora)
         models.check_base_quantization(self.lora, self.base_quantization)
 
     @property
     def batch_examples(self) -> int:
-        return self.micro_batch * self.grad_accum
+        """Examples of one optimizer step over all devices (the effective batch)."""
+        return self.micro_batch * self.grad_accum * self.devices
 
 
 def lr_factor(step: int, schedule: str, warmup_steps: int, max_steps: int) -> float:

@@ -169,6 +169,8 @@ class SavedModel:
     labels: list[str]
     max_length: int
     batch_size: int
+    # The base model folder, for a LoRA run's adapter folder (models.BASE_FILE); None otherwise.
+    base: Path | None = None
 
     def __post_init__(self) -> None:
         from campaign.train.models import load_tokenizer
@@ -181,15 +183,28 @@ class SavedModel:
             self.fmt = CausalFormat.build(self.tokenizer, self.labels, self.max_length)
 
     def load(self, dtype=torch.float32, **kwargs):
-        """A fresh copy of the model, in eval mode (on the CPU unless kwargs place it)."""
+        """A fresh copy of the model, in eval mode (on the CPU unless kwargs place it). An adapter
+        folder is merged into its base in memory (its hash checked); a loader option such as a
+        quantization config then applies to the merged model, through a scratch folder."""
+        import tempfile
+
         import transformers as tf
+
+        from campaign.train.models import adapter_info, load_run_model
 
         auto = (
             tf.AutoModelForSequenceClassification
             if self.task == "sequence_classification"
             else tf.AutoModelForCausalLM
         )
-        return auto.from_pretrained(str(self.folder), dtype=dtype, **kwargs).eval()
+        if adapter_info(self.folder) is None:
+            return auto.from_pretrained(str(self.folder), dtype=dtype, **kwargs).eval()
+        merged = load_run_model(self.folder, self.task, self.base)
+        if not kwargs:
+            return merged.to(dtype).eval()
+        with tempfile.TemporaryDirectory(prefix="merged-") as scratch:
+            merged.save_pretrained(scratch)
+            return auto.from_pretrained(scratch, dtype=dtype, **kwargs).eval()
 
     def encode(self, split: Split) -> list[dict]:
         if self.task == "sequence_classification":

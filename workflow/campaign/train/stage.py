@@ -20,7 +20,7 @@ from campaign.core.code import code_version, module_hashes
 from campaign.core.errors import CampaignError
 from campaign.core.hashing import hash_tree
 from campaign.plan import identity
-from campaign.train import devices, models
+from campaign.train import devices, distributed, models
 from campaign.train.loop import EVAL_SPLITS, Trainer, read_data
 
 # What the train stage's code version covers (Stage.code_modules of the stage in __init__).
@@ -73,7 +73,7 @@ def run_manifest(
         "labels": trainer.labels,
         "tokenizer_vocab_size": len(trainer.tokenizer),
         "parameters": {"total": total, "trainable_during_training": trainable},
-        "lora": "merged into the weights" if trainer.recipe.lora is not None else None,
+        "lora": _lora_output(trainer),
         "steps": trainer.step,
         "examples_seen": trainer.step * trainer.recipe.batch_examples,
         "epochs_seen": trainer.step
@@ -81,6 +81,14 @@ def run_manifest(
         / len(trainer.examples["train"]),
         "final_validation": final,
     }
+
+
+def _lora_output(trainer: Trainer) -> str | None:
+    if trainer.recipe.lora is None:
+        return None
+    if trainer.base_source is None:
+        return "merged into the weights"
+    return "adapter only; base model named by its content hash (base.json)"
 
 
 def timings(trainer: Trainer, device: dict, wall_s: float) -> dict:
@@ -133,9 +141,10 @@ def run_training(
         raise CampaignError(
             f"training stopped at step {trainer.step} of {trainer.recipe.max_steps}"
         )
+    if trainer.rank != 0:
+        return trainer  # rank 0 writes the run's outputs
     device = devices.device_info(trainer.device, lease)
-    trainer.finish()
-    models.save_model(trainer.model, trainer.tokenizer, outputs["model"])
+    trainer.save_model(outputs["model"])  # and merges a LoRA adapter for the predictions
     for split in EVAL_SPLITS:
         write_parquet(trainer.predictions(split), outputs[f"predictions_{split}"])
     write_parquet(trainer.metrics_frame(), outputs["metrics"])
@@ -149,7 +158,14 @@ def run_training(
 
 
 def stage(ctx) -> None:
-    """Stage entry (campaign.core.runner): ctx.spec is the run spec {model, train, seed}."""
+    """Stage entry (campaign.core.runner): ctx.spec is the run spec {model, train, seed}.
+    train.devices > 1: the N processes of campaign.train.distributed train it."""
+    n = int(ctx.spec["train"].get("devices", 1))
+    if n > 1:
+        distributed.launch(
+            n, ctx.spec, ctx.inputs, ctx.outputs, ctx.work_dir, ctx.root, ctx.execution, ctx.key
+        )
+        return
     run_training(
         ctx.spec,
         ctx.inputs,

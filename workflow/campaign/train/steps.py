@@ -45,8 +45,14 @@ def accumulate(
     normalize: bool = True,
     autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
     scale: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    total: int | None = None,
+    before: Callable[[int], object] | None = None,
 ) -> tuple[torch.Tensor, int]:
     """Backward over k micro-batches into .grad; returns (detached loss sum, target count).
+
+    total: the target count to normalize by when `batches` are this process's share of a
+    global batch over several devices (default: their own count). before(i): called before
+    micro-batch i's forward pass (the loop seeds dropout there).
 
     normalize=True: every micro-batch's loss sum is divided by the target count of the WHOLE
     accumulated batch, so the gradient equals that of one batch holding all k micro-batches.
@@ -54,11 +60,13 @@ def accumulate(
     micro-batches hold different numbers of targets) — kept to show the difference.
     """
     counts = [count_targets(b) for b in batches]
-    total = sum(counts)
+    total = sum(counts) if total is None else total
     if total == 0:
         raise CampaignError("a training step has no target tokens (all labels are masked)")
     loss_total = torch.zeros((), dtype=torch.float64)
-    for batch, count in zip(batches, counts, strict=True):
+    for i, (batch, count) in enumerate(zip(batches, counts, strict=True)):
+        if before is not None:
+            before(i)
         with autocast():
             s = loss_sum(model, batch, task)
         if normalize:

@@ -16,7 +16,6 @@ from campaign.train import (
     device_info,
     run_manifest,
     save_checkpoint,
-    save_model,
     timings,
     write_parquet,
 )
@@ -32,8 +31,7 @@ def run(bench: Bench) -> Result:
     row = trainer.train_step()  # the optimizer state exists from the first step on
     ckpt = save_checkpoint(folder / "checkpoints", trainer.state_dict(), 1)
     checkpoint_bytes = ckpt.stat().st_size
-    trainer.finish()
-    save_model(trainer.model, trainer.tokenizer, folder / "model")
+    trainer.save_model(folder / "model")  # as the run writes it: a LoRA run, its adapter
     model_bytes = tree_bytes(folder / "model")
 
     split = "validation" if len(bench.sample.validation) else "train"

@@ -30,13 +30,16 @@ from campaign.memory import (
     fit_table,
     format_comparison,
     format_fit_table,
+    format_lever_costs,
     format_levers,
+    lever_costs,
     measure_kv_cache,
     measure_memory,
     measured_variants,
     meta_parameter_bytes,
     parameter_bytes,
     probe_memory,
+    with_costs,
 )
 from campaign.preflight.bench import (
     Bench,
@@ -49,7 +52,8 @@ from campaign.preflight.bench import (
 from campaign.train import IGNORE, autocast, count_targets, loss_sum
 
 ORDER = 20  # place in the report
-VOLATILE = ("measured",)  # process memory peaks per phase differ between identical runs
+# Process memory peaks per phase and the levers' step times differ between identical runs.
+VOLATILE = ("measured", "lever_costs")
 
 
 EXACT_MEMORY = ("weights", "gradients", "optimizer_state")
@@ -150,6 +154,7 @@ def run(bench: Bench) -> Result:
             num_labels=len(trainer.labels),
             device=device.type,
             attention=attention,
+            gradient_checkpointing=recipe.gradient_checkpointing,
         )
         # The target cards are accelerators, so the estimate is for CUDA, with the configured
         # vocabulary and the full train split's labels.
@@ -159,11 +164,17 @@ def run(bench: Bench) -> Result:
             num_labels=n_labels,
             device="cuda",
             attention=attention,
+            gradient_checkpointing=recipe.gradient_checkpointing,
         )
     else:
         subject = _subject(bench, trainer, n_labels)
         probed = probe_memory(subject, recipe.max_length, recipe.precision)
-        common = dict(task=task, architecture=subject.architecture, device=device.type)
+        common = dict(
+            task=task,
+            architecture=subject.architecture,
+            device=device.type,
+            gradient_checkpointing=recipe.gradient_checkpointing,
+        )
         estimate = estimate_from_probe(
             probed,
             parameter_bytes(trainer.model),
@@ -232,6 +243,9 @@ def run(bench: Bench) -> Result:
             if kv["estimated"] != kv["measured"]:
                 problems.append(f"kv_cache estimated {kv['estimated']} B, measured {kv_measured} B")
 
+    # Each lever that is a train key, measured on real steps of the recipe (after the probe:
+    # the trainers it builds are fresh).
+    costs = lever_costs(bench.trainer, train_cfg, device.type)
     margin = cfg["memory_margin"]
     fits = fit_table(target, cfg["target_cards"], margin)
     if not all(r["fits"] for r in fits):
@@ -246,6 +260,7 @@ def run(bench: Bench) -> Result:
         else:
             variants = measured_variants(subject)  # last: its LoRA lever wraps the model
         fits = fit_table(target, cfg["target_cards"], margin, variants)
+    fits = [{**r, "levers": with_costs(r["levers"], costs)} for r in fits]
     fitting = [r["card"] for r in fits if r["fits"]]
     if not fitting:
         problems.append(
@@ -264,6 +279,7 @@ def run(bench: Bench) -> Result:
         "measured": measured,
         "estimate_for_cards": target,
         "fit_table": fits,
+        "lever_costs": costs,
         "fits": fitting,
         "problems": problems,
     }
@@ -328,13 +344,16 @@ def describe(d: dict) -> list[str]:
             f"kv cache: estimated {fmt_bytes(kv['estimated'])}, measured "
             f"{fmt_bytes(kv['measured'])}"
         )
+    if d.get("lever_costs"):
+        lines.append("levers that are train keys, measured on the recipe's first steps:")
+        lines += format_lever_costs(d["lever_costs"]).splitlines()
     if d.get("fit_table"):
         if d.get("estimator") == "measured":
             lines.append("fit on the target cards (measured on this machine, full label set):")
         else:
             lines.append("fit on the target cards (CUDA estimate, configured vocabulary):")
         lines += format_fit_table(d["fit_table"]).splitlines()
-        levers = format_levers(d["fit_table"])
+        levers = format_levers(d["fit_table"], d.get("lever_costs"))
         if levers:
             lines += levers.splitlines()
     return lines

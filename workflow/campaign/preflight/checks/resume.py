@@ -12,7 +12,7 @@ import torch
 
 from campaign.core.fsutil import remove_tree
 from campaign.preflight.bench import Bench, Result, tree_bytes
-from campaign.train import Trainer, save_model
+from campaign.train import Trainer
 
 ORDER = 60  # place in the report
 
@@ -25,15 +25,13 @@ def _weights(trainer: Trainer) -> dict[str, torch.Tensor]:
     }
 
 
-def _load_saved(folder: Path, task: str, device):
-    from transformers import (
-        AutoModelForCausalLM,
-        AutoModelForSequenceClassification,
-        AutoTokenizer,
-    )
+def _load_saved(folder: Path, task: str, device, base: Path | None):
+    from transformers import AutoTokenizer
 
-    cls = AutoModelForCausalLM if task == "causal_lm" else AutoModelForSequenceClassification
-    model = cls.from_pretrained(str(folder), dtype=torch.float32).to(device).eval()
+    from campaign.train import load_run_model
+
+    # As every reader of a run's model folder loads it (an adapter merged into its base).
+    model = load_run_model(folder, task, base).to(device).eval()
     return model, AutoTokenizer.from_pretrained(str(folder))
 
 
@@ -110,15 +108,14 @@ def run(bench: Bench) -> Result:
         )
 
     # reload -> predict (-> generate): the saved model folder against the model in memory.
-    a.finish()
     model_dir = folder / "model"
-    save_model(a.model, a.tokenizer, model_dir)
+    a.save_model(model_dir)
     split = "validation" if len(bench.sample.validation) else "train"
     texts = getattr(bench.sample, split).texts
     in_memory_model = a.model
     expected = a.predictions(split)
     generated = _generate(a, in_memory_model, texts[:2]) if bench.task == "causal_lm" else None
-    reloaded, reloaded_tok = _load_saved(model_dir, bench.task, a.device)
+    reloaded, reloaded_tok = _load_saved(model_dir, bench.task, a.device, a.base_source)
     same_tokens = reloaded_tok(list(texts))["input_ids"] == a.tokenizer(list(texts))["input_ids"]
     a.model = reloaded
     got = a.predictions(split)
