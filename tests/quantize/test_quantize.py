@@ -310,7 +310,8 @@ def test_table_rows_and_ratios_against_fp32(tiny_run, splits, tmp_path):
     rows = table.set_index("variant")
     assert rows.loc["fp16", "status"] == "skipped"
     assert rows.loc["fp16", "reason"].startswith("needs CUDA")
-    assert pd.isna(rows.loc["fp16", "size_bytes"])
+    assert pd.isna(rows.loc["fp16", "size_bytes"]) and pd.isna(rows.loc["fp16", "weight_file"])
+    assert rows.loc["int8_dynamic", "weight_file"] == "state_dict.pt"
     assert rows.loc["fp32", "size_ratio"] == 1.0 and rows.loc["fp32", "speedup"] == 1.0
     expected = rows.loc["fp32", "size_bytes"] / rows.loc["int8_dynamic", "size_bytes"]
     assert rows.loc["int8_dynamic", "size_ratio"] == pytest.approx(expected)

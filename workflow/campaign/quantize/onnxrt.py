@@ -22,7 +22,6 @@ from types import SimpleNamespace
 import torch
 
 OPSET = 18
-WEIGHT_FILE = "model.onnx"
 INPUTS = ("input_ids", "attention_mask")
 # Why a causal LM row is skipped (campaign.quantize.variant: TASKS_NOTE).
 CAUSAL_NOTE = "the ONNX export here has no KV-cache inputs/outputs (past_key_values) for generation"
@@ -101,9 +100,11 @@ class OnnxModel(torch.nn.Module):
 
     def save(self, folder: Path) -> str:
         """Write the model file (what a user ships) and config.json into `folder`; its name."""
-        (Path(folder) / WEIGHT_FILE).write_bytes(self.data)
+        from campaign.quantize.variant import WEIGHT_FILES
+
+        (Path(folder) / WEIGHT_FILES["onnx"]).write_bytes(self.data)
         self.config.to_json_file(str(Path(folder) / "config.json"))
-        return WEIGHT_FILE
+        return WEIGHT_FILES["onnx"]
 
 
 def build(model, quantize: Callable[[Path, Path], None] | None = None) -> OnnxModel:

@@ -36,15 +36,10 @@ from campaign.quantize.measure import (
     state_bytes,
     time_batches,
 )
-from campaign.quantize.variant import Variant, get_variant, placement
+from campaign.quantize.variant import WEIGHT_FILES, Variant, get_variant, placement
 from campaign.train import SavedModel, collate, read_split, write_parquet
 
 EVAL_SPLITS = ("validation", "test")
-WEIGHT_FILES = {
-    "safetensors": "model.safetensors",
-    "state_dict": "state_dict.pt",
-    "onnx": "model.onnx",  # an ONNX Runtime variant's model file (campaign.quantize.onnxrt)
-}
 
 
 @dataclass

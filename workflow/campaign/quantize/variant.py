@@ -16,7 +16,13 @@ from campaign.core.errors import CampaignError
 from campaign.quantize import variants
 
 TASKS = ("sequence_classification", "causal_lm")
-FORMATS = ("safetensors", "state_dict", "onnx")
+# The model file each format writes into a variant's model folder (what a user would ship).
+WEIGHT_FILES = {
+    "safetensors": "model.safetensors",
+    "state_dict": "state_dict.pt",
+    "onnx": "model.onnx",  # an ONNX Runtime variant (campaign.quantize.onnxrt)
+}
+FORMATS = tuple(WEIGHT_FILES)
 INFERENCE = ("no_grad", "inference_mode")
 
 
