@@ -5,6 +5,7 @@ rows with their reason; the selection of `best`, the calibration sample and the 
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import json
 from pathlib import Path
 
@@ -186,13 +187,74 @@ def test_placement_reasons():
 
 def test_outputs_are_the_same_bytes_on_a_second_run(tiny_run, splits, tmp_path):
     """What `campaign reproduce` compares: everything but measurements.json."""
-    for variant in ("int8_dynamic", "quanto_w8a8"):
+    for variant in ("int8_dynamic", "quanto_w8a8", "onnx_int8_static"):
         _, first = job(variant, tiny_run, splits, tmp_path / variant / "a")
         _, second = job(variant, tiny_run, splits, tmp_path / variant / "b")
         for name in ("predictions_validation", "predictions_test", "result"):
             assert first[name].read_bytes() == second[name].read_bytes(), (variant, name)
         for f in first["model"].iterdir():
             assert f.read_bytes() == (second["model"] / f.name).read_bytes(), (variant, f.name)
+
+
+ONNX_VARIANTS = ["onnx_fp32", "onnx_int8_dynamic", "onnx_int8_static"]
+
+
+def test_onnx_variants_of_a_tiny_trained_run(tiny_run, splits, tmp_path):
+    """Each ONNX Runtime variant exports the trained BERT-style run, predicts on the run's items,
+    and is measured like a torch variant; onnx_fp32 predicts what the run predicted; an int8 row
+    carries latency, bytes of model.onnx and the evaluate phase's non-inferiority decision."""
+    import numpy as np
+
+    from campaign.evaluate.compare import by_items
+    from campaign.evaluate.metrics import metric_draws
+    from campaign.evaluate.stats import ADOPT, decide_loss, resample_indices
+
+    ref = pd.read_parquet(tiny_run["predictions_test"])
+    labels = [c.removeprefix("score_") for c in ref.columns if c.startswith("score_")]
+    truth = ref["label"].map({name: i for i, name in enumerate(labels)}).to_numpy()
+    indices = resample_indices(np.random.default_rng(0), len(ref), 200)
+
+    def scored(frame):
+        probs = frame[[f"score_{name}" for name in labels]].to_numpy()
+        point, draws = metric_draws(truth, probs, indices, "accuracy")
+        return {"point": point, "draws": draws, "correct": (probs.argmax(1) == truth) * 1.0}
+
+    for variant in ONNX_VARIANTS:
+        result, outputs = job(variant, tiny_run, splits, tmp_path / variant)
+        check_ok(result, outputs, tiny_run)
+        assert result["size_bytes"] == (outputs["model"] / "model.onnx").stat().st_size
+        assert result["libraries"]["onnx"] == importlib.metadata.version("onnx")
+        assert result["library_version"] == importlib.metadata.version("onnxruntime")
+        ours = pd.read_parquet(outputs["predictions_test"])
+        assert ours["id"].tolist() == ref["id"].tolist()
+        if variant == "onnx_fp32":  # the same function of the same weights: float rounding only
+            assert ours["prediction"].tolist() == ref["prediction"].tolist()
+            for split in ("validation", "test"):
+                assert result["agreement"][split]["rate"] == 1.0
+                assert result["agreement"][split]["max_abs_score_diff"] < 1e-5
+            continue
+        assert result["state_bytes"] > 0
+        row = by_items(scored(ref), scored(ours), "accuracy", 0.95)
+        decision = decide_loss(row["ci_low"], row["ci_high"], 0.02)
+        # Every test item keeps its label here (agreement 1.0): the paired difference is 0 on
+        # every resample, the interval [0, 0] rules out a 0.02 loss, so the variant is adopted.
+        if result["agreement"]["test"]["rate"] == 1.0:
+            assert (row["ci_low"], row["ci_high"], decision) == (0.0, 0.0, ADOPT)
+        assert decision in ("adopt", "reject", "inconclusive")
+    assert result["calibration"]["split"] == "train" and result["calibration"]["size"] == 16
+
+
+def test_onnx_variants_key_and_causal_lm_reason():
+    info = key_info("onnx_int8_dynamic")
+    assert info["library"] == "onnxruntime" and set(info["libraries"]) == {"onnx"}
+    assert "opset_version=18" in info["method"]
+    assert "libraries" not in key_info("int8_dynamic")  # torch variants' keys unchanged
+    device, reason = placement(get_variant("onnx_fp32"), "cpu", "causal_lm")
+    assert device is None and "KV-cache" in reason and "this run is causal_lm" in reason
+    assert placement(get_variant("onnx_fp32"), "cuda", "sequence_classification") == (
+        "cpu",
+        None,
+    )
 
 
 def test_key_holds_method_and_library_version():
@@ -248,7 +310,8 @@ def test_table_rows_and_ratios_against_fp32(tiny_run, splits, tmp_path):
     rows = table.set_index("variant")
     assert rows.loc["fp16", "status"] == "skipped"
     assert rows.loc["fp16", "reason"].startswith("needs CUDA")
-    assert pd.isna(rows.loc["fp16", "size_bytes"])
+    assert pd.isna(rows.loc["fp16", "size_bytes"]) and pd.isna(rows.loc["fp16", "weight_file"])
+    assert rows.loc["int8_dynamic", "weight_file"] == "state_dict.pt"
     assert rows.loc["fp32", "size_ratio"] == 1.0 and rows.loc["fp32", "speedup"] == 1.0
     expected = rows.loc["fp32", "size_bytes"] / rows.loc["int8_dynamic", "size_bytes"]
     assert rows.loc["int8_dynamic", "size_ratio"] == pytest.approx(expected)

@@ -37,11 +37,10 @@ from campaign.quantize.measure import (
     state_bytes,
     time_batches,
 )
-from campaign.quantize.variant import Variant, get_variant, placement
+from campaign.quantize.variant import WEIGHT_FILES, Variant, get_variant, placement
 from campaign.train import SavedModel, collate, read_split, write_parquet
 
 EVAL_SPLITS = ("validation", "test")
-WEIGHT_FILES = {"safetensors": "model.safetensors", "state_dict": "state_dict.pt"}
 
 
 @dataclass
@@ -93,6 +92,8 @@ def save_variant(model, variant: Variant, folder: Path) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     if variant.format == "safetensors":
         model.save_pretrained(str(folder))
+    elif variant.format == "onnx":
+        model.save(folder)
     else:
         # Quantized tensor subclasses cannot save_pretrained: the state dict, by torch.save.
         torch.save(model.state_dict(), folder / WEIGHT_FILES["state_dict"])
@@ -146,6 +147,8 @@ def quantize_run(
         "store_key": key,
         "code_version": code_version,
     }
+    if "libraries" in spec["variant"]:  # an ONNX variant: onnx's version beside onnxruntime's
+        result["libraries"] = spec["variant"]["libraries"]
     device_type, reason = placement(variant, job_device, spec["task"])
     measurements: dict[str, Any] = {"job_device": job_device, "threads": torch.get_num_threads()}
     folder = Path(outputs["model"])

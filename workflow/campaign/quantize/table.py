@@ -4,7 +4,9 @@ what each costs and how often it agrees with its run's fp32 predictions.
 results/quantize/variants.parquet columns: run, variant, status, reason, method, library,
 library_version, device, threads, size_bytes, state_bytes, peak_memory_bytes, latency_ms_p50,
 latency_ms_p95, throughput, agreement (test; validation in agreement_validation),
-accuracy_validation, accuracy_test, and against the run's fp32 row when there is one:
+accuracy_validation, accuracy_test, weight_file (the model file a user would ship, in the
+variant's model folder: model.safetensors, state_dict.pt or model.onnx; empty when skipped),
+and against the run's fp32 row when there is one:
 size_ratio (fp32 bytes / variant bytes) and speedup (fp32 p50 latency / variant p50 latency).
 It holds measurements, so it is a volatile output; the deterministic numbers are in each
 variant's result.json.
@@ -16,6 +18,7 @@ import json
 from pathlib import Path
 
 from campaign.core.errors import CampaignError
+from campaign.quantize.variant import WEIGHT_FILES
 
 COLUMNS = (
     "run",
@@ -37,6 +40,7 @@ COLUMNS = (
     "agreement_validation",
     "accuracy_validation",
     "accuracy_test",
+    "weight_file",
     "size_ratio",
     "speedup",
 )
@@ -75,6 +79,7 @@ def row(result: dict, measured: dict) -> dict:
         "agreement_validation": (agree.get("validation") or {}).get("rate"),
         "accuracy_validation": acc.get("validation"),
         "accuracy_test": acc.get("test"),
+        "weight_file": WEIGHT_FILES[result["format"]] if result["status"] == "ok" else None,
     }
 
 
@@ -108,6 +113,7 @@ def variants_table(results: list[Path], measurements: list[Path]):
         "library",
         "library_version",
         "device",
+        "weight_file",
     ):
         frame[name] = frame[name].astype("string")
     for name in ("threads", "size_bytes", "state_bytes", "peak_memory_bytes"):

@@ -16,7 +16,13 @@ from campaign.core.errors import CampaignError
 from campaign.quantize import variants
 
 TASKS = ("sequence_classification", "causal_lm")
-FORMATS = ("safetensors", "state_dict")
+# The model file each format writes into a variant's model folder (what a user would ship).
+WEIGHT_FILES = {
+    "safetensors": "model.safetensors",
+    "state_dict": "state_dict.pt",
+    "onnx": "model.onnx",  # an ONNX Runtime variant (campaign.quantize.onnxrt)
+}
+FORMATS = tuple(WEIGHT_FILES)
 INFERENCE = ("no_grad", "inference_mode")
 
 
@@ -32,6 +38,8 @@ class Variant:
     cache: dict | None
     inference: str
     module: ModuleType
+    also_libraries: tuple[str, ...] = ()
+    tasks_note: str | None = None
 
     def apply(self, model, ctx):
         return self.module.apply(model, ctx)
@@ -62,6 +70,8 @@ def get_variant(name: str) -> Variant:
         cache=getattr(module, "CACHE", None),
         inference=getattr(module, "INFERENCE", "no_grad"),
         module=module,
+        also_libraries=tuple(getattr(module, "ALSO_LIBRARIES", ())),
+        tasks_note=getattr(module, "TASKS_NOTE", None),
     )
     need("apply")
     if out.format not in FORMATS:
@@ -87,7 +97,7 @@ def key_info(name: str) -> dict:
     the model input of that run's jobs only.
     """
     v = get_variant(name)
-    return {
+    info = {
         "name": v.name,
         "method": v.method,
         "library": v.library,
@@ -95,6 +105,9 @@ def key_info(name: str) -> dict:
         "format": v.format,
         "cache": v.cache,
     }
+    if v.also_libraries:  # only where declared: the other variants' keys stay as they were
+        info["libraries"] = {lib: library_version(lib) for lib in v.also_libraries}
+    return info
 
 
 def placement(v: Variant, job_device: str, task: str) -> tuple[str | None, str | None]:
@@ -104,7 +117,8 @@ def placement(v: Variant, job_device: str, task: str) -> tuple[str | None, str |
     a job without CUDA is skipped with the reason.
     """
     if task not in v.tasks:
-        return None, f"applies to {' and '.join(v.tasks)} runs; this run is {task}"
+        note = f" ({v.tasks_note})" if v.tasks_note else ""
+        return None, f"applies to {' and '.join(v.tasks)} runs; this run is {task}{note}"
     # The device first: on a CPU job a CUDA-only variant is skipped for that, whether or not its
     # library happens to be installed (the reason is the same on every CPU machine).
     if job_device in v.devices:
@@ -113,6 +127,7 @@ def placement(v: Variant, job_device: str, task: str) -> tuple[str | None, str |
         device = "cpu"
     else:
         return None, f"needs CUDA (this job runs on {job_device})"
-    if library_version(v.library) == "absent":
-        return None, f"{v.library} is not installed"
+    for library in (v.library, *v.also_libraries):
+        if library_version(library) == "absent":
+            return None, f"{library} is not installed"
     return device, None

@@ -10,13 +10,17 @@ A variant module defines
                  status "skipped" and the reason ("needs CUDA")
     FORMAT       how its model is written: "safetensors" (save_pretrained: plain dtypes) or
                  "state_dict" (torch.save of the state dict: quantized tensor subclasses cannot
-                 save_pretrained)
+                 save_pretrained) or "onnx" (model.onnx, written by the model's save(folder):
+                 campaign.quantize.onnxrt)
     apply(model, ctx) -> model
                  the quantized model, ready to score on ctx.device (the model arrives in fp32
                  on the CPU; ctx: campaign.quantize.variant.Context)
 and optionally
     CALIBRATION  True when apply() reads ctx.calibration (batches of the train split only)
     TASKS        the model tasks it applies to (default: both)
+    TASKS_NOTE   why it does not apply to the other tasks (appended to the skipped row's reason)
+    ALSO_LIBRARIES  other packages whose installed versions are part of its key (and that must
+                 be installed for it to run), e.g. onnx beside onnxruntime
     CACHE        for a KV-cache variant: the `cache_config` of transformers' quantized cache used
                  when it generates (its weights stay fp32)
     INFERENCE    "no_grad" (default) or "inference_mode": the context it predicts under

@@ -1,0 +1,18 @@
+"""onnx_fp32: the trained model exported to ONNX and served by ONNX Runtime on the CPU, fp32
+(the ONNX reference: the speed of the runtime alone, no quantization)."""
+
+from campaign.quantize.onnxrt import CAUSAL_NOTE, OPSET
+
+METHOD = f"torch.onnx.export(dynamo=False, opset_version={OPSET}); onnxruntime CPU session, fp32"
+LIBRARY = "onnxruntime"
+ALSO_LIBRARIES = ("onnx",)
+DEVICES = ("cpu",)
+FORMAT = "onnx"
+TASKS = ("sequence_classification",)
+TASKS_NOTE = CAUSAL_NOTE
+
+
+def apply(model, ctx):
+    from campaign.quantize.onnxrt import build
+
+    return build(model)
