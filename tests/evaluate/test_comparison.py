@@ -139,3 +139,47 @@ def test_what_would_decide_says_items_when_items_dominate():
     high = math.ceil(4e-4 / 0.48442 * 3 / (target - 1e-5))
     assert (need["seeds_needed_low"], need["seeds_needed_high"]) == (max(2, low), high)
     assert need["seeds_needed_low"] <= need["seeds_needed"] <= need["seeds_needed_high"]
+
+
+def test_a_metric_not_a_mean_over_items_keeps_the_seed_df_at_two_seeds():
+    # macro_f1 at 2 seeds per cell, no item noise (every resample gives the run's value):
+    # points c0 = .5, .7 and c1 = .6, .8. The seed spread pooled over both cells:
+    # MS_within = (0.02 + 0.02) / 2 = 0.02 on 2 df; the contrast c1 - c0 has
+    # se^2 = (1/2 + 1/2) * 0.02, se = 0.1414, t(0.975, 2) = 4.303: 0.1 +- 0.6085, clipped to
+    # [-1, 1]. Resampling 2 seeds with replacement instead gives about [-0.1, 0.3] (the seeds'
+    # own values): an adoption two seeds cannot support.
+    from campaign.evaluate import questions
+
+    points = {"c0": np.array([0.5, 0.7]), "c1": np.array([0.6, 0.8])}
+    draws = {c: np.repeat(p[:, None], 200, axis=1) for c, p in points.items()}
+    row = questions.contrast_row(
+        {}, {"c1": 1.0, "c0": -1.0}, 0.95, draws=draws, points=points,
+        rng=np.random.default_rng(0), n_items=300,
+    )  # fmt: skip
+    assert row["estimate"] == pytest.approx(0.1)
+    assert row["se"] == pytest.approx(math.sqrt(0.02))
+    assert row["df"] == pytest.approx(2.0)
+    assert row["ci_low"] == pytest.approx(0.1 - 4.3027 * math.sqrt(0.02), abs=1e-3)
+    assert row["ci_high"] == pytest.approx(0.1 + 4.3027 * math.sqrt(0.02), abs=1e-3)
+    cells = questions.cell_rows({}, 0.95, draws, points, np.random.default_rng(0), 300)
+    assert cells["c1"]["ci_low"] == pytest.approx(0.7 - 4.3027 * math.sqrt(0.01), abs=1e-3)
+    assert cells["c1"]["ci_high"] == 1.0  # 0.7 + 0.43, held inside the metric's range
+
+
+def test_a_floor_line_does_not_say_the_interval_reaches_the_floor_when_it_does_not():
+    # The demo's case: -19.9 points [-37.0, -2.7] against the floor, unadjusted interval clear of
+    # 0, but Holm over the 4 cells leaves p above 0.05: not decided below, and the line must say
+    # why (the family's adjusted test), not that its interval reaches the floor.
+    from campaign.evaluate import words
+
+    spec = {"evaluation": {"decide_on": "validation", "metric": "accuracy", "confidence": 0.95,
+                           "min_useful_effect": 0.01, "max_quality_loss": 0.01}}  # fmt: skip
+    row = {"split": "validation", "kind": "floor", "subject": "lr=1", "reference": "floor/t",
+           "estimate": -0.199, "ci_low": -0.37, "ci_high": -0.027, "p_holm": 0.09,
+           "adj_low": -0.42, "adj_high": 0.02, "decision": decide.NOT_SHOWN}  # fmt: skip
+    floor = {"variant": "floor/t", "kind": "floor", "metric": "accuracy", "split": "validation",
+             "value": 0.8, "ci_low": 0.75, "ci_high": 0.85}  # fmt: skip
+    lines = words.decisions(spec, [row], [floor], [], "floor/t")["lines"]
+    line = next(x for x in lines if x.startswith("lr=1:"))
+    assert "its interval reaches it" not in line
+    assert "Holm p 0.09" in line and "[-42.0, 2.0]" in line

@@ -14,6 +14,7 @@ from campaign.report.sections import (
     Section,
     budget_section,
     data_section,
+    decisions_section,
     forecast_section,
     leakage_section,
     preflight_section,
@@ -161,6 +162,39 @@ def test_forecast_section_reports_the_median_errors(tmp_path):
         "Median absolute forecast error, as projected: 50% (over 2 run(s)).",
         "Median absolute forecast error, calibrated: 10% (over 1 run(s)).",
     ]
+
+
+def test_decisions_section_opens_with_the_verdict_and_the_held_out_number(tmp_path):
+    # Chosen on validation (0.900, the maximum of the cell means: optimistic); the headline is
+    # the test number (0.850), which did not take part in the choice.
+    verdict = "Keep: train.lr=0.001 — chosen on validation; test accuracy 0.850 [0.800, 0.890]"
+    decisions = {
+        "decide_on": "validation",
+        "metric": "accuracy",
+        "verdict": {"line": verdict},
+        "lines": [verdict, "", "Decisions use the validation split."],
+        "best_cell": {
+            "cell": "train.lr=0.001",
+            "value": 0.9,
+            "ci_low": 0.86,
+            "ci_high": 0.93,
+            "chosen_on": "validation",
+            "reported_on": "test",
+            "reported": {"value": 0.85, "ci_low": 0.8, "ci_high": 0.89},
+            "runs": ["run-a", "run-b"],
+        },
+        "decisions": [],
+    }
+    lines = decisions_section(decisions, tmp_path / "decisions.json").lines
+    assert lines[0] == verdict
+    best = next(line for line in lines if line.startswith("Best cell"))
+    assert "test accuracy 0.850, interval 0.800 to 0.890" in best
+    assert "chosen on validation" in best and "0.900" not in best
+    # Without a held-out number (an older decisions.json) the line says where it was chosen.
+    del decisions["best_cell"]["reported"]
+    lines = decisions_section(decisions, tmp_path / "decisions.json").lines
+    best = next(line for line in lines if line.startswith("Best cell"))
+    assert "validation accuracy 0.900" in best and "chosen on it: optimistic" in best
 
 
 def test_bad_files_are_one_error_naming_the_file(tmp_path):

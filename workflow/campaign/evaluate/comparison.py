@@ -29,8 +29,12 @@ Non-inferiority of a compressed variant against its reference (same weights, so 
 only noise): Tango's score interval for a paired difference of proportions, valid with zero
 discordant items, and its one-sided score test.
 
-Macro-F1 is not a mean over items: for it the layer draws a two-way bootstrap (items resampled
-once per split and shared, seeds resampled within each cell independently).
+Macro-F1 is not a mean over items: for it the same decomposition is read off the runs' values on
+the split's shared item resamples (draws_estimate): the seed level from the run values' spread
+within cells, pooled over the design (MS_within, df = runs - cells), the items' share from the
+resamples' variance of the contrast, the run x item residual from the resamples' variance of each
+run around its cell's seed mean. (Resampling 2 seeds with replacement instead would treat the
+seeds' own values as the seed population: intervals far too short at few seeds.)
 """
 
 from __future__ import annotations
@@ -219,6 +223,55 @@ def items_to_prove(margin: float, alpha_one_sided: float) -> int:
     """The fewest items whose best case (no item changes) shows a loss under `margin`."""
     z2 = float(stats.norm.isf(alpha_one_sided)) ** 2
     return math.floor(z2 * (1 - margin) / margin) + 1
+
+
+def draws_estimate(
+    draws: Mapping,
+    points: Mapping,
+    weights: Mapping,
+    n_items: int,
+    fixed: frozenset = frozenset(),
+) -> Estimate:
+    """sum_c w_c * mean(points_c) with the crossed seed x item variance of a metric that is not a
+    mean over items. `draws: {cell: (k_c, n_resamples)}` each run's metric on the shared item
+    resamples, `points: {cell: (k_c,)}` on all items; the seed level pooled over every cell of
+    `draws` not in `fixed` (as `contrast`): A = sum w^2/k MS_within, B = var over resamples of
+    the contrast, C = sum w^2/k of the pooled resample variance of a run around its cell's mean
+    (the residual, in A and B once); Var = B + max(A - C, 0), Satterthwaite df."""
+    ss_w = ss_r = 0.0
+    df_w = 0
+    for c, d in draws.items():
+        if c in fixed:
+            continue
+        d, p = np.asarray(d, dtype=np.float64), np.asarray(points[c], dtype=np.float64)
+        if len(p) < 2:
+            continue
+        ss_w += float(((p - p.mean()) ** 2).sum())
+        ss_r += float((d - d.mean(axis=0)).var(axis=1, ddof=1).sum())
+        df_w += len(p) - 1
+    estimate = float(sum(w * np.mean(points[c]) for c, w in weights.items()))
+    values = sum(
+        w * np.asarray(draws[c], dtype=np.float64).mean(axis=0) for c, w in weights.items()
+    )
+    b = float(np.var(values, ddof=1))
+    inv_k = sum(w**2 / len(points[c]) for c, w in weights.items() if c not in fixed)
+    n_seeds = min((len(points[c]) for c in weights if c not in fixed), default=1)
+    items_df = max(n_items - 1.0, 1.0) if n_items else math.inf  # 0: not known
+    if df_w == 0 or inv_k == 0:
+        var_seeds = math.nan if inv_k else 0.0
+        seed_sd = math.nan
+        return Estimate(
+            estimate, math.sqrt(b), items_df, var_seeds, b, n_seeds, n_items, 0, seed_sd
+        )
+    ms_w = ss_w / df_w
+    a, c = inv_k * ms_w, inv_k * ss_r / df_w
+    var_seeds = max(a - c, 0.0)
+    var = b + var_seeds
+    terms = a**2 / df_w + b**2 / items_df
+    df = min(var**2 / terms, items_df) if terms > 0 else items_df
+    return Estimate(
+        estimate, math.sqrt(var), df, var_seeds, b, n_seeds, n_items, df_w, math.sqrt(ms_w)
+    )
 
 
 def two_way_draws(draws: Mapping, weights: Mapping, rng: np.random.Generator) -> np.ndarray:

@@ -22,7 +22,7 @@ from campaign.evaluate.stats import holm, percentile_interval
 
 CROSSED = "crossed seed x item (pooled over the design, Satterthwaite df)"
 ITEMS_ONLY = "items (one seed: seed-to-seed spread not measured)"
-TWO_WAY = "two-way bootstrap (seeds and items resampled independently)"
+TWO_WAY = "crossed seed x item on the item resamples (pooled over the design, Satterthwaite df)"
 
 
 def _base(e: cmp.Estimate, level: float, lo: float, hi: float, test: str, over: str) -> dict:
@@ -53,6 +53,7 @@ def cell_rows(
     draws: dict | None = None,
     points: dict | None = None,
     rng: np.random.Generator | None = None,
+    n_items: int | None = None,
 ) -> dict:
     """{cell: {value, ci_low, ci_high, interval_over, n_seeds, se, df}} over the cell's seeds
     and the items (Wilson at the design's effective size; two-way bootstrap without a design)."""
@@ -73,17 +74,17 @@ def cell_rows(
                 "df": e.df,
             }
         return out
-    for cell, d in draws.items():
-        values = cmp.two_way_draws(draws, {cell: 1.0}, rng)
-        iv = percentile_interval(float(np.mean(points[cell])), values, level)
+    for cell in draws:
+        e = cmp.draws_estimate(draws, points, {cell: 1.0}, n_items or 0)
+        low, high = e.interval(level, 0.0, 1.0)
         out[cell] = {
-            "value": iv.value,
-            "ci_low": iv.low,
-            "ci_high": iv.high,
-            "interval_over": TWO_WAY,
-            "n_seeds": len(d),
-            "se": float(np.std(values)),
-            "df": math.inf,
+            "value": e.estimate,
+            "ci_low": low,
+            "ci_high": high,
+            "interval_over": TWO_WAY if e.seed_df else ITEMS_ONLY,
+            "n_seeds": len(points[cell]),
+            "se": e.se,
+            "df": e.df,
         }
     return out
 
@@ -97,6 +98,7 @@ def contrast_row(
     draws: dict | None = None,
     points: dict | None = None,
     rng: np.random.Generator | None = None,
+    n_items: int | None = None,
 ) -> dict:
     """The row of one contrast (weights: {cell: w}) over the design."""
     lo, hi = cmp.contrast_range(weights)
@@ -110,29 +112,9 @@ def contrast_row(
             CROSSED if e.seed_df else ITEMS_ONLY,
             CROSSED if e.seed_df else ITEMS_ONLY,
         )
-    values = cmp.two_way_draws(draws, weights, rng)
-    point = float(sum(w * np.mean(points[c]) for c, w in weights.items()))
-    iv = percentile_interval(point, values, level)
-    n_seeds = min(len(draws[c]) for c in weights if c not in fixed) if weights else 1
-    tail = min(np.sum(values <= 0), np.sum(values >= 0))
-    return {
-        "n_seeds": n_seeds,
-        "estimate": point,
-        "ci_low": max(lo, iv.low),
-        "ci_high": min(hi, iv.high),
-        "p_value": float(min(1.0, 2 * (1 + tail) / (1 + values.size))),
-        "test": TWO_WAY,
-        "wilcoxon_p": math.nan,
-        "seed_sd": math.nan,
-        "se": float(np.std(values, ddof=1)),
-        "df": math.inf,
-        "var_seeds": math.nan,
-        "var_items": math.nan,
-        "n_items": math.nan,
-        "interval_over": TWO_WAY,
-        "_range": (lo, hi),
-        "_draws": values,
-    }
+    e = cmp.draws_estimate(draws, points, weights, n_items or 0, fixed)
+    over = TWO_WAY if e.seed_df else ITEMS_ONLY
+    return _base(e, level, lo, hi, over, over)
 
 
 def quantized_row(

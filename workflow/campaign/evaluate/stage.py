@@ -252,7 +252,7 @@ def _comparisons(
     if metric != "accuracy":  # not a mean over items: the two-way bootstrap
         draws = {c: np.stack([scored[r]["draws"] for r in runs]) for c, runs in runs_of.items()}
         points = {c: np.array([scored[r]["point"] for r in runs]) for c, runs in runs_of.items()}
-    for cell, row in questions.cell_rows(design, conf, draws, points, rng).items():
+    for cell, row in questions.cell_rows(design, conf, draws, points, rng, len(its)).items():
         metric_rows.append(
             {
                 "variant": f"cell: {_cell_name(factors, cell)}",
@@ -276,7 +276,14 @@ def _comparisons(
             if not all(cell in design for cell in weights):
                 continue
             row = questions.contrast_row(
-                design, weights, conf, moments=moments, draws=draws, points=points, rng=rng
+                design,
+                weights,
+                conf,
+                moments=moments,
+                draws=draws,
+                points=points,
+                rng=rng,
+                n_items=len(its),
             )
             rows.append(
                 {
@@ -338,6 +345,7 @@ def _comparisons(
                 fdraws,
                 fpoints,
                 rng,
+                len(its),
             )
             rows.append(
                 {

@@ -139,7 +139,9 @@ def decisions(
         + (
             "the fine-tune does not beat the floor (below it by the test)"
             if r["decision"] == decide.BELOW
-            else "not shown to beat the floor (its interval reaches it)"
+            else "not shown to beat the floor, nor below it by the test over the cells "
+            f"(Holm p {r['p_holm']:.3g}, adjusted interval [{r['adj_low'] * 100:.1f}, "
+            f"{r['adj_high'] * 100:.1f}])"
         )
         for r in flagged
     ]

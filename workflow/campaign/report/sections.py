@@ -545,16 +545,36 @@ def forecast_section(forecast_path: Path) -> Section:
     )
 
 
+def _num(value) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:.3f}"
+
+
 def decisions_section(decisions: dict, path: Path) -> Section:
+    """The verdict first, then the best cell's held-out number (decisions.json
+    best_cell.reported: the split it was not chosen on, free of the winner's curse), then the
+    decisions in words."""
     lines = list(decisions.get("lines") or [])
+    verdict = (decisions.get("verdict") or {}).get("line")
+    if verdict:
+        lines = [verdict, *(line for line in lines if line != verdict)]
     best = decisions.get("best_cell") or {}
     if best:
-        lines.insert(
-            1 if lines else 0,
-            f"Best cell: {best.get('cell')} ({decisions['decide_on']} {decisions['metric']} "
-            f"{best.get('value', math.nan):.3f}, interval {best.get('ci_low', math.nan):.3f} to "
-            f"{best.get('ci_high', math.nan):.3f}; runs {', '.join(best.get('runs', []))}).",
-        )
+        chosen_on = best.get("chosen_on", decisions["decide_on"])
+        reported = best.get("reported") or {}
+        runs = ", ".join(best.get("runs", []))
+        if reported.get("value") is not None:
+            value = (
+                f"{best.get('reported_on')} {decisions['metric']} {reported['value']:.3f}, "
+                f"interval {_num(reported.get('ci_low'))} to {_num(reported.get('ci_high'))}; "
+                f"chosen on {chosen_on}"
+            )
+        else:
+            value = (
+                f"{chosen_on} {decisions['metric']} {_num(best.get('value'))}, interval "
+                f"{_num(best.get('ci_low'))} to {_num(best.get('ci_high'))}; chosen on it: "
+                "optimistic"
+            )
+        lines.insert(1 if lines else 0, f"Best cell: {best.get('cell')} ({value}; runs {runs}).")
     table = pd.DataFrame(
         [
             {k: d.get(k) for k in ("kind", "subject", "reference", "estimate", "decision")}
