@@ -84,7 +84,7 @@ def changelog_records() -> pd.DataFrame | str:
 
 def search(records: pd.DataFrame, cfg: dict, tries: int) -> int:
     """find_salt's full search (the current salt failing): units once, then blocks of salts."""
-    units, stamps = split._prepare(records, cfg, SEED)
+    units, stamps = split.prepare(records, cfg, SEED)
     latest = split.latest_times(units, cfg, stamps) if stamps is not None else None
     scorer = SaltScorer(units, cfg, latest)
     passing = int(scorer.score([cfg["salt"]]).passes.sum())

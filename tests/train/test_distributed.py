@@ -54,7 +54,7 @@ def test_the_run_id_counts_the_effective_batch_not_its_split():
 def test_launch_is_torchrun_locally_and_srun_under_slurm(tmp_path):
     local = launch_command(2, tmp_path / "r.json", env={})
     assert local[1:4] == ["-m", "torch.distributed.run", "--standalone"]
-    assert "--nproc-per-node=2" in local and local[-3:-1] == ["-m", "campaign.train.distributed"]
+    assert "--nproc-per-node=2" in local and local[-3:-1] == ["-m", "campaign.train.execution"]
 
 
 def gradients(tmp_path: Path, spec: dict, inputs: dict, processes: int) -> dict:

@@ -26,7 +26,15 @@ import numpy as np
 
 from campaign.core.errors import CampaignError
 from campaign.data.settings import TRAIN, parse_cutoff
-from campaign.data.units import LeakUnits, key_hashes, positions, salt_hash, split_edges
+from campaign.data.units import (
+    LeakUnits,
+    key_hashes,
+    latest_times,
+    positions,
+    prepare,
+    salt_hash,
+    split_edges,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -191,11 +199,9 @@ def find_salt(records: pd.DataFrame, cfg: dict, *, seed: int, tries: int = 2000)
     left for the data to grow. Raises CampaignError, one line, when no salt can pass (a unit
     too large to place, a label in too few units) or none of the tries did, with the closest
     numbers reached."""
-    from campaign.data.split import _prepare, latest_times
-
     if isinstance(tries, bool) or not isinstance(tries, int) or tries < 1:
         raise CampaignError(f"--tries: expected a positive number of salts, got {tries!r}")
-    units, stamps = _prepare(records, cfg, seed)  # refuses a unit too large to place
+    units, stamps = prepare(records, cfg, seed)  # refuses a unit too large to place
     reasons = impossible(units, cfg)
     if reasons:
         raise CampaignError("split-salt: no salt can pass: " + "; ".join(reasons))

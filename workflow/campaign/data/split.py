@@ -96,7 +96,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -104,20 +104,17 @@ import numpy as np
 
 from campaign.core.errors import CampaignError
 from campaign.data.audit import audit, audit_table, check_audit
-from campaign.data.settings import TRAIN, assign_mode, check_cfg, parse_cutoff, solve_cfg
+from campaign.data.settings import TRAIN, assign_mode, parse_cutoff, solve_cfg
 from campaign.data.units import (
     LeakUnits,
-    check_records,
-    check_unit_sizes,
     drop_copies,
-    group_unit_sizes,
     key_hashes,
-    leak_units,
+    latest_times,
     positions,
+    prepare,
     restrict,
     salt_hash,
     split_edges,
-    time_text,
 )
 
 if TYPE_CHECKING:
@@ -150,48 +147,6 @@ def assign_units(
     names, edges = split_edges({k: v for k, v in fractions.items() if k != TRAIN})
     chosen = np.searchsorted(edges, place, "right")
     return {k: TRAIN if latest[k] < cutoff else names[i] for k, i in zip(keys, chosen, strict=True)}
-
-
-def _timestamps(records: pd.DataFrame) -> list[datetime]:
-    import pandas as pd
-
-    stamps = records["timestamp"]
-    if stamps.isna().all():
-        raise CampaignError(
-            "data.fields.timestamp: split.method 'temporal' needs timestamps, but the records "
-            "have none (map data.fields.timestamp)"
-        )
-    if stamps.isna().any():
-        bad = records["id"][stamps.isna()].iloc[0]
-        raise CampaignError(
-            f"record {bad!r}: no timestamp (data.fields.timestamp), but split.method is 'temporal'"
-        )
-    return [pd.Timestamp(t).to_pydatetime().astimezone(UTC) for t in stamps.tolist()]
-
-
-def latest_times(units: LeakUnits, cfg: dict, stamps: list[datetime]) -> dict[str, datetime]:
-    """unit key -> its latest timestamp; CampaignError when the cutoff leaves no record before
-    or after it, or would leave train empty."""
-    cutoff = parse_cutoff(cfg["temporal_cutoff"])
-    latest: dict[str, datetime] = {}
-    for key, t in zip(units.unit, stamps, strict=True):
-        latest[key] = max(latest.get(key, t), t)
-    if min(stamps) >= cutoff:
-        raise CampaignError(
-            f"split.temporal_cutoff: no record is before {time_text(cutoff)} (the "
-            f"earliest is {time_text(min(stamps))}); move the cutoff later"
-        )
-    if max(stamps) < cutoff:
-        raise CampaignError(
-            f"split.temporal_cutoff: no record is at or after {time_text(cutoff)} (the "
-            f"latest is {time_text(max(stamps))}); move the cutoff earlier"
-        )
-    if all(t >= cutoff for t in latest.values()):
-        raise CampaignError(
-            f"split.temporal_cutoff: every unit with records before {time_text(cutoff)} "
-            "also has records at or after it, so train would be empty; move the cutoff later"
-        )
-    return latest
 
 
 def _assign_keys(
@@ -344,24 +299,6 @@ def _check_nonempty(split: list[str], units: LeakUnits, cfg: dict) -> None:
             raise CampaignError(f"split.fractions: split {name!r} got no records ({what}); {hint}")
 
 
-def _prepare(records: pd.DataFrame, cfg: dict, seed: int) -> tuple[LeakUnits, list | None]:
-    """Checked params and records, their leak units (refused when one is too large to place),
-    and the timestamps of a temporal split."""
-    check_cfg(cfg)
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
-        raise CampaignError(f"seed: expected an integer, got {seed!r}")
-    check_records(records)
-    if cfg["method"] == "group_hash" and records["group"].isna().all():
-        raise CampaignError(
-            "data.fields.group: split.method 'group_hash' needs a group field (author, source "
-            "document, ...) but the records have none; map data.fields.group"
-        )
-    stamps = _timestamps(records) if cfg["method"] == "temporal" else None
-    units = leak_units(records, cfg["dedup"]["near"], int(seed), cfg["dedup"]["policy"])
-    check_unit_sizes(units, cfg, group_unit_sizes(units))
-    return units, stamps
-
-
 def _dropped(units: LeakUnits, split: list[str], keep: list[bool], names: list[str]) -> dict:
     """The audit's record of what ``drop`` removed: counts per split, components, ids."""
     gone = [i for i, k in enumerate(keep) if not k]
@@ -408,7 +345,7 @@ def make_splits(
     deviations); does NOT apply the audit policy (call ``check_audit``)."""
     import pandas as pd
 
-    units, stamps = _prepare(records, cfg, seed)
+    units, stamps = prepare(records, cfg, seed)
     solved = None
     if assign_mode(cfg) == "hash":
         split = _assign(units, cfg, stamps)

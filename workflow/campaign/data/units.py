@@ -24,7 +24,7 @@ from campaign.data.dedup import (
     near_pairs_normalized,
     normalize,
 )
-from campaign.data.settings import TRAIN
+from campaign.data.settings import TRAIN, check_cfg, parse_cutoff
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -316,3 +316,63 @@ def unit_position(salt: str, key: str) -> float:
     computed per unit with two BLAKE3 hashes and a 64-bit mixer, so a salt search scores
     thousands of salts at once."""
     return float(positions(np.array([salt_hash(salt)]), key_hashes([key]))[0, 0])
+
+
+def record_times(records: pd.DataFrame) -> list[datetime]:
+    import pandas as pd
+
+    stamps = records["timestamp"]
+    if stamps.isna().all():
+        raise CampaignError(
+            "data.fields.timestamp: split.method 'temporal' needs timestamps, but the records "
+            "have none (map data.fields.timestamp)"
+        )
+    if stamps.isna().any():
+        bad = records["id"][stamps.isna()].iloc[0]
+        raise CampaignError(
+            f"record {bad!r}: no timestamp (data.fields.timestamp), but split.method is 'temporal'"
+        )
+    return [pd.Timestamp(t).to_pydatetime().astimezone(UTC) for t in stamps.tolist()]
+
+
+def latest_times(units: LeakUnits, cfg: dict, stamps: list[datetime]) -> dict[str, datetime]:
+    """unit key -> its latest timestamp; CampaignError when the cutoff leaves no record before
+    or after it, or would leave train empty."""
+    cutoff = parse_cutoff(cfg["temporal_cutoff"])
+    latest: dict[str, datetime] = {}
+    for key, t in zip(units.unit, stamps, strict=True):
+        latest[key] = max(latest.get(key, t), t)
+    if min(stamps) >= cutoff:
+        raise CampaignError(
+            f"split.temporal_cutoff: no record is before {time_text(cutoff)} (the "
+            f"earliest is {time_text(min(stamps))}); move the cutoff later"
+        )
+    if max(stamps) < cutoff:
+        raise CampaignError(
+            f"split.temporal_cutoff: no record is at or after {time_text(cutoff)} (the "
+            f"latest is {time_text(max(stamps))}); move the cutoff earlier"
+        )
+    if all(t >= cutoff for t in latest.values()):
+        raise CampaignError(
+            f"split.temporal_cutoff: every unit with records before {time_text(cutoff)} "
+            "also has records at or after it, so train would be empty; move the cutoff later"
+        )
+    return latest
+
+
+def prepare(records: pd.DataFrame, cfg: dict, seed: int) -> tuple[LeakUnits, list | None]:
+    """Checked params and records, their leak units (refused when one is too large to place),
+    and the timestamps of a temporal split."""
+    check_cfg(cfg)
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+        raise CampaignError(f"seed: expected an integer, got {seed!r}")
+    check_records(records)
+    if cfg["method"] == "group_hash" and records["group"].isna().all():
+        raise CampaignError(
+            "data.fields.group: split.method 'group_hash' needs a group field (author, source "
+            "document, ...) but the records have none; map data.fields.group"
+        )
+    stamps = record_times(records) if cfg["method"] == "temporal" else None
+    units = leak_units(records, cfg["dedup"]["near"], int(seed), cfg["dedup"]["policy"])
+    check_unit_sizes(units, cfg, group_unit_sizes(units))
+    return units, stamps

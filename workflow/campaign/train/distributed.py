@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from campaign.core.errors import PREEMPTED_EXIT, CampaignError, Preempted
+from campaign.core.errors import CampaignError, Preempted
 
 REQUEST = "distributed-request.json"  # in the work folder: what the workers run
 STOPPED = "distributed-stopped.json"  # rank 0's note when the workers were preempted
@@ -78,41 +78,11 @@ def any_process(flag: bool, device) -> bool:
     return bool(t.item() > 0)
 
 
-def worker_main(request_path: str) -> int:
-    """One worker: pin the execution settings, train, rank 0 writes the outputs."""
-    from campaign.train.execution import pin
-    from campaign.train.stage import run_training
-
-    request = json.loads(Path(request_path).read_text(encoding="utf-8"))
-    if request.get("execution"):
-        pin(request["execution"])
-    rank, _world = rank_and_world()
-    try:
-        run_training(
-            request["spec"],
-            {k: [Path(p) for p in v] for k, v in request["inputs"].items()},
-            {k: Path(v) for k, v in request["outputs"].items()},
-            Path(request["work_dir"]),
-            Path(request["root"]),
-            execution=request.get("execution"),
-            key=request.get("key"),
-        )
-    except Preempted as e:
-        if rank == 0:
-            note = {"signum": e.signum, "step": e.step}
-            (Path(request["work_dir"]) / STOPPED).write_text(json.dumps(note))
-        return PREEMPTED_EXIT
-    except CampaignError as e:
-        print(f"error: rank {rank}: {e}", file=sys.stderr, flush=True)
-        return 2
-    return 0
-
-
 # ------------------------------------------------------------------ the launching stage
 def launch_command(devices: int, request: Path, env: dict | None = None) -> list[str]:
     """torchrun on a workstation; srun (one task per device) inside a SLURM allocation."""
     env = os.environ if env is None else env
-    worker = [sys.executable, "-m", "campaign.train.distributed", str(request)]
+    worker = [sys.executable, "-m", "campaign.train.execution", str(request)]
     if "SLURM_JOB_ID" in env and shutil.which("srun"):
         # --overlap: the job's own step (Snakemake's) holds the allocation's CPUs already.
         return ["srun", f"--ntasks={devices}", "--overlap", "--kill-on-bad-exit=1", *worker]
@@ -187,7 +157,3 @@ def launch(
         raise CampaignError(
             f"train.devices: {devices} worker processes exited {code} (the job log has theirs)"
         )
-
-
-if __name__ == "__main__":
-    sys.exit(worker_main(sys.argv[1]))

@@ -11,11 +11,13 @@ the ones an entry recorded.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
+import sys
 from pathlib import Path
 
-from campaign.core.errors import CampaignError
+from campaign.core.errors import PREEMPTED_EXIT, CampaignError, Preempted
 from campaign.train.devices import gpu_count
 
 DEVICE_ENV = "CAMPAIGN_DEVICE"  # set by pin(): the device select_device() must return
@@ -77,3 +79,41 @@ def pin(settings: dict) -> None:
         for name in ("enable_flash_sdp", "enable_mem_efficient_sdp", "enable_cudnn_sdp"):
             if hasattr(torch.backends.cuda, name):
                 getattr(torch.backends.cuda, name)(False)
+
+
+# ------------------------------------------------------------------ a worker of train.devices > 1
+# The entry `distributed.launch` starts N times (torchrun or srun). It lives here, in the module
+# every training job's code version already covers, and imports the stage lazily: the stage does
+# not import this module, so no cycle.
+def worker_main(request_path: str) -> int:
+    """One worker: pin the execution settings, train, rank 0 writes the outputs."""
+    from campaign.train.distributed import STOPPED, rank_and_world
+    from campaign.train.stage import run_training
+
+    request = json.loads(Path(request_path).read_text(encoding="utf-8"))
+    if request.get("execution"):
+        pin(request["execution"])
+    rank, _world = rank_and_world()
+    try:
+        run_training(
+            request["spec"],
+            {k: [Path(p) for p in v] for k, v in request["inputs"].items()},
+            {k: Path(v) for k, v in request["outputs"].items()},
+            Path(request["work_dir"]),
+            Path(request["root"]),
+            execution=request.get("execution"),
+            key=request.get("key"),
+        )
+    except Preempted as e:
+        if rank == 0:
+            note = {"signum": e.signum, "step": e.step}
+            (Path(request["work_dir"]) / STOPPED).write_text(json.dumps(note))
+        return PREEMPTED_EXIT
+    except CampaignError as e:
+        print(f"error: rank {rank}: {e}", file=sys.stderr, flush=True)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(worker_main(sys.argv[1]))
