@@ -183,3 +183,14 @@ def test_a_floor_line_does_not_say_the_interval_reaches_the_floor_when_it_does_n
     line = next(x for x in lines if x.startswith("lr=1:"))
     assert "its interval reaches it" not in line
     assert "Holm p 0.09" in line and "[-42.0, 2.0]" in line
+
+
+def test_a_metric_other_than_accuracy_must_agree_before_a_variant_is_adopted():
+    """The accuracy test adopts (p 0.001 < 0.025); with macro-F1 deciding, a macro-F1 interval
+    reaching below -margin (-0.02 < -0.01) keeps it open, one above it (-0.005) lets it adopt;
+    a rejection still reads the upper end."""
+    args = (0.001, 0.0, 0.01, 0.025, True)
+    assert decide.noninferior(*args) == decide.ADOPT
+    assert decide.noninferior(*args, metric_low=-0.02) == decide.INCONCLUSIVE
+    assert decide.noninferior(*args, metric_low=-0.005) == decide.ADOPT
+    assert decide.noninferior(0.001, -0.02, 0.01, 0.025, True, metric_low=-0.03) == decide.REJECT

@@ -105,15 +105,28 @@ def interaction(p_holm: float, alpha: float, n_seeds: int) -> str:
 
 
 def noninferior(
-    p_holm: float, high: float, max_quality_loss: float, alpha_one_sided: float, provable: bool
+    p_holm: float,
+    high: float,
+    max_quality_loss: float,
+    alpha_one_sided: float,
+    provable: bool,
+    metric_low: float | None = None,
 ) -> str:
     """A compressed variant: adopt when the Holm-adjusted one-sided p of 'loses at least
     max_quality_loss' is below alpha_one_sided; reject when its interval's upper end is under
-    -max_quality_loss; inconclusive (too few items) when no outcome on these items could adopt."""
+    -max_quality_loss; inconclusive (too few items) when no outcome on these items could adopt.
+
+    metric_low: for a decision metric other than accuracy, the lower end of that metric's own
+    interval of the difference; the accuracy test alone cannot adopt a variant whose loss on
+    the decision metric may exceed the margin, so adoption also needs metric_low above it."""
     if math.isfinite(high) and high < -max_quality_loss:
         return REJECT
     if not provable:
         return TOO_FEW_ITEMS
+    if metric_low is not None and not (
+        math.isfinite(metric_low) and metric_low > -max_quality_loss
+    ):
+        return INCONCLUSIVE
     if math.isfinite(p_holm) and p_holm < alpha_one_sided:
         return ADOPT
     return INCONCLUSIVE

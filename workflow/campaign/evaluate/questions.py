@@ -181,7 +181,17 @@ def decide_family(rows: list[dict], level: float, power: float, s: dict) -> None
                 r["decision"] = (
                     decide.CONSISTENCY
                     if not math.isfinite(r["p_value"])
-                    else decide.noninferior(r["p_holm"], r["ci_high"], margin, alpha / 2, provable)
+                    else decide.noninferior(
+                        r["p_holm"],
+                        r["ci_high"],
+                        margin,
+                        alpha / 2,
+                        provable,
+                        # the accuracy test decides; another metric's own interval must agree
+                        metric_low=None
+                        if r.get("metric", "accuracy") == "accuracy"
+                        else r["ci_low"],
+                    )
                 )
                 continue
             if kind == "floor":
