@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -139,6 +140,7 @@ TIMED_OUTPUTS = (
     *("timings.json", "measurements.json", "report.txt", "runs.tsv", "variants.parquet"),
     "index.parquet",  # the experiment index: each run's measured hours and cost
     "mlflow.db",  # the tracking store: run ids and wall times
+    "floor_timings.json",  # the floor stage's fit and predict seconds
 )
 # every budget table is computed from wall times; the report shows them (and the quantized
 # variants' latency)
@@ -198,6 +200,15 @@ def copy_finished(source: Path, dest: Path) -> Path:
                 stat = path.stat()
                 path.write_text(text.replace(old, new), encoding="utf-8")
                 os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    # A job record's file is named by (checkout, outputs) (Store.job_id): renamed to the copy's
+    # name, so the copy's next run of that job replaces it instead of leaving the old key named
+    # by a second record of the same outputs (gc would then keep an entry no job can hit).
+    from campaign.core.hashing import hash_value
+
+    for path in (dest / state_dir / "jobs").glob("*.json"):
+        outputs = sorted(json.loads(path.read_text(encoding="utf-8")).get("outputs", []))
+        if path.stem == hash_value([old, outputs])[:24]:
+            path.rename(path.with_name(hash_value([new, outputs])[:24] + ".json"))
     return dest
 
 

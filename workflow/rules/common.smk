@@ -16,7 +16,13 @@ from campaign.core.errors import CampaignError
 from campaign.core.params import validate as validate_params
 from campaign.core.registry import get_stage, stage_spec_text
 from campaign.data import expand_sources
-from campaign.plan import RUN_ID_PATTERN, kept_in_table, kept_runs, run_priorities
+from campaign.plan import (
+    RUN_ID_PATTERN,
+    kept_in_table,
+    kept_runs,
+    run_priorities,
+    run_spec_of,
+)
 
 # One-line error naming the file and key (e.g. `ablation.factors.train.lr: expected a list of
 # numbers`), against workflow/schemas/params.schema.yaml (with the registries' names filled in)
@@ -177,3 +183,14 @@ def stage_shell(stage):
         + " ".join(files)
         + " --log {log:q}"
     )
+
+
+def train_devices(wildcards):
+    """A run's train.devices: its cluster job asks for that many tasks (srun starts one worker
+    per task) and GPUs."""
+    return int(run_spec_of(config, wildcards.run)["train"].get("devices", 1))
+
+
+def tracking_outputs():
+    """The track phase's record for the default target (nothing with tracking off)."""
+    return ["results/tracking/logged.json"] if config["tracking"]["enabled"] else []

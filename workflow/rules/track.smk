@@ -4,11 +4,6 @@
 # login node reaches the tracking server; a server it cannot reach fails this job alone.
 
 
-def tracking_outputs():
-    """What `rule all` asks of the track phase: its record, or nothing with tracking off."""
-    return ["results/tracking/logged.json"] if config["tracking"]["enabled"] else []
-
-
 localrules:
     track,
 

@@ -1,15 +1,6 @@
 # Train phase: one job per kept run of the plan (rule all and metrics ask for them: run_paths).
 # A killed job resumes from its last checkpoint in the store's work folder
 # (.campaign/work/<key>/) when it is started again.
-from campaign.plan import run_spec_of
-
-
-def train_devices(wildcards):
-    """A run's train.devices: its cluster job asks for that many tasks (srun starts one worker
-    per task) and GPUs."""
-    return int(run_spec_of(config, wildcards.run)["train"].get("devices", 1))
-
-
 rule train:
     input:
         **SPLITS,
