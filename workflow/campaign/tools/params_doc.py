@@ -1,5 +1,5 @@
 """docs/params.md from the params schema: every key, its type, allowed values, whether it is
-required, and its description, in the order of params.yaml.
+required, and its description; sections in the order of params.yaml, keys in the schema's.
 
 Run `python -m campaign.tools.params_doc` to rewrite docs/params.md, `--check` to fail when it is
 out of date with the schema (tests/tools/test_params_doc.py does). Registry members (checks,
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,36 +36,27 @@ class Key:
     required: bool
 
 
-def _ordered(properties: dict, example: Any) -> list[str]:
-    """The schema's keys in params.yaml's order at this level, then the ones it does not show."""
-    shown = [k for k in example if k in properties] if isinstance(example, dict) else []
-    return shown + [k for k in properties if k not in shown]
-
-
-def _item_example(example: Any) -> Any:
-    return example[0] if isinstance(example, list) and example else None
-
-
-def walk(node: dict, example: Any, prefix: str = "") -> Iterator[Key]:
+def walk(node: dict, order: Iterable[str] = (), prefix: str = "") -> Iterator[Key]:
     """Every property of an object schema, depth first, objects inside lists included.
 
-    `example` is the matching part of params.yaml (it gives the order), or None."""
+    `order` puts this level's keys first in that order (params.yaml's sections); the rest, and
+    every deeper level, follow the schema."""
     properties = node.get("properties", {})
     required = set(node.get("required", []))
-    for name in _ordered(properties, example):
+    first = [k for k in order if k in properties]
+    for name in first + [k for k in properties if k not in first]:
         child = properties[name]
         path = f"{prefix}.{name}" if prefix else name
-        sub = example.get(name) if isinstance(example, dict) else None
         yield Key(path, child, name in required)
-        yield from walk(child, sub, path)
+        yield from walk(child, (), path)
         items = child.get("items")
         if isinstance(items, dict) and "properties" in items:
-            yield from walk(items, _item_example(sub), f"{path}[]")
+            yield from walk(items, (), f"{path}[]")
 
 
 def undocumented(schema: dict) -> list[str]:
     """Dotted paths of keys without a description."""
-    return [k.path for k in walk(schema, None) if not str(k.node.get("description", "")).strip()]
+    return [k.path for k in walk(schema) if not str(k.node.get("description", "")).strip()]
 
 
 def _registry_folder(package: str) -> str:
@@ -171,8 +162,9 @@ def _section(key: Key, keys: list[Key]) -> list[str]:
 
 
 def render(schema: dict, params: dict | None) -> str:
-    """The Markdown page: one table per top-level section, in params.yaml's order."""
-    keys = list(walk(schema, params))
+    """The Markdown page: one table per section, sections in params.yaml's order (`params`: the
+    parsed file, or None for the schema's order)."""
+    keys = list(walk(schema, params if isinstance(params, dict) else ()))
     sections = [k for k in keys if "." not in k.path]
     lines = [
         "# params.yaml reference",
