@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import re
 
+import pytest
 import yaml
 
 from campaign.core.registry import final_outputs, stages, wiring_problems
-from campaign.core.stage import EachJob, EachRun, File, Folder, From, Stage
+from campaign.core.stage import Derived, EachJob, EachRun, File, Folder, From, Stage
 from conftest import FIXTURES, REPO
 
 RULES = REPO / "workflow" / "rules"
@@ -91,6 +92,7 @@ def test_a_broken_reference_is_one_line_naming_the_stage_and_input():
                 "nobody": From("ghost", "model"),
                 "per_run": From("train", "model"),  # a fixed-path stage reading {run}
                 "fixed": EachRun("train", "x"),  # nothing to expand
+                "data": Derived(),  # no derive_inputs says which files
             },
             {"table": File("results/x")},  # train writes it too
             final=True,
@@ -105,9 +107,18 @@ def test_a_broken_reference_is_one_line_naming_the_stage_and_input():
         "stage 'table', input 'per_run': results/runs/{run}/model holds {run}, which the "
         "stage's jobs do not have (EachRun and EachJob expand them)",
         "stage 'table', input 'fixed': EachRun needs a path in {run}: results/x",
+        "stage 'table', input 'data': Derived, but the stage has no derive_inputs to find its "
+        "files",
         "stage 'jobs': final, but its outputs expand over {run, variant} (a target of "
         "`snakemake` expands over runs only)",
     ]
+
+
+def test_a_declaration_in_names_only_is_refused_naming_the_stage():
+    with pytest.raises(TypeError, match="stage 'table': inputs must map each name to one of From"):
+        _stage("table", ("runs",), {"table": File("results/x")})
+    with pytest.raises(TypeError, match="stage 'table': outputs .* got 'results/x'"):
+        _stage("table", {}, {"table": "results/x"})
 
 
 # What `rule all` listed by hand before it came from the registry: a bare `snakemake` still asks

@@ -18,7 +18,7 @@ from types import ModuleType
 
 import campaign
 from campaign.core.errors import CampaignError
-from campaign.core.stage import EachJob, EachRun, From, Output, Phase, Stage, wildcards_of
+from campaign.core.stage import Derived, EachJob, EachRun, From, Output, Phase, Stage, wildcards_of
 
 NOT_PHASES = ("core", "tools")  # subpackages that are infrastructure, not steps of the DAG
 
@@ -97,6 +97,11 @@ def wiring_problems(declared: Mapping[str, Stage] | None = None) -> list[str]:
                 f"{{{', '.join(stage.wildcards)}}} (a target of `snakemake` expands over runs only)"
             )
         for name, ref in {**stage.inputs, **stage.after}.items():
+            if isinstance(ref, Derived) and stage.derive_inputs is None:
+                problems.append(
+                    f"stage '{stage.name}', input '{name}': Derived, but the stage has no "
+                    "derive_inputs to find its files"
+                )
             if isinstance(ref, (From, EachRun, EachJob)):
                 problem = _reference_problem(stage, ref, declared)
                 if problem:
@@ -134,13 +139,6 @@ def final_outputs(params: dict) -> list[Output]:
         if stage.is_final(params)
         for out in stage.outputs.values()
     ]
-
-
-def stage_spec_text(name: str, params: dict, **wildcards) -> str:
-    """The stage's params subset as canonical JSON: what a rule passes to the stage command."""
-    from campaign.core.hashing import canonical_json
-
-    return canonical_json(get_stage(name).spec(params, **wildcards))
 
 
 def _package_dir(package: str) -> Path:

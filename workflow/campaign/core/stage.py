@@ -159,6 +159,27 @@ class Stage:
             seen.update(dict.fromkeys(wildcards_of(out.path)))
         return tuple(seen)
 
+    def __post_init__(self) -> None:
+        # A tuple of names (the declarations' old form) would pass for names and break the
+        # rules: one line naming the stage instead.
+        for what, kinds in (
+            ("inputs", (From, EachRun, EachJob, Derived, Nothing)),
+            ("after", (From, EachRun, EachJob)),
+            ("outputs", (File, Folder, Figure)),
+        ):
+            value = getattr(self, what)
+            wrong = (
+                [value]
+                if not isinstance(value, Mapping)
+                else [v for v in value.values() if not isinstance(v, kinds)]
+            )
+            if wrong:
+                names = ", ".join(k.__name__ for k in kinds)
+                raise TypeError(
+                    f"stage '{self.name}': {what} must map each name to one of {names}; "
+                    f"got {wrong[0]!r}"
+                )
+
     def is_final(self, params: dict) -> bool:
         return self.final(params) if callable(self.final) else bool(self.final)
 
