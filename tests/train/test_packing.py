@@ -12,8 +12,15 @@ from trainkit import REPO, tiny_spec, write_splits
 
 from campaign.core.errors import CampaignError
 from campaign.plan import run_id
-from campaign.train import Recipe, Trainer, read_data
-from campaign.train.batches import IGNORE, collate, collate_packed, micro_batches, pack_rows
+from campaign.train import PHASE, Recipe, Trainer, read_data
+from campaign.train.batches import (
+    IGNORE,
+    collate,
+    collate_packed,
+    first_fit_decreasing,
+    micro_batches,
+    pack_rows,
+)
 from campaign.train.packing import block_causal, check_packing
 from campaign.train.steps import accumulated_gradients, logits_of, loss_sum
 
@@ -52,11 +59,18 @@ def trainer(data, tmp_path_factory):
     return Trainer(spec, data, tmp_path_factory.mktemp("w"), root=REPO, stream=io.StringIO())
 
 
-def test_pack_rows_first_fit_decreasing_by_hand():
-    assert pack_rows([5, 3, 4, 2], 8) == [[0, 1], [2, 3]]  # 5+3, 4+2
-    assert pack_rows([2, 2, 2], 8) == [[0, 1, 2]]
-    assert pack_rows([9, 1], 8) == [[0], [1]]  # too long for a row: a row of its own, alone
+def test_pack_rows_holds_the_fewest_token_cells_by_hand():
+    assert first_fit_decreasing([5, 3, 4, 2], 8) == [[0, 1], [2, 3]]  # 5+3, 4+2
+    assert first_fit_decreasing([9, 1], 8) == [[0], [1]]  # too long: a row of its own, alone
+    # Capacities 5..8: 5 -> 3 rows x 5 = 15 cells; 6 -> 3 x 6; 7 -> [5+2, 4+3] 2 x 7 = 14; 8 -> 16.
+    assert pack_rows([5, 3, 4, 2], 8) == [[0, 3], [2, 1]]
+    assert pack_rows([2, 2, 2], 8) == [[0], [1], [2]]  # 6 cells either way: the narrower
+    assert pack_rows([2, 2, 1], 8) == [[0, 1, 2]]  # one row of 5 cells < 3 rows x 2
     assert pack_rows([6, 6], 8) == [[0], [1]]
+    # Never more cells than padding to the longest: [7, 2, 6] at 8 packs 7 | 6+2 (2 x 8 = 16 <
+    # 3 x 7 = 21); [7, 6, 6] stays one a row at 7 (21 cells, as unpadded).
+    assert pack_rows([7, 2, 6], 8) == [[0], [2, 1]]
+    assert pack_rows([7, 6, 6], 8) == [[0], [1], [2]]
 
 
 def test_collate_packed_positions_segments_and_labels_by_hand():
@@ -64,15 +78,15 @@ def test_collate_packed_positions_segments_and_labels_by_hand():
     b = {"input_ids": [21, 22], "labels": [21, 22]}  # a first label is never a target
     c = {"input_ids": [31, 32, 33, 34], "labels": [IGNORE, IGNORE, 33, 34]}
     batch = collate_packed([a, b, c], pad_id=0, max_length=6)
-    # rows: c (4) + b (2) = 6; a (3) then 3 pad tokens
-    assert batch["input_ids"].tolist() == [[31, 32, 33, 34, 21, 22], [11, 12, 13, 0, 0, 0]]
-    assert batch["position_ids"].tolist() == [[0, 1, 2, 3, 0, 1], [0, 1, 2, 0, 1, 2]]
-    assert batch["segment_ids"].tolist() == [[1, 1, 1, 1, 2, 2], [1, 1, 1, 0, 0, 0]]
+    # capacity 5 (2 rows x 5 cells; 4 -> 3 x 4 = 12, 6 -> [c+b, a] 2 x 6 = 12): c, 1 pad; a + b
+    assert batch["input_ids"].tolist() == [[31, 32, 33, 34, 0], [11, 12, 13, 21, 22]]
+    assert batch["position_ids"].tolist() == [[0, 1, 2, 3, 0], [0, 1, 2, 0, 1]]
+    assert batch["segment_ids"].tolist() == [[1, 1, 1, 1, 0], [1, 1, 1, 2, 2]]
     assert batch["labels"].tolist() == [
-        [IGNORE, IGNORE, 33, 34, IGNORE, 22],
-        [IGNORE, IGNORE, 13, IGNORE, IGNORE, IGNORE],
+        [IGNORE, IGNORE, 33, 34, IGNORE],
+        [IGNORE, IGNORE, 13, IGNORE, 22],
     ]
-    assert batch["attention_mask"].tolist() == [[1] * 6, [1, 1, 1, 0, 0, 0]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1, 1, 0], [1] * 5]
     mask = block_causal(torch.tensor([[1, 1, 2, 0]]))[0, 0].int().tolist()
     assert mask == [[1, 0, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]
 
@@ -127,7 +141,7 @@ def test_packing_fills_batches_with_tokens_not_padding(trainer):
         return sum(b["input_ids"].numel() for b in batches)
 
     assert real(plain) == real(packed) == tokens  # the same examples, the same tokens
-    # Tokens per batch cell rise: fewer rows, fewer pad tokens (here 818 in place of 1,188).
+    # Tokens per batch cell rise: fewer rows, fewer pad tokens.
     assert sum(len(b["input_ids"]) for b in packed) < len(indices)
     assert cells(packed) - tokens < cells(plain) - tokens
     assert tokens / cells(packed) > tokens / cells(plain)
@@ -158,6 +172,8 @@ def test_packing_is_refused_in_one_line_for_a_classifier(data, tmp_path):
     with pytest.raises(CampaignError, match=r"^train\.packing: packs causal_lm examples only") as e:
         Trainer(spec, data, tmp_path, root=REPO, stream=io.StringIO())
     assert "\n" not in str(e.value)
+    with pytest.raises(CampaignError, match=r"^train\.packing: packs causal_lm examples only"):
+        PHASE.check_params({"model": spec["model"], "train": spec["train"]})  # at validation
     with pytest.raises(CampaignError, match=r"^train\.packing: expected true or false"):
         Recipe.from_spec({**spec["train"], "packing": "yes"})
 

@@ -6,9 +6,10 @@ An example is a dict of plain lists, so a whole split is encoded once up front:
     causal_lm:               {"input_ids": [int], "labels": [int]} (-100 on prompt positions)
 
 train.packing (causal_lm): a micro-batch's examples are packed into rows of at most max_length
-tokens (collate_packed); each row carries position ids that restart at every example and segment
-ids from which train/packing.py builds a block-diagonal causal mask. The micro-batch still holds
-the same examples, so the effective batch and the loss normalization do not change.
+tokens, in as few token cells as first-fit decreasing finds (pack_rows, collate_packed); each row
+carries position ids that restart at every example and segment ids from which train/packing.py
+builds a block-diagonal causal mask. The micro-batch still holds the same examples, so the
+effective batch and the loss normalization do not change.
 """
 
 from __future__ import annotations
@@ -250,25 +251,50 @@ class DataOrder:
         self._perm = self.permutation(self.epoch)
 
 
-def pack_rows(lengths: Sequence[int], max_length: int) -> list[list[int]]:
-    """Rows of example positions whose lengths sum to at most max_length each: first-fit
-    decreasing (longest first, each into the first row with room; ties keep their order), each
-    row in that placing order. A function of the lengths alone, so a resumed run packs alike.
+CAPACITIES = 16  # row capacities pack_rows tries between the longest example and max_length
 
-    lengths [5, 3, 4, 2], max_length 8 -> [[0, 1], [2, 3]] (5+3, 4+2).
-    """
+
+def first_fit_decreasing(lengths: Sequence[int], capacity: int) -> list[list[int]]:
+    """Rows of example positions, longest first, each into the first row with room for it
+    (ties keep their order); an example longer than `capacity` gets a row of its own."""
     rows: list[list[int]] = []
     room: list[int] = []
     for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
         n = int(lengths[i])
         slot = next((r for r, free in enumerate(room) if free >= n), None)
-        if slot is None:  # a new row (an example longer than max_length gets one of its own)
+        if slot is None:
             rows.append([i])
-            room.append(max_length - n)
+            room.append(capacity - n)
         else:
             rows[slot].append(i)
             room[slot] -= n
     return rows
+
+
+def pack_rows(lengths: Sequence[int], max_length: int) -> list[list[int]]:
+    """Rows of example positions whose lengths sum to at most max_length each, holding the
+    fewest token cells (rows x the fullest row's length; ties: the narrower).
+
+    First-fit decreasing at row capacities from the longest example up to max_length (at most
+    CAPACITIES of them): at the longest example's length no row is wider than the unpacked
+    batch, so packing never holds more cells than padding would. A function of the lengths
+    alone, so a resumed run packs alike.
+
+    lengths [5, 3, 4, 2], max_length 8: capacity 7 gives [[0, 3], [2, 1]] (5+2, 4+3): 2 rows
+    of 7, 14 cells (capacity 8: 2 x 8 = 16; capacity 5: 3 x 5 = 15).
+    """
+    longest = max(int(n) for n in lengths)
+    top = max(longest, max_length)
+    steps = min(CAPACITIES - 1, top - longest)
+    capacities = sorted({longest + (top - longest) * k // max(steps, 1) for k in range(steps + 1)})
+    best, best_cost = None, None
+    for capacity in capacities:
+        rows = first_fit_decreasing(lengths, capacity)
+        width = max(sum(int(lengths[i]) for i in row) for row in rows)
+        cost = (len(rows) * width, width)
+        if best_cost is None or cost < best_cost:
+            best, best_cost = rows, cost
+    return best
 
 
 def collate_packed(
