@@ -136,7 +136,7 @@ class Trainer:
         # train.base_quantization: the frozen base's linear weights quantized before LoRA.
         model = models.quantize_base(model, spec["train"], self.device.type)
         if self.recipe.packing:  # before LoRA and the device: a refusal costs no more
-            check_packing(model, self.task, "cpu")
+            check_packing(model, self.task, next(model.parameters()).device)
         if self.recipe.gradient_checkpointing:
             models.enable_gradient_checkpointing(model)
         self.quantized_base = models.has_quantized_base(model)
