@@ -50,6 +50,7 @@ def resolved_spec(params: dict, overrides: dict[str, Any], seed: int) -> dict:
 OPTIONAL_TRAIN_DEFAULTS = {
     "base_quantization": None,
     "group_by_length": False,
+    "packing": False,
     "optimizer": "adamw",
 }
 

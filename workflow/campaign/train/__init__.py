@@ -92,6 +92,11 @@ def _check_params(params: dict) -> None:
 
     check_model_spec(params["model"])  # tokenizer source vs model source, causal_lm needs gpt2
     train = params["train"]
+    if train.get("packing") and params["model"]["task"] != "causal_lm":
+        raise CampaignError(
+            f"train.packing: packs causal_lm examples only (model.task is "
+            f"{params['model']['task']}); set false"
+        )
     if train["warmup_steps"] > train["max_steps"]:
         raise CampaignError(
             f"train.warmup_steps: {train['warmup_steps']} is more than train.max_steps "

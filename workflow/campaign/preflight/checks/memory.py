@@ -37,6 +37,7 @@ from campaign.memory import (
     measure_memory,
     measured_variants,
     meta_parameter_bytes,
+    packed_rows,
     parameter_bytes,
     probe_memory,
     with_costs,
@@ -132,6 +133,20 @@ def _subject(bench: Bench, trainer, n_labels: int) -> Subject:
         sizes=PROBE_BATCHES,
         architecture=getattr(config, "model_type", "") or "",
     )
+
+
+def _packing(trainer, task: str) -> dict:
+    """What the fit table's packing lever needs: the most rows of max_length any micro-batch of
+    the sample's first epoch (in the run's order) packs into."""
+    r = trainer.recipe
+    examples = trainer.examples["train"]
+    perm = trainer.order.permutation(0)
+    lengths = [
+        [len(examples[i]["input_ids"]) for i in perm[j : j + r.micro_batch]]
+        for j in range(0, len(perm), r.micro_batch)
+    ]
+    rows = packed_rows(lengths, r.max_length) if task == "causal_lm" else None
+    return {"task": task, "enabled": r.packing, "rows": rows}
 
 
 # ------------------------------------------------------------------ the check
@@ -245,9 +260,10 @@ def run(bench: Bench) -> Result:
 
     # Each lever that is a train key, measured on real steps of the recipe (after the probe:
     # the trainers it builds are fresh).
-    costs = lever_costs(bench.trainer, train_cfg, device.type)
+    costs = lever_costs(bench.trainer, train_cfg, device.type, task=task)
     margin = cfg["memory_margin"]
-    fits = fit_table(target, cfg["target_cards"], margin)
+    packing = _packing(trainer, task)
+    fits = fit_table(target, cfg["target_cards"], margin, packing=packing)
     if not all(r["fits"] for r in fits):
         if subject is None:
             variants = analytic_variants(
@@ -259,7 +275,7 @@ def run(bench: Bench) -> Result:
             )
         else:
             variants = measured_variants(subject)  # last: its LoRA lever wraps the model
-        fits = fit_table(target, cfg["target_cards"], margin, variants)
+        fits = fit_table(target, cfg["target_cards"], margin, variants, packing)
     fits = [{**r, "levers": with_costs(r["levers"], costs)} for r in fits]
     fitting = [r["card"] for r in fits if r["fits"]]
     if not fitting:
@@ -289,8 +305,10 @@ def run(bench: Bench) -> Result:
 
 
 def _summary(d: dict, target: dict, fits: list[dict]) -> str:
+    devices = int(target.get("settings", {}).get("devices", 1))
+    per_card = f" per card, {devices} cards a run" if devices > 1 else ""
     needs = (
-        f"needs {fmt_bytes(target['peak_bytes'])} ({target['peak_phase']}), fits "
+        f"needs {fmt_bytes(target['peak_bytes'])} ({target['peak_phase']}){per_card}, fits "
         f"{len(d['fits'])} of {len(fits)} cards"
     )
     act = next(r for r in d["comparison"] if r["component"].startswith("activations"))
