@@ -165,9 +165,9 @@ def test_forecast_section_reports_the_median_errors(tmp_path):
 
 
 def test_decisions_section_opens_with_the_verdict_and_the_held_out_number(tmp_path):
-    # Chosen on validation (0.900, the maximum of the cell means: optimistic); the headline is
-    # the test number (0.850), which did not take part in the choice.
-    verdict = "Keep: train.lr=0.001 — chosen on validation; test accuracy 0.850 [0.800, 0.890]"
+    # Chosen on validation (90.0 %, the maximum of the cell means: optimistic); the headline is
+    # the test number (85.0 %), which did not take part in the choice.
+    verdict = "Keep: train.lr=0.001 — chosen on validation; test accuracy 85.0 % [80.0, 89.0]"
     decisions = {
         "decide_on": "validation",
         "metric": "accuracy",
@@ -188,13 +188,13 @@ def test_decisions_section_opens_with_the_verdict_and_the_held_out_number(tmp_pa
     lines = decisions_section(decisions, tmp_path / "decisions.json").lines
     assert lines[0] == verdict
     best = next(line for line in lines if line.startswith("Best cell"))
-    assert "test accuracy 0.850, interval 0.800 to 0.890" in best
-    assert "chosen on validation" in best and "0.900" not in best
+    assert "test accuracy 85.0 % [80.0, 89.0]" in best
+    assert "chosen on validation" in best and "90.0" not in best
     # Without a held-out number (an older decisions.json) the line says where it was chosen.
     del decisions["best_cell"]["reported"]
     lines = decisions_section(decisions, tmp_path / "decisions.json").lines
     best = next(line for line in lines if line.startswith("Best cell"))
-    assert "validation accuracy 0.900" in best and "chosen on it: optimistic" in best
+    assert "validation accuracy 90.0 % [86.0, 93.0]" in best and "chosen on it: optimistic" in best
 
 
 def test_bad_files_are_one_error_naming_the_file(tmp_path):

@@ -9,9 +9,18 @@ from campaign.core.lazy import exports
 from campaign.core.stage import Phase, Stage
 
 _PUBLIC = {
+    "ACT_PREFIX": "words",
     "Interval": "stats",
+    "NO_FINDINGS": "words",
+    "VERDICT_TITLE": "words",
     "classification_metrics": "metrics",
+    "evaluation_flags": "words",
+    "evaluation_verdict": "words",
+    "finding_lines": "words",
     "holm": "stats",
+    "level_words": "words",
+    "points": "words",
+    "verdict_block": "words",
 }
 __getattr__, __dir__ = exports(__name__, _PUBLIC)
 
