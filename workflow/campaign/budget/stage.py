@@ -221,7 +221,7 @@ def stage_budget(ctx) -> None:
         b, reference, jobs, forecast, cal, plan_rows, offer_rows, bar, equal, to_decide
     )
     block = _verdict_block(ctx, b, reference, equal, to_decide)
-    ctx.outputs["summary"].write_text("\n".join([*block, "", text]))
+    ctx.outputs["summary"].write_text("\n".join([*block, "", text]) if block else text)
 
 
 def _verdict_block(ctx, b, reference, equal, to_decide) -> list[str]:
