@@ -20,6 +20,8 @@ from campaign.report.sections import (
     preflight_section,
     read_json,
     read_table,
+    split_verdict,
+    verdict_section,
 )
 from campaign.report.stage import cell_text, render_html, render_markdown
 
@@ -243,3 +245,34 @@ def test_pages_escape_text_and_keep_every_section():
     md = render_markdown("Report", sections, {"data": "figures/data.png"})
     assert "## Data" in md and "## Decisions" in md
     assert "![Data](figures/data.png)" in md and "| a\\|b |" in md
+
+
+def test_the_verdict_opens_the_report_with_the_budgets_block_and_every_finding(tmp_path):
+    block = [
+        "Verdict (chosen on validation; quality on test, accuracy; levels in %, differences in "
+        "points)",
+        "  Keep: the reference floor floor/tfidf: test accuracy 90.6 % [87.1, 93.5]",
+        "  Cost: 0.20 EUR to train + 0.20 EUR to serve 360,000 predictions = 0.40 EUR (offer a)",
+        "  Act on: evaluation: lr=1 below floor",
+    ]
+    summary = tmp_path / "summary.txt"
+    summary.write_text("\n".join([*block, "", "Keep the reference floor floor/tfidf: ..."]) + "\n")
+    findings = ["privacy: 2 of 10 records hold findings (email 2)", "evaluation: lr=1 below floor"]
+    section = verdict_section(summary, {"decide_on": "validation", "metric": "accuracy"}, findings)
+    assert section.title == "Verdict"
+    assert section.lines == [
+        "Chosen on validation; quality on test, accuracy; levels in %, differences in points.",
+        "Keep: the reference floor floor/tfidf: test accuracy 90.6 % [87.1, 93.5]",
+        "Cost: 0.20 EUR to train + 0.20 EUR to serve 360,000 predictions = 0.40 EUR (offer a)",
+        "Act on: privacy: 2 of 10 records hold findings (email 2)",
+        "Act on: evaluation: lr=1 below floor",
+    ]
+    page = render_html("t", [section], {})
+    assert (
+        "<li>Keep: the reference floor floor/tfidf: test accuracy 90.6 % [87.1, 93.5]</li>" in page
+    )
+    # The budget section shows the rest of the summary, not the block a second time.
+    assert split_verdict(summary.read_text()) == (
+        block,
+        "Keep the reference floor floor/tfidf: ...\n",
+    )

@@ -143,7 +143,12 @@ def render_html(title: str, sections: list[Section], figures: dict[str, bytes]) 
     ]
     for s in sections:
         out.append(f'<section id="{s.key}"><h2>{e(s.title)}</h2>')
-        out += [f"<p>{e(line)}</p>" for line in s.lines]
+        if s.key == "verdict" and s.lines:  # a short block read at a glance: one list
+            out.append(f"<p>{e(s.lines[0])}</p><ul>")
+            out += [f"<li>{e(line)}</li>" for line in s.lines[1:]]
+            out.append("</ul>")
+        else:
+            out += [f"<p>{e(line)}</p>" for line in s.lines]
         if s.key in figures:
             data = base64.b64encode(figures[s.key]).decode("ascii")
             out.append(f'<img alt="{e(s.title)}" src="data:image/png;base64,{data}">')
