@@ -33,3 +33,10 @@ if [ "$dry_run" = 0 ] && [ -d .dvc ] && git rev-parse --is-inside-work-tree >/de
   echo "recorded in dvc.lock; to share: dvc remote add -d <name> <url> && dvc push, then" \
     "git add dvc.lock .dvc/config && git commit"
 fi
+# Last, the verdict: the report's opening block (the option to keep, its quality and cost, the
+# open questions with their price, the findings to act on), as results/report/summary.md has it.
+if [ "$dry_run" = 0 ] && [ -f results/report/summary.md ]; then
+  echo "--- verdict (results/report/summary.md)"
+  awk '/^## Verdict/ {on = 1; next} on && /^## / {exit} on && NF {sub(/^- /, "  "); print}' \
+    results/report/summary.md
+fi

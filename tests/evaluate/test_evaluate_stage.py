@@ -366,7 +366,11 @@ def test_the_floor_wins_the_verdict_and_an_fp32_copy_is_only_checked(campaign):
     decisions = json.loads(outputs["decisions"].read_text())
     assert decisions["verdict"]["kind"] == "floor"
     assert decisions["verdict"]["keep"] == "floor/majority"
-    assert outputs["summary"].read_text().startswith("Keep: floor/majority")
+    # summary.txt opens with the verdict block: the floor kept, its test level in percent.
+    keep = outputs["summary"].read_text().splitlines()[1]
+    assert keep.startswith("  Keep: the reference floor floor/majority: test accuracy ")
+    level = decisions["verdict"]["quality"]["value"]
+    assert f"test accuracy {level * 100:.1f} % [" in keep
     # 0.325 against 0.5 on the same 400 items: 17.5 points below, well past the interval
     flag = decisions["below_floor"][0]
     assert flag["verdict"] == "below floor" and flag["estimate"] == pytest.approx(-0.175)

@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from campaign.budget import calibrate, questions, words
+from campaign.budget.money import format_money
 from campaign.budget.offers import (
     Offer,
     cheapest,
@@ -219,7 +220,52 @@ def stage_budget(ctx) -> None:
     text = words.summary(
         b, reference, jobs, forecast, cal, plan_rows, offer_rows, bar, equal, to_decide
     )
-    ctx.outputs["summary"].write_text(text)
+    block = _verdict_block(ctx, b, reference, equal, to_decide)
+    ctx.outputs["summary"].write_text("\n".join([*block, "", text]) if block else text)
+
+
+def _verdict_block(ctx, b, reference, equal, to_decide) -> list[str]:
+    """The verdict block with the costs: the first lines of summary.txt (and of the report,
+    which renders them); without an evaluation, nothing."""
+    from campaign.evaluate import evaluation_flags, verdict_block
+
+    paths = ctx.inputs.get("decisions", [])
+    if not paths:
+        return []
+    decisions = _json(paths[0])
+    findings = evaluation_flags(decisions)  # the report's block adds the other phases'
+    values = words.verdict_values(
+        decisions,
+        equal,
+        to_decide,
+        _ship(ctx, decisions),
+        findings,
+        b["predictions"],
+        reference.name,
+    )
+    return verdict_block(values, lambda x: format_money(x, b["currency"]))
+
+
+def _ship(ctx, decisions: dict) -> dict[str, str]:
+    """{variant: what a user would ship}: a quantized variant's weight file (variants.parquet
+    weight_file, in <quantize folder>/<run>/<variant>/model/), a run's model folder."""
+    out = {
+        p.parent.name: (p.parent / "model").as_posix() + "/"
+        for p in ctx.inputs.get("run_manifests", [])
+    }
+    paths = ctx.inputs.get("variants", [])
+    if paths:
+        import pandas as pd
+
+        frame = pd.read_parquet(paths[0])
+        for needed in ("run", "variant", "status", "weight_file"):
+            if needed not in frame.columns:
+                raise CampaignError(f"{paths[0]}: expected a column '{needed}'")
+        for r in frame[frame["status"].astype(str) == "ok"].itertuples():
+            if r.weight_file:
+                model = paths[0].parent / str(r.run) / str(r.variant) / "model"
+                out[f"{r.run}/{r.variant}"] = (model / str(r.weight_file)).as_posix()
+    return out
 
 
 _COLUMNS = {

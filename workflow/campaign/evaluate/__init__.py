@@ -10,9 +10,18 @@ from campaign.core.stage import EachJob, EachRun, File, Folder, From, Phase, Sta
 from campaign.data import SPLIT_FILES
 
 _PUBLIC = {
+    "ACT_PREFIX": "words",
     "Interval": "stats",
+    "NO_FINDINGS": "words",
+    "VERDICT_TITLE": "words",
     "classification_metrics": "metrics",
+    "evaluation_flags": "words",
+    "evaluation_verdict": "words",
+    "finding_lines": "words",
     "holm": "stats",
+    "level_words": "words",
+    "points": "words",
+    "verdict_block": "words",
 }
 __getattr__, __dir__ = exports(__name__, _PUBLIC)
 

@@ -2,12 +2,13 @@
 
 This module only wires the layers: metrics (scoring one variant on one split) -> comparison
 (statistics over per-item scores) and questions (one row per question, Holm per family) ->
-decide (policy) -> words (the verdict and the lines). Outputs of `evaluate`
+decide (policy) -> words (the verdict block and the lines). Outputs of `evaluate`
 (results/evaluation/): metrics.parquet (every variant and every cell on validation and test,
 each metric with its interval), comparisons.parquet (effects, cells against the control,
 quantized variants against their reference, cells against the floor, Holm per family on a
 split), decisions.json (its keys: campaign.evaluate.decide), errors/ (confusion, confused pairs,
-slices, items fixed and broken) and summary.txt (the verdict first, then the decisions in words).
+slices, items fixed and broken) and summary.txt (the verdict block first, then the decisions in
+words).
 """
 
 from __future__ import annotations
@@ -222,6 +223,18 @@ def stage_evaluate(ctx) -> None:
     _write(ctx, metric_rows, comparison_rows, error_rows, decisions, pd)
 
 
+# The budget runs after the evaluation: the verdict here says where its costs are.
+COSTS_AT = "in results/budget/summary.txt (the budget phase runs after the evaluation)"
+PRICE_AT = "results/budget/to_decide.csv"
+
+
+def summary_text(decisions: dict) -> str:
+    """summary.txt: the verdict block (words.verdict_block, without costs), then the decisions."""
+    flags = words.evaluation_flags(decisions)
+    values = words.evaluation_verdict(decisions, flags, COSTS_AT, PRICE_AT)
+    return "\n".join([*words.verdict_block(values), "", *decisions["lines"]]) + "\n"
+
+
 def _comparisons(
     split,
     variants,
@@ -382,7 +395,7 @@ def _write(ctx, metric_rows, comparison_rows, error_rows, decisions, pd) -> None
     clean = json.loads(json.dumps(decisions, default=str), parse_constant=lambda c: None)
     clean = _deep_clean(clean)
     ctx.outputs["decisions"].write_text(json.dumps(clean, indent=2, sort_keys=True) + "\n")
-    ctx.outputs["summary"].write_text("\n".join(decisions["lines"]) + "\n")
+    ctx.outputs["summary"].write_text(summary_text(clean))
 
 
 def _deep_clean(value):
