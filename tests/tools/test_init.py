@@ -188,6 +188,17 @@ def test_lora_targets_by_family(tmp_path, model_type, targets):
     assert init_tool.lora_targets(tmp_path, {"model_type": model_type}, None) == targets
 
 
+def test_macro_f1_decides_when_one_label_dominates():
+    assert init_tool.choose_metric({"a": 60, "b": 40}) == "accuracy"  # 0.6: not above
+    assert init_tool.choose_metric({"a": 61, "b": 39}) == "macro_f1"
+
+
+def test_a_causal_lm_on_an_encoder_is_refused(tmp_path):
+    with pytest.raises(CampaignError, match="is a bert model \\(an encoder"):
+        init_tool.check_task(tmp_path, {"model_type": "bert"}, "causal_lm")
+    init_tool.check_task(tmp_path, {"model_type": "gpt2"}, "causal_lm")
+
+
 def test_lora_targets_are_checked_against_the_weights():
     model = minilm()
     config = json.loads((model / "config.json").read_text())

@@ -41,6 +41,8 @@ LORA_TARGETS = {
     "qwen2": ["q_proj", "v_proj"],
     "qwen3": ["q_proj", "v_proj"],
 }
+# Families that only encode: no causal LM head to fine-tune for --task causal_lm.
+ENCODERS = ("bert", "roberta", "xlm-roberta", "camembert", "electra", "distilbert")
 LORA = {"r": 8, "alpha": 16, "dropout": 0.0}
 # The baseline lr and the design's two levels: LoRA adapters, all weights of a pretrained
 # model, and a small model trained from scratch want very different steps.
@@ -121,6 +123,22 @@ def model_config(folder: Path) -> dict:
     if not isinstance(config, dict) or not isinstance(config.get("model_type"), str):
         raise CampaignError(f"{path}: has no model_type (which family of model is this?)")
     return config
+
+
+def check_task(folder: Path, config: dict, task: str) -> None:
+    if task == "causal_lm" and config["model_type"] in ENCODERS:
+        raise CampaignError(
+            f"--task causal_lm: {folder} is a {config['model_type']} model (an encoder, no "
+            "language-model head); use a decoder (gpt2, llama, mistral, qwen2) or "
+            "--task sequence_classification"
+        )
+
+
+def choose_metric(label_counts: dict[str, int]) -> str:
+    """accuracy, or macro_f1 when one label holds more than MACRO_F1_ABOVE_SHARE of the
+    records (a model that predicts it alone would score that share in accuracy)."""
+    total = sum(label_counts.values())
+    return "macro_f1" if max(label_counts.values()) > MACRO_F1_ABOVE_SHARE * total else "accuracy"
 
 
 def weight_names(folder: Path) -> list[str] | None:
@@ -525,6 +543,8 @@ def init(args) -> int:
     flags = {k: f"--{k}-column" for k in fields}
     folder = None if args.model == "from_config" else Path(args.model)
     config = model_config(folder) if folder is not None else None
+    if config is not None:
+        check_task(folder, config, args.task)
     records = read_records(source, fields, flags)
     labels = records["label"].value_counts().sort_index()
     if len(labels) < 2:
@@ -548,8 +568,7 @@ def init(args) -> int:
         targets = None
     max_positions = max_positions_of(config) if config is not None else FROM_CONFIG_MAX_POSITIONS
     max_length = choose_max_length(token_lengths(list(records["text"]), folder), max_positions)
-    top_share = float(labels.max() / labels.sum())
-    metric = "macro_f1" if top_share > MACRO_F1_ABOVE_SHARE else "accuracy"
+    metric = choose_metric({str(k): int(v) for k, v in labels.items()})
 
     chosen = {
         "source": source,
