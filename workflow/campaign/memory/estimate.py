@@ -183,12 +183,8 @@ def estimate_memory(
     build a KV cache (the campaign's train.logits_of turns it off). Returns a JSON-able dict, all
     sizes in bytes.
     """
-    _need_keys(train_cfg, ("micro_batch", "max_length", "precision"), "train")
+    _check_recipe(train_cfg, device)
     precision = train_cfg["precision"]
-    if precision not in COMPUTE_BYTES:
-        raise CampaignError(f"train.precision: {precision!r} is not one of fp32, bf16, fp16")
-    if device not in ("cuda", "cpu"):
-        raise CampaignError(f"device: {device!r} is not one of cuda, cpu")
     lora = train_cfg.get("lora") or None
     shape = model_shape(model_cfg, num_labels)
     batch, seq_len, d = train_cfg["micro_batch"], train_cfg["max_length"], COMPUTE_BYTES[precision]
@@ -220,23 +216,15 @@ def estimate_memory(
         )
 
     acts, per_example = act(batch), act(1)["total"] - act(0)["total"]
-    evaluation = eval_per_example = 0
-    if shape.task == "sequence_classification" or num_labels:
-        per_seq = 1 if shape.task == "sequence_classification" else int(num_labels)
-
-        def scoring(b: int) -> int:
-            return eval_activation_bytes(
-                shape, b * per_seq, seq_len, d, device=device, attention=attention
-            )["total"]
-
-        evaluation = scoring(batch)
-        eval_per_example = scoring(batch + 1) - evaluation
-    kv = kv_per_example = 0
-    if shape.task == "causal_lm":
-        kv_per_example = kv_cache_bytes(
-            shape.num_layers, shape.num_kv_heads, shape.head_dim, seq_len, 1, d
-        )
-        kv = kv_per_example * batch
+    evaluation, eval_per_example = _evaluation_bytes(
+        shape, num_labels, batch, seq_len, d, device, attention
+    )
+    kv_per_example = (
+        kv_cache_bytes(shape.num_layers, shape.num_kv_heads, shape.head_dim, seq_len, 1, d)
+        if shape.task == "causal_lm"
+        else 0
+    )
+    kv = kv_per_example * batch
     estimate = MemoryEstimate(
         weights=weight_bytes,
         gradients=trainable * FP32_BYTES,
@@ -279,3 +267,32 @@ def estimate_memory(
     }
     out["assumptions"] = list(ASSUMPTIONS)
     return out
+
+
+def _check_recipe(train_cfg: dict, device: str) -> None:
+    """The train keys the estimate reads, a precision it knows and a device it models."""
+    _need_keys(train_cfg, ("micro_batch", "max_length", "precision"), "train")
+    precision = train_cfg["precision"]
+    if precision not in COMPUTE_BYTES:
+        raise CampaignError(f"train.precision: {precision!r} is not one of fp32, bf16, fp16")
+    if device not in ("cuda", "cpu"):
+        raise CampaignError(f"device: {device!r} is not one of cuda, cpu")
+
+
+def _evaluation_bytes(
+    shape, num_labels: int | None, batch: int, seq_len: int, d: int, device: str, attention: str
+) -> tuple[int, int]:
+    """(bytes, bytes per example more) of an evaluation batch's activations: one sequence an
+    example for a classifier, one per candidate response for a causal LM (none without
+    num_labels)."""
+    if not (shape.task == "sequence_classification" or num_labels):
+        return 0, 0
+    per_seq = 1 if shape.task == "sequence_classification" else int(num_labels)
+
+    def scoring(b: int) -> int:
+        return eval_activation_bytes(
+            shape, b * per_seq, seq_len, d, device=device, attention=attention
+        )["total"]
+
+    evaluation = scoring(batch)
+    return evaluation, scoring(batch + 1) - evaluation
