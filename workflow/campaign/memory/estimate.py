@@ -240,21 +240,28 @@ def estimate_memory(
     out = estimate.to_dict()
     out["source"] = "estimated"
     out["activations_detail"] = acts
-    out["model"] = {
-        "architecture": shape.architecture,
-        "task": shape.task,
-        "n_params": total,
-        "n_trainable": trainable,
-        "trainable_tensors": count.trainable_tensors,
-        "lora": lora is not None,
-        "base_quantization": quantization,
-    }
-    out["settings"] = {
-        "micro_batch": batch,
+    out["model"] = dict(architecture=shape.architecture, task=shape.task, n_params=total,
+                        n_trainable=trainable, trainable_tensors=count.trainable_tensors,
+                        lora=lora is not None, base_quantization=quantization)  # fmt: skip
+    out["settings"] = _settings(
+        shape, train_cfg, device, attention, gradient_checkpointing, use_cache
+    )
+    out["assumptions"] = list(ASSUMPTIONS)
+    return out
+
+
+def _settings(
+    shape, train_cfg: dict, device: str, attention: str, gradient_checkpointing: bool,
+    use_cache: bool,
+) -> dict:  # fmt: skip
+    """The estimate's `settings`: the recipe and kernel choices it was made for."""
+    precision = train_cfg["precision"]
+    return {
+        "micro_batch": train_cfg["micro_batch"],
         "grad_accum": int(train_cfg.get("grad_accum") or 1),
-        "seq_len": seq_len,
+        "seq_len": train_cfg["max_length"],
         "precision": precision,
-        "compute_bytes": d,
+        "compute_bytes": COMPUTE_BYTES[precision],
         "device": device,
         "attention": attention,
         "attention_kernel": attention_kernel(attention, device, shape.dropout),
@@ -265,8 +272,6 @@ def estimate_memory(
         "optimizer": train_cfg.get("optimizer", "adamw"),
         "training_kv_cache": use_cache and shape.architecture == "gpt2",
     }
-    out["assumptions"] = list(ASSUMPTIONS)
-    return out
 
 
 def _check_recipe(train_cfg: dict, device: str) -> None:
