@@ -108,10 +108,6 @@ COMPARISON_COLUMNS = ("split", "kind", "subject", "cell_id", "reference", "decis
 JOBS_COLUMNS = ("run", "wall_hours", "cost", "currency", "offer")
 
 
-def _parquet(path: Path, needed: tuple[str, ...]):
-    return read_table(path, needed)
-
-
 def tree_hash(path: Path) -> str:
     """A file's hash, or a folder's as the store records an output folder (hashing.hash_tree's
     format) without the timestamp file Snakemake adds to directory outputs."""
@@ -219,9 +215,9 @@ def read_evaluation(one: dict[str, Path]) -> Evaluation:
     """The evaluation's decisions, metrics and comparisons and the budget's jobs, read once."""
     decisions = read_json(one["decisions"], ("metric", "decide_on"))
     metric, decide_on = decisions["metric"], decisions["decide_on"]
-    metrics = _parquet(one["metrics"], METRICS_COLUMNS)
+    metrics = read_table(one["metrics"], METRICS_COLUMNS)
     metrics = metrics[metrics["metric"] == metric]
-    comparisons = _parquet(one["comparisons"], COMPARISON_COLUMNS)
+    comparisons = read_table(one["comparisons"], COMPARISON_COLUMNS)
     decided = comparisons[comparisons["split"] == decide_on].to_dict("records")
     return Evaluation(
         metric=metric,
@@ -235,7 +231,7 @@ def read_evaluation(one: dict[str, Path]) -> Evaluation:
         quantized_decisions={
             d["subject"]: d for d in decisions.get("decisions", []) if d.get("kind") == "quantized"
         },
-        jobs={r["run"]: r for r in _parquet(one["jobs"], JOBS_COLUMNS).to_dict("records")},
+        jobs={r["run"]: r for r in read_table(one["jobs"], JOBS_COLUMNS).to_dict("records")},
         paths=one,
     )
 
