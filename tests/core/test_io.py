@@ -92,3 +92,14 @@ def test_resolve_names_the_reference_it_cannot_find():
         resolve("campaign.nowhere:f")
     with pytest.raises(CampaignError, match=r"expected a reference 'module:function'"):
         resolve("campaign.core.io")
+
+
+def test_the_training_stage_does_not_hold_the_readers_in_its_code_version():
+    """core/io is read by the phases that read artifacts; the training stage reads none of
+    them, so an edit of a reader must not retrain every run (its code version, hence its key)."""
+    from campaign.core.code import import_closure
+    from campaign.core.registry import stages
+
+    train = stages()["train"]
+    closure = {m for module in train.code_modules for m in import_closure(module)}
+    assert "campaign.train.stage" in closure and "campaign.core.io" not in closure

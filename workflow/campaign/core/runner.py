@@ -26,6 +26,7 @@ from campaign.core.errors import CampaignError, Interrupted, Preempted
 from campaign.core.fsutil import remove_tree
 from campaign.core.hashcache import HashCache
 from campaign.core.hashing import hash_tree
+from campaign.core.io import resolve
 from campaign.core.keys import (
     code_version,
     content_key,
@@ -103,7 +104,7 @@ def execute(
     if execution is not None:
         execution_module(stage).pin(execution)
     ctx = StageContext(stage.name, spec, inputs, outputs, work_dir, root, execution, key, code)
-    stage.function()(ctx)
+    resolve(stage.entry)(ctx)
     missing = [name for name, path in outputs.items() if not path.exists()]
     if missing:
         raise CampaignError(f"stage {stage.name} did not write output(s): {', '.join(missing)}")

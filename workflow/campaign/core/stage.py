@@ -8,11 +8,10 @@ them when it builds the DAG, and a stage's function is imported only when the st
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-from campaign.core.io import module_of, resolve
 
 
 @dataclass(frozen=True)
@@ -51,21 +50,25 @@ class Stage:
 
     @property
     def module(self) -> str:
-        return module_of(self.entry)
+        return self.entry.partition(":")[0]
 
     @property
     def code_modules(self) -> tuple[str, ...]:
         """The modules whose code decides the result: the entry's, and the ones that pin the
         execution (threads, deterministic algorithms), derive the inputs and view them."""
-        views = tuple(module_of(view) for _, view in self.input_views)
-        extra = (self.execution, module_of(self.derive_inputs or ""), *views)
+        views = tuple(view.partition(":")[0] for _, view in self.input_views)
+        extra = (self.execution, (self.derive_inputs or "").partition(":")[0], *views)
         return (self.module, *sorted({m for m in extra if m and m != self.module}))
 
     def key_params(self, spec: Any) -> Any:
         return spec if self.key_view is None else self.key_view(spec)
 
+    # Every stage's code version holds this module (each phase declares its stages with it), so
+    # it resolves its own references rather than import campaign.core.io: an edit of its code
+    # changes every store key and retrains every run. The runner uses campaign.core.io.resolve.
     def function(self) -> Callable:
-        return resolve(self.entry)
+        module_name, _, func_name = self.entry.partition(":")
+        return getattr(importlib.import_module(module_name), func_name)
 
 
 @dataclass(frozen=True)
