@@ -45,7 +45,8 @@ def write_inputs(
     lines = ["run\ttrain.lr\tseed\ttier\tprojected_hours\tcumulative_hours\tprojected_bytes\tkept"]
     for i, run in enumerate(RUNS):
         kept = "false" if run == "run-d" else "true"
-        lines.append(f"{run}\t0.001\t{i}\tmain\t1.0\t{i + 1}.0\t100\t{kept}{tsv_extra}")
+        lr = {"run-a": "0.001", "run-b": "0.001", "run-c": "0.002"}.get(run, "0.003")
+        lines.append(f"{run}\t{lr}\t{i}\tmain\t1.0\t{i + 1}.0\t100\t{kept}{tsv_extra}")
     (root / "runs.tsv").write_text("\n".join(lines) + "\n")
     report = {
         "memory": {"details": {"estimate_for_cards": {
@@ -144,7 +145,6 @@ def run_stage(root: Path, inputs: dict, budget: dict = BUDGET) -> dict[str, Path
     spec = {
         "budget": budget,
         "recipes": dict.fromkeys(RUNS, RECIPE | {"lora": None}),
-        "cells": {"run-a": "lr=1", "run-b": "lr=1", "run-c": "lr=2", "run-d": "lr=3"},
     }
     ctx = StageContext("budget", spec, inputs, outputs, root / "work", root)
     stage_budget(ctx)

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from campaign.core.errors import CampaignError
+from campaign.core.io import cell_id
 from campaign.evaluate.stage import stage_evaluate, stage_floor
 
 REPO = Path(__file__).resolve().parents[2]
@@ -199,6 +200,18 @@ def test_metrics_effects_quantized_floor_and_words(campaign):
     assert "train.lr 0.001 -> 0.003: +20.0 points" in summary and "adopt" in summary
     assert "does not beat the floor" in summary
     assert "Decisions use the validation split" in summary
+    # The plan's cell id travels with every row about a cell (what index and budget join on).
+    ids = {lr: cell_id({"train.lr": lr}) for lr in ("0.001", "0.003", "0.01")}
+    assert decisions["best_cell"]["cell_id"] == ids["0.003"]
+    assert [f["cell_id"] for f in decisions["below_floor"]] == [ids["0.01"]]
+    assert {d["cell_id"] for d in decisions["decisions"] if d["kind"] == "main"} == {None}
+    assert {d["cell_id"] for d in decisions["decisions"] if d["kind"] == "quantized"} == {
+        ids["0.001"]
+    }
+    cells = comparisons[comparisons.kind == "cell"]
+    moved = cells[cells.subject.str.startswith("train.lr 0.001 -> 0.003")]
+    assert set(moved.cell_id) == {ids["0.003"]}
+    assert set(metrics[metrics.variant == "r-m1"].cell_id) == {ids["0.003"]}
 
 
 def test_slices_confusions_and_pairs(campaign):

@@ -35,11 +35,6 @@ def _budget_spec(params: dict) -> dict:
             rid: {k: run.spec["train"][k] for k in RECIPE_KEYS} | _devices(run.spec["train"])
             for rid, run in index.items()
         },
-        # Each run's cell: a seed more per cell is one run per cell (the price of deciding).
-        "cells": {
-            rid: ", ".join(f"{k}={v}" for k, v in run.cell) or "baseline"
-            for rid, run in index.items()
-        },
     }
 
 

@@ -203,6 +203,9 @@ class Stage:
     def key_params(self, spec: Any) -> Any:
         return spec if self.key_view is None else self.key_view(spec)
 
+    # Every stage's code version holds this module (each phase declares its stages with it), so
+    # it resolves its own references rather than import campaign.core.io: an edit of its code
+    # changes every store key and retrains every run. The runner uses campaign.core.io.resolve.
     def function(self) -> Callable:
         module_name, _, func_name = self.entry.partition(":")
         return getattr(importlib.import_module(module_name), func_name)

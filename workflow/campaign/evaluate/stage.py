@@ -122,6 +122,7 @@ def _metric_rows(name, v, items, scores, cell_name) -> list[dict]:
                 "kind": v["kind"],
                 "run": v["run"],
                 "cell": cell_name,
+                "cell_id": v.get("cell_id"),
                 "seed": v.get("seed"),
                 "split": items.split,
                 "metric": metric,
@@ -144,7 +145,7 @@ def stage_evaluate(ctx) -> None:
     s = ctx.spec["evaluation"]
     conf, power = s["confidence"], s["power"]
     metric = s["metric"]
-    factors, cells, seeds, control = read_plan(ctx.inputs["runs"][0])
+    factors, cells, seeds, control, cell_ids = read_plan(ctx.inputs["runs"][0])
     labels = campaign_labels(ctx.inputs["train"][0], [ctx.inputs[x][0] for x in SPLITS])
     items = {x: read_items(ctx.inputs[x][0], x, labels, s["slices"]) for x in SPLITS}
     variants, skipped = _variants(ctx)
@@ -155,6 +156,8 @@ def stage_evaluate(ctx) -> None:
             v["cell"], v["seed"] = cells[v["run"]], seeds[v["run"]]
         elif v["kind"] == "quantized" and v["run"] in cells:
             v["cell"], v["seed"] = cells[v["run"]], seeds[v["run"]]
+        if "cell" in v:
+            v["cell_id"] = cell_ids[v["cell"]]
 
     metric_rows: list[dict] = []
     comparison_rows: list[dict] = []
@@ -217,6 +220,7 @@ def stage_evaluate(ctx) -> None:
         comparison_rows += [questions.public(r) for r in rows]
 
     decisions = words.decisions(ctx.spec, comparison_rows, metric_rows, variants, best_floor)
+    _carry_cell_ids(decisions, comparison_rows, metric_rows)
     decisions["skipped_variants"] = [
         {"variant": name, "reason": reason} for name, reason in sorted(skipped.items())
     ]
@@ -258,6 +262,7 @@ def _comparisons(
         if v["kind"] == "run":
             by_cell.setdefault(v["cell"], {})[v["seed"]] = v["name"]
     runs_of = {cell: [at[seed] for seed in sorted(at)] for cell, at in sorted(by_cell.items())}
+    ids = {v["cell"]: v["cell_id"] for v in variants if v["kind"] == "run"}
     design = {
         cell: np.stack([scored[r]["correct"] for r in runs]) for cell, runs in runs_of.items()
     }
@@ -272,6 +277,7 @@ def _comparisons(
                 "kind": "cell",
                 "run": None,
                 "cell": _cell_name(factors, cell),
+                "cell_id": ids[cell],
                 "seed": None,
                 "split": split,
                 "metric": metric,
@@ -303,6 +309,7 @@ def _comparisons(
                     "split": split,
                     "kind": c.kind,
                     "subject": c.name,
+                    "cell_id": ids[c.weights[0][0]] if c.kind == "cell" else None,
                     "reference": "control",
                     "metric": metric,
                     "estimability": c.estimability or None,
@@ -332,6 +339,7 @@ def _comparisons(
                 "split": split,
                 "kind": "quantized",
                 "subject": v["name"],
+                "cell_id": v.get("cell_id"),
                 "reference": v["run"],
                 "metric": metric,
                 **row,
@@ -365,6 +373,7 @@ def _comparisons(
                     "split": split,
                     "kind": "floor",
                     "subject": _cell_name(factors, cell),
+                    "cell_id": ids[cell],
                     "reference": best,
                     "metric": metric,
                     **row,
@@ -377,6 +386,24 @@ def _comparisons(
                         v["name"], best, its, scored[best]["correct"], scored[v["name"]]["correct"]
                     )
     return rows
+
+
+def _carry_cell_ids(decisions: dict, comparison_rows: list, metric_rows: list) -> None:
+    """Each decision, the best cell and each below-floor entry of decisions.json get the
+    plan table's cell_id of their cell (null for a main effect or an interaction), so that
+    index, budget and report join on it rather than on a subject's wording; in place."""
+    split = decisions["decide_on"]
+    by_subject = {
+        (r["kind"], r["subject"]): r.get("cell_id") for r in comparison_rows if r["split"] == split
+    }
+    for d in decisions["decisions"]:
+        d["cell_id"] = by_subject.get((d["kind"], d["subject"]))
+    for f in decisions["below_floor"]:
+        f["cell_id"] = by_subject.get(("floor", f["cell"]))
+    best = decisions.get("best_cell")
+    if best is not None:
+        cells = {r["cell"]: r["cell_id"] for r in metric_rows if r["kind"] == "cell"}
+        best["cell_id"] = cells.get(best["cell"])
 
 
 def _clean(value):

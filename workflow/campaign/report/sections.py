@@ -14,6 +14,7 @@ import pandas as pd
 
 from campaign.budget import format_money
 from campaign.core.errors import CampaignError
+from campaign.core.io import get
 from campaign.evaluate import (
     ACT_PREFIX,
     NO_FINDINGS,
@@ -75,16 +76,6 @@ def read_text(path: Path) -> str:
         raise CampaignError(f"{path}: not UTF-8 text") from None
 
 
-def _get(data: dict, path: Path, *keys: str):
-    """data[k1][k2]..., or one error naming the file and the dotted key."""
-    node = data
-    for i, key in enumerate(keys):
-        if not isinstance(node, dict) or key not in node:
-            raise CampaignError(f"{path}: expected a key '{'.'.join(keys[: i + 1])}'")
-        node = node[key]
-    return node
-
-
 def data_section(
     manifest_path: Path, privacy_path: Path, artifacts_path: Path | None = None
 ) -> Section:
@@ -109,7 +100,7 @@ def data_section(
                 "records": int(v.get("records", 0)),
                 "findings": int(v.get("findings", 0)),
             }
-            for kind, v in sorted(_get(privacy, privacy_path, "kinds").items())
+            for kind, v in sorted(get(privacy, "kinds", privacy_path).items())
         ],
         columns=["kind", "records", "findings"],
     )
@@ -137,7 +128,7 @@ def data_section(
                     "path": row["path"],
                     "findings": ", ".join(f"{k} {n}" for k, n in sorted(row["findings"].items())),
                 }
-                for row in _get(scan, artifacts_path, "artifacts")
+                for row in get(scan, "artifacts", artifacts_path)
                 if row.get("findings")
             ],
             columns=["artifact", "path", "findings"],
@@ -169,7 +160,7 @@ def leakage_section(audit_path: Path) -> Section:
         [
             {
                 "what": label,
-                "this_split": int(_get(audit, audit_path, "leaks", key)),
+                "this_split": int(get(audit, ("leaks", key), audit_path)),
                 "naive_split": int(naive.get(key, 0)),
             }
             for key, label in LEAKS
@@ -610,7 +601,7 @@ def decisions_section(decisions: dict, path: Path) -> Section:
     table = pd.DataFrame(
         [
             {k: d.get(k) for k in ("kind", "subject", "reference", "estimate", "decision")}
-            for d in _get(decisions, path, "decisions")
+            for d in get(decisions, "decisions", path)
         ],
         columns=["kind", "subject", "reference", "estimate", "decision"],
     )
