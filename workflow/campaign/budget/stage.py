@@ -221,7 +221,7 @@ def _verdict_block(ctx, b, reference, equal, to_decide) -> list[str]:
     paths = ctx.inputs.get("decisions", [])
     if not paths:
         return []
-    decisions = _json(paths[0])
+    decisions = read_json(paths[0])
     findings = evaluation_flags(decisions)  # the report's block adds the other phases'
     values = words.verdict_values(
         decisions,

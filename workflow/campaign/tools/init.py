@@ -504,7 +504,11 @@ def model_text(model: dict) -> list[str]:
 
 # ------------------------------------------------------------------ the command
 def init(args) -> int:
-    """`campaign init`: check the inputs, choose, validate, write --out; print what it chose."""
+    """`campaign init`: check the inputs, choose, validate, write --out; print what it chose.
+
+    Long: the command's one pass in the order a user reads its output (refusals first, then each
+    choice with the line that prints it); the choices themselves are the named helpers above.
+    """
     from campaign.core.fsutil import atomic_write_text
     from campaign.core.params import validate
 
