@@ -2,7 +2,8 @@
 # validation/test items and measuring it; one table of them all (results/quantize/
 # variants.parquet). quantization.runs: control, all or a list are known from params;
 # representative and best_seed are known after training, so a checkpoint (quantize_select)
-# picks the run from the run manifests and the table asks it which run's jobs to add.
+# picks the run from the runs' predictions on evaluation.decide_on, by evaluation.metric, and
+# the table asks it which run's jobs to add.
 from campaign.quantize import job_paths
 from campaign.quantize.variants import names as variant_names
 
@@ -20,9 +21,16 @@ localrules:
 QUANTIZE_SELECTION = lambda: checkpoints.quantize_select.get().output.selection
 
 
+def decision_predictions():
+    """Every kept run's predictions on the split the evaluation decides on."""
+    split = config["evaluation"]["decide_on"]
+    return run_paths("results/runs/{run}/predictions_" + split + ".parquet")
+
+
 checkpoint quantize_select:
     input:
-        run_manifests=run_paths("results/runs/{run}/run_manifest.json"),
+        **SPLITS,
+        predictions=decision_predictions(),
     output:
         selection="results/quantize/selection.json",
     log:

@@ -10,8 +10,12 @@ from campaign.core.stage import Phase, Stage
 
 _PUBLIC = {
     "Interval": "stats",
+    "campaign_labels": "items",
     "classification_metrics": "metrics",
     "holm": "stats",
+    "metric_draws": "metrics",
+    "read_items": "items",
+    "read_probs": "items",
 }
 __getattr__, __dir__ = exports(__name__, _PUBLIC)
 
