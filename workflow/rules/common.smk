@@ -117,6 +117,13 @@ def run_paths(pattern):
     return kept_paths
 
 
+def decision_predictions():
+    """Every kept run's predictions on the split the evaluation decides on (the quantize
+    selection scores them by evaluation.metric)."""
+    split = config["evaluation"]["decide_on"]
+    return run_paths(f"results/runs/{{run}}/predictions_{split}.parquet")
+
+
 def run_priority(wildcards):
     """A training job's priority: the plan's order, the first run highest, so with few cores
     the runs that tell most finish first."""

@@ -21,12 +21,6 @@ localrules:
 QUANTIZE_SELECTION = lambda: checkpoints.quantize_select.get().output.selection
 
 
-def decision_predictions():
-    """Every kept run's predictions on the split the evaluation decides on."""
-    split = config["evaluation"]["decide_on"]
-    return run_paths("results/runs/{run}/predictions_" + split + ".parquet")
-
-
 checkpoint quantize_select:
     input:
         **SPLITS,
