@@ -128,7 +128,7 @@ def test_the_checkpoint_writes_what_the_rules_read(tmp_path):
         "quantize_select",
         spec,
         {
-            "predictions": predictions(tmp_path / "runs", says, "validation", truth),
+            "predictions_validation": predictions(tmp_path / "runs", says, "validation", truth),
             **{k: [v] for k, v in split_files(tmp_path / "splits", truth).items()},
         },
         {"selection": out},
@@ -165,7 +165,7 @@ def test_the_checkpoint_selects_by_evaluation_metric_on_decide_on(tmp_path):
     assert (spec["metric"], spec["split"]) == ("macro_f1", "test")
     out = tmp_path / "selection.json"
     inputs = {
-        "predictions": predictions(tmp_path / "runs", SAYS, "test"),
+        "predictions_test": predictions(tmp_path / "runs", SAYS, "test"),
         **{k: [v] for k, v in split_files(tmp_path / "splits").items()},
     }
     stage_select(
