@@ -1,6 +1,6 @@
 """A run's compressed variants are one Holm family: reject reads the family-adjusted interval
 (as adopt reads the Holm-adjusted p), and "too few items" is said exactly when no outcome on
-the items could adopt at the family-adjusted level."""
+the items could adopt at the family-adjusted level, and never for a variant whose test passes."""
 
 import numpy as np
 import pytest
@@ -78,3 +78,13 @@ def test_consistency_rows_are_not_counted_in_the_family():
         rows.append({"kind": "quantized", "subject": name, **row})
     questions.decide_family(rows, 0.95, 0.8, POLICY)
     assert [r["decision"] for r in rows] == [decide.CONSISTENCY, decide.ADOPT]
+
+
+def test_a_variant_that_gains_items_is_adopted_though_no_change_could_not_prove_it():
+    """180 items, margin 1 point: with no item changed the bound cannot show the margin (too few
+    items), but 5 items gained and none lost pass the test: adopt, never "too few items"."""
+    (none,) = family((180, 0, 0))
+    assert none["decision"] == decide.TOO_FEW_ITEMS
+    (gained,) = family((180, 0, 5))
+    assert gained["p_holm"] < 0.025
+    assert gained["decision"] == decide.ADOPT

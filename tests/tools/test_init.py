@@ -215,3 +215,22 @@ def test_the_written_yaml_keeps_template_comments_and_floats():
     assert yaml.safe_load(out) == params
     assert out.splitlines()[1] == "  lr: 1.0e-4                # the step"
     assert "# or {r: 8}" not in out  # a comment on null said what the value could be
+
+
+def test_paths_are_written_relative_to_the_project_and_bad_inputs_are_one_line(tmp_path):
+    """Run from another folder, the data path is the project-relative one the stages resolve;
+    an --out folder and a safetensors file with a wrong header length are refused in one line."""
+    from campaign.core.errors import CampaignError
+    from campaign.tools import init as init_tool
+
+    assert (
+        init_tool.project_path(str(REPO / "data" / "raw" / "demo.jsonl")) == "data/raw/demo.jsonl"
+    )
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes((10**12).to_bytes(8, "little") + b"{}")
+    with pytest.raises(CampaignError, match="header length is wrong"):
+        init_tool.weight_names(folder)
+    (folder / "model.safetensors.index.json").write_text("[not json")
+    with pytest.raises(CampaignError, match="not a safetensors index"):
+        init_tool.weight_names(folder)

@@ -135,14 +135,15 @@ def noninferior(
     above it."""
     if math.isfinite(high) and high < -max_quality_loss:
         return REJECT
+    metric_agrees = metric_low is None or (
+        math.isfinite(metric_low) and metric_low > -max_quality_loss
+    )
+    # The test first: `provable` is judged at "no item changed", and items the variant gains
+    # lower its p further, so a passing test is never overruled by "too few items".
+    if math.isfinite(p_holm) and p_holm < alpha_one_sided and metric_agrees:
+        return ADOPT
     if not provable:
         return TOO_FEW_ITEMS
-    if metric_low is not None and not (
-        math.isfinite(metric_low) and metric_low > -max_quality_loss
-    ):
-        return INCONCLUSIVE
-    if math.isfinite(p_holm) and p_holm < alpha_one_sided:
-        return ADOPT
     return INCONCLUSIVE
 
 

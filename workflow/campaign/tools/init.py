@@ -141,17 +141,30 @@ def choose_metric(label_counts: dict[str, int]) -> str:
     return "macro_f1" if max(label_counts.values()) > MACRO_F1_ABOVE_SHARE * total else "accuracy"
 
 
+def project_path(given: str) -> str:
+    """A path as typed, written relative to the project folder (where the stages resolve data
+    and model paths) when it lies inside it, else absolute: right whatever folder `campaign init`
+    runs in."""
+    path, root = Path(given).resolve(), TEMPLATE.parent.resolve()
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else path.as_posix()
+
+
 def weight_names(folder: Path) -> list[str] | None:
     """Tensor names of the folder's safetensors weights (headers only), or None if it has none."""
     index = folder / "model.safetensors.index.json"
     if index.is_file():
-        return list(json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}))
+        try:
+            return list(json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}))
+        except (ValueError, AttributeError):
+            raise CampaignError(f"{index}: not a safetensors index (not a JSON object)") from None
     path = folder / "model.safetensors"
     if not path.is_file():
         return None
     # The format: an 8-byte little-endian header length, then a JSON header keyed by name.
     with path.open("rb") as f:
         size = int.from_bytes(f.read(8), "little")
+        if size > path.stat().st_size - 8:
+            raise CampaignError(f"{path}: not a safetensors file (its header length is wrong)")
         try:
             header = json.loads(f.read(size))
         except ValueError:
@@ -230,7 +243,8 @@ def build_params(template: dict, args, records, choices_in: dict) -> dict:
 
     pretrained = args.model != "from_config"
     task = args.task
-    model: dict[str, Any] = {"task": task, "source": args.model}
+    source = args.model if not pretrained else project_path(args.model)
+    model: dict[str, Any] = {"task": task, "source": source}
     if pretrained:
         model["tokenizer"] = {"source": "model"}
     else:
@@ -513,6 +527,8 @@ def init(args) -> int:
     from campaign.core.params import validate
 
     out = Path(args.out)
+    if out.is_dir():
+        raise CampaignError(f"--out {out}: is a folder; name the params file to write")
     if out.exists() and not args.force:
         raise CampaignError(f"--out {out}: exists; pass --force to replace it")
     if not args.licence or not args.licence.strip():
@@ -532,7 +548,7 @@ def init(args) -> int:
 
     fmt = data_format(data, args.format)
     source = {
-        "path": args.data,
+        "path": project_path(args.data),
         "format": fmt,
         "licence": args.licence.strip(),
         "origin": (args.origin or f"local file {data.name} (campaign init)").strip(),
