@@ -42,23 +42,9 @@ localrules:
     all,
 
 
+# Every output of the stages their declarations mark final (`final=True`; the track stage's
+# with tracking.enabled), the per-run ones for every kept run.
 rule all:
     default_target: True
     input:
-        "results/data/manifest.parquet",
-        "results/data/summary.json",
-        "results/data/manifest_diff.json",
-        "results/data/splits/train.parquet",
-        "results/data/leakage_audit.json",
-        "results/data/artifact_findings.json",
-        "results/plan/runs.tsv",
-        "results/preflight/report.json",
-        run_paths("results/runs/{run}/spec.json"),
-        run_paths("results/runs/{run}/predictions_test.parquet"),
-        "results/quantize/variants.parquet",
-        "results/evaluation/decisions.json",
-        "results/budget/summary.txt",
-        "results/index.parquet",
-        "results/metrics.json",
-        "results/report/index.html",
-        tracking_outputs(),
+        final_targets(),

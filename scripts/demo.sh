@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Run the demo campaign on the embedded data (data/raw/demo.jsonl) with the workstation profile,
+# Run the demo campaign (params.yaml: LoRA on the pretrained all-MiniLM-L6-v2, on the embedded
+# quotations data/raw/fortunes.jsonl) with the workstation profile,
 # then record its outputs in dvc.lock so that `dvc push` shares them (README: Sharing results).
 # Extra arguments go to Snakemake, e.g. `bash scripts/demo.sh --cores 2` or `-n` for a dry run.
 # CAMPAIGN_PARAMS=other.yaml runs another campaign definition (Snakemake and `campaign` alike).
@@ -7,6 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
+started=$SECONDS  # the campaign's time, setup not counted
 campaign validate
 campaign plan
 # profiles/default is Snakemake's workflow profile: applied without --profile.
@@ -32,4 +34,14 @@ if [ "$dry_run" = 0 ] && [ -d .dvc ] && git rev-parse --is-inside-work-tree >/de
   dvc commit --force --quiet campaign
   echo "recorded in dvc.lock; to share: dvc remote add -d <name> <url> && dvc push, then" \
     "git add dvc.lock .dvc/config && git commit"
+fi
+elapsed=$((SECONDS - started))
+echo "demo: validate, plan, campaign and summaries took $((elapsed / 60)) min $((elapsed % 60)) s" \
+  "(setup not counted)"
+# Last, the verdict: the report's opening block (the option to keep, its quality and cost, the
+# open questions with their price, the findings to act on), as results/report/summary.md has it.
+if [ "$dry_run" = 0 ] && [ -f results/report/summary.md ]; then
+  echo "--- verdict (results/report/summary.md)"
+  awk '/^## Verdict/ {on = 1; next} on && /^## / {exit} on && NF {sub(/^- /, "  "); print}' \
+    results/report/summary.md
 fi

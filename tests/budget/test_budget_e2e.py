@@ -48,7 +48,7 @@ def test_tiny_campaign_writes_the_budget(tiny_project):
     assert decisions["verdict"]["kind"] == "floor"
     keep = equal[equal["cheapest"]].iloc[0]
     assert keep["kind"] == "floor"
-    first = summary.splitlines()[0]
+    first = summary.partition("\n\n")[2].splitlines()[0]  # after the verdict block
     assert first.startswith(f"Keep the reference floor {keep['variant']}: the chosen cell ")
     # quantization.runs: representative picks, from the run manifests, the cell and the run the
     # evaluation calls chosen and representative from the predictions.

@@ -45,7 +45,8 @@ def write_inputs(
     lines = ["run\ttrain.lr\tseed\ttier\tprojected_hours\tcumulative_hours\tprojected_bytes\tkept"]
     for i, run in enumerate(RUNS):
         kept = "false" if run == "run-d" else "true"
-        lines.append(f"{run}\t0.001\t{i}\tmain\t1.0\t{i + 1}.0\t100\t{kept}{tsv_extra}")
+        lr = {"run-a": "0.001", "run-b": "0.001", "run-c": "0.002"}.get(run, "0.003")
+        lines.append(f"{run}\t{lr}\t{i}\tmain\t1.0\t{i + 1}.0\t100\t{kept}{tsv_extra}")
     (root / "runs.tsv").write_text("\n".join(lines) + "\n")
     report = {
         "memory": {"details": {"estimate_for_cards": {
@@ -127,6 +128,7 @@ def write_inputs(
             "variant": ["fp32", "int8_dynamic", "int4"],
             "status": ["ok", "ok", "ok"],
             "throughput": [100.0, 400.0, 1000.0],
+            "weight_file": ["model.safetensors", "state_dict.pt", "state_dict.pt"],
         }
     ).to_parquet(root / "variants.parquet")
     return inputs
@@ -143,7 +145,6 @@ def run_stage(root: Path, inputs: dict, budget: dict = BUDGET) -> dict[str, Path
     spec = {
         "budget": budget,
         "recipes": dict.fromkeys(RUNS, RECIPE | {"lora": None}),
-        "cells": {"run-a": "lr=1", "run-b": "lr=1", "run-c": "lr=2", "run-d": "lr=3"},
     }
     ctx = StageContext("budget", spec, inputs, outputs, root / "work", root)
     stage_budget(ctx)
@@ -199,7 +200,11 @@ def test_equal_quality_names_the_cheapest_variant(tmp_path):
     assert eq.loc["run-a", ["quality_split", "quality", "quality_low"]].tolist() == [
         "test", 0.85, 0.80,
     ]  # fmt: skip
-    lines = out["summary"].read_text().splitlines()
+    summary = out["summary"].read_text()
+    # The verdict block keeps the same variant and names the file to ship.
+    ship = tmp_path / "run-a" / "int8_dynamic" / "model" / "state_dict.pt"
+    assert f"\n  Ship: {ship.as_posix()}\n" in summary.partition("\n\n")[0]
+    lines = after_verdict(summary).splitlines()
     assert lines[0] == (
         "At equal quality, keep run-a/int8_dynamic: 4.00 EUR to train + 0.50 EUR to serve "
         "360,000 predictions = 4.50 EUR."
@@ -207,7 +212,7 @@ def test_equal_quality_names_the_cheapest_variant(tmp_path):
     # The bar: the chosen cell's test number, not its validation 0.9 (where it was chosen).
     assert lines[1] == (
         "Quality bar: the chosen cell train.lr=0.001 (chosen on validation), test accuracy "
-        "0.850 [0.800, 0.900]."
+        "85.0 % [80.0, 90.0]."
     )
     # The floor is cheaper (0.40 EUR) but the evaluation kept the cell: not a candidate.
     assert "floor" not in " ".join(eq.index)
@@ -265,7 +270,7 @@ def test_a_floor_better_than_the_chosen_cell_and_cheaper_is_the_first_line(tmp_p
     assert (floor["kind"], floor["train_cost"], floor["serve_cost"]) == ("floor", 0.2, 0.2)
     assert floor["total_cost"] == pytest.approx(0.4) and bool(floor["cheapest"])
     assert floor["quality"] == 0.90 and floor["decision"] == "better than the chosen cell"
-    first = out["summary"].read_text().splitlines()[0]
+    first = after_verdict(out["summary"].read_text()).splitlines()[0]
     assert first == (
         "Keep the reference floor floor/tfidf_logreg: the chosen cell train.lr=0.001 is below "
         "it by the evaluation's test, and it is cheaper: 0.20 EUR to train + 0.20 EUR to serve "
@@ -340,7 +345,7 @@ def test_a_better_floor_is_named_in_the_first_line_even_when_dearer(tmp_path):
     timed["floors"]["floor/tfidf_logreg"]["fit_seconds"] = 36000.0  # 10 h: 20.00 EUR
     (tmp_path / "floor_timings.json").write_text(json.dumps(timed))
     out = run_stage(tmp_path, inputs)
-    assert out["summary"].read_text().splitlines()[0] == (
+    assert after_verdict(out["summary"].read_text()).splitlines()[0] == (
         "At equal quality, keep run-a/int8_dynamic: 4.00 EUR to train + 0.50 EUR to serve "
         "360,000 predictions = 4.50 EUR. The reference floor floor/tfidf_logreg is better (the "
         "chosen cell train.lr=0.001 is below it by the evaluation's test) but dearer: 20.00 EUR "
@@ -349,12 +354,19 @@ def test_a_better_floor_is_named_in_the_first_line_even_when_dearer(tmp_path):
     # No fine-tune with a known serving cost: the floor is kept for its quality, not "cheaper".
     out = run_stage(tmp_path / "b", write_inputs(_mkdir(tmp_path / "b"), quantized=False,
                                                  verdict=FLOOR_WINS))  # fmt: skip
-    first = out["summary"].read_text().splitlines()[0]
+    first = after_verdict(out["summary"].read_text()).splitlines()[0]
     assert first.startswith(
         "Keep the reference floor floor/tfidf_logreg: the chosen cell train.lr=0.001 is below it "
         "by the evaluation's test; it costs 0.20 EUR to train"
     )
     assert first.endswith("(no fine-tune at the bar has a known serving cost).")
+
+
+def after_verdict(summary: str) -> str:
+    """The summary after its opening verdict block (tests/budget/test_verdict_block.py)."""
+    block, blank, rest = summary.partition("\n\n")
+    assert blank and block.startswith("Verdict ("), summary[:200]
+    return rest
 
 
 def _mkdir(path):

@@ -91,6 +91,21 @@ def test_a_pretrained_model_counts_by_content_not_by_where_it_lies():
     assert content_key(stage, spec_a, same)[0] != content_key(stage, spec_a, other)[0]
 
 
+def test_a_pretrained_run_is_not_named_by_the_config_it_does_not_read():
+    from campaign.plan import run_id
+
+    p = params()
+    p["model"]["source"] = "models/minilm"
+    bare = {"task": p["model"]["task"], "source": "models/minilm", "tokenizer": {"source": "model"}}
+    # What the schema used to demand of every source, and a tokenizer recipe nothing trains.
+    full = {**bare, "config": p["model"]["config"], "tokenizer": {**p["model"]["tokenizer"]}}
+    full["tokenizer"]["source"] = "model"
+    ids = {run_id({"model": m, "train": p["train"], "seed": 1}) for m in (bare, full)}
+    assert len(ids) == 1
+    from_config = {"model": params()["model"], "train": p["train"], "seed": 1}
+    assert run_id(from_config) not in ids
+
+
 def test_device_and_threads_are_in_the_key_of_a_computing_stage():
     stage = get_stage("train")
     one, two = execution_settings(stage, 1), execution_settings(stage, 2)

@@ -91,6 +91,30 @@ def test_from_config_model_needs_every_config_key(params):
     assert "model.config.hidden_size: missing" in message
 
 
+def test_model_config_is_required_only_for_a_model_built_from_config(params):
+    def from_config_without_config(p):
+        p["model"]["source"] = "from_config"
+        p["model"]["tokenizer"] = {"source": "train_split", "vocab_size": 100}
+        p["model"]["tokenizer"].update(min_frequency=1, lowercase=True)
+        p["model"].pop("config", None)
+
+    assert error_for(params, from_config_without_config) == (
+        "params: model.config: required when model.source is from_config"
+    )
+    pretrained = copy.deepcopy(params)
+    pretrained["model"] = {
+        "task": "sequence_classification",
+        "source": "models/any-checkpoint",  # not read by validation: Snakemake checks it exists
+        "tokenizer": {"source": "model"},
+    }
+    pretrained["ablation"]["factors"].pop("model", None)
+    assert validate(pretrained)["model"] == pretrained["model"]
+    # and a pretrained source with the tokenizer of the train split is refused, saying why
+    pretrained["model"]["tokenizer"]["source"] = "train_split"
+    with pytest.raises(CampaignError, match="model.tokenizer.source: a pretrained model keeps"):
+        validate(pretrained)
+
+
 def test_params_file_errors_name_the_file(tmp_path):
     missing = tmp_path / "nope.yaml"
     with pytest.raises(CampaignError, match="nope.yaml: params file not found"):

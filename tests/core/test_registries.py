@@ -17,7 +17,7 @@ from conftest import campaign, copy_project, env
 STAGE_PHASE = '''
 """A throw-away phase: counts the lines of its input."""
 
-from campaign.core.stage import Phase, Stage
+from campaign.core.stage import File, Nothing, Phase, Stage
 
 
 def _spec(params: dict) -> dict:
@@ -32,8 +32,8 @@ PHASE = Phase(
             name="count_lines",
             entry="campaign.throwaway.count:stage",
             help="count the lines of a file (a throw-away stage)",
-            inputs=("text",),
-            outputs=("count",),
+            inputs={"text": Nothing()},  # a file a person names: --in text=...
+            outputs={"count": File("results/throwaway/count.txt")},
             spec=_spec,
         ),
     ),

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from campaign.core.errors import CampaignError
+from campaign.core.io import cell_id
 from campaign.evaluate.stage import stage_evaluate, stage_floor
 
 REPO = Path(__file__).resolve().parents[2]
@@ -199,6 +200,18 @@ def test_metrics_effects_quantized_floor_and_words(campaign):
     assert "train.lr 0.001 -> 0.003: +20.0 points" in summary and "adopt" in summary
     assert "does not beat the floor" in summary
     assert "Decisions use the validation split" in summary
+    # The plan's cell id travels with every row about a cell (what index and budget join on).
+    ids = {lr: cell_id({"train.lr": lr}) for lr in ("0.001", "0.003", "0.01")}
+    assert decisions["best_cell"]["cell_id"] == ids["0.003"]
+    assert [f["cell_id"] for f in decisions["below_floor"]] == [ids["0.01"]]
+    assert {d["cell_id"] for d in decisions["decisions"] if d["kind"] == "main"} == {None}
+    assert {d["cell_id"] for d in decisions["decisions"] if d["kind"] == "quantized"} == {
+        ids["0.001"]
+    }
+    cells = comparisons[comparisons.kind == "cell"]
+    moved = cells[cells.subject.str.startswith("train.lr 0.001 -> 0.003")]
+    assert set(moved.cell_id) == {ids["0.003"]}
+    assert set(metrics[metrics.variant == "r-m1"].cell_id) == {ids["0.003"]}
 
 
 def test_slices_confusions_and_pairs(campaign):
@@ -366,7 +379,11 @@ def test_the_floor_wins_the_verdict_and_an_fp32_copy_is_only_checked(campaign):
     decisions = json.loads(outputs["decisions"].read_text())
     assert decisions["verdict"]["kind"] == "floor"
     assert decisions["verdict"]["keep"] == "floor/majority"
-    assert outputs["summary"].read_text().startswith("Keep: floor/majority")
+    # summary.txt opens with the verdict block: the floor kept, its test level in percent.
+    keep = outputs["summary"].read_text().splitlines()[1]
+    assert keep.startswith("  Keep: the reference floor floor/majority: test accuracy ")
+    level = decisions["verdict"]["quality"]["value"]
+    assert f"test accuracy {level * 100:.1f} % [" in keep
     # 0.325 against 0.5 on the same 400 items: 17.5 points below, well past the interval
     flag = decisions["below_floor"][0]
     assert flag["verdict"] == "below floor" and flag["estimate"] == pytest.approx(-0.175)

@@ -22,17 +22,20 @@ INDEX = "results/index.parquet"
 # ---- unit checks: no campaign needed --------------------------------------------------------
 
 
-def test_cell_subject_names_only_the_moved_factors():
-    from campaign.index.stage import _cell_subject
+def test_a_run_finds_its_decision_by_cell_id_whatever_the_wording():
+    """The run's decision is its cell's comparison against the control, found by the plan's
+    cell id: a rewording of the comparison's subject changes nothing."""
+    from campaign.index.stage import _run_decision
 
-    control = {"train.lr": "0.001", "train.max_steps": "20"}
-    moved = {"train.lr": "0.003", "train.max_steps": "20"}
-    both = {"train.lr": "0.003", "train.max_steps": "40"}
-    factors = ["train.lr", "train.max_steps"]
-    assert _cell_subject(factors, control, moved) == "train.lr 0.001 -> 0.003 (cell)"
-    assert _cell_subject(factors, control, both) == (
-        "train.lr 0.001 -> 0.003, train.max_steps 20 -> 40 (cell)"
-    )
+    comparison = {"subject": "lr went up (any wording)", "decision": "adopt", "estimate": 0.05,
+                  "ci_low": 0.01, "ci_high": 0.09}  # fmt: skip
+    found = _run_decision("cell-control", "cell-moved", {"cell-moved": comparison})
+    assert (found["decision"], found["decision_against"]) == ("adopt", "control")
+    assert found["decision_ci_low"] == 0.01 and found["decision_reason"] is None
+    control = _run_decision("cell-control", "cell-control", {"cell-moved": comparison})
+    assert control["decision"] is None and control["decision_reason"] == "the control cell"
+    missing = _run_decision("cell-control", "cell-other", {"cell-moved": comparison})
+    assert missing["decision"] is None and "cell-other" in missing["decision_reason"]
 
 
 def test_tree_hash_is_the_store_hash_without_snakemakes_timestamp(tmp_path):

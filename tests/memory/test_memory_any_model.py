@@ -283,7 +283,7 @@ def test_levers_by_hand():
     assert big["fits"] and big["levers"] == []
     assert not small["fits"] and small["source"] == "measured"
     rows = {r["lever"]: r for r in small["levers"]}
-    assert list(rows) == ["lora", "micro_batch", "bf16", "optimizer"]  # LEVERS order
+    assert list(rows) == ["lora", "micro_batch", "bf16", "optimizer", "packing"]  # LEVERS order
     # micro_batch: effective batch 4 x 2 = 8; the divisors below 4 are 2 and 1; at 2 the step
     # needs 4 + 2 x 0.5 = 5 GiB, which fits: micro_batch 2, grad_accum 4.
     mb = rows["micro_batch"]

@@ -18,7 +18,15 @@ def test_campaign_plan_prints_order_cut_and_estimability(tiny_project):
     lines = out.splitlines()
     assert lines[0].startswith("design full: 4 cells × 1 seed = 4 runs; the control (lr 0.001,")
     header = next(line for line in lines if line.startswith("run "))
-    assert header.split() == ["run", "train.lr", "train.max_length", "seed", "tier", "kept"]
+    assert header.split() == [
+        "run",
+        "train.lr",
+        "train.max_length",
+        "seed",
+        "tier",
+        "cell_id",
+        "kept",
+    ]
     assert "kept 2 of 4 runs; cut 2 by max_runs (2)" in lines
     assert "projected hours need the preflight's measurements" in out
     assert "  main effects no longer estimable: lr" in lines

@@ -132,6 +132,7 @@ def test_runs_tsv_columns_and_the_budget_cut(tmp_path, params):
         "train.max_length",
         "seed",
         "tier",
+        "cell_id",
         "projected_hours",
         "cumulative_hours",
         "projected_bytes",

@@ -97,8 +97,29 @@ def test_a_design_too_large_to_order_stops_in_one_line(params):
 def test_table_lists_every_run(params):
     rows = plan_rows(plan_runs(params))
     text = format_table(rows)
-    assert text.splitlines()[0].split() == ["run", "train.lr", "train.max_length", "seed", "tier"]
+    assert text.splitlines()[0].split() == [
+        "run", "train.lr", "train.max_length", "seed", "tier", "cell_id"
+    ]  # fmt: skip
     assert len(text.splitlines()) == 2 + 8
+
+
+def test_a_cells_id_is_the_same_at_every_seed_and_in_every_design(params):
+    """cell_id names the cell (its levels), not the run: both seeds share it, another design
+    with the same cell gives it the same id, and run ids do not change with it."""
+    rows = plan_rows(plan_runs(params))
+    by_cell = {}
+    for r in rows:
+        by_cell.setdefault((r["train.lr"], r["train.max_length"]), set()).add(r["cell_id"])
+    assert len(by_cell) == 4 and all(len(ids) == 1 for ids in by_cell.values())
+    assert len({next(iter(ids)) for ids in by_cell.values()}) == 4
+    one_at_a_time = copy.deepcopy(params)
+    one_at_a_time["ablation"]["design"] = "one_at_a_time"
+    other = plan_rows(plan_runs(one_at_a_time))
+    assert len(other) < len(rows)
+    for r in other:
+        assert r["cell_id"] in by_cell[(r["train.lr"], r["train.max_length"])]
+    assert {r["run"] for r in other} <= {r["run"] for r in rows}
+    assert all(r.run_id == run_id(r.spec) for r in plan_runs(params))
 
 
 def test_an_optional_train_key_at_its_default_keeps_the_run_id(params):

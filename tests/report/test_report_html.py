@@ -22,6 +22,7 @@ from campaign.report import FIGURES
 from conftest import BIN, campaign, copy_finished, run, snakemake
 
 SECTIONS = [
+    "Verdict",
     "Data",
     "Leakage audit",
     "Preflight and memory fit",

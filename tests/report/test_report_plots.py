@@ -141,11 +141,15 @@ def test_quantize_figure_places_variants_by_size_and_latency():
     )  # fmt: skip
     fig = plots.quantize_figure(points, "accuracy")
     size_ax, latency_ax = fig.axes
-    assert sorted(map(tuple, size_ax.collections[0].get_offsets())) == [(1.0, 0.88), (4.0, 0.9)]
-    assert sorted(map(tuple, latency_ax.collections[0].get_offsets())) == [
-        (4.0, 0.88),
-        (10.0, 0.9),
-    ]
+
+    def placed(ax):
+        return sorted(tuple(p) for c in ax.collections for p in c.get_offsets())
+
+    assert placed(size_ax) == [(1.0, 0.88), (4.0, 0.9)]
+    assert placed(latency_ax) == [(4.0, 0.88), (10.0, 0.9)]
+    # Each variant named once, in the figure's legend (not beside its points).
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["r/fp32", "r/int8"]
+    assert not size_ax.texts and not latency_ax.texts
     check_png(fig)
 
 

@@ -20,6 +20,8 @@ from campaign.report.sections import (
     preflight_section,
     read_json,
     read_table,
+    split_verdict,
+    verdict_section,
 )
 from campaign.report.stage import cell_text, render_html, render_markdown
 
@@ -165,9 +167,9 @@ def test_forecast_section_reports_the_median_errors(tmp_path):
 
 
 def test_decisions_section_opens_with_the_verdict_and_the_held_out_number(tmp_path):
-    # Chosen on validation (0.900, the maximum of the cell means: optimistic); the headline is
-    # the test number (0.850), which did not take part in the choice.
-    verdict = "Keep: train.lr=0.001 — chosen on validation; test accuracy 0.850 [0.800, 0.890]"
+    # Chosen on validation (90.0 %, the maximum of the cell means: optimistic); the headline is
+    # the test number (85.0 %), which did not take part in the choice.
+    verdict = "Keep: train.lr=0.001 — chosen on validation; test accuracy 85.0 % [80.0, 89.0]"
     decisions = {
         "decide_on": "validation",
         "metric": "accuracy",
@@ -188,13 +190,13 @@ def test_decisions_section_opens_with_the_verdict_and_the_held_out_number(tmp_pa
     lines = decisions_section(decisions, tmp_path / "decisions.json").lines
     assert lines[0] == verdict
     best = next(line for line in lines if line.startswith("Best cell"))
-    assert "test accuracy 0.850, interval 0.800 to 0.890" in best
-    assert "chosen on validation" in best and "0.900" not in best
+    assert "test accuracy 85.0 % [80.0, 89.0]" in best
+    assert "chosen on validation" in best and "90.0" not in best
     # Without a held-out number (an older decisions.json) the line says where it was chosen.
     del decisions["best_cell"]["reported"]
     lines = decisions_section(decisions, tmp_path / "decisions.json").lines
     best = next(line for line in lines if line.startswith("Best cell"))
-    assert "validation accuracy 0.900" in best and "chosen on it: optimistic" in best
+    assert "validation accuracy 90.0 % [86.0, 93.0]" in best and "chosen on it: optimistic" in best
 
 
 def test_bad_files_are_one_error_naming_the_file(tmp_path):
@@ -243,3 +245,34 @@ def test_pages_escape_text_and_keep_every_section():
     md = render_markdown("Report", sections, {"data": "figures/data.png"})
     assert "## Data" in md and "## Decisions" in md
     assert "![Data](figures/data.png)" in md and "| a\\|b |" in md
+
+
+def test_the_verdict_opens_the_report_with_the_budgets_block_and_every_finding(tmp_path):
+    block = [
+        "Verdict (chosen on validation; quality on test, accuracy; levels in %, differences in "
+        "points)",
+        "  Keep: the reference floor floor/tfidf: test accuracy 90.6 % [87.1, 93.5]",
+        "  Cost: 0.20 EUR to train + 0.20 EUR to serve 360,000 predictions = 0.40 EUR (offer a)",
+        "  Act on: evaluation: lr=1 below floor",
+    ]
+    summary = tmp_path / "summary.txt"
+    summary.write_text("\n".join([*block, "", "Keep the reference floor floor/tfidf: ..."]) + "\n")
+    findings = ["privacy: 2 of 10 records hold findings (email 2)", "evaluation: lr=1 below floor"]
+    section = verdict_section(summary, {"decide_on": "validation", "metric": "accuracy"}, findings)
+    assert section.title == "Verdict"
+    assert section.lines == [
+        "Chosen on validation; quality on test, accuracy; levels in %, differences in points.",
+        "Keep: the reference floor floor/tfidf: test accuracy 90.6 % [87.1, 93.5]",
+        "Cost: 0.20 EUR to train + 0.20 EUR to serve 360,000 predictions = 0.40 EUR (offer a)",
+        "Act on: privacy: 2 of 10 records hold findings (email 2)",
+        "Act on: evaluation: lr=1 below floor",
+    ]
+    page = render_html("t", [section], {})
+    assert (
+        "<li>Keep: the reference floor floor/tfidf: test accuracy 90.6 % [87.1, 93.5]</li>" in page
+    )
+    # The budget section shows the rest of the summary, not the block a second time.
+    assert split_verdict(summary.read_text()) == (
+        block,
+        "Keep the reference floor floor/tfidf: ...\n",
+    )

@@ -16,7 +16,7 @@ from campaign.core.hashing import hash_value
 from campaign.core.params import load_params
 from campaign.core.store import Store
 from campaign.plan import plan_index, run_id
-from campaign.tools.status import collect_garbage
+from campaign.tools.gc import collect_garbage
 from campaign.tools.verify import verify_store
 from conftest import FIXTURES
 

@@ -23,7 +23,8 @@ from campaign.core.progress import (
     interval_from_env,
     progress_line,
 )
-from campaign.tools.status import progress_lines, remaining_hours, remaining_line
+from campaign.tools.forecast import remaining_hours, remaining_line
+from campaign.tools.status import progress_lines
 
 
 class FakeClock:

@@ -13,8 +13,8 @@ import time
 from test_maintenance import key_of, make_entry
 
 from campaign.core.store import Store
+from campaign.tools.gc import collect_garbage
 from campaign.tools.retention import job_times
-from campaign.tools.status import collect_garbage
 
 RETENTION = {"checkpoints_days": 7, "unreferenced_days": 30, "raw_data": "referenced"}
 DAY = 86400

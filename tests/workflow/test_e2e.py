@@ -64,7 +64,9 @@ def test_campaign_runs_then_nothing_to_do(finished_campaign):
     )
     assert metrics["evaluation"]["best_cell"]["cell"] == decisions["best_cell"]["cell"]
     summary = (evaluation / "summary.txt").read_text()
-    assert summary.startswith(f"Keep: {decisions['verdict']['keep']}")
+    # The verdict block first (tests/report/test_verdict_numbers.py), then the decisions.
+    assert summary.startswith("Verdict (")
+    assert f"\n\nKeep: {decisions['verdict']['keep']}" in summary
     assert "Decisions use the validation" in summary
     # Results and the store may hold personal data: owner-only, every file and folder.
     for top in (finished_campaign / "results", finished_campaign / ".campaign" / "store"):

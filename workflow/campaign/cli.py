@@ -294,6 +294,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--log", help="write the stage's output here; errors also go to stderr")
         p.set_defaults(func=cmd_stage, stage=stage.name)
 
+    from campaign.tools.init import add_parser as add_init
+
+    add_init(sub)  # `campaign init`: a params file for your own data and model
     p = with_params(sub.add_parser("validate", help="check a params file against the schema"))
     p.set_defaults(func=cmd_validate)
     text = (

@@ -1,6 +1,8 @@
 # Shared setup and the generic helpers of every phase: params validation, the interpreter and
-# package a stage command runs with, the plan's runs, and each stage's params subset, code version
-# and command-line arguments as the stage registry declares them. Phase files hold wiring only.
+# package a stage command runs with, the plan's runs and quantize jobs, and each stage's inputs,
+# outputs, params subset, code version and command-line arguments as the stage registry declares
+# them. Phase files hold wiring only.
+import importlib
 import os
 import shlex
 import sys
@@ -13,9 +15,24 @@ sys.path.insert(0, PACKAGE_ROOT)
 
 from campaign.core.code import code_version
 from campaign.core.errors import CampaignError
+from campaign.core.hashing import canonical_json
 from campaign.core.params import validate as validate_params
-from campaign.core.registry import get_stage, stage_spec_text
-from campaign.data import expand_sources
+from campaign.core.registry import (
+    final_outputs,
+    get_stage,
+    produced,
+    wiring_problems,
+)
+from campaign.core.stage import (
+    Derived,
+    EachJob,
+    EachRun,
+    Figure,
+    Folder,
+    From,
+    Nothing,
+    wildcards_of,
+)
 from campaign.plan import (
     RUN_ID_PATTERN,
     kept_in_table,
@@ -23,6 +40,7 @@ from campaign.plan import (
     run_priorities,
     run_spec_of,
 )
+from campaign.quantize import quantize_jobs
 
 # One-line error naming the file and key (e.g. `ablation.factors.train.lr: expected a list of
 # numbers`), against workflow/schemas/params.schema.yaml (with the registries' names filled in)
@@ -57,27 +75,14 @@ try:
     validate_params(config, source=PARAMS_FILES)
 except CampaignError as e:
     sys.exit(f"error: {e}")
-# The campaign's inputs and plan: data files, an earlier manifest, a pretrained model folder (its
-# content is part of every key that builds on it), the planned runs.
-try:
-    SOURCES = [str(p) for p in expand_sources(config["data"]["sources"], Path("."))]
-except CampaignError as e:
-    sys.exit(f"error: {PARAMS_FILES}: {e}")
-PREVIOUS_MANIFEST = (
-    [config["data"]["previous_manifest"]] if config["data"]["previous_manifest"] else []
-)
-BASE_MODEL = (
-    [] if config["model"]["source"] == "from_config" else [config["model"]["source"]]
-)
+# A stage input naming a stage or output that does not exist: one line, before any rule.
+for _problem in wiring_problems():
+    sys.exit(f"error: {_problem}")
 # The runs Snakemake trains, in the plan's order (ablation.max_runs cut); with
 # ablation.budget_hours the plan table (a checkpoint, plan.smk) cuts further.
 RUNS = kept_runs(config)
 BUDGET_CUT = config["ablation"]["budget_hours"] is not None
 PRIORITY = run_priorities(config)
-SPLITS = {
-    name: f"results/data/splits/{name}.parquet"
-    for name in ("train", "validation", "test")
-}
 
 # Stage commands run with this interpreter and this checkout's package, so a job (local or on a
 # cluster node) needs no activated virtual environment. With `--sdm conda`, the job's activated
@@ -117,6 +122,26 @@ def run_paths(pattern):
     return kept_paths
 
 
+def quantize_selection():
+    """The selection file, once the quantize_select checkpoint has written it (read only for
+    quantization.runs: representative and best_seed)."""
+    return checkpoints.quantize_select.get().output.selection
+
+
+def job_paths(pattern):
+    """`pattern` (with `{run}` and `{variant}`) for every quantize job: an input function (the
+    chosen runs may wait for the quantize_select checkpoint, and the kept runs for the plan).
+    """
+    jobs = quantize_jobs(config, run_paths("{run}"), quantize_selection)
+
+    def paths(wildcards):
+        return [
+            pattern.format(run=run, variant=variant) for run, variant in jobs(wildcards)
+        ]
+
+    return paths
+
+
 def run_priority(wildcards):
     """A training job's priority: the plan's order, the first run highest, so with few cores
     the runs that tell most finish first."""
@@ -142,17 +167,25 @@ def stage_code(stage):
 _SPECS = {}
 
 
-def stage_spec(stage):
-    """A params function: the params subset the stage reads for this job, as canonical JSON
-    (what Snakemake's params trigger compares). Memoized per spec function and wildcards, so the
-    stages that read a run's spec (run_spec, train) serialize it once per run."""
+def job_spec(stage, wildcards):
+    """(the params subset the stage reads for this job, as canonical JSON). Memoized per spec
+    function and wildcards, so the stages that read a run's spec (run_spec, train) build it once
+    per run, and a job's params and derived inputs share it."""
     declared = get_stage(stage)
+    values = dict(wildcards.items())
+    key = (declared.spec, tuple(sorted(values.items())))
+    if key not in _SPECS:
+        spec = declared.spec(config, **values)
+        _SPECS[key] = (spec, canonical_json(spec))
+    return _SPECS[key]
+
+
+def stage_spec(stage):
+    """A params function: the stage's params subset for this job as canonical JSON (what
+    Snakemake's params trigger compares)."""
 
     def spec(wildcards):
-        key = (declared.spec, tuple(sorted(wildcards.items())))
-        if key not in _SPECS:
-            _SPECS[key] = stage_spec_text(stage, config, **dict(wildcards.items()))
-        return _SPECS[key]
+        return job_spec(stage, wildcards)[1]
 
     return spec
 
@@ -168,6 +201,77 @@ def stage_params(stage):
         "spec": stage_spec(stage),
         "state_dir": STATE_DIR,
     }
+
+
+def derived_files(stage, name, wildcards):
+    """The files the params name for a job's input `name` (the stage's derive_inputs): data
+    files, an earlier manifest or split, a pretrained model folder."""
+    module_name, _, func_name = get_stage(stage).derive_inputs.partition(":")
+    derive = getattr(importlib.import_module(module_name), func_name)
+    try:
+        found = derive(job_spec(stage, wildcards)[0], Path("."))
+    except CampaignError as e:
+        sys.exit(f"error: {PARAMS_FILES}: {e}")
+    return [str(p) for p in found.get(name, [])]
+
+
+def input_files(stage, name, source):
+    """What Snakemake takes for one declared input: a path, a list, or an input function."""
+    if isinstance(source, From):
+        path = produced(source).path
+        return ancient(path) if source.ancient else path
+    if isinstance(source, EachRun):
+        return run_paths(produced(source).path)
+    if isinstance(source, EachJob):
+        return job_paths(produced(source).path)
+    if isinstance(source, Nothing):
+        return []
+    if isinstance(source, Derived):
+        if not get_stage(stage).wildcards:
+            # Known now, so the dry run shows them from the start.
+            return derived_files(stage, name, {})
+
+        def files(wildcards):
+            return derived_files(stage, name, wildcards)
+
+        return files
+    raise TypeError(f"stage '{stage}', input '{name}': unknown kind {source!r}")
+
+
+def stage_inputs(stage):
+    """The rule's inputs, by the names the stage declares (its `after` files included)."""
+    declared = get_stage(stage)
+    return {
+        name: input_files(stage, name, source)
+        for name, source in {**declared.inputs, **declared.after}.items()
+    }
+
+
+def output_file(output):
+    """What Snakemake takes for one declared output: a path, directory() or report()."""
+    if isinstance(output, Folder):
+        return directory(output.path)
+    if isinstance(output, Figure):
+        caption = f"../report/{Path(output.path).stem}.rst"
+        return report(output.path, caption=caption, category=output.category)
+    return output.path
+
+
+def stage_outputs(stage):
+    """The rule's outputs, by the names the stage declares."""
+    return {name: output_file(out) for name, out in get_stage(stage).outputs.items()}
+
+
+def final_targets():
+    """What a bare `snakemake` builds: every output of the stages declared final (the per-run
+    ones for every kept run), tracking's only with tracking.enabled."""
+    targets = []
+    for out in final_outputs(config):
+        wildcards = wildcards_of(out.path)
+        if wildcards and wildcards != ("run",):
+            sys.exit(f"error: a final output can expand over runs only: {out.path}")
+        targets.append(run_paths(out.path) if wildcards else out.path)
+    return targets
 
 
 def stage_shell(stage):
@@ -189,8 +293,3 @@ def train_devices(wildcards):
     """A run's train.devices: its cluster job asks for that many tasks (srun starts one worker
     per task) and GPUs."""
     return int(run_spec_of(config, wildcards.run)["train"].get("devices", 1))
-
-
-def tracking_outputs():
-    """The track phase's record for the default target (nothing with tracking off)."""
-    return ["results/tracking/logged.json"] if config["tracking"]["enabled"] else []

@@ -2,12 +2,9 @@
 # and leakage audit.
 rule manifest:
     input:
-        sources=SOURCES,
-        previous=PREVIOUS_MANIFEST,
+        **stage_inputs("manifest"),
     output:
-        manifest="results/data/manifest.parquet",
-        summary="results/data/summary.json",
-        diff="results/data/manifest_diff.json",
+        **stage_outputs("manifest"),
     log:
         "logs/manifest/manifest.log",
     benchmark:
@@ -22,19 +19,9 @@ rule manifest:
 
 rule split:
     input:
-        sources=SOURCES,
-        # Not hashed into the split's key (the sources are): it orders the split after the
-        # manifest, so a bad record is reported once, by the manifest stage.
-        manifest="results/data/manifest.parquet",
-        # An earlier run's split files (split.previous), for the moved-record report.
-        previous=[config["split"]["previous"]] if config["split"]["previous"] else [],
+        **stage_inputs("split"),
     output:
-        train="results/data/splits/train.parquet",
-        validation="results/data/splits/validation.parquet",
-        test="results/data/splits/test.parquet",
-        audit="results/data/leakage_audit.json",
-        audit_table="results/data/leakage_audit.txt",
-        privacy="results/data/privacy_report.json",
+        **stage_outputs("split"),
     log:
         "logs/split/split.log",
     benchmark:
@@ -47,21 +34,12 @@ rule split:
         stage_shell("split")
 
 
-# The privacy scan of what the campaign wrote: a tokenizer trained on text holding a key can
-# hold it as a token; predictions and reports can quote records. Logs are not DAG outputs:
-# `campaign scan-artifacts` scans them.
+# The privacy scan of what the campaign wrote (tokenizer vocabularies, predictions, reports).
 rule artifact_scan:
     input:
-        models=run_paths("results/runs/{run}/model"),
-        predictions_validation=run_paths(
-            "results/runs/{run}/predictions_validation.parquet"
-        ),
-        predictions_test=run_paths("results/runs/{run}/predictions_test.parquet"),
-        summary="results/evaluation/summary.txt",
-        audit_table="results/data/leakage_audit.txt",
-        preflight_report="results/preflight/report.txt",
+        **stage_inputs("artifact_scan"),
     output:
-        findings="results/data/artifact_findings.json",
+        **stage_outputs("artifact_scan"),
     log:
         "logs/artifact_scan/artifact_scan.log",
     benchmark:

@@ -4,10 +4,9 @@
 
 rule floor:
     input:
-        **SPLITS,
+        **stage_inputs("floor"),
     output:
-        floor=directory("results/evaluation/floor"),
-        timings="results/evaluation/floor_timings.json",
+        **stage_outputs("floor"),
     log:
         "logs/floor/floor.log",
     benchmark:
@@ -22,34 +21,9 @@ rule floor:
 
 rule evaluate:
     input:
-        **SPLITS,
-        runs="results/plan/runs.tsv",
-        predictions_validation=run_paths(
-            "results/runs/{run}/predictions_validation.parquet"
-        ),
-        predictions_test=run_paths("results/runs/{run}/predictions_test.parquet"),
-        floor="results/evaluation/floor",
-        # Every quantized variant's result (status) and predictions: job_paths asks the
-        # quantize_select checkpoint which runs were chosen (quantization.runs: representative or
-        # best_seed).
-        variants_result=job_paths(
-            config, "result.json", run_paths("{run}"), QUANTIZE_SELECTION
-        ),
-        variants_validation=job_paths(
-            config,
-            "predictions_validation.parquet",
-            run_paths("{run}"),
-            QUANTIZE_SELECTION,
-        ),
-        variants_test=job_paths(
-            config, "predictions_test.parquet", run_paths("{run}"), QUANTIZE_SELECTION
-        ),
+        **stage_inputs("evaluate"),
     output:
-        metrics="results/evaluation/metrics.parquet",
-        comparisons="results/evaluation/comparisons.parquet",
-        decisions="results/evaluation/decisions.json",
-        errors=directory("results/evaluation/errors"),
-        summary="results/evaluation/summary.txt",
+        **stage_outputs("evaluate"),
     log:
         "logs/evaluate/evaluate.log",
     benchmark:

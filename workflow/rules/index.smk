@@ -9,36 +9,9 @@ localrules:
 
 rule index:
     input:
-        **SPLITS,
-        summary="results/data/summary.json",
-        runs="results/plan/runs.tsv",
-        run_manifests=run_paths("results/runs/{run}/run_manifest.json"),
-        models=run_paths("results/runs/{run}/model"),
-        predictions_validation=run_paths(
-            "results/runs/{run}/predictions_validation.parquet"
-        ),
-        predictions_test=run_paths("results/runs/{run}/predictions_test.parquet"),
-        variants_result=job_paths(
-            config, "result.json", run_paths("{run}"), QUANTIZE_SELECTION
-        ),
-        variants_model=job_paths(
-            config, "model", run_paths("{run}"), QUANTIZE_SELECTION
-        ),
-        variants_validation=job_paths(
-            config,
-            "predictions_validation.parquet",
-            run_paths("{run}"),
-            QUANTIZE_SELECTION,
-        ),
-        variants_test=job_paths(
-            config, "predictions_test.parquet", run_paths("{run}"), QUANTIZE_SELECTION
-        ),
-        metrics="results/evaluation/metrics.parquet",
-        comparisons="results/evaluation/comparisons.parquet",
-        decisions="results/evaluation/decisions.json",
-        jobs="results/budget/jobs.parquet",
+        **stage_inputs("index"),
     output:
-        index="results/index.parquet",
+        **stage_outputs("index"),
     log:
         "logs/index/index.log",
     benchmark:

@@ -14,7 +14,7 @@ localrules:
 
 rule run_spec:
     output:
-        spec="results/runs/{run}/spec.json",
+        **stage_outputs("run_spec"),
     log:
         "logs/run_spec/{run}.log",
     benchmark:
@@ -36,11 +36,9 @@ if BUDGET_CUT:
 
     checkpoint plan_table:
         input:
-            preflight_report="results/preflight/report.json",
-            preflight_measurements="results/preflight/measurements.json",
+            **stage_inputs("plan_table"),
         output:
-            runs="results/plan/runs.tsv",
-            report="results/plan/report.txt",
+            **stage_outputs("plan_table"),
         log:
             "logs/plan_table/plan_table.log",
         benchmark:
@@ -56,11 +54,9 @@ else:
 
     rule plan_table:
         input:
-            preflight_report="results/preflight/report.json",
-            preflight_measurements="results/preflight/measurements.json",
+            **stage_inputs("plan_table"),
         output:
-            runs="results/plan/runs.tsv",
-            report="results/plan/report.txt",
+            **stage_outputs("plan_table"),
         log:
             "logs/plan_table/plan_table.log",
         benchmark:

@@ -4,12 +4,9 @@
 
 rule preflight:
     input:
-        **SPLITS,
-        base_model=BASE_MODEL,
+        **stage_inputs("preflight"),
     output:
-        report="results/preflight/report.json",
-        measurements="results/preflight/measurements.json",
-        report_text="results/preflight/report.txt",
+        **stage_outputs("preflight"),
     log:
         "logs/preflight/preflight.log",
     benchmark:

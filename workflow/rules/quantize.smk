@@ -3,7 +3,6 @@
 # variants.parquet). quantization.runs: control, all or a list are known from params;
 # representative and best_seed are known after training, so a checkpoint (quantize_select)
 # picks the run from the run manifests and the table asks it which run's jobs to add.
-from campaign.quantize import job_paths
 from campaign.quantize.variants import names as variant_names
 
 
@@ -16,15 +15,11 @@ localrules:
     quantize_table,
 
 
-# The selection file, once the checkpoint has written it (representative and best_seed).
-QUANTIZE_SELECTION = lambda: checkpoints.quantize_select.get().output.selection
-
-
 checkpoint quantize_select:
     input:
-        run_manifests=run_paths("results/runs/{run}/run_manifest.json"),
+        **stage_inputs("quantize_select"),
     output:
-        selection="results/quantize/selection.json",
+        **stage_outputs("quantize_select"),
     log:
         "logs/quantize_select/quantize_select.log",
     benchmark:
@@ -39,18 +34,9 @@ checkpoint quantize_select:
 
 rule quantize:
     input:
-        **SPLITS,
-        model="results/runs/{run}/model",
-        run_manifest="results/runs/{run}/run_manifest.json",
-        predictions_validation="results/runs/{run}/predictions_validation.parquet",
-        predictions_test="results/runs/{run}/predictions_test.parquet",
-        base_model=BASE_MODEL,
+        **stage_inputs("quantize"),
     output:
-        model=directory("results/quantize/{run}/{variant}/model"),
-        predictions_validation="results/quantize/{run}/{variant}/predictions_validation.parquet",
-        predictions_test="results/quantize/{run}/{variant}/predictions_test.parquet",
-        result="results/quantize/{run}/{variant}/result.json",
-        measurements="results/quantize/{run}/{variant}/measurements.json",
+        **stage_outputs("quantize"),
     log:
         "logs/quantize/{run}/{variant}.log",
     benchmark:
@@ -65,12 +51,9 @@ rule quantize:
 
 rule quantize_table:
     input:
-        results=job_paths(config, "result.json", run_paths("{run}"), QUANTIZE_SELECTION),
-        measurements=job_paths(
-            config, "measurements.json", run_paths("{run}"), QUANTIZE_SELECTION
-        ),
+        **stage_inputs("quantize_table"),
     output:
-        table="results/quantize/variants.parquet",
+        **stage_outputs("quantize_table"),
     log:
         "logs/quantize_table/quantize_table.log",
     benchmark:

@@ -7,12 +7,9 @@ localrules:
 
 rule metrics:
     input:
-        summary="results/data/summary.json",
-        runs="results/plan/runs.tsv",
-        run_manifests=run_paths("results/runs/{run}/run_manifest.json"),
-        decisions="results/evaluation/decisions.json",
+        **stage_inputs("metrics"),
     output:
-        metrics="results/metrics.json",
+        **stage_outputs("metrics"),
     log:
         "logs/metrics/metrics.log",
     benchmark:
@@ -34,70 +31,9 @@ localrules:
 
 rule report:
     input:
-        manifest="results/data/manifest.parquet",
-        privacy="results/data/privacy_report.json",
-        artifact_findings="results/data/artifact_findings.json",
-        leakage_audit="results/data/leakage_audit.json",
-        preflight_report="results/preflight/report.json",
-        run_metrics=run_paths("results/runs/{run}/metrics.parquet"),
-        comparisons="results/evaluation/comparisons.parquet",
-        eval_metrics="results/evaluation/metrics.parquet",
-        decisions="results/evaluation/decisions.json",
-        variants="results/quantize/variants.parquet",
-        jobs="results/budget/jobs.parquet",
-        plans="results/budget/plans.parquet",
-        forecast="results/budget/forecast.parquet",
-        budget_summary="results/budget/summary.txt",
+        **stage_inputs("report"),
     output:
-        html="results/report/index.html",
-        markdown="results/report/summary.md",
-        train_curves="results/report/train_curves.csv",
-        validation_curves="results/report/validation_curves.csv",
-        fig_data=report(
-            "results/report/figures/data.png",
-            caption="../report/data.rst",
-            category="1. Data",
-        ),
-        fig_leakage=report(
-            "results/report/figures/leakage.png",
-            caption="../report/leakage.rst",
-            category="1. Data",
-        ),
-        fig_preflight=report(
-            "results/report/figures/preflight.png",
-            caption="../report/preflight.rst",
-            category="2. Preflight",
-        ),
-        fig_curves=report(
-            "results/report/figures/curves.png",
-            caption="../report/curves.rst",
-            category="3. Training",
-        ),
-        fig_effects=report(
-            "results/report/figures/effects.png",
-            caption="../report/effects.rst",
-            category="4. Evaluation",
-        ),
-        fig_seeds=report(
-            "results/report/figures/seeds.png",
-            caption="../report/seeds.rst",
-            category="4. Evaluation",
-        ),
-        fig_quantize=report(
-            "results/report/figures/quantize.png",
-            caption="../report/quantize.rst",
-            category="4. Evaluation",
-        ),
-        fig_budget=report(
-            "results/report/figures/budget.png",
-            caption="../report/budget.rst",
-            category="5. Budget",
-        ),
-        fig_forecast=report(
-            "results/report/figures/forecast.png",
-            caption="../report/forecast.rst",
-            category="5. Budget",
-        ),
+        **stage_outputs("report"),
     log:
         "logs/report/report.log",
     benchmark:

@@ -10,19 +10,9 @@ localrules:
 
 rule track:
     input:
-        index="results/index.parquet",
-        run_metrics=run_paths("results/runs/{run}/metrics.parquet"),
-        run_specs=run_paths("results/runs/{run}/spec.json"),
-        decisions="results/evaluation/decisions.json",
-        report_html="results/report/index.html",
-        report_markdown="results/report/summary.md",
-        budget_summary="results/budget/summary.txt",
-        jobs="results/budget/jobs.parquet",
-        plans="results/budget/plans.parquet",
-        forecast="results/budget/forecast.parquet",
+        **stage_inputs("track"),
     output:
-        logged="results/tracking/logged.json",
-        tensorboard=directory("results/tensorboard"),
+        **stage_outputs("track"),
     log:
         "logs/track/track.log",
     benchmark:

@@ -3,19 +3,9 @@
 # (.campaign/work/<key>/) when it is started again.
 rule train:
     input:
-        **SPLITS,
-        base_model=BASE_MODEL,
-        # Orders training after a passed preflight and a plan that fits its limits. ancient(): a
-        # plan table redone for a bigger plan does not make the runs already trained stale. Not
-        # hashed into the key.
-        plan=ancient("results/plan/runs.tsv"),
+        **stage_inputs("train"),
     output:
-        model=directory("results/runs/{run}/model"),
-        metrics="results/runs/{run}/metrics.parquet",
-        predictions_validation="results/runs/{run}/predictions_validation.parquet",
-        predictions_test="results/runs/{run}/predictions_test.parquet",
-        run_manifest="results/runs/{run}/run_manifest.json",
-        timings="results/runs/{run}/timings.json",
+        **stage_outputs("train"),
     log:
         "logs/train/{run}.log",
     benchmark:

@@ -5,7 +5,7 @@ train and serve each variant that reaches the quality bar, the reference floor i
 and predictions as the floor stage timed them)."""
 
 from campaign.core.lazy import exports
-from campaign.core.stage import Phase, Stage
+from campaign.core.stage import EachRun, File, From, Nothing, Phase, Stage
 
 _PUBLIC = {
     "Factor": "calibrate",
@@ -33,11 +33,6 @@ def _budget_spec(params: dict) -> dict:
         "budget": params["budget"],
         "recipes": {
             rid: {k: run.spec["train"][k] for k in RECIPE_KEYS} | _devices(run.spec["train"])
-            for rid, run in index.items()
-        },
-        # Each run's cell: a seed more per cell is one run per cell (the price of deciding).
-        "cells": {
-            rid: ", ".join(f"{k}={v}" for k, v in run.cell) or "baseline"
             for rid, run in index.items()
         },
     }
@@ -70,33 +65,38 @@ PHASE = Phase(
             entry="campaign.budget.stage:stage_budget",
             help="cost of the finished jobs, calibrated forecast of the rest, offers, cost at "
             "equal quality",
-            inputs=(
-                "runs",
-                "preflight_report",
-                "preflight_measurements",
-                "run_manifests",
-                "timings",
-                "benchmarks",
-                "decisions",
-                "metrics",
-                "variants",
-                "floor_timings",
-            ),
-            outputs=(
-                "jobs_csv",
-                "jobs_parquet",
-                "forecast_csv",
-                "forecast_parquet",
-                "offers_csv",
-                "offers_parquet",
-                "plans_csv",
-                "plans_parquet",
-                "equal_quality_csv",
-                "equal_quality_parquet",
-                "to_decide_csv",
-                "to_decide_parquet",
-                "summary",
-            ),
+            inputs={
+                "runs": From("plan_table", "runs"),
+                "preflight_report": From("preflight", "report"),
+                "preflight_measurements": From("preflight", "measurements"),
+                "run_manifests": EachRun("train", "run_manifest"),
+                "timings": EachRun("train", "timings"),
+                # Snakemake's own measurement of each training job (seconds, max_rss), for a
+                # person who passes it. Not from the DAG: a job served from the store rewrites
+                # its benchmark with the hit's seconds. The runs' timings.json hold what the
+                # computation took.
+                "benchmarks": Nothing(),
+                "decisions": From("evaluate", "decisions"),
+                "metrics": From("evaluate", "metrics"),
+                "variants": From("quantize_table", "table"),
+                "floor_timings": From("floor", "timings"),
+            },
+            outputs={
+                "jobs_csv": File("results/budget/jobs.csv"),
+                "jobs_parquet": File("results/budget/jobs.parquet"),
+                "forecast_csv": File("results/budget/forecast.csv"),
+                "forecast_parquet": File("results/budget/forecast.parquet"),
+                "offers_csv": File("results/budget/offers.csv"),
+                "offers_parquet": File("results/budget/offers.parquet"),
+                "plans_csv": File("results/budget/plans.csv"),
+                "plans_parquet": File("results/budget/plans.parquet"),
+                "equal_quality_csv": File("results/budget/equal_quality.csv"),
+                "equal_quality_parquet": File("results/budget/equal_quality.parquet"),
+                "to_decide_csv": File("results/budget/to_decide.csv"),
+                "to_decide_parquet": File("results/budget/to_decide.parquet"),
+                "summary": File("results/budget/summary.txt"),
+            },
+            final=True,
             spec=_budget_spec,
             # Not volatile: the tables are a function of the inputs' bytes (the runs' timings,
             # the preflight's measurements), the same bytes on every identical computation;

@@ -18,7 +18,8 @@ def price_to_decide(
     """One row per open main effect on the decision split.
 
     forecast: the budget's forecast rows (forecast_hours per planned run, kept flag); cells:
-    {run id: cell name} of the planned runs; price: the reference offer's price per card-hour.
+    {run id: cell id} of the planned runs (the plan table's cell_id); price: the reference
+    offer's price per card-hour.
     A seed more per cell is one run per cell of the kept plan, each at the median calibrated
     forecast of the kept runs, plus `b["margin"]`; cost_low/cost_high price the seeds needed at
     the ends of the seed variance's interval (seeds_needed_low/high). With one seed, the price of

@@ -27,13 +27,13 @@ words.
 from __future__ import annotations
 
 import csv
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 
 from campaign.budget import calibrate, questions, words
+from campaign.budget.money import format_money
 from campaign.budget.offers import (
     Offer,
     cheapest,
@@ -43,27 +43,20 @@ from campaign.budget.offers import (
     work_hours,
 )
 from campaign.core.errors import CampaignError
+from campaign.core.io import read_json, read_table
+from campaign.core.io import read_plan as plan_table
 
 HOUR_S = 3600.0
 
 
 def read_plan(path: Path) -> list[dict]:
-    """The plan table's rows, columns read by name (others are kept as they are)."""
-    with open(path, encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f, delimiter="\t")
-        rows = list(reader)
-        columns = reader.fieldnames or []
-    for needed in ("run", "tier", "projected_hours", "kept"):
-        if needed not in columns:
-            raise CampaignError(f"{path}: expected a column '{needed}'")
-    for i, r in enumerate(rows, start=2):
-        try:
-            r["projected_hours"] = float(r["projected_hours"])
-        except ValueError:
-            raise CampaignError(
-                f"{path} line {i}: projected_hours is not a number: {r['projected_hours']!r}"
-            ) from None
-        r["kept"] = r["kept"] == "true"
+    """The plan table's rows, columns read by name (others are kept as they are):
+    projected_hours a float, kept a bool, cell_id the cell's stable id."""
+    table = plan_table(path, ("run", "tier", "projected_hours", "kept"))
+    rows = []
+    for i, r in enumerate(table.rows):
+        rows.append(r | {"projected_hours": table.number(i, "projected_hours"),
+                         "kept": r["kept"] == "true"})  # fmt: skip
     return rows
 
 
@@ -84,13 +77,6 @@ def read_benchmark(path: Path) -> dict:
     rss = number("max_rss")
     rss_bytes = rss * 2**20 if math.isfinite(rss) else math.nan
     return {"seconds": number("s"), "max_rss_bytes": rss_bytes}
-
-
-def _json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise CampaignError(f"{path}: not valid JSON ({e.msg}, line {e.lineno})") from None
 
 
 def _by_run(paths: list[Path], what: str) -> dict[str, Path]:
@@ -134,8 +120,8 @@ def stage_budget(ctx) -> None:
     b = ctx.spec["budget"]
     recipes = ctx.spec["recipes"]
     plan = read_plan(ctx.inputs["runs"][0])
-    report = _json(ctx.inputs["preflight_report"][0])
-    measurements = _json(ctx.inputs["preflight_measurements"][0])
+    report = read_json(ctx.inputs["preflight_report"][0])
+    measurements = read_json(ctx.inputs["preflight_measurements"][0])
     manifests = _by_run(ctx.inputs.get("run_manifests", []), "run manifest")
     timings = _by_run(ctx.inputs.get("timings", []), "timings file")
     benchmarks = _by_run(ctx.inputs.get("benchmarks", []), "benchmark file")
@@ -198,7 +184,11 @@ def stage_budget(ctx) -> None:
     paths = ctx.inputs.get("decisions", [])
     to_decide = (
         questions.price_to_decide(
-            _json(paths[0]), forecast, ctx.spec.get("cells", {}), jobs_price(reference), b
+            read_json(paths[0]),
+            forecast,
+            {r["run"]: r["cell_id"] for r in plan},
+            jobs_price(reference),
+            b,
         )
         if paths
         else []
@@ -219,7 +209,52 @@ def stage_budget(ctx) -> None:
     text = words.summary(
         b, reference, jobs, forecast, cal, plan_rows, offer_rows, bar, equal, to_decide
     )
-    ctx.outputs["summary"].write_text(text)
+    block = _verdict_block(ctx, b, reference, equal, to_decide)
+    ctx.outputs["summary"].write_text("\n".join([*block, "", text]) if block else text)
+
+
+def _verdict_block(ctx, b, reference, equal, to_decide) -> list[str]:
+    """The verdict block with the costs: the first lines of summary.txt (and of the report,
+    which renders them); without an evaluation, nothing."""
+    from campaign.evaluate import evaluation_flags, verdict_block
+
+    paths = ctx.inputs.get("decisions", [])
+    if not paths:
+        return []
+    decisions = read_json(paths[0])
+    findings = evaluation_flags(decisions)  # the report's block adds the other phases'
+    values = words.verdict_values(
+        decisions,
+        equal,
+        to_decide,
+        _ship(ctx, decisions),
+        findings,
+        b["predictions"],
+        reference.name,
+    )
+    return verdict_block(values, lambda x: format_money(x, b["currency"]))
+
+
+def _ship(ctx, decisions: dict) -> dict[str, str]:
+    """{variant: what a user would ship}: a quantized variant's weight file (variants.parquet
+    weight_file, in <quantize folder>/<run>/<variant>/model/), a run's model folder."""
+    out = {
+        p.parent.name: (p.parent / "model").as_posix() + "/"
+        for p in ctx.inputs.get("run_manifests", [])
+    }
+    paths = ctx.inputs.get("variants", [])
+    if paths:
+        import pandas as pd
+
+        frame = pd.read_parquet(paths[0])
+        for needed in ("run", "variant", "status", "weight_file"):
+            if needed not in frame.columns:
+                raise CampaignError(f"{paths[0]}: expected a column '{needed}'")
+        for r in frame[frame["status"].astype(str) == "ok"].itertuples():
+            if r.weight_file:
+                model = paths[0].parent / str(r.run) / str(r.variant) / "model"
+                out[f"{r.run}/{r.variant}"] = (model / str(r.weight_file)).as_posix()
+    return out
 
 
 _COLUMNS = {
@@ -270,7 +305,7 @@ def _jobs(plan, manifests, timings, benchmarks, reference: Offer, currency: str)
         run = r["run"]
         if run not in manifests and run not in timings:
             continue
-        t = _json(timings[run]) if run in timings else {}
+        t = read_json(timings[run]) if run in timings else {}
         bench = read_benchmark(benchmarks[run]) if run in benchmarks else {}
         device = t.get("device") or {}
         wall_s = t.get("wall_seconds", bench.get("seconds", math.nan))
@@ -445,14 +480,14 @@ def _equal_quality(ctx, jobs, b, reference: Offer) -> tuple[dict | None, list[di
     paths = ctx.inputs.get("decisions", [])
     if not paths:
         return None, []
-    decisions = _json(paths[0])
+    decisions = read_json(paths[0])
     bar = quality_bar(decisions)
     if bar is None:
         return None, []
     best_runs = list(decisions["best_cell"].get("runs", []))
     serving = _serving(ctx.inputs.get("variants", []))
     floor_paths = ctx.inputs.get("floor_timings", [])
-    floor_cost = _json(floor_paths[0]).get("floors", {}) if floor_paths else {}
+    floor_cost = read_json(floor_paths[0]).get("floors", {}) if floor_paths else {}
     quality = _quality(ctx.inputs.get("metrics", []), bar["metric"], bar["split"])
     cost = {j["run"]: j for j in jobs}
     price = reference.hourly if reference.hourly is not None else math.nan
@@ -523,12 +558,7 @@ def _quality(paths: list[Path], metric: str | None, split: str | None) -> dict:
     table: results/evaluation/metrics.parquet)."""
     if not paths or metric is None or split is None:
         return {}
-    import pandas as pd
-
-    frame = pd.read_parquet(paths[0])
-    for needed in ("variant", "split", "metric", "value", "ci_low", "ci_high"):
-        if needed not in frame.columns:
-            raise CampaignError(f"{paths[0]}: expected a column '{needed}'")
+    frame = read_table(paths[0], ("variant", "split", "metric", "value", "ci_low", "ci_high"))
     frame = frame[(frame["split"] == split) & (frame["metric"] == metric)]
     return {
         str(r.variant): (_number(r.value), _number(r.ci_low), _number(r.ci_high))
@@ -540,12 +570,7 @@ def _serving(paths: list[Path]) -> dict[tuple[str, str], float]:
     """{(run, variant): predictions per second} of the measured variants (optional table)."""
     if not paths:
         return {}
-    import pandas as pd
-
-    frame = pd.read_parquet(paths[0])
-    for needed in ("run", "variant", "throughput"):
-        if needed not in frame.columns:
-            raise CampaignError(f"{paths[0]}: expected a column '{needed}'")
+    frame = read_table(paths[0], ("run", "variant", "throughput"))
     if "status" in frame.columns:
         frame = frame[frame["status"].astype(str) == "ok"]
     return {

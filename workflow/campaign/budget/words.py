@@ -1,6 +1,7 @@
-"""results/budget/summary.txt: which variant to keep at equal quality (the first line: the
-reference floor when it is better than the chosen cell and cheaper), what the campaign cost,
-what the rest will cost and on which offer, in words."""
+"""results/budget/summary.txt: the verdict block (campaign.evaluate.verdict_block, with the
+costs), then which variant to keep at equal quality (the reference floor when it is better than
+the chosen cell and cheaper), what the campaign cost, what the rest will cost and on which
+offer, in words."""
 
 from __future__ import annotations
 
@@ -8,21 +9,14 @@ import math
 
 from campaign.budget.calibrate import Calibration, error_summary
 from campaign.budget.money import format_hours, format_money
-
-
-def _interval(value, low, high) -> str:
-    if value is None or not math.isfinite(value):
-        return "not measured"
-    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
-        return f"{value:.3f} (no interval)"
-    return f"{value:.3f} [{low:.3f}, {high:.3f}]"
+from campaign.evaluate import evaluation_verdict, level_words
 
 
 def bar_words(bar: dict) -> str:
     """The quality bar in one sentence: the chosen cell's quality on the split it was not
     chosen on, or a warning that it is the chosen split's (optimistic) number."""
     where = (
-        f"{bar['split']} {bar['metric']} {_interval(bar['value'], bar['ci_low'], bar['ci_high'])}"
+        f"{bar['split']} {bar['metric']} {level_words(bar['value'], bar['ci_low'], bar['ci_high'])}"
     )
     text = f"Quality bar: the chosen cell {bar['cell']} (chosen on {bar['chosen_on']}), {where}"
     if bar["optimistic"]:
@@ -178,3 +172,57 @@ def summary(
     for r in to_decide:
         lines.append(to_decide_words(r, reference.gpu, reference.name, money))
     return "\n".join(lines) + "\n"
+
+
+def keep_row(decisions: dict, equal: list[dict]) -> dict | None:
+    """The equal_quality row to keep: the floor when the evaluation keeps it (the chosen cell is
+    below it by the test: quality first), else the cheapest of the chosen cell's runs and their
+    adopted quantized variants (equal quality, so cost decides). None when no row qualifies."""
+    floor = (decisions.get("verdict") or {}).get("kind") == "floor"
+    rows = [e for e in equal if (e["kind"] == "floor") == floor and math.isfinite(e["total_cost"])]
+    return min(rows, key=lambda e: (e["total_cost"], e["variant"])) if rows else None
+
+
+def verdict_values(
+    decisions: dict,
+    equal: list[dict],
+    to_decide: list[dict],
+    ship: dict[str, str],
+    findings: list[str],
+    predictions: int,
+    offer: str,
+) -> dict:
+    """The verdict block's values (campaign.evaluate.verdict_block) with the budget's costs: the
+    option to keep across the chosen cell's runs, its adopted quantized variants and the floor
+    (keep_row), its cost to train and to serve `predictions` at `offer`, the file to ship
+    (ship: {variant: path}), each open question priced from the to_decide rows."""
+    values = evaluation_verdict(decisions, findings, costs_at="not measured")
+    values["price_at"] = None
+    row = keep_row(decisions, equal)
+    if row is not None:
+        cell = (decisions.get("best_cell") or {}).get("cell")
+        values["keep"] = {
+            "kind": row["kind"],
+            "name": row["variant"],
+            "cell": cell,
+            "quality": row["quality"],
+            "low": row["quality_low"],
+            "high": row["quality_high"],
+        }
+        values["split"] = row["quality_split"]
+        values["cost"] = {
+            "train": row["train_cost"],
+            "serve": row["serve_cost"],
+            "total": row["total_cost"],
+            "predictions": predictions,
+            "offer": f"offer {offer}",
+        }
+        values["ship"] = ship.get(row["variant"])
+        values["also"] = []
+    priced = {r["subject"]: r for r in to_decide}
+    for q in values["open"]:
+        r = priced.get(q["subject"])
+        if r is not None:
+            q |= {k: r[k] for k in ("seeds_needed", "extra_runs", "cost")}
+            q["items_needed"] = r["items_needed"] or q["items_needed"]
+    return values

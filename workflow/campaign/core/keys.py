@@ -30,6 +30,7 @@ from campaign.core.code import code_version as module_code_version
 from campaign.core.errors import CampaignError
 from campaign.core.hashcache import HashCache
 from campaign.core.hashing import ALGORITHM, hash_tree, hash_value
+from campaign.core.io import resolve
 from campaign.core.stage import Stage
 
 KEY_FORMAT = 2
@@ -83,9 +84,7 @@ def resolve_inputs(
         )
     derived: dict[str, list[Path]] = {}
     if stage.derive_inputs is not None:
-        module_name, _, func_name = stage.derive_inputs.partition(":")
-        derive = getattr(importlib.import_module(module_name), func_name)
-        derived = derive(spec, root)
+        derived = resolve(stage.derive_inputs)(spec, root)
     resolved: dict[str, list[Path]] = {}
     for name in stage.inputs:
         if name in derived:
@@ -112,8 +111,7 @@ def input_hash(path: str | os.PathLike, cache: HashCache | None, view: str | Non
     without a cache the content is hashed afresh."""
     if view is None:
         return hash_tree(path) if cache is None else cache.hash_tree(path)
-    module_name, _, func_name = view.partition(":")
-    value = getattr(importlib.import_module(module_name), func_name)(Path(path))
+    value = resolve(view)(Path(path))
     return hash_value({"view": view, "value": value})
 
 

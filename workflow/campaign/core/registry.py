@@ -12,12 +12,13 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
+from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 
 import campaign
 from campaign.core.errors import CampaignError
-from campaign.core.stage import Phase, Stage
+from campaign.core.stage import Derived, EachJob, EachRun, From, Output, Phase, Stage, wildcards_of
 
 NOT_PHASES = ("core", "tools")  # subpackages that are infrastructure, not steps of the DAG
 
@@ -55,11 +56,89 @@ def get_stage(name: str) -> Stage:
         raise CampaignError(f"unknown stage '{name}' (known: {known})") from None
 
 
-def stage_spec_text(name: str, params: dict, **wildcards) -> str:
-    """The stage's params subset as canonical JSON: what a rule passes to the stage command."""
-    from campaign.core.hashing import canonical_json
+def produced(ref: From | EachRun | EachJob, declared: Mapping[str, Stage] | None = None) -> Output:
+    """The output an input reference names (its producer's declaration); `declared`: the stages
+    to look in (default: the registry's)."""
+    declared = stages() if declared is None else declared
+    if ref.stage not in declared:
+        raise CampaignError(f"no stage '{ref.stage}' (known: {', '.join(declared)})")
+    producer = declared[ref.stage]
+    try:
+        return producer.outputs[ref.output]
+    except KeyError:
+        known = ", ".join(producer.outputs)
+        raise CampaignError(
+            f"stage '{ref.stage}' has no output '{ref.output}' (it writes: {known})"
+        ) from None
 
-    return canonical_json(get_stage(name).spec(params, **wildcards))
+
+# The wildcards each kind of reference expands over; From keeps the consumer's own.
+EXPANDS = {EachRun: ("run",), EachJob: ("run", "variant")}
+
+
+def wiring_problems(declared: Mapping[str, Stage] | None = None) -> list[str]:
+    """What is wrong with the stages' declarations, one line each (none: []): an input naming
+    an unknown stage or output, an EachRun/EachJob whose path lacks the wildcards it expands,
+    a From whose path holds wildcards the consumer's jobs do not have, two stages writing one
+    path, a final stage whose outputs expand over more than the runs."""
+    declared = stages() if declared is None else declared
+    problems = []
+    writers: dict[str, str] = {}
+    for stage in declared.values():
+        for out in stage.outputs.values():
+            if out.path in writers:
+                problems.append(
+                    f"stages '{writers[out.path]}' and '{stage.name}' both write {out.path}"
+                )
+            writers.setdefault(out.path, stage.name)
+        if stage.final and set(stage.wildcards) - {"run"}:
+            problems.append(
+                f"stage '{stage.name}': final, but its outputs expand over "
+                f"{{{', '.join(stage.wildcards)}}} (a target of `snakemake` expands over runs only)"
+            )
+        for name, ref in {**stage.inputs, **stage.after}.items():
+            if isinstance(ref, Derived) and stage.derive_inputs is None:
+                problems.append(
+                    f"stage '{stage.name}', input '{name}': Derived, but the stage has no "
+                    "derive_inputs to find its files"
+                )
+            if isinstance(ref, (From, EachRun, EachJob)):
+                problem = _reference_problem(stage, ref, declared)
+                if problem:
+                    problems.append(f"stage '{stage.name}', input '{name}': {problem}")
+    return problems
+
+
+def _reference_problem(
+    stage: Stage, ref: From | EachRun | EachJob, declared: Mapping[str, Stage]
+) -> str | None:
+    try:
+        path = produced(ref, declared).path
+    except CampaignError as e:
+        return str(e)
+    held = set(wildcards_of(path))
+    if isinstance(ref, From):
+        extra = held - set(stage.wildcards)
+        if extra:
+            return (
+                f"{path} holds {{{', '.join(sorted(extra))}}}, which the stage's jobs do not "
+                "have (EachRun and EachJob expand them)"
+            )
+    elif held != set(EXPANDS[type(ref)]):
+        want = ", ".join(EXPANDS[type(ref)])
+        return f"{type(ref).__name__} needs a path in {{{want}}}: {path}"
+    return None
+
+
+def final_outputs(params: dict) -> list[Output]:
+    """The targets of a bare `snakemake`: every output of every final stage, in DAG order (the
+    per-run ones as patterns in `{run}`, expanded over the kept runs by the Snakefile)."""
+    return [
+        out
+        for stage in stages().values()
+        if stage.is_final(params)
+        for out in stage.outputs.values()
+    ]
 
 
 def _package_dir(package: str) -> Path:

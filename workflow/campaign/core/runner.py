@@ -26,6 +26,7 @@ from campaign.core.errors import CampaignError, Interrupted, Preempted
 from campaign.core.fsutil import remove_tree
 from campaign.core.hashcache import HashCache
 from campaign.core.hashing import hash_tree
+from campaign.core.io import resolve
 from campaign.core.keys import (
     code_version,
     content_key,
@@ -103,7 +104,7 @@ def execute(
     if execution is not None:
         execution_module(stage).pin(execution)
     ctx = StageContext(stage.name, spec, inputs, outputs, work_dir, root, execution, key, code)
-    stage.function()(ctx)
+    resolve(stage.entry)(ctx)
     missing = [name for name, path in outputs.items() if not path.exists()]
     if missing:
         raise CampaignError(f"stage {stage.name} did not write output(s): {', '.join(missing)}")
@@ -120,71 +121,106 @@ def _changed_inputs(before: dict[str, list[dict]], cache: HashCache) -> list[str
     return changed
 
 
-def _hit_or_compute(
-    store: Store,
-    stage: Stage,
-    spec: Any,
-    resolved: dict[str, list[Path]],
-    input_hashes: dict[str, list[dict]],
-    execution: dict | None,
-    key: str,
-    material: dict,
-    outputs: dict[str, Path],
-    root: Path,
-    job: dict,
-    job_id: str,
-    started: float,
-) -> RunResult:
+@dataclass
+class _Job:
+    """One stage run as the runner prepared it: the stage and its params subset, its inputs
+    (resolved and hashed), its execution settings, its key and key material, where its
+    outputs go, and its job record (id, record, start time)."""
+
+    stage: Stage
+    spec: Any
+    resolved: dict[str, list[Path]]
+    input_hashes: dict[str, list[dict]]
+    execution: dict | None
+    key: str
+    material: dict
+    outputs: dict[str, Path]
+    root: Path
+    record: dict
+    job_id: str
+    started: float
+
+    def done(self, store: Store, event: str, hit: bool) -> float:
+        """Log the event and record the job done; the seconds since the job started."""
+        seconds = time.time() - self.started
+        store.log_event(event, self.key, self.stage.name, seconds=round(seconds, 3))
+        store.write_job(
+            self.job_id, {**self.record, "state": "done", "hit": hit, "ended": time.time()}
+        )
+        return seconds
+
+
+def _hit_or_compute(store: Store, job: _Job) -> RunResult:
     """Under the key's lock: materialize a sound entry, or compute, check and commit one."""
-    entry = store.lookup(key, stage.name)
+    name, key = job.stage.name, job.key
+    entry = store.lookup(key, name)
     if entry is not None:
-        store.materialize(entry, outputs)
-        seconds = time.time() - started
-        store.log_event("hit", key, stage.name, seconds=round(seconds, 3))
-        store.write_job(job_id, {**job, "state": "done", "hit": True, "ended": time.time()})
-        print(f"{stage.name}: store hit {key[:16]} ({seconds:.2f} s)", flush=True)
+        store.materialize(entry, job.outputs)
+        seconds = job.done(store, "hit", hit=True)
+        print(f"{name}: store hit {key[:16]} ({seconds:.2f} s)", flush=True)
         return RunResult(key, True, seconds)
 
-    store.log_event("miss", key, stage.name)
-    print(f"{stage.name}: store miss {key[:16]}; computing", flush=True)
-    work_dir = store.work_dir(key)
+    store.log_event("miss", key, name)
+    print(f"{name}: store miss {key[:16]}; computing", flush=True)
     staging = store.new_staging(key)
-    staged = {name: staging / "outputs" / name for name in outputs}
+    wall = _compute(store, job, staging)
+    _check_inputs_unchanged(store, job)
+    # The commit also retires the key's work folder: it held resumable state; the entry is the
+    # result now.
+    entry = store.commit(key, staging, _entry_meta(job, wall))
+    store.materialize(entry, job.outputs)
+    seconds = job.done(store, "commit", hit=False)
+    print(f"{name}: committed {key[:16]} ({wall:.2f} s)", flush=True)
+    return RunResult(key, False, seconds)
+
+
+def _compute(store: Store, job: _Job, staging: Path) -> float:
+    """Run the stage into the staging folder (its work folder is the key's); wall seconds."""
+    staged = {name: staging / "outputs" / name for name in job.outputs}
     t0 = time.time()
-    execute(stage, spec, resolved, staged, work_dir, root, execution, key, material["code"])
-    wall = time.time() - t0
-    # What was read must still be what was hashed: an input rewritten while the stage ran (a
-    # data export, a checkout) would give a result under the wrong key.
+    execute(
+        job.stage,
+        job.spec,
+        job.resolved,
+        staged,
+        store.work_dir(job.key),
+        job.root,
+        job.execution,
+        job.key,
+        job.material["code"],
+    )
+    return time.time() - t0
+
+
+def _check_inputs_unchanged(store: Store, job: _Job) -> None:
+    """What was read must still be what was hashed: an input rewritten while the stage ran (a
+    data export, a checkout) would give a result under the wrong key."""
     cache = HashCache(store.root / "hashcache.sqlite")
     try:
-        changed = _changed_inputs(input_hashes, cache)
+        changed = _changed_inputs(job.input_hashes, cache)
     finally:
         cache.close()
     if changed:
         raise CampaignError(
-            f"{stage.name}: input {', '.join(changed)} changed while the stage ran; "
+            f"{job.stage.name}: input {', '.join(changed)} changed while the stage ran; "
             f"nothing was committed (run it again)"
         )
-    meta = {
-        "stage": stage.name,
-        "key_material": material,
-        "spec": spec,
-        "inputs": input_hashes,
-        "volatile": list(stage.volatile),
+
+
+def _entry_meta(job: _Job, wall: float) -> dict:
+    """entry.json: the key material, the inputs hashed, and the facts that differ between
+    identical computations (wall time, peak memory, environment)."""
+    return {
+        "stage": job.stage.name,
+        "key_material": job.material,
+        "spec": job.spec,
+        "inputs": job.input_hashes,
+        "volatile": list(job.stage.volatile),
         "wall_seconds": round(wall, 3),
         "peak_rss_bytes": _peak_rss_bytes(),
         "created": round(time.time(), 3),
         "environment": environment(),
     }
-    # The commit also retires the key's work folder: it held resumable state; the entry is the
-    # result now.
-    entry = store.commit(key, staging, meta)
-    store.materialize(entry, outputs)
-    seconds = time.time() - started
-    store.log_event("commit", key, stage.name, seconds=round(seconds, 3))
-    store.write_job(job_id, {**job, "state": "done", "hit": False, "ended": time.time()})
-    print(f"{stage.name}: committed {key[:16]} ({wall:.2f} s)", flush=True)
-    return RunResult(key, False, seconds)
 
 
 def run_stage(
@@ -237,21 +273,9 @@ def run_stage(
         store.write_job(job_id, {**job, "state": "running"})
         with store.lock(key):
             try:
-                return _hit_or_compute(
-                    store,
-                    stage,
-                    spec,
-                    resolved,
-                    input_hashes,
-                    execution,
-                    key,
-                    material,
-                    outputs,
-                    root,
-                    job,
-                    job_id,
-                    started,
-                )
+                prepared = _Job(stage, spec, resolved, input_hashes, execution, key, material,
+                                outputs, root, job, job_id, started)  # fmt: skip
+                return _hit_or_compute(store, prepared)
             finally:
                 # Still under the key's lock: gc may take it next and must find nothing of ours.
                 for leftover in store.tmp.glob(f"commit-{key}-{os.getpid()}.*"):

@@ -1,17 +1,120 @@
-"""What a phase declares: its stages (name, entry, inputs, outputs, params subset) and checks.
+"""What a phase declares: its stages (name, entry, inputs and outputs with their paths, params
+subset) and checks.
 
 A phase is a subpackage of `campaign` whose `__init__` defines `PHASE = Phase(...)`; the registry
 (`campaign.core.registry`) finds it, so the command line, the content keys and the Snakefile's
 helpers need no edit when a phase is added. Declarations import nothing heavy: the Snakefile reads
 them when it builds the DAG, and a stage's function is imported only when the stage runs.
+
+Names and paths are said once, here. A stage's `outputs` map each name to its path pattern, in
+the stage's wildcards (`{run}`, `{variant}`): `File`, `Folder` (Snakemake's `directory()`) or
+`Figure` (a file shown by `snakemake --report`, with its category). Its `inputs` map each name to
+where the files come from, never to a path spelled again:
+
+- `From(stage, output)`: that stage's output with this job's wildcards (one fixed file, or the
+  same run's file for a per-run consumer);
+- `EachRun(stage, output)`: that per-run output of every kept run of the plan;
+- `EachJob(stage, output)`: that output of every quantize job (chosen runs x variants);
+- `Derived()`: the files the params name, as the stage's `derive_inputs` finds them;
+- `Nothing()`: an input the stage accepts and the DAG gives no file.
+
+The rule files take both maps from here (`input: **stage_inputs("index")`, `output:
+**stage_outputs("index")`, helpers in workflow/rules/common.smk), so a rule cannot name an input
+the stage does not read nor a path another rule spells differently. What stays in the rules is
+what only Snakemake needs: checkpoints, log and benchmark paths (with the outputs' wildcards),
+resources, priorities. `directory()` and `report()` are applied from the output's kind, because
+whether an output is a folder is a fact about the stage (the runner hashes it as a tree), not
+about the wiring. `after` holds the files a job waits for but does not read (not passed to the
+stage, not hashed): they order the DAG only, e.g. training after the plan table (`ancient`, so a
+redone plan does not make trained runs stale).
+
+`final` says whether the stage's outputs are targets of a bare `snakemake` (`rule all`, built
+from the registry): True, False, or a function of the params (the track stage, with
+tracking.enabled). All of a final stage's outputs are targets; its job is needed either way, so
+this lists the files that job writes without adding a job.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from dataclasses import dataclass
+import string
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
+
+
+@dataclass(frozen=True)
+class File:
+    """An output file at `path` (a pattern in the stage's wildcards)."""
+
+    path: str
+
+
+@dataclass(frozen=True)
+class Folder:
+    """An output folder at `path` (Snakemake's `directory()`)."""
+
+    path: str
+
+
+@dataclass(frozen=True)
+class Figure:
+    """An output image shown by `snakemake --report` under `category`; its caption is
+    workflow/report/<file stem>.rst."""
+
+    path: str
+    category: str
+
+
+Output = File | Folder | Figure
+
+
+@dataclass(frozen=True)
+class From:
+    """The output `output` of stage `stage`, with this job's wildcards. `ancient`: its
+    modification time never makes the job stale (Snakemake's `ancient()`)."""
+
+    stage: str
+    output: str
+    ancient: bool = False
+
+
+@dataclass(frozen=True)
+class EachRun:
+    """The per-run output `output` of stage `stage` (its path holds `{run}`) for every kept
+    run of the plan, in the plan's order."""
+
+    stage: str
+    output: str
+
+
+@dataclass(frozen=True)
+class EachJob:
+    """The output `output` of stage `stage` (its path holds `{run}` and `{variant}`) for every
+    quantize job: the chosen runs (quantization.runs) x the variants."""
+
+    stage: str
+    output: str
+
+
+@dataclass(frozen=True)
+class Derived:
+    """The files the stage's params name (data files, an earlier manifest or split, a
+    pretrained model folder), as its `derive_inputs` finds them; none is a valid answer."""
+
+
+@dataclass(frozen=True)
+class Nothing:
+    """An input the stage accepts (a person may pass it) that the DAG gives no file for."""
+
+
+Input = From | EachRun | EachJob | Derived | Nothing
+
+
+def wildcards_of(pattern: str) -> tuple[str, ...]:
+    """The wildcard names of a path pattern, in order: 'results/{run}/{variant}/x' -> (run,
+    variant)."""
+    return tuple(name for _, name, _, _ in string.Formatter().parse(pattern) if name)
 
 
 @dataclass(frozen=True)
@@ -19,8 +122,9 @@ class Stage:
     name: str
     entry: str  # "campaign.<phase>.<module>:<function>", called with a StageContext
     help: str  # one line for `campaign --help`
-    inputs: tuple[str, ...]  # logical input names (each one file or a list of files)
-    outputs: tuple[str, ...]  # logical output names
+    # {name: where its files come from}: each input is one file or a list of files.
+    inputs: Mapping[str, Input] = field(hash=False)
+    outputs: Mapping[str, Output] = field(hash=False)  # {name: its path pattern and kind}
     spec: Callable[..., Any]  # (params, **wildcards) -> the params subset the stage reads
     libraries: tuple[str, ...] = ()  # whose installed versions are part of the content key
     # The part of the spec that decides the result (hashed into the content key); default: all.
@@ -42,6 +146,42 @@ class Stage:
     # torch: the settings (device type, threads, deterministic algorithms, CUDA versions) are
     # part of the key, and pinned before the stage runs.
     execution: str | None = None
+    # Files the job waits for and does not read: not passed to the stage, not hashed.
+    after: Mapping[str, Input] = field(default_factory=dict, hash=False)
+    # Whether the outputs are targets of a bare `snakemake`: a bool or params -> bool.
+    final: bool | Callable[[dict], bool] = False
+
+    @property
+    def wildcards(self) -> tuple[str, ...]:
+        """The wildcards of the stage's jobs (those of its output paths), in order."""
+        seen: dict[str, None] = {}
+        for out in self.outputs.values():
+            seen.update(dict.fromkeys(wildcards_of(out.path)))
+        return tuple(seen)
+
+    def __post_init__(self) -> None:
+        # A tuple of names (the declarations' old form) would pass for names and break the
+        # rules: one line naming the stage instead.
+        for what, kinds in (
+            ("inputs", (From, EachRun, EachJob, Derived, Nothing)),
+            ("after", (From, EachRun, EachJob)),
+            ("outputs", (File, Folder, Figure)),
+        ):
+            value = getattr(self, what)
+            wrong = (
+                [value]
+                if not isinstance(value, Mapping)
+                else [v for v in value.values() if not isinstance(v, kinds)]
+            )
+            if wrong:
+                names = ", ".join(k.__name__ for k in kinds)
+                raise TypeError(
+                    f"stage '{self.name}': {what} must map each name to one of {names}; "
+                    f"got {wrong[0]!r}"
+                )
+
+    def is_final(self, params: dict) -> bool:
+        return self.final(params) if callable(self.final) else bool(self.final)
 
     @property
     def command(self) -> str:
@@ -63,6 +203,9 @@ class Stage:
     def key_params(self, spec: Any) -> Any:
         return spec if self.key_view is None else self.key_view(spec)
 
+    # Every stage's code version holds this module (each phase declares its stages with it), so
+    # it resolves its own references rather than import campaign.core.io: an edit of its code
+    # changes every store key and retrains every run. The runner uses campaign.core.io.resolve.
     def function(self) -> Callable:
         module_name, _, func_name = self.entry.partition(":")
         return getattr(importlib.import_module(module_name), func_name)

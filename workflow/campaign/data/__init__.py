@@ -2,7 +2,7 @@
 exact and near duplicates, join leak units and split them without leaks (split, audit)."""
 
 from campaign.core.lazy import exports
-from campaign.core.stage import Phase, Stage
+from campaign.core.stage import Derived, EachRun, File, From, Phase, Stage
 
 # What other phases and tools may use; everything else in this folder is the phase's own.
 _PUBLIC = {
@@ -14,6 +14,10 @@ _PUBLIC = {
     "vocab_tokens": "artifacts",
 }
 __getattr__, __dir__ = exports(__name__, _PUBLIC)
+
+
+# The split's files, as every stage that reads them names them.
+SPLIT_FILES = {name: From("split", name) for name in ("train", "validation", "test")}
 
 
 def _manifest_spec(params: dict) -> dict:
@@ -79,8 +83,13 @@ PHASE = Phase(
             name="manifest",
             entry="campaign.data.manifest:stage",
             help="read the data sources, validate them, write the manifest",
-            inputs=("sources", "previous"),
-            outputs=("manifest", "summary", "diff"),
+            inputs={"sources": Derived(), "previous": Derived()},
+            outputs={
+                "manifest": File("results/data/manifest.parquet"),
+                "summary": File("results/data/summary.json"),
+                "diff": File("results/data/manifest_diff.json"),
+            },
+            final=True,
             spec=_manifest_spec,
             libraries=("pandas", "pyarrow", "blake3"),
             key_view=_manifest_key,
@@ -90,8 +99,20 @@ PHASE = Phase(
             name="split",
             entry="campaign.data.split:stage",
             help="privacy scan, leak-free train/validation/test split, leakage audit",
-            inputs=("sources", "previous"),
-            outputs=("train", "validation", "test", "audit", "audit_table", "privacy"),
+            # previous: an earlier run's split files (split.previous), for the moved-record report.
+            inputs={"sources": Derived(), "previous": Derived()},
+            # The manifest is not hashed into the split's key (the sources are): it orders the
+            # split after it, so a bad record is reported once, by the manifest stage.
+            after={"manifest": From("manifest", "manifest")},
+            outputs={
+                "train": File("results/data/splits/train.parquet"),
+                "validation": File("results/data/splits/validation.parquet"),
+                "test": File("results/data/splits/test.parquet"),
+                "audit": File("results/data/leakage_audit.json"),
+                "audit_table": File("results/data/leakage_audit.txt"),
+                "privacy": File("results/data/privacy_report.json"),
+            },
+            final=True,
             spec=_split_spec,
             libraries=("pandas", "pyarrow", "numpy", "blake3", "phonenumbers", "detect-secrets"),
             key_view=_split_key,
@@ -102,15 +123,19 @@ PHASE = Phase(
             entry="campaign.data.artifacts:stage_scan_artifacts",
             help="privacy scan of the artifacts the campaign wrote (tokenizer vocabularies, "
             "predictions, reports)",
-            inputs=(
-                "models",
-                "predictions_validation",
-                "predictions_test",
-                "summary",
-                "audit_table",
-                "preflight_report",
-            ),
-            outputs=("findings",),
+            # A tokenizer trained on text holding a key can hold it as a token; predictions and
+            # reports can quote records. Logs are not DAG outputs: `campaign scan-artifacts`
+            # scans them.
+            inputs={
+                "models": EachRun("train", "model"),
+                "predictions_validation": EachRun("train", "predictions_validation"),
+                "predictions_test": EachRun("train", "predictions_test"),
+                "summary": From("evaluate", "summary"),
+                "audit_table": From("split", "audit_table"),
+                "preflight_report": From("preflight", "report_text"),
+            },
+            outputs={"findings": File("results/data/artifact_findings.json")},
+            final=True,
             spec=_scan_spec,
             libraries=("pyarrow", "phonenumbers", "detect-secrets"),
         ),

@@ -6,12 +6,22 @@ non-inferiority test, Holm per family (questions); decisions against
 (words); error analysis (confusions, slices, items fixed and broken). stage.py wires them."""
 
 from campaign.core.lazy import exports
-from campaign.core.stage import Phase, Stage
+from campaign.core.stage import EachJob, EachRun, File, Folder, From, Phase, Stage
+from campaign.data import SPLIT_FILES
 
 _PUBLIC = {
+    "ACT_PREFIX": "words",
     "Interval": "stats",
+    "NO_FINDINGS": "words",
+    "VERDICT_TITLE": "words",
     "classification_metrics": "metrics",
+    "evaluation_flags": "words",
+    "evaluation_verdict": "words",
+    "finding_lines": "words",
     "holm": "stats",
+    "level_words": "words",
+    "points": "words",
+    "verdict_block": "words",
 }
 __getattr__, __dir__ = exports(__name__, _PUBLIC)
 
@@ -32,8 +42,11 @@ PHASE = Phase(
             name="floor",
             entry="campaign.evaluate.stage:stage_floor",
             help="score the reference floor (majority class, TF-IDF + logistic regression)",
-            inputs=("train", "validation", "test"),
-            outputs=("floor", "timings"),
+            inputs=SPLIT_FILES,
+            outputs={
+                "floor": Folder("results/evaluation/floor"),
+                "timings": File("results/evaluation/floor_timings.json"),
+            },
             spec=_floor_spec,
             libraries=("scikit-learn", "numpy", "scipy"),
             # The fit's and the predictions' seconds (the floor's cost, for the budget).
@@ -43,19 +56,25 @@ PHASE = Phase(
             name="evaluate",
             entry="campaign.evaluate.stage:stage_evaluate",
             help="score every variant with intervals, compare, decide, and analyse errors",
-            inputs=(
-                "train",
-                "validation",
-                "test",
-                "runs",
-                "predictions_validation",
-                "predictions_test",
-                "floor",
-                "variants_result",
-                "variants_validation",
-                "variants_test",
-            ),
-            outputs=("metrics", "comparisons", "decisions", "errors", "summary"),
+            inputs={
+                **SPLIT_FILES,
+                "runs": From("plan_table", "runs"),
+                "predictions_validation": EachRun("train", "predictions_validation"),
+                "predictions_test": EachRun("train", "predictions_test"),
+                "floor": From("floor", "floor"),
+                # Every quantized variant's result (status) and predictions.
+                "variants_result": EachJob("quantize", "result"),
+                "variants_validation": EachJob("quantize", "predictions_validation"),
+                "variants_test": EachJob("quantize", "predictions_test"),
+            },
+            outputs={
+                "metrics": File("results/evaluation/metrics.parquet"),
+                "comparisons": File("results/evaluation/comparisons.parquet"),
+                "decisions": File("results/evaluation/decisions.json"),
+                "errors": Folder("results/evaluation/errors"),
+                "summary": File("results/evaluation/summary.txt"),
+            },
+            final=True,
             spec=_evaluate_spec,
             libraries=("numpy", "scipy"),
             # runs.tsv's projected hours come from timings: only its design part is keyed.

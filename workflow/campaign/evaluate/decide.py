@@ -18,6 +18,8 @@ decisions.json
     items_needed        NEW  int | null: evaluation items that would decide it
     seeds_needed_low, seeds_needed_high  NEW  int | null: seeds_needed at the ends of the seed
                              variance's 95 % chi-square interval (its uncertainty)
+    cell_id             NEW  the plan table's cell id of a quantized variant's run's cell; null
+                             for a main effect
     Price is NOT computed here: evaluate does not read the projected hours (runs.tsv's hours are
     outside its keyed view). The budget phase prices seeds_needed x hours per run x offer.
   decision values:
@@ -38,7 +40,9 @@ decisions.json
     reported_on         NEW  the other split; reported: {value, ci_low, ci_high} on it (the
                              headline number: no winner's curse)
     representative_run  NEW  the run of the median seed on decide_on (what to quantize)
+    cell_id             NEW  the chosen cell's id in the plan table (runs.tsv's cell_id)
   below_floor: list {cell, floor, verdict, estimate, ci_low, ci_high}  (as before)
+    cell_id             NEW  each entry's cell id in the plan table
   floor             NEW  {name, value, ci_low, ci_high} of the best floor on decide_on, or null
   verdict           NEW  {keep, kind ("cell" | "floor"), line, lines}: the option to keep; kind
                          "floor" when the chosen cell is below the best floor by the test;
@@ -61,6 +65,10 @@ seed_sd, mde, seeds_needed, interval_over, decision, estimability, aliases)
   smallest_provable_loss  NEW  quantized rows: the loss bound zero discordant items would give
   mde             now: the smallest true effect adopted with probability `power` (interval
                   clearing min_useful_effect), in the metric's units
+  cell_id         NEW  the plan table's cell id of the row's cell (kinds cell and floor: the cell
+                  compared; quantized: its run's cell); null for main and interaction rows.
+                  Join on it, never on `subject` (a sentence that may be reworded)
+metrics.parquet: cell_id  NEW  as above, for run, quantized and cell rows (null for a floor)
 """
 
 from __future__ import annotations

@@ -2,12 +2,13 @@
 
 This module only wires the layers: metrics (scoring one variant on one split) -> comparison
 (statistics over per-item scores) and questions (one row per question, Holm per family) ->
-decide (policy) -> words (the verdict and the lines). Outputs of `evaluate`
+decide (policy) -> words (the verdict block and the lines). Outputs of `evaluate`
 (results/evaluation/): metrics.parquet (every variant and every cell on validation and test,
 each metric with its interval), comparisons.parquet (effects, cells against the control,
 quantized variants against their reference, cells against the floor, Holm per family on a
 split), decisions.json (its keys: campaign.evaluate.decide), errors/ (confusion, confused pairs,
-slices, items fixed and broken) and summary.txt (the verdict first, then the decisions in words).
+slices, items fixed and broken) and summary.txt (the verdict block first, then the decisions in
+words).
 """
 
 from __future__ import annotations
@@ -121,6 +122,7 @@ def _metric_rows(name, v, items, scores, cell_name) -> list[dict]:
                 "kind": v["kind"],
                 "run": v["run"],
                 "cell": cell_name,
+                "cell_id": v.get("cell_id"),
                 "seed": v.get("seed"),
                 "split": items.split,
                 "metric": metric,
@@ -143,7 +145,7 @@ def stage_evaluate(ctx) -> None:
     s = ctx.spec["evaluation"]
     conf, power = s["confidence"], s["power"]
     metric = s["metric"]
-    factors, cells, seeds, control = read_plan(ctx.inputs["runs"][0])
+    factors, cells, seeds, control, cell_ids = read_plan(ctx.inputs["runs"][0])
     labels = campaign_labels(ctx.inputs["train"][0], [ctx.inputs[x][0] for x in SPLITS])
     items = {x: read_items(ctx.inputs[x][0], x, labels, s["slices"]) for x in SPLITS}
     variants, skipped = _variants(ctx)
@@ -154,6 +156,8 @@ def stage_evaluate(ctx) -> None:
             v["cell"], v["seed"] = cells[v["run"]], seeds[v["run"]]
         elif v["kind"] == "quantized" and v["run"] in cells:
             v["cell"], v["seed"] = cells[v["run"]], seeds[v["run"]]
+        if "cell" in v:
+            v["cell_id"] = cell_ids[v["cell"]]
 
     metric_rows: list[dict] = []
     comparison_rows: list[dict] = []
@@ -216,10 +220,23 @@ def stage_evaluate(ctx) -> None:
         comparison_rows += [questions.public(r) for r in rows]
 
     decisions = words.decisions(ctx.spec, comparison_rows, metric_rows, variants, best_floor)
+    _carry_cell_ids(decisions, comparison_rows, metric_rows)
     decisions["skipped_variants"] = [
         {"variant": name, "reason": reason} for name, reason in sorted(skipped.items())
     ]
     _write(ctx, metric_rows, comparison_rows, error_rows, decisions, pd)
+
+
+# The budget runs after the evaluation: the verdict here says where its costs are.
+COSTS_AT = "in results/budget/summary.txt (the budget phase runs after the evaluation)"
+PRICE_AT = "results/budget/to_decide.csv"
+
+
+def summary_text(decisions: dict) -> str:
+    """summary.txt: the verdict block (words.verdict_block, without costs), then the decisions."""
+    flags = words.evaluation_flags(decisions)
+    values = words.evaluation_verdict(decisions, flags, COSTS_AT, PRICE_AT)
+    return "\n".join([*words.verdict_block(values), "", *decisions["lines"]]) + "\n"
 
 
 def _comparisons(
@@ -245,6 +262,7 @@ def _comparisons(
         if v["kind"] == "run":
             by_cell.setdefault(v["cell"], {})[v["seed"]] = v["name"]
     runs_of = {cell: [at[seed] for seed in sorted(at)] for cell, at in sorted(by_cell.items())}
+    ids = {v["cell"]: v["cell_id"] for v in variants if v["kind"] == "run"}
     design = {
         cell: np.stack([scored[r]["correct"] for r in runs]) for cell, runs in runs_of.items()
     }
@@ -259,6 +277,7 @@ def _comparisons(
                 "kind": "cell",
                 "run": None,
                 "cell": _cell_name(factors, cell),
+                "cell_id": ids[cell],
                 "seed": None,
                 "split": split,
                 "metric": metric,
@@ -290,6 +309,7 @@ def _comparisons(
                     "split": split,
                     "kind": c.kind,
                     "subject": c.name,
+                    "cell_id": ids[c.weights[0][0]] if c.kind == "cell" else None,
                     "reference": "control",
                     "metric": metric,
                     "estimability": c.estimability or None,
@@ -319,6 +339,7 @@ def _comparisons(
                 "split": split,
                 "kind": "quantized",
                 "subject": v["name"],
+                "cell_id": v.get("cell_id"),
                 "reference": v["run"],
                 "metric": metric,
                 **row,
@@ -352,6 +373,7 @@ def _comparisons(
                     "split": split,
                     "kind": "floor",
                     "subject": _cell_name(factors, cell),
+                    "cell_id": ids[cell],
                     "reference": best,
                     "metric": metric,
                     **row,
@@ -364,6 +386,24 @@ def _comparisons(
                         v["name"], best, its, scored[best]["correct"], scored[v["name"]]["correct"]
                     )
     return rows
+
+
+def _carry_cell_ids(decisions: dict, comparison_rows: list, metric_rows: list) -> None:
+    """Each decision, the best cell and each below-floor entry of decisions.json get the
+    plan table's cell_id of their cell (null for a main effect or an interaction), so that
+    index, budget and report join on it rather than on a subject's wording; in place."""
+    split = decisions["decide_on"]
+    by_subject = {
+        (r["kind"], r["subject"]): r.get("cell_id") for r in comparison_rows if r["split"] == split
+    }
+    for d in decisions["decisions"]:
+        d["cell_id"] = by_subject.get((d["kind"], d["subject"]))
+    for f in decisions["below_floor"]:
+        f["cell_id"] = by_subject.get(("floor", f["cell"]))
+    best = decisions.get("best_cell")
+    if best is not None:
+        cells = {r["cell"]: r["cell_id"] for r in metric_rows if r["kind"] == "cell"}
+        best["cell_id"] = cells.get(best["cell"])
 
 
 def _clean(value):
@@ -382,7 +422,7 @@ def _write(ctx, metric_rows, comparison_rows, error_rows, decisions, pd) -> None
     clean = json.loads(json.dumps(decisions, default=str), parse_constant=lambda c: None)
     clean = _deep_clean(clean)
     ctx.outputs["decisions"].write_text(json.dumps(clean, indent=2, sort_keys=True) + "\n")
-    ctx.outputs["summary"].write_text("\n".join(decisions["lines"]) + "\n")
+    ctx.outputs["summary"].write_text(summary_text(clean))
 
 
 def _deep_clean(value):

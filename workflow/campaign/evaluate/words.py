@@ -14,6 +14,22 @@ def points(value: float) -> str:
     return f"{value * 100:+.1f}"
 
 
+def percent(value: float | None) -> str:
+    """A metric level in percent: 0.912 -> "91.2 %" (differences are in points: `points`)."""
+    if value is None or not math.isfinite(value):
+        return "not measured"
+    return f"{value * 100:.1f} %"
+
+
+def level_words(value: float | None, low: float | None, high: float | None) -> str:
+    """A level with its interval, in percent: "91.2 % [88.0, 94.1]"."""
+    if value is None or not math.isfinite(value):
+        return "not measured"
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return f"{percent(value)} (no interval)"
+    return f"{percent(value)} [{low * 100:.1f}, {high * 100:.1f}]"
+
+
 def interval_words(row: dict) -> str:
     low, high = row["ci_low"], row["ci_high"]
     if not (math.isfinite(low) and math.isfinite(high)):
@@ -24,7 +40,7 @@ def interval_words(row: dict) -> str:
 def _value(row: dict | None) -> str:
     if not row:
         return "not measured"
-    return f"{row['value']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
+    return level_words(row["value"], row["ci_low"], row["ci_high"])
 
 
 def _needs(r: dict) -> str:
@@ -207,14 +223,32 @@ def decisions(
 
 def _verdict(best, by_split, vs_floor, floor_of, best_floor, split, other, metric) -> dict:
     """The option to keep: the best cell (chosen on `split`, reported on `other`), or the floor
-    when that cell is below it by the test."""
+    when that cell is below it by the test. `quality`: the kept option's level on `other`;
+    `against_floor`: the best cell against the floor on `split` (None without a floor)."""
+    levels = ("value", "ci_low", "ci_high")
+
+    def quality(row: dict | None) -> dict:
+        return {"split": other, "metric": metric} | {k: (row or {}).get(k) for k in levels}
+
     if best is None:
         keep = best_floor
         line = (
             f"Keep: {best_floor} (no trained cell was scored)" if keep else "Keep: nothing scored"
         )
-        return {"keep": keep, "kind": "floor" if keep else None, "line": line, "lines": [line]}
+        return {
+            "keep": keep,
+            "kind": "floor" if keep else None,
+            "line": line,
+            "lines": [line],
+            "quality": quality(floor_of.get(other)) if keep else None,
+            "against_floor": None,
+        }
     mine = next((r for r in vs_floor if r["subject"] == best["cell"]), None)
+    against = None
+    if mine is not None:
+        against = {"floor": best_floor, "split": split} | {
+            k: mine[k] for k in ("estimate", "ci_low", "ci_high", "decision")
+        }
     if mine is not None and mine["decision"] == decide.BELOW:
         line = (
             f"Keep: {best_floor} — the best trained cell ({best['cell']}) is below it by "
@@ -222,11 +256,215 @@ def _verdict(best, by_split, vs_floor, floor_of, best_floor, split, other, metri
             f"{_value(floor_of.get(other))}"
         )
         extra = f"Best trained cell on {other}: {_value(by_split.get(other))} (not kept)"
-        return {"keep": best_floor, "kind": "floor", "line": line, "lines": [line, extra]}
+        return {
+            "keep": best_floor,
+            "kind": "floor",
+            "line": line,
+            "lines": [line, extra],
+            "quality": quality(floor_of.get(other)),
+            "against_floor": against,
+        }
     line = (
         f"Keep: {best['cell']} — chosen on {split}; {other} {metric} {_value(by_split.get(other))}"
     )
     lines = [line]
     if mine is not None:
         lines.append(f"Against {best_floor}: {interval_words(mine)} on {split}, {mine['decision']}")
-    return {"keep": best["cell"], "kind": "cell", "line": line, "lines": lines}
+    return {
+        "keep": best["cell"],
+        "kind": "cell",
+        "line": line,
+        "lines": lines,
+        "quality": quality(by_split.get(other)),
+        "against_floor": against,
+    }
+
+
+# The verdict block: the first lines of results/evaluation/summary.txt, results/budget/summary.txt
+# and the report. `verdict_block` is its one writer; each caller gathers the values it knows.
+VERDICT_TITLE = "Verdict"
+MAX_LISTED = 3  # open questions and findings shown in the block; the rest are counted
+OPEN = (decide.INCONCLUSIVE, decide.ADOPT_SMALL, decide.ONE_SEED, decide.TOO_FEW_ITEMS)
+OPEN_PREFIX, ACT_PREFIX = "Open: ", "Act on: "
+NO_FINDINGS = "Findings to act on: none"
+
+
+def _keep_words(keep: dict) -> str:
+    kind, name = keep["kind"], keep["name"]
+    if kind == "floor":
+        return f"the reference floor {name}"
+    if kind == "cell":
+        return f"cell {name}"
+    if kind == "run":
+        return f"run {name} of cell {keep['cell']}"
+    run, _, variant = name.rpartition("/")
+    return f"{name} (quantized {variant} of run {run}, cell {keep['cell']})"
+
+
+def _open_words(q: dict, money, price_at: str | None) -> str:
+    head = f"  {OPEN_PREFIX}{q['subject']}, {q['decision']}: "
+    ways = []
+    if q.get("seeds_needed"):
+        runs = q.get("extra_runs")
+        seeds = f"{q['seeds_needed']} seeds per cell"
+        if runs is not None:
+            seeds += f" = {runs:,} more run(s)"
+        cost = q.get("cost")
+        if money is not None and cost is not None and math.isfinite(cost):
+            seeds += f", {money(cost)}"
+        elif price_at:
+            seeds += f" (priced in {price_at})"
+        ways.append(seeds)
+    if q.get("items_needed"):
+        ways.append(f"{q['items_needed']:,} evaluation items (labelling not priced)")
+    if not ways:
+        return head + "neither more seeds nor more items would decide it"
+    return head + "; or ".join(ways)
+
+
+def verdict_block(v: dict, money=None) -> list[str]:
+    """The verdict in at most ~12 lines, from the tables' values (no reading, no policy).
+
+    v: split, metric (where the kept option's quality is measured), decided_on;
+    keep: {kind: cell | run | quantized | floor, name, cell, quality, low, high} or None;
+    against_floor: {floor, split, estimate, ci_low, ci_high, decision} or None;
+    also: names of cheaper candidates not priced here (adopted quantized variants), or [];
+    cost: {train, serve, total, predictions, offer} (money amounts) or None, then costs_at says
+    where the costs are; ship: the file (or folder) a user would ship, or None;
+    open: [{subject, decision, seeds_needed, extra_runs, cost, items_needed}], price_at: where
+    their prices are when `cost` is None; findings: lines to act on.
+    money: amount -> text (the budget's format_money); levels are in percent, differences in
+    points.
+    """
+    lines = [
+        f"{VERDICT_TITLE} (chosen on {v['decided_on']}; quality on {v['split']}, "
+        f"{v['metric']}; levels in %, differences in points)"
+    ]
+    keep = v.get("keep")
+    if keep is None:
+        lines.append("  Keep: nothing (no trained cell and no floor was scored)")
+    else:
+        lines.append(
+            f"  Keep: {_keep_words(keep)}: {v['split']} {v['metric']} "
+            f"{level_words(keep['quality'], keep['low'], keep['high'])}"
+        )
+    f = v.get("against_floor")
+    if f is not None:
+        lines.append(
+            f"  Best cell against the floor {f['floor']}: {interval_words(f)} on {f['split']}, "
+            f"{f['decision']}"
+        )
+    cost = v.get("cost")
+    if cost is not None and money is not None:
+        lines.append(
+            f"  Cost: {money(cost['train'])} to train + {money(cost['serve'])} to serve "
+            f"{cost['predictions']:,} predictions = {money(cost['total'])} ({cost['offer']})"
+        )
+    elif keep is not None:
+        lines.append(f"  Cost to train and to serve: {v.get('costs_at') or 'not measured'}")
+    if v.get("also"):
+        lines.append(f"  Also within the loss limit, cheaper to serve: {', '.join(v['also'])}")
+    if v.get("ship"):
+        lines.append(f"  Ship: {v['ship']}")
+    questions = v.get("open") or []
+    for q in questions[:MAX_LISTED]:
+        lines.append(_open_words(q, money, v.get("price_at")))
+    if len(questions) > MAX_LISTED:
+        lines.append(f"  ... and {len(questions) - MAX_LISTED} more open question(s)")
+    if not questions:
+        lines.append("  Open questions: none")
+    found = v.get("findings") or []
+    lines += finding_lines(found)
+    return lines
+
+
+def finding_lines(found: list[str]) -> list[str]:
+    """The block's findings: the first MAX_LISTED, then how many more."""
+    lines = [f"  {ACT_PREFIX}{line}" for line in found[:MAX_LISTED]]
+    if len(found) > MAX_LISTED:
+        lines.append(f"  ... and {len(found) - MAX_LISTED} more finding(s): campaign findings")
+    return lines or [f"  {NO_FINDINGS}"]
+
+
+def open_questions(decisions: dict) -> list[dict]:
+    """The open questions of decisions.json (main effects and quantized variants not decided on
+    the decision split), with what would decide each; not priced (the budget prices seeds)."""
+    out = []
+    for d in decisions.get("decisions", []):
+        if d.get("kind") not in ("main", "quantized") or d.get("decision") not in OPEN:
+            continue
+        out.append(
+            {
+                "subject": d["subject"],
+                "decision": d["decision"],
+                "seeds_needed": d.get("seeds_needed") if d["kind"] == "main" else None,
+                "extra_runs": None,
+                "cost": None,
+                "items_needed": d.get("items_needed"),
+            }
+        )
+    items = {u["subject"]: u["items_needed"] for u in decisions.get("no_decision_possible", [])}
+    for q in out:
+        if q["subject"] in items:
+            q["items_needed"] = items[q["subject"]]
+    return out
+
+
+def evaluation_flags(decisions: dict) -> list[str]:
+    """The evaluation's findings to act on: cells not shown to beat the floor, variants skipped.
+    (`campaign findings` and the report add the other phases' findings.)"""
+    out = [
+        f"evaluation: {f['cell']} {f['verdict']} ({f['floor']}: {interval_words(f)})"
+        for f in decisions.get("below_floor", [])
+    ]
+    skipped = decisions.get("skipped_variants") or []
+    if skipped:
+        out.append(f"evaluation: {len(skipped)} quantized variant(s) skipped (decisions.json)")
+    return out
+
+
+def adopted_variants(decisions: dict) -> list[str]:
+    """Quantized variants of the best cell's runs that the evaluation adopted."""
+    runs = set((decisions.get("best_cell") or {}).get("runs", []))
+    return [
+        d["subject"]
+        for d in decisions.get("decisions", [])
+        if d.get("kind") == "quantized"
+        and d.get("reference") in runs
+        and d.get("decision") == decide.ADOPT
+    ]
+
+
+def evaluation_verdict(
+    decisions: dict, findings: list[str], costs_at: str, price_at: str | None = None
+) -> dict:
+    """The verdict block's values as the evaluation knows them: the option to keep among the
+    cells and the floor, no costs (the budget runs later: `costs_at` and `price_at` say where
+    the costs and the open questions' prices are)."""
+    verdict = decisions.get("verdict") or {}
+    quality = verdict.get("quality") or {}
+    keep = None
+    if verdict.get("keep") is not None:
+        keep = {
+            "kind": verdict["kind"],
+            "name": verdict["keep"],
+            "cell": verdict["keep"],
+            "quality": quality.get("value"),
+            "low": quality.get("ci_low"),
+            "high": quality.get("ci_high"),
+        }
+    cell = verdict.get("kind") == "cell"
+    return {
+        "decided_on": decisions["decide_on"],
+        "split": quality.get("split") or decisions["decide_on"],
+        "metric": decisions["metric"],
+        "keep": keep,
+        "against_floor": verdict.get("against_floor"),
+        "also": adopted_variants(decisions) if cell else [],
+        "cost": None,
+        "costs_at": costs_at,
+        "ship": None,
+        "open": open_questions(decisions),
+        "price_at": price_at,
+        "findings": findings,
+    }

@@ -15,21 +15,26 @@ Where each column comes from:
   manifest or the quantize result records it (the runner hands each stage its key).
 - model_hash: the model folder as the store records its output (Snakemake's timestamp file
   aside); weights_hash: its weights file; predictions_*_hash: the prediction files.
+- cell_id: the plan table's stable id of the run's cell; every join with the evaluation on a
+  cell is on it (never on a comparison's wording).
 - validation_* / test_*: the decision metric's value and interval (results/evaluation/
-  metrics.parquet); decision: the run's cell against the control (comparisons.parquet, on the
-  split decisions use), or the quantized variant's decision (decisions.json).
+  metrics.parquet); decision: the run's cell against the control (comparisons.parquet's row
+  of kind cell with that cell_id, on the split decisions use), or the quantized variant's
+  decision (decisions.json, by the variant's name).
 - hours, cost: results/budget/jobs.parquet (money at the budget's reference offer).
 A value no input records is null, with the reason in the matching *_reason column.
 """
 
 from __future__ import annotations
 
-import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from campaign.core.errors import CampaignError
 from campaign.core.hashing import ALGORITHM, hash_file, hash_value
+from campaign.core.io import get, read_json, read_table
+from campaign.core.io import read_plan as plan_table
 from campaign.index.views import summary_view
 
 KINDS = ("run", "quantized", "floor")
@@ -52,6 +57,7 @@ QUANTIZE_CODE_REASON = "this quantize result records no code version (an older v
 HEAD = [("name", "string"), ("kind", "string"), ("run", "string"), ("variant", "string")]
 TAIL = [
     ("cell", "string"),
+    ("cell_id", "string"),
     ("seed", "int64"),
     ("tier", "string"),
     ("status", "string"),
@@ -97,42 +103,9 @@ TAIL = [
 ]
 METRICS_COLUMNS = ("variant", "kind", "run", "cell", "split", "metric", "value", "ci_low",
                    "ci_high")  # fmt: skip
-COMPARISON_COLUMNS = ("split", "kind", "subject", "reference", "decision", "estimate", "ci_low",
-                      "ci_high")  # fmt: skip
+COMPARISON_COLUMNS = ("split", "kind", "subject", "cell_id", "reference", "decision", "estimate",
+                      "ci_low", "ci_high")  # fmt: skip
 JOBS_COLUMNS = ("run", "wall_hours", "cost", "currency", "offer")
-
-
-def _json(path: Path) -> dict:
-    try:
-        value = json.loads(Path(path).read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise CampaignError(f"{path}: not valid JSON ({e.msg}, line {e.lineno})") from None
-    if not isinstance(value, dict):
-        raise CampaignError(f"{path}: expected a JSON object")
-    return value
-
-
-def _field(record: dict, path: Path, *keys: str):
-    """record[k1][k2]..., or a one-line error naming the file and the dotted key."""
-    value = record
-    for i, k in enumerate(keys):
-        if not isinstance(value, dict) or k not in value:
-            raise CampaignError(f"{path}: expected a key '{'.'.join(keys[: i + 1])}'")
-        value = value[k]
-    return value
-
-
-def _parquet(path: Path, needed: tuple[str, ...]):
-    import pandas as pd
-
-    try:
-        frame = pd.read_parquet(path)
-    except Exception as e:  # pyarrow raises several types for a file that is not Parquet
-        raise CampaignError(f"{path}: not a readable Parquet table ({type(e).__name__})") from None
-    missing = [c for c in needed if c not in frame.columns]
-    if missing:
-        raise CampaignError(f"{path}: expected column(s) {', '.join(map(repr, missing))}")
-    return frame
 
 
 def tree_hash(path: Path) -> str:
@@ -165,31 +138,20 @@ def read_plan(path: Path) -> tuple[list[str], dict[str, dict]]:
     column (numbers where every level is a number, else text)."""
     import pandas as pd
 
-    try:
-        table = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
-    except (OSError, ValueError, UnicodeDecodeError) as e:  # pandas' ParserError is a ValueError
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise CampaignError(f"{path}: not a readable plan table ({first})") from None
-    for needed in ("run", "seed", "tier"):
-        if needed not in table.columns:
-            raise CampaignError(f"{path}: expected a column '{needed}'")
-    columns = list(table.columns)
-    factors = columns[columns.index("run") + 1 : columns.index("seed")]
+    table = plan_table(path)
+    factors = list(table.factors)
     typed = {}
     for f in factors:
-        numbers = pd.to_numeric(table[f], errors="coerce")
-        typed[f] = numbers.tolist() if numbers.notna().all() else table[f].tolist()
+        numbers = pd.to_numeric(pd.Series([r[f] for r in table.rows], dtype=str), errors="coerce")
+        typed[f] = numbers.tolist() if numbers.notna().all() else [r[f] for r in table.rows]
     rows = {}
-    for i, r in enumerate(table.to_dict("records")):
-        try:
-            seed = int(r["seed"])
-        except ValueError:
-            raise CampaignError(f"{path} line {i + 2}: seed is not a whole number") from None
+    for i, r in enumerate(table.rows):
         rows[r["run"]] = {
-            "levels": {f: r[f] for f in factors},
+            "levels": table.levels(r),
             "typed": {f: typed[f][i] for f in factors},
-            "seed": seed,
+            "seed": r["seed"],
             "tier": r["tier"],
+            "cell_id": r["cell_id"],
         }
     return factors, rows
 
@@ -206,106 +168,153 @@ def _by_run(paths: list[Path], what: str, depth: int = 1) -> dict:
     return out
 
 
-def _cell_subject(factors: list[str], control: dict, levels: dict) -> str:
-    """The evaluation's name for a cell against the control (campaign.evaluate's contrasts)."""
-    moved = [f"{f} {control[f]} -> {levels[f]}" for f in factors if control[f] != levels[f]]
-    return ", ".join(moved) + " (cell)"
+SINGLE_INPUTS = ("summary", "train", "validation", "test", "runs", "metrics", "comparisons",
+                 "decisions", "jobs")  # fmt: skip
+EMPTY_DECISION = {k: None for k in ("decision", "decision_against", "decision_estimate",
+                                    "decision_ci_low", "decision_ci_high")}  # fmt: skip
 
 
-def build_rows(inputs: dict[str, list[Path]]) -> tuple[list[str], list[dict]]:
-    """(factor names, index rows) from the stage's inputs, by their logical names."""
-    single = ("summary", "train", "validation", "test", "runs", "metrics", "comparisons",
-              "decisions", "jobs")  # fmt: skip
-    for name in single:
-        if len(inputs.get(name, [])) != 1:
-            raise CampaignError(f"index: expected one file for input '{name}' (--in {name}=PATH)")
-    one = {name: Path(inputs[name][0]) for name in single}
-    dataset_hash = summary_view(one["summary"])["dataset_hash"]
-    splits = {s: hash_file(one[s]) for s in ("train", "validation", "test")}
-    split_hash = hash_value(splits)
-    factors, plan = read_plan(one["runs"])
+@dataclass
+class Evaluation:
+    """What the index reads of the evaluation and the budget, keyed for its joins: scores by
+    (variant, split), cell-against-control comparisons and floor verdicts by the plan's cell id,
+    quantized decisions by variant name, budget jobs by run."""
 
-    decisions = _json(one["decisions"])
-    metric = _field(decisions, one["decisions"], "metric")
-    decide_on = _field(decisions, one["decisions"], "decide_on")
-    best = decisions.get("best_cell") or {}
-    quantized_decisions = {
-        d["subject"]: d for d in decisions.get("decisions", []) if d.get("kind") == "quantized"
-    }
-    metrics = _parquet(one["metrics"], METRICS_COLUMNS)
-    metrics = metrics[metrics["metric"] == metric]
-    scores = {(r["variant"], r["split"]): r for r in metrics.to_dict("records")}
-    comparisons = _parquet(one["comparisons"], COMPARISON_COLUMNS)
-    decided = comparisons[comparisons["split"] == decide_on].to_dict("records")
-    cell_vs_control = {
-        r["subject"]: r for r in decided if r["kind"] == "cell" and r["reference"] == "control"
-    }
-    floor_verdicts = {r["subject"]: r["decision"] for r in decided if r["kind"] == "floor"}
-    jobs = {r["run"]: r for r in _parquet(one["jobs"], JOBS_COLUMNS).to_dict("records")}
+    metric: str
+    decide_on: str
+    best_cell_id: str | None
+    scores: dict
+    cell_vs_control: dict
+    floor_verdicts: dict
+    quantized_decisions: dict
+    jobs: dict
+    paths: dict
 
-    controls = [r for r in plan.values() if r["tier"] == "control"]
-    control = controls[0]["levels"] if controls else None
-
-    def metric_columns(name: str, required: bool) -> dict:
-        out = {"metric": metric}
+    def metric_columns(self, name: str, required: bool) -> dict:
+        """{metric, <split>_value, <split>_ci_low, <split>_ci_high} of one variant."""
+        out = {"metric": self.metric}
         for split in SPLITS:
-            row = scores.get((name, split))
+            row = self.scores.get((name, split))
             if row is None and required:
                 raise CampaignError(
-                    f"{one['metrics']}: no '{metric}' row for {name} on the {split} split"
+                    f"{self.paths['metrics']}: no '{self.metric}' row for {name} on the "
+                    f"{split} split"
                 )
             for what in ("value", "ci_low", "ci_high"):
                 out[f"{split}_{what}"] = None if row is None else _number(row[what])
         return out
 
-    def cell_of(name: str) -> str | None:
-        row = scores.get((name, decide_on))
+    def cell_name(self, name: str) -> str | None:
+        """The evaluation's name of a variant's cell (metrics.parquet's `cell`)."""
+        row = self.scores.get((name, self.decide_on))
         cell = None if row is None else row["cell"]
         return cell if isinstance(cell, str) else None
 
-    data_columns = {
-        "dataset_hash": dataset_hash,
-        "split_hash": split_hash,
+
+def read_evaluation(one: dict[str, Path]) -> Evaluation:
+    """The evaluation's decisions, metrics and comparisons and the budget's jobs, read once."""
+    decisions = read_json(one["decisions"], ("metric", "decide_on"))
+    metric, decide_on = decisions["metric"], decisions["decide_on"]
+    metrics = read_table(one["metrics"], METRICS_COLUMNS)
+    metrics = metrics[metrics["metric"] == metric]
+    comparisons = read_table(one["comparisons"], COMPARISON_COLUMNS)
+    decided = comparisons[comparisons["split"] == decide_on].to_dict("records")
+    return Evaluation(
+        metric=metric,
+        decide_on=decide_on,
+        best_cell_id=(decisions.get("best_cell") or {}).get("cell_id"),
+        scores={(r["variant"], r["split"]): r for r in metrics.to_dict("records")},
+        cell_vs_control={
+            r["cell_id"]: r for r in decided if r["kind"] == "cell" and r["reference"] == "control"
+        },
+        floor_verdicts={r["cell_id"]: r["decision"] for r in decided if r["kind"] == "floor"},
+        quantized_decisions={
+            d["subject"]: d for d in decisions.get("decisions", []) if d.get("kind") == "quantized"
+        },
+        jobs={r["run"]: r for r in read_table(one["jobs"], JOBS_COLUMNS).to_dict("records")},
+        paths=one,
+    )
+
+
+def _single_inputs(inputs: dict[str, list[Path]]) -> dict[str, Path]:
+    for name in SINGLE_INPUTS:
+        if len(inputs.get(name, [])) != 1:
+            raise CampaignError(f"index: expected one file for input '{name}' (--in {name}=PATH)")
+    return {name: Path(inputs[name][0]) for name in SINGLE_INPUTS}
+
+
+def _data_columns(one: dict[str, Path]) -> tuple[dict, dict[str, str]]:
+    """(the data identity columns every row carries, {split: file hash})."""
+    splits = {s: hash_file(one[s]) for s in ("train", "validation", "test")}
+    columns = {
+        "dataset_hash": summary_view(one["summary"])["dataset_hash"],
+        "split_hash": hash_value(splits),
         **{f"{s}_split_hash": h for s, h in splits.items()},
         "hash_algorithm": ALGORITHM,
     }
+    return columns, splits
+
+
+def build_rows(inputs: dict[str, list[Path]]) -> tuple[list[str], list[dict]]:
+    """(factor names, index rows) from the stage's inputs, by their logical names."""
+    one = _single_inputs(inputs)
+    data_columns, splits = _data_columns(one)
+    factors, plan = read_plan(one["runs"])
+    ev = read_evaluation(one)
+    run_rows = _run_rows(inputs, one, plan, ev, data_columns, splits)
+    rows = [
+        *run_rows.values(),
+        *_quantized_rows(inputs, factors, run_rows, ev, data_columns),
+        *_floor_rows(ev, data_columns),
+    ]
+    rows.sort(key=lambda r: (KINDS.index(r["kind"]), r["name"]))
+    return factors, rows
+
+
+def _check_splits(path: Path, run: str, manifest: dict, splits: dict, one: dict) -> None:
+    """A run trained on other split files than the ones given is refused."""
+    for s, h in splits.items():
+        recorded = get(manifest, ("inputs", s), path)
+        if list(recorded) != [h]:
+            raise CampaignError(
+                f"{path}: run {run} was trained on a {s} split other than {one[s]} "
+                f"(recorded {recorded}, the file has {h}); rerun snakemake"
+            )
+
+
+def _run_rows(inputs, one, plan, ev: Evaluation, data_columns, splits) -> dict[str, dict]:
+    """{run: index row} of every trained run given (a run manifest each)."""
     manifests = _by_run(inputs.get("run_manifests", []), "run manifest")
     models = _by_run(inputs.get("models", []), "model folder")
     preds = {s: _by_run(inputs.get(f"predictions_{s}", []), f"{s} predictions") for s in SPLITS}
-    rows, run_rows = [], {}
+    controls = [r for r in plan.values() if r["tier"] == "control"]
+    control_id = controls[0]["cell_id"] if controls else None
+    rows = {}
     for run, path in sorted(manifests.items()):
         if run not in plan:
             raise CampaignError(f"{path}: run {run} is not in the plan table {one['runs']}")
-        manifest = _json(path)
-        for s, h in splits.items():
-            recorded = _field(manifest, path, "inputs", s)
-            if list(recorded) != [h]:
-                raise CampaignError(
-                    f"{path}: run {run} was trained on a {s} split other than {one[s]} "
-                    f"(recorded {recorded}, the file has {h}); rerun snakemake"
-                )
+        manifest = read_json(path)
+        _check_splits(path, run, manifest, splits, one)
         for name, paths in (("model folder", models), *((f"{s} predictions", preds[s])
                                                         for s in SPLITS)):  # fmt: skip
             if run not in paths:
                 raise CampaignError(f"index: no {name} given for run {run}")
         p = plan[run]
-        cell = cell_of(run)
-        decision = _run_decision(factors, control, p["levels"], cell_vs_control)
         weights_file, weights_hash = weights(models[run])
-        job = jobs.get(run)
-        row = {
+        rows[run] = {
             "name": run,
             "kind": "run",
             "run": run,
             "variant": TRAINED,
             **p["typed"],
-            "cell": cell,
+            "cell": ev.cell_name(run),
+            "cell_id": p["cell_id"],
             "seed": p["seed"],
             "tier": p["tier"],
             "status": "ok",
             "status_reason": None,
             **data_columns,
-            "code_version": _field(manifest, path, "code", "version"),
+            "code_version": get(manifest, "code.version", path),
             "code_version_reason": None,
             "spec_hash": manifest.get("spec_hash"),
             **_training(manifest),
@@ -315,34 +324,37 @@ def build_rows(inputs: dict[str, list[Path]]) -> tuple[list[str], list[dict]]:
             "weights_file": weights_file,
             "weights_hash": weights_hash,
             **{f"predictions_{s}_hash": hash_file(preds[s][run]) for s in SPLITS},
-            **metric_columns(run, required=True),
-            **decision,
-            "best_cell": cell is not None and cell == best.get("cell"),
-            "floor_verdict": floor_verdicts.get(cell),
-            **_cost(job),
+            **ev.metric_columns(run, required=True),
+            **_run_decision(control_id, p["cell_id"], ev.cell_vs_control),
+            "best_cell": ev.best_cell_id is not None and p["cell_id"] == ev.best_cell_id,
+            "floor_verdict": ev.floor_verdicts.get(p["cell_id"]),
+            **_cost(ev.jobs.get(run)),
         }
-        rows.append(row)
-        run_rows[run] = row
+    return rows
 
+
+def _quantized_rows(inputs, factors, run_rows, ev: Evaluation, data_columns) -> list[dict]:
+    """One index row per quantize result given; its run's row must be there too."""
     results = _by_run(inputs.get("variants_result", []), "quantize result", depth=2)
     q_models = _by_run(inputs.get("variants_model", []), "quantized model", depth=2)
     q_preds = {
         s: _by_run(inputs.get(f"variants_{s}", []), f"quantized {s} predictions", depth=2)
         for s in SPLITS
     }
+    rows = []
     for (run, variant), path in sorted(results.items()):
         if run not in run_rows:
             raise CampaignError(f"{path}: quantized run {run} has no run manifest among the inputs")
-        result = _json(path)
-        status = _field(result, path, "status")
+        result = read_json(path)
+        status = get(result, "status", path)
         name = f"{run}/{variant}"
         base = run_rows[run]
-        d = quantized_decisions.get(name)
         model = q_models.get((run, variant))
         weights_file, weights_hash = weights(model) if model and model.exists() else (None, None)
+        inherited = ("run", "cell", "cell_id", "seed", "tier", *factors, *TRAINING)
         rows.append(
             {
-                **{k: base[k] for k in ("run", "cell", "seed", "tier", *factors, *TRAINING)},
+                **{k: base[k] for k in inherited},
                 "name": name,
                 "kind": "quantized",
                 "variant": variant,
@@ -361,40 +373,51 @@ def build_rows(inputs: dict[str, list[Path]]) -> tuple[list[str], list[dict]]:
                     f"predictions_{s}_hash": _hash_if(q_preds[s].get((run, variant)))
                     for s in SPLITS
                 },
-                **metric_columns(name, required=status == "ok"),
-                "decision": None if d is None else d["decision"],
-                "decision_against": None if d is None else d.get("reference"),
-                "decision_estimate": None if d is None else _number(d.get("estimate")),
-                "decision_ci_low": None if d is None else _number(d.get("ci_low")),
-                "decision_ci_high": None if d is None else _number(d.get("ci_high")),
-                "decision_reason": None
-                if d is not None
-                else f"no decision for {name} in {one['decisions']}",
+                **ev.metric_columns(name, required=status == "ok"),
+                **_quantized_decision(name, ev),
                 "best_cell": base["best_cell"],
                 "floor_verdict": None,
                 **_cost(None, "quantize jobs are not costed in the budget's jobs table"),
             }
         )
+    return rows
 
-    floors = sorted({v for (v, _s) in scores if v.startswith("floor/")})
-    for name in floors:
-        rows.append(
-            {
-                "name": name,
-                "kind": "floor",
-                "variant": name.partition("/")[2],
-                "status": "ok",
-                **data_columns,
-                "code_version_reason": "the floor stage records no code version in its outputs",
-                "store_key_reason": FLOOR_KEY_REASON,
-                **metric_columns(name, required=True),
-                "decision_reason": "a reference floor: compared against, not decided on",
-                "best_cell": False,
-                **_cost(None, "the floor is not costed in the budget's jobs table"),
-            }
-        )
-    rows.sort(key=lambda r: (KINDS.index(r["kind"]), r["name"]))
-    return factors, rows
+
+def _quantized_decision(name: str, ev: Evaluation) -> dict:
+    d = ev.quantized_decisions.get(name)
+    if d is None:
+        return EMPTY_DECISION | {
+            "decision_reason": f"no decision for {name} in {ev.paths['decisions']}"
+        }
+    return {
+        "decision": d["decision"],
+        "decision_against": d.get("reference"),
+        "decision_estimate": _number(d.get("estimate")),
+        "decision_ci_low": _number(d.get("ci_low")),
+        "decision_ci_high": _number(d.get("ci_high")),
+        "decision_reason": None,
+    }
+
+
+def _floor_rows(ev: Evaluation, data_columns: dict) -> list[dict]:
+    """One index row per reference floor the metrics table scores."""
+    floors = sorted({v for (v, _s) in ev.scores if v.startswith("floor/")})
+    return [
+        {
+            "name": name,
+            "kind": "floor",
+            "variant": name.partition("/")[2],
+            "status": "ok",
+            **data_columns,
+            "code_version_reason": "the floor stage records no code version in its outputs",
+            "store_key_reason": FLOOR_KEY_REASON,
+            **ev.metric_columns(name, required=True),
+            "decision_reason": "a reference floor: compared against, not decided on",
+            "best_cell": False,
+            **_cost(None, "the floor is not costed in the budget's jobs table"),
+        }
+        for name in floors
+    ]
 
 
 def _training(manifest: dict) -> dict:
@@ -403,17 +426,18 @@ def _training(manifest: dict) -> dict:
             "train_base_quantization": train.get("base_quantization")}  # fmt: skip
 
 
-def _run_decision(factors, control, levels, cell_vs_control) -> dict:
-    empty = {k: None for k in ("decision", "decision_against", "decision_estimate",
-                               "decision_ci_low", "decision_ci_high")}  # fmt: skip
-    if control is None:
-        return empty | {"decision_reason": "the plan has no control run"}
-    if levels == control:
-        return empty | {"decision_reason": "the control cell"}
-    subject = _cell_subject(factors, control, levels)
-    r = cell_vs_control.get(subject)
+def _run_decision(control_id: str | None, cell_id: str, cell_vs_control: dict) -> dict:
+    """A run's decision columns: its cell's comparison against the control, found by the plan
+    table's cell id (comparisons.parquet's cell_id), never by the comparison's wording."""
+    if control_id is None:
+        return EMPTY_DECISION | {"decision_reason": "the plan has no control run"}
+    if cell_id == control_id:
+        return EMPTY_DECISION | {"decision_reason": "the control cell"}
+    r = cell_vs_control.get(cell_id)
     if r is None:
-        return empty | {"decision_reason": f"no comparison '{subject}' against the control"}
+        return EMPTY_DECISION | {
+            "decision_reason": f"no comparison of cell {cell_id} against the control"
+        }
     return {
         "decision": r["decision"],
         "decision_against": "control",

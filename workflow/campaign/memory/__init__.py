@@ -51,6 +51,7 @@ _PUBLIC = {
     "lever_rows": "levers",
     "measured_variants": "levers",
     "need_at": "levers",
+    "packed_rows": "levers",
     "with_costs": "levers",
     "lever_costs": "costs",
     "compare": "fit",

@@ -9,7 +9,9 @@ the same with and without a lever, and left out), the same bytes on every CPU ru
 of the timed steps after one untimed step (a machine measurement: recorded, not compared).
 
 A lever whose key cannot run here (a CUDA-only optimizer on the CPU; a model without gradient
-checkpointing) is a row with the reason instead of numbers.
+checkpointing; packing for a classifier) is a row with the reason instead of numbers.
+Packing keeps the examples of each step, so its figures compare like with like: the bytes and
+time it saves by holding fewer, fuller rows (or costs, where its per-row masks outweigh that).
 """
 
 from __future__ import annotations
@@ -25,9 +27,17 @@ LEVER_KEYS: dict[str, dict[str, Any]] = {
     "gradient_checkpointing": {"gradient_checkpointing": True},
     "group_by_length": {"group_by_length": True},
     "optimizer": {"optimizer": "adamw_8bit"},
+    "packing": {"packing": True},
 }
 # The keys' values that mean "lever off" (the Recipe defaults).
-OFF = {"gradient_checkpointing": False, "group_by_length": False, "optimizer": "adamw"}
+OFF = {
+    "gradient_checkpointing": False,
+    "group_by_length": False,
+    "optimizer": "adamw",
+    "packing": False,
+}
+# Levers that only a task's model can take: train.packing packs causal_lm examples.
+TASKS = {"packing": ("causal_lm",)}
 TIMED_STEPS = 2  # per configuration, after one untimed step (the optimizer state then exists)
 
 
@@ -79,11 +89,13 @@ def lever_costs(
     train_cfg: dict,
     device_type: str,
     levers: tuple[str, ...] = tuple(LEVER_KEYS),
+    task: str | None = None,
 ) -> list[dict[str, Any]]:
     """One row per lever: {lever, setting, enabled, peak_bytes (with it), saves_bytes,
     step_time_ratio (with / without: above 1 is throughput lost), seconds_per_step, note}.
 
     make_trainer(**train_overrides): a fresh Trainer on the preflight sample with those keys.
+    task: model.task (a lever for other tasks, TASKS, is a row with the reason).
     """
     from campaign.train import optimizer_unavailable
 
@@ -116,6 +128,8 @@ def lever_costs(
             "note": None,
         }
         reason = optimizer_unavailable(with_it["optimizer"], device_type)
+        if task is not None and task not in TASKS.get(lever, (task,)):
+            reason = f"{lever} is for {', '.join(TASKS[lever])} only (model.task is {task})"
         if reason is not None:
             rows.append({**row, "note": f"not measured here: {reason}"})
             continue

@@ -183,12 +183,8 @@ def estimate_memory(
     build a KV cache (the campaign's train.logits_of turns it off). Returns a JSON-able dict, all
     sizes in bytes.
     """
-    _need_keys(train_cfg, ("micro_batch", "max_length", "precision"), "train")
+    _check_recipe(train_cfg, device)
     precision = train_cfg["precision"]
-    if precision not in COMPUTE_BYTES:
-        raise CampaignError(f"train.precision: {precision!r} is not one of fp32, bf16, fp16")
-    if device not in ("cuda", "cpu"):
-        raise CampaignError(f"device: {device!r} is not one of cuda, cpu")
     lora = train_cfg.get("lora") or None
     shape = model_shape(model_cfg, num_labels)
     batch, seq_len, d = train_cfg["micro_batch"], train_cfg["max_length"], COMPUTE_BYTES[precision]
@@ -220,23 +216,15 @@ def estimate_memory(
         )
 
     acts, per_example = act(batch), act(1)["total"] - act(0)["total"]
-    evaluation = eval_per_example = 0
-    if shape.task == "sequence_classification" or num_labels:
-        per_seq = 1 if shape.task == "sequence_classification" else int(num_labels)
-
-        def scoring(b: int) -> int:
-            return eval_activation_bytes(
-                shape, b * per_seq, seq_len, d, device=device, attention=attention
-            )["total"]
-
-        evaluation = scoring(batch)
-        eval_per_example = scoring(batch + 1) - evaluation
-    kv = kv_per_example = 0
-    if shape.task == "causal_lm":
-        kv_per_example = kv_cache_bytes(
-            shape.num_layers, shape.num_kv_heads, shape.head_dim, seq_len, 1, d
-        )
-        kv = kv_per_example * batch
+    evaluation, eval_per_example = _evaluation_bytes(
+        shape, num_labels, batch, seq_len, d, device, attention
+    )
+    kv_per_example = (
+        kv_cache_bytes(shape.num_layers, shape.num_kv_heads, shape.head_dim, seq_len, 1, d)
+        if shape.task == "causal_lm"
+        else 0
+    )
+    kv = kv_per_example * batch
     estimate = MemoryEstimate(
         weights=weight_bytes,
         gradients=trainable * FP32_BYTES,
@@ -252,21 +240,32 @@ def estimate_memory(
     out = estimate.to_dict()
     out["source"] = "estimated"
     out["activations_detail"] = acts
-    out["model"] = {
-        "architecture": shape.architecture,
-        "task": shape.task,
-        "n_params": total,
-        "n_trainable": trainable,
-        "trainable_tensors": count.trainable_tensors,
-        "lora": lora is not None,
-        "base_quantization": quantization,
-    }
-    out["settings"] = {
-        "micro_batch": batch,
+    out["model"] = dict(architecture=shape.architecture, task=shape.task, n_params=total,
+                        n_trainable=trainable, trainable_tensors=count.trainable_tensors,
+                        lora=lora is not None, base_quantization=quantization)  # fmt: skip
+    out["settings"] = _settings(
+        shape, train_cfg, device, attention, gradient_checkpointing, use_cache
+    )
+    out["assumptions"] = list(ASSUMPTIONS)
+    return out
+
+
+def _settings(
+    shape, train_cfg: dict, device: str, attention: str, gradient_checkpointing: bool,
+    use_cache: bool,
+) -> dict:  # fmt: skip
+    """The estimate's `settings`: the recipe and kernel choices it was made for."""
+    precision = train_cfg["precision"]
+    return {
+        "micro_batch": train_cfg["micro_batch"],
         "grad_accum": int(train_cfg.get("grad_accum") or 1),
-        "seq_len": seq_len,
+        # train.devices: every process holds the whole model, its gradients and optimizer state
+        # and its own micro-batches (gradients are summed in place): the bytes above are per
+        # card, and a run takes this many cards.
+        "devices": int(train_cfg.get("devices") or 1),
+        "seq_len": train_cfg["max_length"],
         "precision": precision,
-        "compute_bytes": d,
+        "compute_bytes": COMPUTE_BYTES[precision],
         "device": device,
         "attention": attention,
         "attention_kernel": attention_kernel(attention, device, shape.dropout),
@@ -277,5 +276,32 @@ def estimate_memory(
         "optimizer": train_cfg.get("optimizer", "adamw"),
         "training_kv_cache": use_cache and shape.architecture == "gpt2",
     }
-    out["assumptions"] = list(ASSUMPTIONS)
-    return out
+
+
+def _check_recipe(train_cfg: dict, device: str) -> None:
+    """The train keys the estimate reads, a precision it knows and a device it models."""
+    _need_keys(train_cfg, ("micro_batch", "max_length", "precision"), "train")
+    precision = train_cfg["precision"]
+    if precision not in COMPUTE_BYTES:
+        raise CampaignError(f"train.precision: {precision!r} is not one of fp32, bf16, fp16")
+    if device not in ("cuda", "cpu"):
+        raise CampaignError(f"device: {device!r} is not one of cuda, cpu")
+
+
+def _evaluation_bytes(
+    shape, num_labels: int | None, batch: int, seq_len: int, d: int, device: str, attention: str
+) -> tuple[int, int]:
+    """(bytes, bytes per example more) of an evaluation batch's activations: one sequence an
+    example for a classifier, one per candidate response for a causal LM (none without
+    num_labels)."""
+    if not (shape.task == "sequence_classification" or num_labels):
+        return 0, 0
+    per_seq = 1 if shape.task == "sequence_classification" else int(num_labels)
+
+    def scoring(b: int) -> int:
+        return eval_activation_bytes(
+            shape, b * per_seq, seq_len, d, device=device, attention=attention
+        )["total"]
+
+    evaluation = scoring(batch)
+    return evaluation, scoring(batch + 1) - evaluation

@@ -48,15 +48,18 @@ def fit_table(
     cards: Sequence[dict[str, Any]],
     margin_fraction: float,
     variants: Sequence[dict[str, Any]] | None = None,
+    packing: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Does the run fit each card, keeping `margin_fraction` of its memory free?
 
     cards: [{name, memory_gib}]. Per card: need (the estimate's peak phase), margin left (bytes,
     % of the card), fits, and max_micro_batch: the largest micro-batch whose every phase fits
     in memory_gib x (1 - margin_fraction), from fixed + bytes_per_example x micro_batch (None when
-    no phase grows with the micro-batch); source: "estimated" (analytic) or "measured". A card
+    no phase grows with the micro-batch); source: "estimated" (analytic) or "measured";
+    devices: the cards one run takes (train.devices; every need here is per card). A card
     the run does not fit lists the levers (`levers.lever_rows`): the arithmetic ones always,
-    the recipe-changing ones from `variants` (`analytic_variants` / `measured_variants`).
+    the recipe-changing ones from `variants` (`analytic_variants` / `measured_variants`);
+    packing: {task, enabled, rows} for the packing lever (`levers.packing_row`).
     """
     if not 0 <= margin_fraction < 1:
         raise CampaignError(f"margin_fraction: {margin_fraction} is not in [0, 1)")
@@ -90,10 +93,11 @@ def fit_table(
                 "required_margin_pct": 100.0 * margin_fraction,
                 "fits": need <= usable,
                 "micro_batch": estimate["micro_batch"],
+                "devices": int(estimate.get("settings", {}).get("devices", 1)),
                 "max_micro_batch": min(limits) if limits else None,
                 "source": estimate.get("source", "estimated"),
                 "usable_bytes": int(usable),
-                "levers": [] if need <= usable else lever_rows(estimate, variants, usable),
+                "levers": [] if need <= usable else lever_rows(estimate, variants, usable, packing),
             }
         )
     return rows

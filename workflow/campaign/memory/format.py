@@ -42,7 +42,8 @@ def format_comparison(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def format_fit_table(rows: Sequence[dict[str, Any]]) -> str:
-    """The fit table as aligned text, one line per card."""
+    """The fit table as aligned text, one line per card (need and margin per card; a run takes
+    `cards/run` of them)."""
     body = [
         [
             r["card"],
@@ -52,6 +53,7 @@ def format_fit_table(rows: Sequence[dict[str, Any]]) -> str:
             f"{r['margin_pct']:.1f}%",
             f"{r['required_margin_pct']:.0f}%",
             "yes" if r["fits"] else "NO",
+            str(r.get("devices", 1)),
             str(r["micro_batch"]),
             "any" if r["max_micro_batch"] is None else str(r["max_micro_batch"]),
             r.get("source", "estimated"),
@@ -66,6 +68,7 @@ def format_fit_table(rows: Sequence[dict[str, Any]]) -> str:
         "margin %",
         "required",
         "fits",
+        "cards/run",
         "micro_batch",
         "max micro_batch",
         "source",

@@ -10,8 +10,11 @@ The levers of the checklist, each applied alone to the recipe:
     gradient_checkpointing   train.gradient_checkpointing: keep one hidden state per layer,
                              recompute in backward
     optimizer                train.optimizer adamw_8bit: torchao's 8-bit AdamW moments (CUDA)
-Every row's `setting` is the train keys a user sets to pull the lever. micro_batch and optimizer
-are arithmetic on the estimate (its fixed and per-example bytes); the others are a second
+    packing                  train.packing (causal_lm): a micro-batch's examples packed into
+                             fewer rows of max_length, so the training step holds fewer rows
+Every row's `setting` is the train keys a user sets to pull the lever. micro_batch, optimizer and
+packing are arithmetic on the estimate (its fixed and per-example bytes; packing with the rows
+the preflight sample's micro-batches pack into, `packed_rows`); the others are a second
 estimate ("variant") of the changed recipe: analytic for a known family (`analytic_variants`),
 measured on the model otherwise (`measured_variants`). Each lever row says which: "estimated"
 (from the config) or "measured" (from real passes on the model). The preflight also measures
@@ -21,7 +24,7 @@ and the step-time ratio to the rows (`with_costs`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from campaign.core.errors import CampaignError
@@ -35,6 +38,7 @@ LEVERS = (
     "bf16",
     "gradient_checkpointing",
     "optimizer",
+    "packing",
 )
 LEVER_LORA = {"r": 8, "alpha": 16, "dropout": 0.0}
 # Attention projections of the known families (what default_lora_targets finds in them).
@@ -282,14 +286,63 @@ def optimizer_row(estimate: dict, usable: float, optimizer: str = "adamw") -> di
     )
 
 
-def lever_rows(estimate: dict, variants: list[dict] | None, usable: float) -> list[dict]:
-    """One row per lever, in LEVERS order, for a card with `usable` bytes."""
+def packed_rows(micro_batch_lengths: Sequence[Sequence[int]], max_length: int) -> int:
+    """The most rows of max_length any of these micro-batches packs into (train.packing)."""
+    from campaign.train.batches import pack_rows
+
+    return max((len(pack_rows(list(n), max_length)) for n in micro_batch_lengths), default=0)
+
+
+def packing_row(estimate: dict, usable: float, packing: dict | None) -> dict[str, Any]:
+    """train.packing: the training step at the rows the micro-batches pack into in place of
+    micro_batch rows (a packed row of max_length costs what one example padded to it does);
+    evaluation scores unpacked, so its phase keeps micro_batch.
+
+    packing: {"task", "enabled", "rows"} (None: not known, e.g. no sample was packed).
+    """
+    mb = int(estimate["micro_batch"])
+    base, source = estimate["peak_bytes"], estimate.get("source", "estimated")
+
+    def without(note: str) -> dict[str, Any]:
+        return _row("packing", "-", None, None, base, usable, source, note)
+
+    if packing is None or packing.get("task") != "causal_lm":
+        return without("causal_lm only (a classifier's example is its own sequence)")
+    if packing.get("enabled"):
+        return without("the recipe already packs (the estimate counts micro_batch rows)")
+    rows = int(packing["rows"])
+    if not 0 < rows < mb:
+        return without(f"the sample's micro-batches of {mb} pack into no fewer rows")
+    needs = {
+        name: p["fixed_bytes"] + p["bytes_per_example"] * (rows if name == "train_step" else mb)
+        for name, p in estimate["phases"].items()
+    }
+    phase = max(needs, key=lambda n: needs[n])
+    return _row(
+        "packing",
+        f"{mb} examples in at most {rows} rows per micro-batch (preflight sample)",
+        {"train.packing": True},
+        (needs[phase], phase),
+        base,
+        usable,
+        source,
+        "causal_lm; rows of max_length, per-example masks",
+    )
+
+
+def lever_rows(
+    estimate: dict, variants: list[dict] | None, usable: float, packing: dict | None = None
+) -> list[dict]:
+    """One row per lever, in LEVERS order, for a card with `usable` bytes (packing: see
+    packing_row)."""
     base = estimate["peak_bytes"]
     by_lever = {v["lever"]: v for v in variants or ()}
     rows = []
     for lever in LEVERS:
         if lever == "micro_batch":
             rows.append(micro_batch_row(estimate, usable))
+        elif lever == "packing":
+            rows.append(packing_row(estimate, usable, packing))
         elif lever == "optimizer":
             optimizer = estimate.get("settings", {}).get("optimizer", "adamw")
             rows.append(optimizer_row(estimate, usable, optimizer))

@@ -163,6 +163,10 @@ def estimate_from_probe(
     out["settings"] = {
         "micro_batch": mb,
         "grad_accum": int(train_cfg.get("grad_accum") or 1),
+        # train.devices: every process holds the whole model, its gradients and optimizer state
+        # and its own micro-batches (gradients are summed in place): the bytes above are per
+        # card, and a run takes this many cards.
+        "devices": int(train_cfg.get("devices") or 1),
         "seq_len": probed["max_length"],
         "precision": probed["precision"],
         "device": device,

@@ -4,7 +4,7 @@ unit of cost; the plan table (projected hours, the budget cut) and its report (w
 estimate)."""
 
 from campaign.core.lazy import exports
-from campaign.core.stage import Phase, Stage
+from campaign.core.stage import File, From, Phase, Stage
 
 _PUBLIC = {
     "COST_COLUMNS": "columns",
@@ -71,8 +71,11 @@ PHASE = Phase(
             name="run_spec",
             entry="campaign.plan.planner:stage_run_spec",
             help="write one planned run's resolved spec",
-            inputs=(),
-            outputs=("spec",),
+            inputs={},
+            # A run's path carries its id, a hash of its spec: editing one ablation level adds
+            # new run paths and touches no other run.
+            outputs={"spec": File("results/runs/{run}/spec.json")},
+            final=True,
             spec=run_spec_of,
         ),
         Stage(
@@ -80,8 +83,15 @@ PHASE = Phase(
             entry="campaign.plan.planner:stage_plan_table",
             help="write the ordered plan with each run's projected hours, disk and the cut, and "
             "what it can estimate",
-            inputs=("preflight_report", "preflight_measurements"),
-            outputs=("runs", "report"),
+            inputs={
+                "preflight_report": From("preflight", "report"),
+                "preflight_measurements": From("preflight", "measurements"),
+            },
+            outputs={
+                "runs": File("results/plan/runs.tsv"),
+                "report": File("results/plan/report.txt"),
+            },
+            final=True,
             spec=_plan_spec,
         ),
     ),

@@ -1,28 +1,30 @@
 """The plan table's columns (results/plan/runs.tsv) and how it is written and read back.
 
 One row per planned run, in the plan's order: run, one column per factor (its level), seed,
-tier, then what the plan table adds from the preflight's measurements: projected_hours,
-cumulative_hours (over the rows so far, cut ones included: what going further would cost),
-projected_bytes, and kept (true for the runs Snakemake trains, false for those cut by
-ablation.max_runs or ablation.budget_hours).
+tier, cell_id (the cell's stable id, campaign.core.io.cell_id: the same at every seed, what
+evaluate, index and budget join a run's cell on), then what the plan table adds from the
+preflight's measurements: projected_hours, cumulative_hours (over the rows so far, cut ones
+included: what going further would cost), projected_bytes, and kept (true for the runs
+Snakemake trains, false for those cut by ablation.max_runs or ablation.budget_hours).
 """
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 from typing import Any
 
+from campaign.core.io import read_plan
+
 # Columns that are not factor levels.
-ID_COLUMNS = ("run", "seed", "tier")
+ID_COLUMNS = ("run", "seed", "tier", "cell_id")
 COST_COLUMNS = ("projected_hours", "cumulative_hours", "projected_bytes", "kept")
 
 
 def table_columns(factors: list[str], extra: list[str] | tuple = ()) -> list[str]:
-    """The columns in order: run, the factors' levels, seed, tier, the cost columns, then any
-    extra ones (the money columns, once there is a price)."""
-    return ["run", *factors, "seed", "tier", *COST_COLUMNS, *extra]
+    """The columns in order: run, the factors' levels, seed, tier, cell_id, the cost columns,
+    then any extra ones (the money columns, once there is a price)."""
+    return ["run", *factors, "seed", "tier", "cell_id", *COST_COLUMNS, *extra]
 
 
 def in_order(rows: list[dict], factors: list[str]) -> list[dict]:
@@ -76,7 +78,5 @@ def kept_in_table(path: str | Path) -> list[str]:
     st = Path(path).stat()
     stamp = (str(path), st.st_mtime_ns, st.st_size, st.st_ino)
     if stamp not in _KEPT_CACHE:
-        with open(path, encoding="utf-8", newline="") as f:
-            rows = csv.DictReader(f, delimiter="\t")
-            _KEPT_CACHE[stamp] = [r["run"] for r in rows if r["kept"] == "true"]
+        _KEPT_CACHE[stamp] = read_plan(path, ("run", "kept")).kept()
     return _KEPT_CACHE[stamp]

@@ -21,11 +21,11 @@ it finds not estimable are left out.
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 from typing import Any
 
 from campaign.core.errors import CampaignError
+from campaign.core.io import read_plan
 from campaign.plan.estimability import analyse
 from campaign.plan.planner import design_parts, plan_index
 
@@ -33,10 +33,7 @@ Levels = tuple[Any, ...]
 
 
 def _kept_in(path: Path, planned: dict) -> set[str]:
-    with open(path, encoding="utf-8", newline="") as f:
-        rows = list(csv.DictReader(f, delimiter="\t"))
-    if rows and "kept" not in rows[0]:
-        raise CampaignError(f"{path}: no kept column (not a plan table)")
+    rows = read_plan(path, ("run", "kept")).rows
     for n, row in enumerate(rows, start=2):
         if row["run"] not in planned:
             raise CampaignError(

@@ -50,6 +50,7 @@ def resolved_spec(params: dict, overrides: dict[str, Any], seed: int) -> dict:
 OPTIONAL_TRAIN_DEFAULTS = {
     "base_quantization": None,
     "group_by_length": False,
+    "packing": False,
     "optimizer": "adamw",
 }
 
@@ -74,7 +75,13 @@ def identity(spec: dict) -> dict:
         train["grad_accum"] = train["grad_accum"] * devices
     model = spec["model"]
     if model["source"] != "from_config":
-        model = {**model, "source": "pretrained"}
+        # A pretrained model is its folder's content and its own tokenizer: model.config and
+        # the train_split tokenizer's settings are not read, so they do not name the run.
+        model = {
+            **{k: v for k, v in model.items() if k != "config"},
+            "source": "pretrained",
+            "tokenizer": {"source": model["tokenizer"]["source"]},
+        }
     return {**spec, "model": model, "train": train}
 
 

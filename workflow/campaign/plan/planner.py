@@ -20,6 +20,7 @@ from typing import Any
 
 from campaign.core.errors import CampaignError
 from campaign.core.hashing import canonical_json
+from campaign.core.io import cell_id, read_json
 from campaign.core.params import get_key
 from campaign.plan import designs
 from campaign.plan.columns import in_order, tsv_text
@@ -174,12 +175,13 @@ def run_spec(params: dict, rid: str) -> dict:
 
 
 def plan_rows(runs: list[Run]) -> list[dict]:
-    """One flat row per run: id, one column per factor, seed, tier."""
+    """One flat row per run: id, one column per factor, seed, tier, and the cell's stable id
+    (campaign.core.io.cell_id: the same at every seed; not part of the run id)."""
     rows = []
     for run in runs:
         row: dict[str, Any] = {"run": run.run_id}
         row.update({k: v for k, v in run.cell})
-        row.update(seed=run.seed, tier=run.tier)
+        row.update(seed=run.seed, tier=run.tier, cell_id=cell_id(dict(run.cell)))
         rows.append(row)
     return rows
 
@@ -237,8 +239,8 @@ def stage_plan_table(ctx) -> None:
     from campaign.plan.projection import project
     from campaign.plan.summary import report_lines
 
-    report = json.loads(ctx.inputs["preflight_report"][0].read_text(encoding="utf-8"))
-    measured = json.loads(ctx.inputs["preflight_measurements"][0].read_text(encoding="utf-8"))
+    report = read_json(ctx.inputs["preflight_report"][0])
+    measured = read_json(ctx.inputs["preflight_measurements"][0])
     rows = in_order(project(ctx.spec, report, measured), ctx.spec["design"]["factors"])
     ctx.outputs["runs"].write_text(tsv_text(rows))
     ctx.outputs["report"].write_text("\n".join(report_lines(ctx.spec, rows)) + "\n")
@@ -255,8 +257,8 @@ def plan_report(
     spec = table_spec(params)
     factors = spec["design"]["factors"]
     if report_path.is_file() and measurements_path.is_file():
-        report = json.loads(report_path.read_text(encoding="utf-8"))
-        measured = json.loads(measurements_path.read_text(encoding="utf-8"))
+        report = read_json(report_path)
+        measured = read_json(measurements_path)
         rows = in_order(project(spec, report, measured), factors)
         note = f"(hours projected from {measurements_path})"
     else:

@@ -14,7 +14,7 @@ uses the model actually built, and the fit table the configured vocabulary size.
 """
 
 from campaign.core.lazy import exports
-from campaign.core.stage import Phase, Stage
+from campaign.core.stage import File, Phase, Stage
 from campaign.train import EXECUTION, MODEL_INPUTS
 from campaign.train import INPUTS as TRAINING_INPUTS
 from campaign.train import LIBRARIES as TRAINING_LIBRARIES
@@ -54,7 +54,12 @@ PHASE = Phase(
             entry="campaign.preflight.stage:stage",
             help="the checks that must pass before any training job runs",
             inputs=TRAINING_INPUTS,
-            outputs=("report", "measurements", "report_text"),
+            outputs={
+                "report": File("results/preflight/report.json"),
+                "measurements": File("results/preflight/measurements.json"),
+                "report_text": File("results/preflight/report.txt"),
+            },
+            final=True,
             spec=_preflight_spec,
             libraries=TRAINING_LIBRARIES,
             key_view=_preflight_key,

@@ -5,7 +5,8 @@ a training change requantizes that run's jobs only, a library upgrade only its v
 """
 
 from campaign.core.lazy import exports
-from campaign.core.stage import Phase, Stage
+from campaign.core.stage import Derived, EachJob, EachRun, File, Folder, From, Phase, Stage
+from campaign.data import SPLIT_FILES
 from campaign.train import EXECUTION
 
 _PUBLIC = {
@@ -13,6 +14,7 @@ _PUBLIC = {
     "key_info": "variant",
     "placement": "variant",
     "job_paths": "targets",
+    "quantize_jobs": "targets",
     "planned_targets": "targets",
     "select_best_seed": "targets",
     "select_representative": "targets",
@@ -87,23 +89,25 @@ PHASE = Phase(
             name="quantize",
             entry="campaign.quantize.stage:stage",
             help="quantize one trained run with one variant; score, compare and measure it",
-            inputs=(
-                "model",
-                "run_manifest",
-                "predictions_validation",
-                "predictions_test",
-                "train",
-                "validation",
-                "test",
-                "base_model",
-            ),
-            outputs=(
-                "model",
-                "predictions_validation",
-                "predictions_test",
-                "result",
-                "measurements",
-            ),
+            inputs={
+                "model": From("train", "model"),
+                "run_manifest": From("train", "run_manifest"),
+                "predictions_validation": From("train", "predictions_validation"),
+                "predictions_test": From("train", "predictions_test"),
+                **SPLIT_FILES,
+                "base_model": Derived(),
+            },
+            outputs={
+                "model": Folder("results/quantize/{run}/{variant}/model"),
+                "predictions_validation": File(
+                    "results/quantize/{run}/{variant}/predictions_validation.parquet"
+                ),
+                "predictions_test": File(
+                    "results/quantize/{run}/{variant}/predictions_test.parquet"
+                ),
+                "result": File("results/quantize/{run}/{variant}/result.json"),
+                "measurements": File("results/quantize/{run}/{variant}/measurements.json"),
+            },
             spec=quantize_spec,
             key_view=_key_view,
             derive_inputs="campaign.quantize.stage:derive_inputs",
@@ -116,16 +120,20 @@ PHASE = Phase(
             entry="campaign.quantize.targets:stage_select",
             help="pick the chosen cell's median-seed run (quantization.runs: representative) or "
             "the single best run (best_seed), by final validation accuracy",
-            inputs=("run_manifests",),
-            outputs=("selection",),
+            inputs={"run_manifests": EachRun("train", "run_manifest")},
+            outputs={"selection": File("results/quantize/selection.json")},
             spec=_select_spec,
         ),
         Stage(
             name="quantize_table",
             entry="campaign.quantize.table:stage",
             help="one table of every quantized variant (results/quantize/variants.parquet)",
-            inputs=("results", "measurements"),
-            outputs=("table",),
+            inputs={
+                "results": EachJob("quantize", "result"),
+                "measurements": EachJob("quantize", "measurements"),
+            },
+            outputs={"table": File("results/quantize/variants.parquet")},
+            final=True,
             spec=_table_spec,
             libraries=("pandas", "pyarrow"),
             # Not volatile: it copies the jobs' measurements (volatile there) into one table,

@@ -167,8 +167,8 @@ def stage_select(ctx) -> None:
     )
 
 
-def job_paths(params: dict, name: str, kept, selection):
-    """An input function for the rules: results/quantize/<run>/<variant>/<name> of every job.
+def quantize_jobs(params: dict, kept, selection):
+    """An input function's core: the (run, variant) of every quantize job, runs outer.
 
     kept: the kept run ids (a list, or an input function of the wildcards when the plan table
     decides them); selection: a callable giving the selection file (it waits for the
@@ -177,13 +177,24 @@ def job_paths(params: dict, name: str, kept, selection):
     variants = list(params["quantization"]["variants"])
     mode = params["quantization"]["runs"]
 
-    def paths(wildcards) -> list[str]:
+    def jobs(wildcards) -> list[tuple[str, str]]:
         if mode in SELECTED:
             runs = selected_runs(selection())
         elif mode == "all":
             runs = kept(wildcards) if callable(kept) else list(kept)
         else:
             runs = planned_targets(params)
-        return [f"results/quantize/{run}/{variant}/{name}" for run in runs for variant in variants]
+        return [(run, variant) for run in runs for variant in variants]
+
+    return jobs
+
+
+def job_paths(params: dict, name: str, kept, selection):
+    """An input function: results/quantize/<run>/<variant>/<name> of every job (quantize_jobs
+    says which)."""
+    jobs = quantize_jobs(params, kept, selection)
+
+    def paths(wildcards) -> list[str]:
+        return [f"results/quantize/{run}/{variant}/{name}" for run, variant in jobs(wildcards)]
 
     return paths

@@ -241,21 +241,24 @@ def seeds_figure(per_seed: pd.DataFrame, cells: pd.DataFrame, floors: pd.DataFra
             color=ACCENT,
             label="cell mean, interval" if x[c.cell] == 0 else None,
         )
-    for i, s in enumerate(per_seed.sort_values(["cell", "seed"]).itertuples()):
+    # Seeds side by side right of the cell's bar (no text per dot: equal scores would stack
+    # their labels); the legend says what a dot is.
+    ordered = per_seed.sort_values(["cell", "seed"])
+    rank = ordered.groupby("cell").cumcount()
+    for i, (s, k) in enumerate(zip(ordered.itertuples(), rank, strict=True)):
         ax.scatter(
-            x[s.cell] + 0.08, s.value, color=BAD, zorder=3, label="one seed" if i == 0 else None
-        )
-        ax.annotate(
-            f"seed {int(s.seed)}",
-            (x[s.cell] + 0.08, s.value),
-            xytext=(5, 0),
-            textcoords="offset points",
-            va="center",
-            fontsize="x-small",
+            x[s.cell] + 0.12 + 0.06 * k,
+            s.value,
+            color=BAD,
+            zorder=3,
+            label="one seed" if i == 0 else None,
         )
     for f, style in zip(floors.itertuples(), ("--", ":", "-."), strict=False):
         ax.axhline(f.value, color=NEUTRAL, linestyle=style, label=f"floor: {f.variant}")
-    ax.set_xticks(range(len(names)), names)
+    # One factor a line, so names side by side stay apart; upright when many cells.
+    ax.set_xticks(range(len(names)), [n.replace(", ", "\n") for n in names], fontsize="small")
+    if len(names) > 6:
+        ax.tick_params(axis="x", labelrotation=90)
     ax.set_xlim(-0.6, max(len(names) - 0.4, 0.6))
     lows = [*cells["ci_low"], *per_seed["value"], *floors["value"]]
     highs = [*cells["ci_high"], *per_seed["value"], *floors["value"]]
@@ -263,13 +266,16 @@ def seeds_figure(per_seed: pd.DataFrame, cells: pd.DataFrame, floors: pd.DataFra
         ax.set_ylim(max(min(lows), 0) - 0.05, min(max(highs), 1) + 0.05)
     ax.set_ylabel(metric)
     ax.set_title("Seed spread per cell, against the reference floor")
-    ax.legend(fontsize="small", loc="best")
+    # Outside the axes: inside, it could cover a cell's dots or bar.
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
 
 
 def quantize_figure(points: pd.DataFrame, metric: str):
-    """Quality against size (left) and latency (right) per variant.
+    """Quality against size (left) and latency (right) per variant; each variant has its own
+    marker and colour, named in one legend below the axes (names beside crowded points would
+    overlap).
 
     points: columns label, size_bytes, latency_ms, value (quality; NaN where not measured).
     """
@@ -277,32 +283,48 @@ def quantize_figure(points: pd.DataFrame, metric: str):
     if points.empty:
         _empty(left, "no quantized variant")
         _empty(right, "no quantized variant")
+        fig.tight_layout()
+        return fig
+    markers = ("o", "s", "^", "D", "v", "P", "X", "*")
+    labels = list(dict.fromkeys(points["label"]))
+    style = {
+        label: {"marker": markers[i % len(markers)], "color": f"C{i % 10}"}
+        for i, label in enumerate(labels)
+    }
     for ax, column, xlabel in (
         (left, "size_bytes", "size (KiB)"),
         (right, "latency_ms", "latency p50 (ms)"),
     ):
         shown = points.dropna(subset=[column, "value"])
-        if points.empty:
-            continue
         if shown.empty:
             _empty(ax, f"{xlabel}: not measured")
             continue
         scale = 1 / 1024 if column == "size_bytes" else 1
-        ax.scatter(shown[column] * scale, shown["value"], color=ACCENT)
         for p in shown.itertuples():
-            ax.annotate(
-                p.label,
-                (getattr(p, column) * scale, p.value),
-                xytext=(4, 4),
-                textcoords="offset points",
-                fontsize="x-small",
-            )
+            ax.scatter(getattr(p, column) * scale, p.value, s=46, label=p.label, **style[p.label])
         ax.set_xlabel(xlabel)
         ax.set_ylabel(metric)
         xs = shown[column] * scale
-        ax.set_xlim(0, xs.max() * 1.35 if xs.max() > 0 else 1)
+        ax.set_xlim(0, xs.max() * 1.2 if xs.max() > 0 else 1)
         ax.set_title(f"Quality vs {xlabel.split(' ')[0]}")
-    fig.tight_layout()
+    handles = {}
+    for ax in (left, right):
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, h)
+    if handles:
+        ncol = min(len(handles), 3)
+        rows = -(-len(handles) // ncol)
+        fig.legend(
+            list(handles.values()),
+            list(handles),
+            loc="lower center",
+            ncol=ncol,
+            fontsize="small",
+            frameon=False,
+        )
+        fig.tight_layout(rect=(0, min(0.07 * rows + 0.02, 0.5), 1, 1))
+    else:
+        fig.tight_layout()
     return fig
 
 

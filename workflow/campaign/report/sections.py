@@ -14,6 +14,16 @@ import pandas as pd
 
 from campaign.budget import format_money
 from campaign.core.errors import CampaignError
+from campaign.core.io import get
+from campaign.evaluate import (
+    ACT_PREFIX,
+    NO_FINDINGS,
+    VERDICT_TITLE,
+    evaluation_verdict,
+    finding_lines,
+    level_words,
+    verdict_block,
+)
 
 
 @dataclass
@@ -66,16 +76,6 @@ def read_text(path: Path) -> str:
         raise CampaignError(f"{path}: not UTF-8 text") from None
 
 
-def _get(data: dict, path: Path, *keys: str):
-    """data[k1][k2]..., or one error naming the file and the dotted key."""
-    node = data
-    for i, key in enumerate(keys):
-        if not isinstance(node, dict) or key not in node:
-            raise CampaignError(f"{path}: expected a key '{'.'.join(keys[: i + 1])}'")
-        node = node[key]
-    return node
-
-
 def data_section(
     manifest_path: Path, privacy_path: Path, artifacts_path: Path | None = None
 ) -> Section:
@@ -100,7 +100,7 @@ def data_section(
                 "records": int(v.get("records", 0)),
                 "findings": int(v.get("findings", 0)),
             }
-            for kind, v in sorted(_get(privacy, privacy_path, "kinds").items())
+            for kind, v in sorted(get(privacy, "kinds", privacy_path).items())
         ],
         columns=["kind", "records", "findings"],
     )
@@ -128,7 +128,7 @@ def data_section(
                     "path": row["path"],
                     "findings": ", ".join(f"{k} {n}" for k, n in sorted(row["findings"].items())),
                 }
-                for row in _get(scan, artifacts_path, "artifacts")
+                for row in get(scan, "artifacts", artifacts_path)
                 if row.get("findings")
             ],
             columns=["artifact", "path", "findings"],
@@ -160,7 +160,7 @@ def leakage_section(audit_path: Path) -> Section:
         [
             {
                 "what": label,
-                "this_split": int(_get(audit, audit_path, "leaks", key)),
+                "this_split": int(get(audit, ("leaks", key), audit_path)),
                 "naive_split": int(naive.get(key, 0)),
             }
             for key, label in LEAKS
@@ -283,7 +283,7 @@ def curves_section(curves: pd.DataFrame) -> Section:
         best = table.sort_values(["final_validation_accuracy", "run"], ascending=[False, True])
         lines.append(
             f"Highest final validation accuracy: {best['run'].iloc[0]} "
-            f"({best['final_validation_accuracy'].iloc[0]:.3f})."
+            f"({level_words(best['final_validation_accuracy'].iloc[0], None, None)})."
         )
     return Section(
         "curves", "Training curves", lines, [("Per run", table)], ("curves_figure", (curves,))
@@ -344,7 +344,9 @@ def seeds_section(metrics: pd.DataFrame, comparisons_path: Path, decisions: dict
         f"{len(per_seed)} run(s) in {len(spread)} cell(s), {split} {metric}; each dot is one "
         f"seed, the bar the cell's mean and interval; the lines are the reference floors.",
         "Reference floor: "
-        + "; ".join(f"{f.variant} {f.value:.3f}" for f in floors.itertuples())
+        + "; ".join(
+            f"{f.variant} {level_words(f.value, f.ci_low, f.ci_high)}" for f in floors.itertuples()
+        )
         + ".",
     ]
     for c in vs_floor.itertuples():
@@ -428,7 +430,10 @@ def quantize_section(variants_path: Path, metrics: pd.DataFrame, decisions: dict
             f"{s.run}/{s.variant} {s.status}: {getattr(s, 'reason', '') or ''}".rstrip(": ")
         )
     for s in decisions.get("skipped_variants") or []:
-        lines.append(f"skipped: {s if isinstance(s, str) else json.dumps(s, sort_keys=True)}")
+        if isinstance(s, dict):
+            lines.append(f"skipped: {s.get('variant')}: {s.get('reason') or 'no reason given'}")
+        else:
+            lines.append(f"skipped: {s}")
     return Section(
         "quantize",
         "Quantization trade-off",
@@ -500,8 +505,35 @@ def budget_section(plans_path: Path, jobs_path: Path, summary_path: Path) -> Sec
             ),
         ),
     )
-    section.pre = summary
+    section.pre = split_verdict(summary)[1]
     return section
+
+
+def split_verdict(summary: str) -> tuple[list[str], str]:
+    """(the verdict block's lines, the rest) of the budget's summary.txt, which opens with the
+    block (campaign.evaluate.verdict_block) and a blank line; ([], summary) without one."""
+    head, blank, rest = summary.partition("\n\n")
+    lines = head.splitlines()
+    if not blank or not lines or not lines[0].startswith(VERDICT_TITLE + " ("):
+        return [], summary
+    return lines, rest
+
+
+def verdict_section(summary_path: Path, decisions: dict, findings: list[str]) -> Section:
+    """The verdict block, first in the report: the budget's (with the costs), as its summary.txt
+    opens with it (from a budget summary without one, the evaluation's: decisions.json), its
+    findings replaced by `findings`, every finding the report's inputs hold (the budget's block
+    knows the preflight's and the evaluation's; the data phase's privacy and leakage ones too)."""
+    block = split_verdict(read_text(summary_path))[0]
+    if not block:
+        block = verdict_block(evaluation_verdict(decisions, [], "not measured"))
+    cut = next(
+        (i for i, line in enumerate(block) if line.strip().startswith((ACT_PREFIX, NO_FINDINGS))),
+        len(block),
+    )
+    scope = block[0].removeprefix(VERDICT_TITLE).strip(" ()")
+    lines = [scope[:1].upper() + scope[1:] + ".", *block[1:cut], *finding_lines(findings)]
+    return Section("verdict", VERDICT_TITLE, [line.strip() for line in lines])
 
 
 def forecast_section(forecast_path: Path) -> Section:
@@ -545,10 +577,6 @@ def forecast_section(forecast_path: Path) -> Section:
     )
 
 
-def _num(value) -> str:
-    return "-" if value is None or not math.isfinite(value) else f"{value:.3f}"
-
-
 def decisions_section(decisions: dict, path: Path) -> Section:
     """The verdict first, then the best cell's held-out number (decisions.json
     best_cell.reported: the split it was not chosen on, free of the winner's curse), then the
@@ -563,22 +591,17 @@ def decisions_section(decisions: dict, path: Path) -> Section:
         reported = best.get("reported") or {}
         runs = ", ".join(best.get("runs", []))
         if reported.get("value") is not None:
-            value = (
-                f"{best.get('reported_on')} {decisions['metric']} {reported['value']:.3f}, "
-                f"interval {_num(reported.get('ci_low'))} to {_num(reported.get('ci_high'))}; "
-                f"chosen on {chosen_on}"
-            )
+            level = level_words(reported["value"], reported.get("ci_low"), reported.get("ci_high"))
+            value = f"{best.get('reported_on')} {decisions['metric']} {level}; chosen on "
+            value += chosen_on
         else:
-            value = (
-                f"{chosen_on} {decisions['metric']} {_num(best.get('value'))}, interval "
-                f"{_num(best.get('ci_low'))} to {_num(best.get('ci_high'))}; chosen on it: "
-                "optimistic"
-            )
+            level = level_words(best.get("value"), best.get("ci_low"), best.get("ci_high"))
+            value = f"{chosen_on} {decisions['metric']} {level}; chosen on it: optimistic"
         lines.insert(1 if lines else 0, f"Best cell: {best.get('cell')} ({value}; runs {runs}).")
     table = pd.DataFrame(
         [
             {k: d.get(k) for k in ("kind", "subject", "reference", "estimate", "decision")}
-            for d in _get(decisions, path, "decisions")
+            for d in get(decisions, "decisions", path)
         ],
         columns=["kind", "subject", "reference", "estimate", "decision"],
     )

@@ -3,9 +3,9 @@ embedded as a PNG data URI, so the file stands alone), the same sections in Mark
 figures written beside it, figures/<section>.png), each figure as its own PNG (for
 `snakemake --report`), and the training curves as CSV tables (for `dvc plots show`).
 
-Sections, in order: data, leakage audit, preflight and memory fit, training curves, ablation
-effects, seed spread and the reference floor, quantization trade-off, budget and recommended
-offer, forecast vs actual, decisions.
+Sections, in order: the verdict (the budget summary's opening block), data, leakage audit,
+preflight and memory fit, training curves, ablation effects, seed spread and the reference floor,
+quantization trade-off, budget and recommended offer, forecast vs actual, decisions.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from campaign.report.sections import (
     read_json,
     read_table,
     seeds_section,
+    verdict_section,
 )
 
 FIGURE_DIR = "figures"  # the Markdown links figures/<section>.png: the rule writes them there
@@ -57,6 +58,7 @@ def build_sections(ctx) -> tuple[list[Section], pd.DataFrame]:
     )
     curves = read_curves(ctx.inputs.get("run_metrics") or [])
     return [
+        verdict_section(_one(ctx, "budget_summary"), decisions, _findings(ctx, decisions)),
         data_section(
             _one(ctx, "manifest"),
             _one(ctx, "privacy"),
@@ -72,6 +74,18 @@ def build_sections(ctx) -> tuple[list[Section], pd.DataFrame]:
         forecast_section(_one(ctx, "forecast")),
         decisions_section(decisions, decisions_path),
     ], curves
+
+
+def _findings(ctx, decisions: dict) -> list[str]:
+    """What to act on, from the report's inputs, worded as `campaign findings` words it."""
+    from campaign.tools import findings as f
+
+    lines = f.privacy_findings(read_json(_one(ctx, "privacy")))
+    if ctx.inputs.get("artifact_findings"):
+        lines += f.artifact_findings(read_json(_one(ctx, "artifact_findings")))
+    lines += f.audit_findings(read_json(_one(ctx, "leakage_audit")))
+    lines += f.preflight_findings(read_json(_one(ctx, "preflight_report")), None)
+    return lines + f.evaluation_findings(decisions)
 
 
 def render_figure(section: Section) -> bytes:
@@ -129,7 +143,12 @@ def render_html(title: str, sections: list[Section], figures: dict[str, bytes]) 
     ]
     for s in sections:
         out.append(f'<section id="{s.key}"><h2>{e(s.title)}</h2>')
-        out += [f"<p>{e(line)}</p>" for line in s.lines]
+        if s.key == "verdict" and s.lines:  # a short block read at a glance: one list
+            out.append(f"<p>{e(s.lines[0])}</p><ul>")
+            out += [f"<li>{e(line)}</li>" for line in s.lines[1:]]
+            out.append("</ul>")
+        else:
+            out += [f"<p>{e(line)}</p>" for line in s.lines]
         if s.key in figures:
             data = base64.b64encode(figures[s.key]).decode("ascii")
             out.append(f'<img alt="{e(s.title)}" src="data:image/png;base64,{data}">')

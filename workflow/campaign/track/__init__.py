@@ -3,7 +3,7 @@ per row of the experiment index (trained run, quantized variant, floor) under a 
 the campaign, and TensorBoard event files per trained run. An effect after the DAG's results:
 no other stage reads what it writes, so a tracking server never changes a result's key."""
 
-from campaign.core.stage import Phase, Stage
+from campaign.core.stage import EachRun, File, Folder, From, Phase, Stage
 
 
 def _track_spec(params: dict) -> dict:
@@ -20,6 +20,10 @@ def _track_spec(params: dict) -> dict:
     }
 
 
+def _tracking_enabled(params: dict) -> bool:
+    return bool(params["tracking"]["enabled"])
+
+
 PHASE = Phase(
     name="track",
     order=85,
@@ -28,19 +32,24 @@ PHASE = Phase(
             name="track",
             entry="campaign.track.stage:stage_track",
             help="log every run, variant and floor to MLflow and the curves to TensorBoard",
-            inputs=(
-                "index",
-                "run_metrics",
-                "run_specs",
-                "decisions",
-                "report_html",
-                "report_markdown",
-                "budget_summary",
-                "jobs",
-                "plans",
-                "forecast",
-            ),
-            outputs=("logged", "tensorboard"),
+            inputs={
+                "index": From("index", "index"),
+                "run_metrics": EachRun("train", "metrics"),
+                "run_specs": EachRun("run_spec", "spec"),
+                "decisions": From("evaluate", "decisions"),
+                "report_html": From("report", "html"),
+                "report_markdown": From("report", "markdown"),
+                "budget_summary": From("budget", "summary"),
+                "jobs": From("budget", "jobs_parquet"),
+                "plans": From("budget", "plans_parquet"),
+                "forecast": From("budget", "forecast_parquet"),
+            },
+            outputs={
+                "logged": File("results/tracking/logged.json"),
+                "tensorboard": Folder("results/tensorboard"),
+            },
+            # Part of a bare `snakemake` only with tracking.enabled.
+            final=_tracking_enabled,
             spec=_track_spec,
             # MLflow run ids are new in every store; event files carry wall times and the host.
             volatile=("logged", "tensorboard"),

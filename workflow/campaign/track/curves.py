@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from campaign.core.errors import CampaignError
+from campaign.core.io import read_table
 
 NEEDED = ("step", "split", "loss", "lr")
 
@@ -13,15 +13,7 @@ NEEDED = ("step", "split", "loss", "lr")
 def read_curves(path: Path, metric: str) -> dict[str, list[tuple[int, float]]]:
     """train/loss and train/lr per train step; validation/loss and validation/<metric> per
     validation pass. Steps in the table's order; a missing value (NaN) is left out."""
-    import pandas as pd
-
-    try:
-        table = pd.read_parquet(path)
-    except Exception as e:  # pyarrow raises several types for a file that is not Parquet
-        raise CampaignError(f"{path}: not a readable Parquet table ({type(e).__name__})") from None
-    missing = [c for c in NEEDED if c not in table.columns]
-    if missing:
-        raise CampaignError(f"{path}: expected column(s) {', '.join(map(repr, missing))}")
+    table = read_table(path, NEEDED)
     wanted = {
         "train/loss": ("train", "loss"),
         "train/lr": ("train", "lr"),

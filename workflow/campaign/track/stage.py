@@ -10,6 +10,7 @@ from pathlib import Path
 
 from campaign.core.errors import CampaignError
 from campaign.core.fsutil import atomic_write_text
+from campaign.core.io import get, read_json
 from campaign.track.curves import read_curves
 from campaign.track.mlflow_log import (
     LOCAL_URI,
@@ -67,12 +68,7 @@ def _by_run(paths: list[Path], what: str) -> dict[str, Path]:
 
 
 def _verdict(decisions: Path) -> str:
-    try:
-        d = json.loads(decisions.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise CampaignError(f"{decisions}: not valid JSON ({e.msg}, line {e.lineno})") from None
-    best = (d.get("best_cell") or {}).get("cell") if isinstance(d, dict) else None
-    return best or "no cell shown best"
+    return get(read_json(decisions), "best_cell.cell", decisions, None) or "no cell shown best"
 
 
 def stage_track(ctx) -> None:
@@ -113,7 +109,7 @@ def stage_track(ctx) -> None:
     for row in rows:
         recipe = None
         if row["kind"] != "floor" and row["run"] in spec_files:
-            recipe = json.loads(spec_files[row["run"]].read_text(encoding="utf-8"))
+            recipe = read_json(spec_files[row["run"]])
         run_id, action = logger.upsert(
             track_key(row),
             row_tags(row, campaign),

@@ -3,7 +3,8 @@ trained on the train split only, batches with loss masks, the loop with exact re
 checkpoints, and the device lease. The preflight phase runs the same machinery on a sample."""
 
 from campaign.core.lazy import exports
-from campaign.core.stage import Phase, Stage
+from campaign.core.stage import Derived, File, Folder, From, Phase, Stage
+from campaign.data import SPLIT_FILES
 from campaign.plan import run_spec_of
 
 # What a training job's result depends on besides its code, params and data.
@@ -19,7 +20,8 @@ LIBRARIES = (
     "pyarrow",
 )
 # Inputs of a training job (and of the preflight, which trains on a sample of the same splits).
-INPUTS = ("train", "validation", "test", "base_model")
+# base_model: the pretrained folder model.source names (none for from_config).
+INPUTS = {**SPLIT_FILES, "base_model": Derived()}
 
 _PUBLIC = {
     # the loop and its pieces
@@ -90,6 +92,11 @@ def _check_params(params: dict) -> None:
 
     check_model_spec(params["model"])  # tokenizer source vs model source, causal_lm needs gpt2
     train = params["train"]
+    if train.get("packing") and params["model"]["task"] != "causal_lm":
+        raise CampaignError(
+            f"train.packing: packs causal_lm examples only (model.task is "
+            f"{params['model']['task']}); set false"
+        )
     if train["warmup_steps"] > train["max_steps"]:
         raise CampaignError(
             f"train.warmup_steps: {train['warmup_steps']} is more than train.max_steps "
@@ -106,14 +113,18 @@ PHASE = Phase(
             entry="campaign.train.stage:stage",
             help="fine-tune one planned run (resumes from its last checkpoint)",
             inputs=INPUTS,
-            outputs=(
-                "model",
-                "metrics",
-                "predictions_validation",
-                "predictions_test",
-                "run_manifest",
-                "timings",
-            ),
+            # Training waits for a passed preflight and a plan that fits its limits. ancient():
+            # a plan table redone for a bigger plan does not make the runs already trained stale.
+            after={"plan": From("plan_table", "runs", ancient=True)},
+            outputs={
+                "model": Folder("results/runs/{run}/model"),
+                "metrics": File("results/runs/{run}/metrics.parquet"),
+                "predictions_validation": File("results/runs/{run}/predictions_validation.parquet"),
+                "predictions_test": File("results/runs/{run}/predictions_test.parquet"),
+                "run_manifest": File("results/runs/{run}/run_manifest.json"),
+                "timings": File("results/runs/{run}/timings.json"),
+            },
+            final=True,
             spec=run_spec_of,
             libraries=LIBRARIES,
             key_view=_run_identity,

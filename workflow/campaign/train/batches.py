@@ -4,6 +4,12 @@ order that resumes by position.
 An example is a dict of plain lists, so a whole split is encoded once up front:
     sequence_classification: {"input_ids": [int], "label": int}   (label -100: not a train label)
     causal_lm:               {"input_ids": [int], "labels": [int]} (-100 on prompt positions)
+
+train.packing (causal_lm): a micro-batch's examples are packed into rows of at most max_length
+tokens, in as few token cells as first-fit decreasing finds (pack_rows, collate_packed); each row
+carries position ids that restart at every example and segment ids from which train/packing.py
+builds a block-diagonal causal mask. The micro-batch still holds the same examples, so the
+effective batch and the loss normalization do not change.
 """
 
 from __future__ import annotations
@@ -245,11 +251,111 @@ class DataOrder:
         self._perm = self.permutation(self.epoch)
 
 
+CAPACITIES = 16  # row capacities pack_rows tries between the longest example and max_length
+
+
+def first_fit_decreasing(lengths: Sequence[int], capacity: int) -> list[list[int]]:
+    """Rows of example positions, longest first, each into the first row with room for it
+    (ties keep their order); an example longer than `capacity` gets a row of its own."""
+    rows: list[list[int]] = []
+    room: list[int] = []
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        n = int(lengths[i])
+        slot = next((r for r, free in enumerate(room) if free >= n), None)
+        if slot is None:
+            rows.append([i])
+            room.append(capacity - n)
+        else:
+            rows[slot].append(i)
+            room[slot] -= n
+    return rows
+
+
+def pack_rows(lengths: Sequence[int], max_length: int) -> list[list[int]]:
+    """Rows of example positions whose lengths sum to at most max_length each, holding the
+    fewest token cells (rows x the fullest row's length; ties: the narrower).
+
+    First-fit decreasing at row capacities from the longest example up to max_length (at most
+    CAPACITIES of them): at the longest example's length no row is wider than the unpacked
+    batch, so packing never holds more cells than padding would. A function of the lengths
+    alone, so a resumed run packs alike.
+
+    lengths [5, 3, 4, 2], max_length 8: capacity 7 gives [[0, 3], [2, 1]] (5+2, 4+3): 2 rows
+    of 7, 14 cells (capacity 8: 2 x 8 = 16; capacity 5: 3 x 5 = 15).
+    """
+    longest = max(int(n) for n in lengths)
+    top = max(longest, max_length)
+    steps = min(CAPACITIES - 1, top - longest)
+    capacities = sorted({longest + (top - longest) * k // max(steps, 1) for k in range(steps + 1)})
+    best, best_cost = None, None
+    for capacity in capacities:
+        rows = first_fit_decreasing(lengths, capacity)
+        width = max(sum(int(lengths[i]) for i in row) for row in rows)
+        cost = (len(rows) * width, width)
+        if best_cost is None or cost < best_cost:
+            best, best_cost = rows, cost
+    return best
+
+
+def collate_packed(
+    examples: Sequence[dict], pad_id: int, max_length: int
+) -> dict[str, torch.Tensor]:
+    """Causal examples packed into rows (pack_rows), right-padded to the fullest row.
+
+    Returns (R, W) int64 tensors, R rows of W <= max_length tokens: input_ids; attention_mask
+    (1 on tokens, 0 on padding); labels (-100 on prompts, padding and every example's first
+    token, which nothing before it in its own example predicts); position_ids, restarting at 0 at
+    each example (and at the padding); segment_ids, 1..k for the row's k examples, 0 on padding.
+    """
+    if "labels" not in examples[0]:
+        raise CampaignError("train.packing: packs causal_lm examples only")
+    rows = pack_rows([len(e["input_ids"]) for e in examples], max_length)
+    fields: dict[str, list[list[int]]] = {k: [] for k in ("ids", "mask", "labels", "pos", "seg")}
+    for row in rows:
+        ids, labels, pos, seg = [], [], [], []
+        for k, i in enumerate(row, start=1):
+            e = examples[i]
+            n = len(e["input_ids"])
+            ids += e["input_ids"]
+            labels += [IGNORE] + list(e["labels"][1:])
+            pos += range(n)
+            seg += [k] * n
+        fields["ids"].append(ids)
+        fields["labels"].append(labels)
+        fields["pos"].append(pos)
+        fields["seg"].append(seg)
+    width = max(len(r) for r in fields["ids"])
+    out = {}
+    for name, key, fill in (
+        ("input_ids", "ids", pad_id),
+        ("labels", "labels", IGNORE),
+        ("segment_ids", "seg", 0),
+    ):
+        out[name] = torch.tensor(
+            [r + [fill] * (width - len(r)) for r in fields[key]], dtype=torch.long
+        )
+    # Padding is a segment of its own with positions from 0: every query attends to itself at
+    # least (no all-masked softmax row), and the positions stay within the embedding table.
+    out["position_ids"] = torch.tensor(
+        [r + list(range(width - len(r))) for r in fields["pos"]], dtype=torch.long
+    )
+    out["attention_mask"] = (out["segment_ids"] > 0).long()
+    return out
+
+
 def micro_batches(
-    examples: Sequence[dict], indices: Sequence[int], micro_batch: int, pad_id: int
+    examples: Sequence[dict],
+    indices: Sequence[int],
+    micro_batch: int,
+    pad_id: int,
+    pack_length: int | None = None,
 ) -> list[dict[str, torch.Tensor]]:
-    """Split one optimizer step's indices into padded micro-batches of `micro_batch` examples."""
-    return [
-        collate([examples[i] for i in indices[j : j + micro_batch]], pad_id)
+    """Split one optimizer step's indices into padded micro-batches of `micro_batch` examples;
+    with pack_length (train.packing: max_length), each micro-batch's examples packed into rows."""
+    chunks = [
+        [examples[i] for i in indices[j : j + micro_batch]]
         for j in range(0, len(indices), micro_batch)
     ]
+    if pack_length is not None:
+        return [collate_packed(c, pad_id, pack_length) for c in chunks]
+    return [collate(c, pad_id) for c in chunks]

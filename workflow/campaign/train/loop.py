@@ -37,6 +37,7 @@ from campaign.train.batches import (
     micro_batches,
     read_split,
 )
+from campaign.train.packing import check_packing
 from campaign.train.recipe import GROUP_MICRO_BATCHES, Recipe, lr_factor
 from campaign.train.scoring import causal_scores, classifier_scores, prediction_frame
 from campaign.train.steps import accumulate, param_groups
@@ -134,6 +135,8 @@ class Trainer:
         self._check_length(model.config)
         # train.base_quantization: the frozen base's linear weights quantized before LoRA.
         model = models.quantize_base(model, spec["train"], self.device.type)
+        if self.recipe.packing:  # before LoRA and the device: a refusal costs no more
+            check_packing(model, self.task, next(model.parameters()).device)
         if self.recipe.gradient_checkpointing:
             models.enable_gradient_checkpointing(model)
         self.quantized_base = models.has_quantized_base(model)
@@ -304,7 +307,8 @@ class Trainer:
         """Gradients of one global batch (`indices`) into .grad, summed over the processes;
         returns (loss sum, target count, token count) of the whole batch."""
         r = self.recipe
-        every = list(micro_batches(self.examples["train"], indices, r.micro_batch, self.pad_id))
+        pack = r.max_length if r.packing else None
+        every = micro_batches(self.examples["train"], indices, r.micro_batch, self.pad_id, pack)
         # Micro-batch j is rank j mod N's: the loss is normalized over the whole global batch's
         # targets, and dropout is seeded by (seed, step, j), so the split does not matter.
         mine = list(range(self.rank, len(every), self.world))

@@ -68,7 +68,9 @@ def check_model_spec(model_spec: dict) -> None:
     if not isinstance(tok, dict) or tok.get("source") not in ("train_split", "model"):
         raise CampaignError("model.tokenizer.source: expected train_split or model")
     if model_spec["source"] == "from_config":
-        config = model_spec.get("config") or {}
+        config = model_spec.get("config")
+        if not isinstance(config, dict):
+            raise CampaignError("model.config: required when model.source is from_config")
         if config.get("architecture") not in ARCHITECTURES:
             raise CampaignError(
                 f"model.config.architecture: {config.get('architecture')!r} is not one of "

@@ -15,6 +15,7 @@ OPTIONAL = (
     "base_quantization",
     "gradient_checkpointing",
     "group_by_length",
+    "packing",
     "optimizer",
     "devices",
 )
@@ -49,6 +50,9 @@ class Recipe:
     gradient_checkpointing: bool = False
     # each epoch's order sorted by length within windows of GROUP_MICRO_BATCHES micro-batches;
     group_by_length: bool = False
+    # causal_lm: each micro-batch's examples packed into rows of max_length, every example
+    # attending only within itself (batches.collate_packed, packing.py); in a run's id;
+    packing: bool = False
     # torch AdamW or a low-bit AdamW (train/optim.py).
     optimizer: str = "adamw"
     # processes (devices) one run trains on, each taking grad_accum micro-batches of every
@@ -93,7 +97,7 @@ class Recipe:
             raise CampaignError("train.max_grad_norm: expected a number > 0, or null for none")
         if self.max_length < 2:
             raise CampaignError("train.max_length: expected at least 2 tokens")
-        for key in ("gradient_checkpointing", "group_by_length"):
+        for key in ("gradient_checkpointing", "group_by_length", "packing"):
             if not isinstance(getattr(self, key), bool):
                 raise CampaignError(f"train.{key}: expected true or false")
         optim.check_name(self.optimizer)

@@ -11,10 +11,14 @@ import torch.nn.functional as F
 
 from campaign.core.errors import CampaignError
 from campaign.train.batches import IGNORE, count_targets
+from campaign.train.packing import packed_logits
 
 
 def logits_of(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """(B, C) class logits or (B, L, V) token logits of one batch."""
+    """(B, C) class logits or (B, L, V) token logits of one batch; packed rows (train.packing:
+    segment ids present) through their block-diagonal mask and per-example positions."""
+    if "segment_ids" in batch:
+        return packed_logits(model, batch)
     # use_cache=False: a decoder would otherwise build a KV cache it never reads (memory, time).
     return model(
         input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False

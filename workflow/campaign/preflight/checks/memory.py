@@ -37,6 +37,7 @@ from campaign.memory import (
     measure_memory,
     measured_variants,
     meta_parameter_bytes,
+    packed_rows,
     parameter_bytes,
     probe_memory,
     with_costs,
@@ -134,138 +135,47 @@ def _subject(bench: Bench, trainer, n_labels: int) -> Subject:
     )
 
 
+def _packing(trainer, task: str) -> dict:
+    """What the fit table's packing lever needs: the most rows of max_length any micro-batch of
+    the sample's first epoch (in the run's order) packs into."""
+    r = trainer.recipe
+    examples = trainer.examples["train"]
+    perm = trainer.order.permutation(0)
+    lengths = [
+        [len(examples[i]["input_ids"]) for i in perm[j : j + r.micro_batch]]
+        for j in range(0, len(perm), r.micro_batch)
+    ]
+    rows = packed_rows(lengths, r.max_length) if task == "causal_lm" else None
+    return {"task": task, "enabled": r.packing, "rows": rows}
+
+
 # ------------------------------------------------------------------ the check
 def run(bench: Bench) -> Result:
     cfg, recipe, task = bench.cfg, bench.recipe, bench.task
     train_cfg = bench.spec["train"]
     trainer = bench.trainer()
-    device = trainer.device
-    attention = trainer.model.config._attn_implementation
     here = model_config(trainer)
     family = analytic_family(here)
-    n_labels = len(bench.label_names())
     problems: list[str] = []
-
-    subject = None
-    if family is not None:
-        estimate = estimate_memory(
-            here,
-            train_cfg,
-            num_labels=len(trainer.labels),
-            device=device.type,
-            attention=attention,
-            gradient_checkpointing=recipe.gradient_checkpointing,
-        )
-        # The target cards are accelerators, so the estimate is for CUDA, with the configured
-        # vocabulary and the full train split's labels.
-        target = estimate_memory(
-            configured_model(bench, trainer),
-            train_cfg,
-            num_labels=n_labels,
-            device="cuda",
-            attention=attention,
-            gradient_checkpointing=recipe.gradient_checkpointing,
-        )
-    else:
-        subject = _subject(bench, trainer, n_labels)
-        probed = probe_memory(subject, recipe.max_length, recipe.precision)
-        common = dict(
-            task=task,
-            architecture=subject.architecture,
-            device=device.type,
-            gradient_checkpointing=recipe.gradient_checkpointing,
-        )
-        estimate = estimate_from_probe(
-            probed,
-            parameter_bytes(trainer.model),
-            train_cfg,
-            eval_sequences=len(trainer.labels) if task == "causal_lm" else 1,
-            **common,
-        )
-        target = estimate_from_probe(
-            probed,
-            subject.parameters(train_cfg.get("lora") or None),
-            train_cfg,
-            eval_sequences=subject.eval_sequences,
-            **common,
-        )
-
+    estimate, target, subject = _estimates(bench, trainer, here, family)
     batch = _batch_maker(trainer)(recipe.micro_batch, recipe.max_length)
-
-    def optimizer_factory(params):
-        return torch.optim.AdamW(params, lr=recipe.lr, weight_decay=recipe.weight_decay)
-
+    measured = _measure_step(trainer, recipe, batch, task, problems)
     rows, act_error, extrapolation_error, kv = [], None, None, None
-    try:
-        measured = measure_memory(
-            trainer.model,
-            batch,
-            optimizer_factory,
-            device,
-            loss_fn=_loss_fn(task),
-            autocast=trainer.autocast,
-        )
-    except torch.OutOfMemoryError as e:
-        measured = {"device": str(device), "error": f"out of memory: {e}"}
-        problems.append(
-            f"a training step at micro_batch {recipe.micro_batch} ran out of memory on {device}"
-        )
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
     if "error" not in measured:
         rows = compare(estimate, measured)
-        for row in rows:
-            if row["component"] in EXACT_MEMORY and row["estimated"] != row["measured"]:
-                problems.append(
-                    f"{row['component']} estimated {row['estimated']} B, measured "
-                    f"{row['measured']} B"
-                )
-        act = next(r for r in rows if r["component"].startswith("activations"))
-        error = abs(act["estimated"] - act["measured"]) / max(act["measured"], 1)
-        if family is None:
-            extrapolation_error = error  # reported, not a verdict
-        else:
-            act_error = error
-            if error > cfg["activation_tolerance"]:
-                problems.append(
-                    f"activations estimated {fmt_bytes(act['estimated'])}, measured "
-                    f"{fmt_bytes(act['measured'])} ({100 * error:.1f}% > "
-                    f"{100 * cfg['activation_tolerance']:.1f}%)"
-                )
+        act_error, extrapolation_error = _check_comparison(rows, family, cfg, problems)
         if task == "causal_lm":
-            with trainer.autocast():
-                kv_measured = measure_kv_cache(
-                    trainer.model,
-                    batch["input_ids"].to(device),
-                    batch["attention_mask"].to(device),
-                )
-            kv = {"estimated": estimate["bytes"]["kv_cache"], "measured": kv_measured}
-            if kv["estimated"] != kv["measured"]:
-                problems.append(f"kv_cache estimated {kv['estimated']} B, measured {kv_measured} B")
-
+            kv = _check_kv_cache(trainer, batch, estimate, problems)
     # Each lever that is a train key, measured on real steps of the recipe (after the probe:
     # the trainers it builds are fresh).
-    costs = lever_costs(bench.trainer, train_cfg, device.type)
-    margin = cfg["memory_margin"]
-    fits = fit_table(target, cfg["target_cards"], margin)
-    if not all(r["fits"] for r in fits):
-        if subject is None:
-            variants = analytic_variants(
-                configured_model(bench, trainer),
-                train_cfg,
-                num_labels=n_labels,
-                device="cuda",
-                attention=attention,
-            )
-        else:
-            variants = measured_variants(subject)  # last: its LoRA lever wraps the model
-        fits = fit_table(target, cfg["target_cards"], margin, variants)
-    fits = [{**r, "levers": with_costs(r["levers"], costs)} for r in fits]
+    costs = lever_costs(bench.trainer, train_cfg, trainer.device.type, task=task)
+    fits = _fit_table(bench, trainer, target, subject, costs, _packing(trainer, task))
     fitting = [r["card"] for r in fits if r["fits"]]
     if not fitting:
         problems.append(
             f"the run needs {fmt_bytes(target['peak_bytes'])} ({target['peak_phase']}) and fits "
-            f"none of {', '.join(r['card'] for r in fits)} with a {100 * margin:.0f}% margin"
+            f"none of {', '.join(r['card'] for r in fits)} with a "
+            f"{100 * cfg['memory_margin']:.0f}% margin"
         )
     details = {
         "estimator": "analytic" if family is not None else "measured",
@@ -288,9 +198,139 @@ def run(bench: Bench) -> Result:
     return Result(True, _summary(details, target, fits), details)
 
 
+def _estimates(bench: Bench, trainer, here: dict, family) -> tuple[dict, dict, Subject | None]:
+    """(the estimate here, the estimate for the target cards, the probe's subject or None).
+
+    A known family is estimated from its config; the target cards are accelerators, so their
+    estimate is for CUDA, with the configured vocabulary and the full train split's labels.
+    Any other architecture is probed on the model itself."""
+    recipe, task, train_cfg = bench.recipe, bench.task, bench.spec["train"]
+    device = trainer.device
+    attention = trainer.model.config._attn_implementation
+    n_labels = len(bench.label_names())
+    if family is not None:
+        common = dict(attention=attention, gradient_checkpointing=recipe.gradient_checkpointing)
+        estimate = estimate_memory(
+            here, train_cfg, num_labels=len(trainer.labels), device=device.type, **common
+        )
+        target = estimate_memory(
+            configured_model(bench, trainer), train_cfg, num_labels=n_labels, device="cuda",
+            **common,
+        )  # fmt: skip
+        return estimate, target, None
+    subject = _subject(bench, trainer, n_labels)
+    probed = probe_memory(subject, recipe.max_length, recipe.precision)
+    common = dict(
+        task=task,
+        architecture=subject.architecture,
+        device=device.type,
+        gradient_checkpointing=recipe.gradient_checkpointing,
+    )
+    estimate = estimate_from_probe(
+        probed,
+        parameter_bytes(trainer.model),
+        train_cfg,
+        eval_sequences=len(trainer.labels) if task == "causal_lm" else 1,
+        **common,
+    )
+    target = estimate_from_probe(
+        probed,
+        subject.parameters(train_cfg.get("lora") or None),
+        train_cfg,
+        eval_sequences=subject.eval_sequences,
+        **common,
+    )
+    return estimate, target, subject
+
+
+def _measure_step(trainer, recipe, batch: dict, task: str, problems: list[str]) -> dict:
+    """One training step at micro_batch, measured; out of memory is a problem, not a crash."""
+    device = trainer.device
+
+    def optimizer_factory(params):
+        return torch.optim.AdamW(params, lr=recipe.lr, weight_decay=recipe.weight_decay)
+
+    try:
+        return measure_memory(
+            trainer.model,
+            batch,
+            optimizer_factory,
+            device,
+            loss_fn=_loss_fn(task),
+            autocast=trainer.autocast,
+        )
+    except torch.OutOfMemoryError as e:
+        problems.append(
+            f"a training step at micro_batch {recipe.micro_batch} ran out of memory on {device}"
+        )
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        return {"device": str(device), "error": f"out of memory: {e}"}
+
+
+def _check_comparison(rows: list[dict], family, cfg: dict, problems: list[str]) -> tuple:
+    """(activation error, extrapolation error): weights, gradients and optimizer state must be
+    exact; the activations within activation_tolerance for an analytic family (a probe's
+    extrapolation error is reported, not a verdict)."""
+    for row in rows:
+        if row["component"] in EXACT_MEMORY and row["estimated"] != row["measured"]:
+            problems.append(
+                f"{row['component']} estimated {row['estimated']} B, measured {row['measured']} B"
+            )
+    act = next(r for r in rows if r["component"].startswith("activations"))
+    error = abs(act["estimated"] - act["measured"]) / max(act["measured"], 1)
+    if family is None:
+        return None, error
+    if error > cfg["activation_tolerance"]:
+        problems.append(
+            f"activations estimated {fmt_bytes(act['estimated'])}, measured "
+            f"{fmt_bytes(act['measured'])} ({100 * error:.1f}% > "
+            f"{100 * cfg['activation_tolerance']:.1f}%)"
+        )
+    return error, None
+
+
+def _check_kv_cache(trainer, batch: dict, estimate: dict, problems: list[str]) -> dict:
+    """A causal LM's KV cache, estimated against measured: equal to the byte."""
+    device = trainer.device
+    with trainer.autocast():
+        kv_measured = measure_kv_cache(
+            trainer.model, batch["input_ids"].to(device), batch["attention_mask"].to(device)
+        )
+    kv = {"estimated": estimate["bytes"]["kv_cache"], "measured": kv_measured}
+    if kv["estimated"] != kv["measured"]:
+        problems.append(f"kv_cache estimated {kv['estimated']} B, measured {kv_measured} B")
+    return kv
+
+
+def _fit_table(
+    bench: Bench, trainer, target: dict, subject, costs: dict, packing: dict
+) -> list[dict]:
+    """The target cards' fit table; where a card does not fit, with the levers (and their
+    measured costs) that would make it."""
+    cfg, train_cfg = bench.cfg, bench.spec["train"]
+    margin = cfg["memory_margin"]
+    fits = fit_table(target, cfg["target_cards"], margin, packing=packing)
+    if not all(r["fits"] for r in fits):
+        if subject is None:
+            variants = analytic_variants(
+                configured_model(bench, trainer),
+                train_cfg,
+                num_labels=len(bench.label_names()),
+                device="cuda",
+                attention=trainer.model.config._attn_implementation,
+            )
+        else:
+            variants = measured_variants(subject)  # last: its LoRA lever wraps the model
+        fits = fit_table(target, cfg["target_cards"], margin, variants, packing)
+    return [{**r, "levers": with_costs(r["levers"], costs)} for r in fits]
+
+
 def _summary(d: dict, target: dict, fits: list[dict]) -> str:
+    devices = int(target.get("settings", {}).get("devices", 1))
+    per_card = f" per card, {devices} cards a run" if devices > 1 else ""
     needs = (
-        f"needs {fmt_bytes(target['peak_bytes'])} ({target['peak_phase']}), fits "
+        f"needs {fmt_bytes(target['peak_bytes'])} ({target['peak_phase']}){per_card}, fits "
         f"{len(d['fits'])} of {len(fits)} cards"
     )
     act = next(r for r in d["comparison"] if r["component"].startswith("activations"))

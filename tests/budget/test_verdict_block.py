@@ -1,0 +1,180 @@
+"""The verdict block on hand-made tables: the option to keep across the chosen cell's runs,
+their adopted quantized variants and the floor, with its quality, cost and the file to ship;
+each open question with what would decide it and its price; the findings. Every number in a
+line is the one in the table row it summarizes, in percent (levels) or points (differences)."""
+
+from __future__ import annotations
+
+from campaign.budget import format_money
+from campaign.budget.words import keep_row, verdict_values
+from campaign.evaluate import evaluation_verdict, verdict_block
+
+
+def money(x: float) -> str:
+    return format_money(x, "EUR")
+
+
+def decisions(kind: str = "cell", open_effect: bool = False) -> dict:
+    """decisions.json as the evaluation writes it: cell train.lr=0.001 (runs run-a, run-b),
+    the floor floor/tfidf; `kind`: the verdict's ("cell" or "floor")."""
+    effect = {
+        "kind": "main",
+        "subject": "train.lr 0.001 -> 0.003",
+        "decision": "inconclusive" if open_effect else "adopt",
+        "seeds_needed": 6 if open_effect else None,
+        "items_needed": 4000 if open_effect else None,
+    }
+    return {
+        "decide_on": "validation",
+        "metric": "accuracy",
+        "best_cell": {"cell": "train.lr=0.001", "runs": ["run-a", "run-b"]},
+        "verdict": {
+            "keep": "train.lr=0.001" if kind == "cell" else "floor/tfidf",
+            "kind": kind,
+            "quality": {"split": "test", "value": 0.80, "ci_low": 0.75, "ci_high": 0.85},
+            "against_floor": {
+                "floor": "floor/tfidf",
+                "split": "validation",
+                "estimate": 0.023 if kind == "cell" else -0.07,
+                "ci_low": 0.005 if kind == "cell" else -0.11,
+                "ci_high": 0.041 if kind == "cell" else -0.03,
+                "decision": "above floor" if kind == "cell" else "below floor",
+            },
+        },
+        "decisions": [
+            effect,
+            {
+                "kind": "quantized",
+                "subject": "run-a/int8_dynamic",
+                "reference": "run-a",
+                "decision": "adopt",
+            },
+        ],
+        "no_decision_possible": [],
+    }
+
+
+def row(variant, kind, quality, train, serve, run=None) -> dict:
+    return {
+        "variant": variant,
+        "run": run,
+        "kind": kind,
+        "quality_split": "test",
+        "quality": quality,
+        "quality_low": quality - 0.03,
+        "quality_high": quality + 0.02,
+        "train_cost": train,
+        "serve_cost": serve,
+        "total_cost": train + serve,
+    }
+
+
+EQUAL = [
+    row("run-a", "run", 0.812, 2.0, 3.0, "run-a"),
+    row("run-b", "run", 0.804, 2.5, 3.0, "run-b"),
+    row("run-a/int8_dynamic", "quantized", 0.809, 2.0, 1.25, "run-a"),
+]
+SHIP = {
+    "run-a": "results/runs/run-a/model/",
+    "run-a/int8_dynamic": "results/quantize/run-a/int8_dynamic/model/model.safetensors",
+}
+
+
+def block(d: dict, equal: list[dict], to_decide=(), findings=()) -> list[str]:
+    values = verdict_values(
+        d, equal, list(to_decide), SHIP, list(findings), 1_000_000, "workstation"
+    )
+    return verdict_block(values, money)
+
+
+def test_keeps_the_cheapest_quantized_variant_and_names_the_file_to_ship():
+    lines = block(decisions(), EQUAL)
+    assert lines[0] == (
+        "Verdict (chosen on validation; quality on test, accuracy; levels in %, differences in "
+        "points)"
+    )
+    # The int8 variant costs 3.25 EUR in all, run-a 5.00, run-b 5.50: the int8 one is kept.
+    assert lines[1] == (
+        "  Keep: run-a/int8_dynamic (quantized int8_dynamic of run run-a, cell train.lr=0.001): "
+        "test accuracy 80.9 % [77.9, 82.9]"
+    )
+    assert lines[2] == (
+        "  Best cell against the floor floor/tfidf: +2.3 points [0.5, 4.1] on validation, "
+        "above floor"
+    )
+    assert lines[3] == (
+        "  Cost: 2.00 EUR to train + 1.25 EUR to serve 1,000,000 predictions = 3.25 EUR "
+        "(offer workstation)"
+    )
+    assert lines[4] == "  Ship: results/quantize/run-a/int8_dynamic/model/model.safetensors"
+    assert lines[5:] == ["  Open questions: none", "  Findings to act on: none"]
+    assert len(lines) <= 12
+
+
+def test_keeps_the_floor_when_every_cell_is_below_it_even_when_a_run_is_cheaper():
+    floor = row("floor/tfidf", "floor", 0.90, 0.001, 0.02)
+    dearer_floor = floor | {"train_cost": 10.0, "total_cost": 10.02}
+    for f in (floor, dearer_floor):
+        lines = block(decisions("floor"), [*EQUAL, f], findings=["evaluation: below floor"])
+        assert keep_row(decisions("floor"), [*EQUAL, f]) is f
+        assert (
+            lines[1] == "  Keep: the reference floor floor/tfidf: test accuracy 90.0 % [87.0, 92.0]"
+        )
+        assert lines[2] == (
+            "  Best cell against the floor floor/tfidf: -7.0 points [-11.0, -3.0] on validation, "
+            "below floor"
+        )
+        assert lines[3].startswith(f"  Cost: {money(f['train_cost'])} to train + 0.02 EUR")
+        assert not any(line.startswith("  Ship:") for line in lines)  # the floor is no file
+        assert lines[-1] == "  Act on: evaluation: below floor"
+
+
+def test_nothing_decided_lists_each_open_question_with_what_decides_it_and_its_price():
+    to_decide = [
+        {
+            "subject": "train.lr 0.001 -> 0.003",
+            "seeds_needed": 6,
+            "extra_runs": 8,
+            "cost": 1.2,
+            "items_needed": 4000,
+        }
+    ]
+    d = decisions(open_effect=True)
+    d["decisions"][1] |= {"decision": "inconclusive (too few items)"}
+    d["no_decision_possible"] = [{"subject": "run-a/int8_dynamic", "items_needed": 381}]
+    equal = EQUAL[:2]  # the variant is not adopted: not at the bar
+    lines = block(d, equal, to_decide)
+    assert lines[1].startswith("  Keep: run run-a of cell train.lr=0.001: test accuracy 81.2 %")
+    assert "  Ship: results/runs/run-a/model/" in lines
+    opened = [line for line in lines if line.startswith("  Open: ")]
+    assert opened == [
+        "  Open: train.lr 0.001 -> 0.003, inconclusive: 6 seeds per cell = 8 more run(s), "
+        "1.20 EUR; or 4,000 evaluation items (labelling not priced)",
+        "  Open: run-a/int8_dynamic, inconclusive (too few items): 381 evaluation items "
+        "(labelling not priced)",
+    ]
+
+
+def test_the_evaluation_block_says_where_the_costs_and_prices_are_and_caps_its_lists():
+    d = decisions(open_effect=True)
+    findings = [f"finding {i}" for i in range(5)]
+    lines = verdict_block(evaluation_verdict(d, findings, "in the budget", "to_decide.csv"))
+    assert lines[1] == "  Keep: cell train.lr=0.001: test accuracy 80.0 % [75.0, 85.0]"
+    assert "  Cost to train and to serve: in the budget" in lines
+    assert "  Also within the loss limit, cheaper to serve: run-a/int8_dynamic" in lines
+    assert any("6 seeds per cell (priced in to_decide.csv)" in line for line in lines)
+    assert lines[-4:] == [
+        "  Act on: finding 0",
+        "  Act on: finding 1",
+        "  Act on: finding 2",
+        "  ... and 2 more finding(s): campaign findings",
+    ]
+    assert len(lines) <= 12
+
+
+def test_an_unmeasured_level_is_said_not_printed_as_a_number():
+    d = decisions()
+    d["verdict"]["quality"] = {"split": "test", "value": None, "ci_low": None, "ci_high": None}
+    lines = verdict_block(evaluation_verdict(d, [], "x"))
+    assert lines[1] == "  Keep: cell train.lr=0.001: test accuracy not measured"
+    assert not any("nan" in line for line in lines)

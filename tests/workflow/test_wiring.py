@@ -1,0 +1,158 @@
+"""Each stage's input and output names, and their paths, live in its declaration only: every rule
+takes them from the registry (no rule file spells an input, an output or a results/ path), the
+references between stages resolve, and `rule all` is the final stages' outputs."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from campaign.core.registry import final_outputs, stages, wiring_problems
+from campaign.core.stage import Derived, EachJob, EachRun, File, Folder, From, Stage
+from conftest import FIXTURES, REPO
+
+RULES = REPO / "workflow" / "rules"
+_RULE = re.compile(r"^(?P<indent> *)(?:rule|checkpoint) (?P<name>\w+):\n", re.M)
+
+
+def rule_blocks() -> list[tuple[str, str, str]]:
+    """(file name, rule name, body) of every rule and checkpoint in the rule files."""
+    found = []
+    for path in sorted(RULES.glob("*.smk")):
+        text = path.read_text(encoding="utf-8")
+        heads = list(_RULE.finditer(text))
+        ends = [h.start() for h in heads[1:]] + [len(text)] * bool(heads)
+        for head, end in zip(heads, ends, strict=True):
+            body = text[head.end() : end]
+            # The body ends at the first line indented no deeper than the rule's own line.
+            inner = re.compile(rf"^{head['indent']}\S", re.M).search(body)
+            found.append((path.name, head["name"], body[: inner.start()] if inner else body))
+    return found
+
+
+def section(body: str, key: str) -> str | None:
+    """The text of a rule's `key:` section, stripped (None when the rule has none)."""
+    m = re.search(rf"^( +){key}:\n((?:\1 +.*\n)*)", body, re.M)
+    return None if m is None else m.group(2).strip()
+
+
+def test_every_rule_takes_its_inputs_and_outputs_from_its_stage():
+    blocks = rule_blocks()
+    declared = stages()
+    # One rule per stage (plan_table: a checkpoint or a rule, the same body twice).
+    assert {name for _, name, _ in blocks} == set(declared)
+    for file, name, body in blocks:
+        stage = declared[name]
+        want_in = f'**stage_inputs("{name}"),' if {**stage.inputs, **stage.after} else None
+        assert section(body, "input") == want_in, (file, name)
+        assert section(body, "output") == f'**stage_outputs("{name}"),', (file, name)
+        assert section(body, "shell") == f'stage_shell("{name}")', (file, name)
+
+
+def test_no_rule_file_spells_a_results_path_and_rule_all_comes_from_the_registry():
+    for path in [*RULES.glob("*.smk"), REPO / "Snakefile"]:
+        code = "\n".join(line.split("#")[0] for line in path.read_text().splitlines())
+        assert not re.findall(r"[\"']results/", code), path.name
+    snakefile = (REPO / "Snakefile").read_text()
+    assert section(snakefile.partition("\nrule all:\n")[2], "input") == "final_targets(),"
+
+
+def test_the_declared_wiring_is_sound():
+    assert wiring_problems() == []
+    # Every consumer reads a path some stage writes: the DAG has no dangling input.
+    for stage in stages().values():
+        for name, ref in {**stage.inputs, **stage.after}.items():
+            if isinstance(ref, (From, EachRun, EachJob)):
+                assert ref.output in stages()[ref.stage].outputs, (stage.name, name)
+
+
+def _stage(name, inputs, outputs, final=False) -> Stage:
+    return Stage(
+        name=name,
+        entry=f"campaign.x.{name}:stage",
+        help="",
+        inputs=inputs,
+        outputs=outputs,
+        spec=lambda params, **_: None,
+        final=final,
+    )
+
+
+def test_a_broken_reference_is_one_line_naming_the_stage_and_input():
+    declared = {
+        "train": _stage(
+            "train", {}, {"model": Folder("results/runs/{run}/model"), "x": File("results/x")}
+        ),
+        "table": _stage(
+            "table",
+            {
+                "typo": From("train", "modle"),
+                "nobody": From("ghost", "model"),
+                "per_run": From("train", "model"),  # a fixed-path stage reading {run}
+                "fixed": EachRun("train", "x"),  # nothing to expand
+                "data": Derived(),  # no derive_inputs says which files
+            },
+            {"table": File("results/x")},  # train writes it too
+            final=True,
+        ),
+        "jobs": _stage("jobs", {}, {"out": File("results/q/{run}/{variant}")}, final=True),
+    }
+    problems = wiring_problems(declared)
+    assert problems == [
+        "stages 'train' and 'table' both write results/x",
+        "stage 'table', input 'typo': stage 'train' has no output 'modle' (it writes: model, x)",
+        "stage 'table', input 'nobody': no stage 'ghost' (known: train, table, jobs)",
+        "stage 'table', input 'per_run': results/runs/{run}/model holds {run}, which the "
+        "stage's jobs do not have (EachRun and EachJob expand them)",
+        "stage 'table', input 'fixed': EachRun needs a path in {run}: results/x",
+        "stage 'table', input 'data': Derived, but the stage has no derive_inputs to find its "
+        "files",
+        "stage 'jobs': final, but its outputs expand over {run, variant} (a target of "
+        "`snakemake` expands over runs only)",
+    ]
+
+
+def test_a_declaration_in_names_only_is_refused_naming_the_stage():
+    with pytest.raises(TypeError, match="stage 'table': inputs must map each name to one of From"):
+        _stage("table", ("runs",), {"table": File("results/x")})
+    with pytest.raises(TypeError, match="stage 'table': outputs .* got 'results/x'"):
+        _stage("table", {}, {"table": "results/x"})
+
+
+# What `rule all` listed by hand before it came from the registry: a bare `snakemake` still asks
+# for each of them (and for the other outputs of the same jobs, no job more).
+HAND_LISTED = [
+    "results/data/manifest.parquet",
+    "results/data/summary.json",
+    "results/data/manifest_diff.json",
+    "results/data/splits/train.parquet",
+    "results/data/leakage_audit.json",
+    "results/data/artifact_findings.json",
+    "results/plan/runs.tsv",
+    "results/preflight/report.json",
+    "results/runs/{run}/spec.json",
+    "results/runs/{run}/predictions_test.parquet",
+    "results/quantize/variants.parquet",
+    "results/evaluation/decisions.json",
+    "results/budget/summary.txt",
+    "results/index.parquet",
+    "results/metrics.json",
+    "results/report/index.html",
+]
+
+
+def test_rule_all_is_every_output_of_the_final_stages():
+    params = yaml.safe_load((FIXTURES / "tiny_params.yaml").read_text())
+    params["tracking"]["enabled"] = False
+    paths = [out.path for out in final_outputs(params)]
+    assert set(HAND_LISTED) <= set(paths)
+    writer = {out.path: s.name for s in stages().values() for out in s.outputs.values()}
+    # The stages whose jobs a bare `snakemake` needs anyway (floor, quantize jobs and the
+    # selection through the ones that read them) are not final: no job is added.
+    assert {writer[p] for p in paths} == {writer[p] for p in HAND_LISTED}
+    assert not {"results/tracking/logged.json", "results/tensorboard"} & set(paths)
+    params["tracking"]["enabled"] = True
+    tracked = [out.path for out in final_outputs(params)]
+    assert tracked == [*paths, "results/tracking/logged.json", "results/tensorboard"]

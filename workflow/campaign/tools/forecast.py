@@ -1,0 +1,100 @@
+"""What the rest of the plan costs, for `campaign status`: the kept runs not finished, at their
+projected hours (corrected by the budget's calibration once it has one, a running run at its
+own ETA), and the money at the reference offer."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from campaign.core.errors import CampaignError
+from campaign.core.io import read_plan
+
+
+def read_plan_table(path: Path) -> list[dict]:
+    """The plan's kept runs (runs.tsv): run id and projected hours (None when not measured)."""
+    out = []
+    for row in read_plan(path, ("run", "projected_hours")).rows:
+        if str(row.get("kept", "true")).lower() != "true":
+            continue
+        try:
+            hours = float(row["projected_hours"])
+        except (TypeError, ValueError):
+            hours = None
+        out.append({"run": row["run"], "projected_hours": hours})
+    return out
+
+
+def read_calibration(path: Path) -> tuple[float, float] | None:
+    """(step factor, overhead hours per job) from the budget's forecast table, when it exists."""
+    if not path.exists():
+        return None
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path, columns=["step_factor", "overhead_hours"]).to_pylist()
+    except Exception as e:  # a forecast of another layout: no correction, say why
+        raise CampaignError(f"{path}: cannot read step_factor/overhead_hours ({e})") from None
+    for row in table:
+        factor, overhead = row["step_factor"], row["overhead_hours"]
+        if factor is not None and overhead is not None and factor == factor:
+            return float(factor), float(overhead)
+    return None
+
+
+def remaining_hours(
+    plan: list[dict],
+    finished: set[str],
+    calibration: tuple[float, float] | None,
+    running_eta_s: Mapping[str, float | None] | None = None,
+) -> tuple[float | None, int]:
+    """(hours left, runs left) for the plan's runs not finished: each run's projected hours,
+    corrected (projected x step factor + overhead) when the budget has calibrated; a running
+    run's own ETA where its progress file has one. None hours when a run has no projection."""
+    running_eta_s = running_eta_s or {}
+    left = [r for r in plan if r["run"] not in finished]
+    total = 0.0
+    for r in left:
+        if running_eta_s.get(r["run"]) is not None:
+            total += running_eta_s[r["run"]] / 3600
+        elif r["projected_hours"] is None:
+            return None, len(left)
+        elif calibration is None:
+            total += r["projected_hours"]
+        else:
+            total += r["projected_hours"] * calibration[0] + calibration[1]
+    return total, len(left)
+
+
+def remaining_line(
+    plan: list[dict],
+    finished: set[str],
+    calibration: tuple[float, float] | None,
+    budget: Mapping[str, Any],
+    running_eta_s: Mapping[str, float | None] | None = None,
+) -> str:
+    """`remaining: 2 of 4 planned runs, 12.5 min (calibrated ...), 0.01 EUR on workstation ...`."""
+    from campaign.budget import format_money
+    from campaign.core.progress import format_seconds
+
+    hours, n_left = remaining_hours(plan, finished, calibration, running_eta_s)
+    if n_left == 0:
+        return f"remaining: nothing: all {len(plan)} planned runs have finished"
+    how = (
+        f"calibrated: projected x{calibration[0]:.3g} + {calibration[1] * 3600:.3g} s a job"
+        if calibration is not None
+        else "as projected; not yet calibrated by the budget"
+    )
+    head = f"remaining: {n_left} of {len(plan)} planned runs"
+    if hours is None:
+        return f"{head}, hours unknown (the preflight has not measured throughput)"
+    name = budget.get("reference_offer")
+    offer = next((o for o in budget.get("offers", []) if o.get("name") == name), None)
+    money = (
+        f", {format_money(hours * float(offer['hourly']), budget.get('currency', ''))} on "
+        f"{name} ({offer['hourly']} {budget.get('currency', '')}/h)"
+        if offer is not None
+        else ""
+    )
+    return f"{head}, {format_seconds(hours * 3600)} ({how}){money}"

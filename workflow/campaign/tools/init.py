@@ -1,0 +1,681 @@
+"""`campaign init`: a validated params file for a user's own data and model, from a few flags.
+
+It reads the data file (all of it: it is local) with the same reader the manifest stage uses,
+counts records and labels, reads the model folder's config.json, and chooses what the flags
+do not say: the tokenizer source, LoRA target modules for the model's family, train.max_length
+from the texts' token lengths, a first small design (train.lr at two levels, seeds 1 and 2),
+CPU-cheap quantized variants, and a split salt that passes the audit's balance checks. What it
+cannot infer it refuses in one line, and then writes nothing. The file starts from the
+project's params.yaml, so every section and its comments are there; the result is checked by
+the validator `campaign validate` uses before it is written (atomically).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from campaign.core.errors import CampaignError
+
+TEMPLATE = Path(__file__).resolve().parents[3] / "params.yaml"
+
+# LoRA target modules per config.json model_type: the attention projections of query and value
+# (Hu et al.'s choice), under each family's module names. GPT-2 fuses q, k, v in c_attn.
+LORA_TARGETS = {
+    "bert": ["query", "value"],
+    "roberta": ["query", "value"],
+    "xlm-roberta": ["query", "value"],
+    "camembert": ["query", "value"],
+    "electra": ["query", "value"],
+    "distilbert": ["q_lin", "v_lin"],
+    "gpt2": ["c_attn"],
+    "llama": ["q_proj", "v_proj"],
+    "mistral": ["q_proj", "v_proj"],
+    "qwen2": ["q_proj", "v_proj"],
+    "qwen3": ["q_proj", "v_proj"],
+}
+# Families that only encode: no causal LM head to fine-tune for --task causal_lm.
+ENCODERS = ("bert", "roberta", "xlm-roberta", "camembert", "electra", "distilbert")
+LORA = {"r": 8, "alpha": 16, "dropout": 0.0}
+# The baseline lr and the design's two levels: LoRA adapters, all weights of a pretrained
+# model, and a small model trained from scratch want very different steps.
+LR_LEVELS = {
+    "lora": (1.0e-3, [3.0e-4, 1.0e-3]),
+    "full": (5.0e-5, [2.0e-5, 5.0e-5]),
+    "from_config": (3.0e-3, [1.0e-3, 3.0e-3]),
+}
+SEEDS = [1, 2]
+# Variants that run on any CPU and cost seconds: the reference, and two int8 ones to decide.
+VARIANTS = ["fp32", "int8_dynamic", "onnx_int8_dynamic"]
+FRACTIONS = {"train": 0.8, "validation": 0.1, "test": 0.1}
+FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
+LENGTH_QUANTILE = 0.95
+LENGTH_STEP = 8  # max_length is rounded up to a multiple of this
+MIN_LENGTH = 16
+FROM_CONFIG_MAX_POSITIONS = 512  # the small from_config model's longest sequence
+WORDS_TO_TOKENS = 1.3  # subword tokens per whitespace word, when no tokenizer.json is there
+EPOCHS = 2  # of the train split, for train.max_steps
+# A label this common makes accuracy flatter a model that predicts it: decide on macro-F1.
+MACRO_F1_ABOVE_SHARE = 0.6
+
+
+@dataclass(frozen=True)
+class Choices:
+    """What `init` read and chose, printed as its summary."""
+
+    records: int
+    labels: dict[str, int]
+    family: str  # config.json model_type, or from_config's architecture
+    max_length: int
+    lora_targets: list[str] | None
+    salt_note: str
+    metric: str
+
+
+# ------------------------------------------------------------------ reading the inputs
+def data_format(path: Path, given: str | None) -> str:
+    if given is not None:
+        return given
+    fmt = FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise CampaignError(
+            f"--data {path}: cannot tell the format from the suffix {path.suffix!r}; "
+            f"pass --format csv, jsonl or parquet"
+        )
+    return fmt
+
+
+def read_records(source: dict, fields: dict, flags: dict[str, str]):
+    """Every record, through the manifest stage's reader; errors name the flag, not the key."""
+    from campaign.data import load_records
+
+    try:
+        return load_records([source], fields, Path("."))
+    except CampaignError as e:
+        message = str(e)
+        for key, flag in flags.items():
+            message = message.replace(f"data.fields.{key}", flag)
+        message = message.replace("data.sources[0].format", "--format")
+        raise CampaignError(message) from None
+
+
+def model_config(folder: Path) -> dict:
+    """The pretrained folder's config.json."""
+    path = folder / "config.json"
+    if not folder.is_dir():
+        raise CampaignError(f"--model {folder}: no such folder (or pass --model from_config)")
+    if not path.is_file():
+        raise CampaignError(
+            f"--model {folder}: not a model folder (no config.json; a Hugging Face checkpoint "
+            "saved with save_pretrained has one)"
+        )
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise CampaignError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(config, dict) or not isinstance(config.get("model_type"), str):
+        raise CampaignError(f"{path}: has no model_type (which family of model is this?)")
+    return config
+
+
+def check_task(folder: Path, config: dict, task: str) -> None:
+    if task == "causal_lm" and config["model_type"] in ENCODERS:
+        raise CampaignError(
+            f"--task causal_lm: {folder} is a {config['model_type']} model (an encoder, no "
+            "language-model head); use a decoder (gpt2, llama, mistral, qwen2) or "
+            "--task sequence_classification"
+        )
+
+
+def choose_metric(label_counts: dict[str, int]) -> str:
+    """accuracy, or macro_f1 when one label holds more than MACRO_F1_ABOVE_SHARE of the
+    records (a model that predicts it alone would score that share in accuracy)."""
+    total = sum(label_counts.values())
+    return "macro_f1" if max(label_counts.values()) > MACRO_F1_ABOVE_SHARE * total else "accuracy"
+
+
+def weight_names(folder: Path) -> list[str] | None:
+    """Tensor names of the folder's safetensors weights (headers only), or None if it has none."""
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        return list(json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}))
+    path = folder / "model.safetensors"
+    if not path.is_file():
+        return None
+    # The format: an 8-byte little-endian header length, then a JSON header keyed by name.
+    with path.open("rb") as f:
+        size = int.from_bytes(f.read(8), "little")
+        try:
+            header = json.loads(f.read(size))
+        except ValueError:
+            raise CampaignError(
+                f"{path}: not a safetensors file (its header is not JSON)"
+            ) from None
+    return [name for name in header if name != "__metadata__"]
+
+
+def lora_targets(folder: Path, config: dict, given: list[str] | None) -> list[str]:
+    """The LoRA target modules: --lora-targets, else the family's attention projections; each
+    checked against the weights' module names where the folder has safetensors."""
+    family = config["model_type"]
+    targets = given or LORA_TARGETS.get(family)
+    if targets is None:
+        raise CampaignError(
+            f"--model {folder}: model_type {family!r} has no known LoRA target modules "
+            f"(known: {', '.join(sorted(LORA_TARGETS))}); pass --lora-targets NAME,NAME "
+            "(module names of its attention projections) or --no-lora"
+        )
+    names = weight_names(folder)
+    if names is not None:
+        modules = {part for name in names for part in name.split(".")}
+        missing = [t for t in targets if t not in modules]
+        if missing:
+            raise CampaignError(
+                f"--model {folder}: no module named {', '.join(missing)} in its weights "
+                f"(model_type {family!r}); pass --lora-targets with its names or --no-lora"
+            )
+    return list(targets)
+
+
+def token_lengths(texts: list[str], folder: Path | None) -> list[int]:
+    """Tokens per text: by the folder's tokenizer.json (special tokens included), else
+    whitespace words x WORDS_TO_TOKENS + 2 (a from_config tokenizer is not trained yet)."""
+    tokenizer_file = folder / "tokenizer.json" if folder is not None else None
+    if tokenizer_file is not None and tokenizer_file.is_file():
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(str(tokenizer_file))
+        tok.no_truncation()
+        tok.no_padding()
+        return [len(e.ids) for e in tok.encode_batch(texts)]
+    return [math.ceil(len(t.split()) * WORDS_TO_TOKENS) + 2 for t in texts]
+
+
+def choose_max_length(lengths: list[int], max_positions: int) -> int:
+    """The LENGTH_QUANTILE of the token lengths, rounded up to LENGTH_STEP, within
+    [MIN_LENGTH, max_positions]."""
+    ordered = sorted(lengths)
+    at = ordered[min(len(ordered) - 1, math.ceil(LENGTH_QUANTILE * len(ordered)) - 1)]
+    rounded = LENGTH_STEP * math.ceil(at / LENGTH_STEP)
+    return max(min(MIN_LENGTH, max_positions), min(rounded, max_positions))
+
+
+def max_positions_of(config: dict) -> int:
+    for key in ("max_position_embeddings", "n_positions"):
+        if isinstance(config.get(key), int) and config[key] > 0:
+            return config[key]
+    return FROM_CONFIG_MAX_POSITIONS
+
+
+# ------------------------------------------------------------------ the params
+def build_params(template: dict, args, records, choices_in: dict) -> dict:
+    """The template's params with the user's data, model and a first small design."""
+    p = copy.deepcopy(template)
+    name = args.name or _name_from(Path(args.out))
+    p["campaign"]["name"] = name
+    p["data"]["sources"] = [choices_in["source"]]
+    p["data"]["fields"] = choices_in["fields"]
+    p["data"]["previous_manifest"] = None
+
+    split = p["split"]
+    split.update(method="group_hash", fractions=dict(FRACTIONS), temporal_cutoff=None)
+    split["previous"] = None
+
+    pretrained = args.model != "from_config"
+    task = args.task
+    model: dict[str, Any] = {"task": task, "source": args.model}
+    if pretrained:
+        model["tokenizer"] = {"source": "model"}
+    else:
+        config = copy.deepcopy(template["model"].get("config") or {})
+        config.update(
+            architecture="gpt2" if task == "causal_lm" else "bert",
+            hidden_size=config.get("hidden_size", 64),
+            num_hidden_layers=config.get("num_hidden_layers", 2),
+            num_attention_heads=config.get("num_attention_heads", 2),
+            intermediate_size=config.get("intermediate_size", 128),
+            dropout=config.get("dropout", 0.1),
+            max_position_embeddings=max(128, choices_in["max_length"]),
+        )
+        model["config"] = config
+        tokenizer = dict(template["model"].get("tokenizer") or {})
+        model["tokenizer"] = {
+            "source": "train_split",
+            "vocab_size": tokenizer.get("vocab_size", 2000),
+            "min_frequency": tokenizer.get("min_frequency", 2),
+            "lowercase": tokenizer.get("lowercase", True),
+        }
+    p["model"] = model
+
+    mode = "from_config" if not pretrained else ("lora" if choices_in["lora"] else "full")
+    lr, levels = LR_LEVELS[mode]
+    train = p["train"]
+    micro_batch = 32 if not pretrained else 16
+    n_train = max(1, round(FRACTIONS["train"] * len(records)))
+    max_steps = min(2000, max(20, math.ceil(EPOCHS * n_train / micro_batch)))
+    every = max(1, max_steps // 4)
+    train.update(
+        lr=lr,
+        micro_batch=micro_batch,
+        grad_accum=1,
+        max_steps=max_steps,
+        warmup_steps=max(1, max_steps // 10),
+        eval_every=every,
+        checkpoint_every=every,
+        max_length=choices_in["max_length"],
+        lora=({**LORA, "target_modules": choices_in["lora"]} if choices_in["lora"] else None),
+        base_quantization=None,
+        devices=1,
+    )
+
+    ablation = p["ablation"]
+    ablation.update(design="full", seeds=list(SEEDS), factors={"train": {"lr": levels}})
+    ablation["fractional"] = {"p": None}
+    ablation["explicit"] = {"cells": None}
+    ablation["budget_hours"] = None
+
+    quantization = p["quantization"]
+    quantization.update(variants=list(VARIANTS), runs="representative")
+
+    p["evaluation"]["metric"] = choices_in["metric"]
+
+    preflight = p["preflight"]
+    sample = preflight["sample"]
+    n_validation = max(1, round(FRACTIONS["validation"] * len(records)))
+    sample["train_examples"] = min(sample["train_examples"], n_train)
+    sample["validation_examples"] = min(sample["validation_examples"], n_validation)
+    return p
+
+
+def _name_from(out: Path) -> str:
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", out.stem).strip("-._") or "campaign"
+    return name if name[0].isalnum() else "c" + name
+
+
+def choose_salt(records, params: dict) -> tuple[str, str]:
+    """(salt, note): the best of `campaign split-salt`'s salts, or the name's with split.assign
+    auto (the integer program places the units) when no salt passes."""
+    from campaign.data import find_salt
+
+    split = params["split"]
+    try:
+        choice = find_salt(records, split, seed=params["campaign"]["seed"])
+    except CampaignError:
+        split["assign"] = "auto"
+        return split["salt"], (
+            "no hashed salt passes the balance checks (`campaign split-salt` says by how "
+            "much); split.assign: auto (the integer program places the units then)"
+        )
+    return choice.salt, (
+        f"salt {choice.salt}: max label deviation {choice.label_deviation:.3f}, max size "
+        f"deviation {choice.size_deviation:.3f}"
+    )
+
+
+# ------------------------------------------------------------------ writing YAML from the template
+_TOP = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*):")
+
+
+def _sections(text: str) -> tuple[list[str], dict[str, list[str]]]:
+    """(head lines, {section: its lines}); a section's own comment lines above it belong to it."""
+    lines = text.splitlines()
+    starts = []
+    for i, line in enumerate(lines):
+        m = _TOP.match(line)
+        if m:
+            j = i
+            while j > 0 and lines[j - 1].startswith("#"):
+                j -= 1
+            starts.append((j, m.group(1)))
+    head = lines[: starts[0][0]] if starts else lines
+    out = {}
+    for k, (start, key) in enumerate(starts):
+        end = starts[k + 1][0] if k + 1 < len(starts) else len(lines)
+        out[key] = lines[start:end]
+    return head, out
+
+
+class _Dumper(yaml.SafeDumper):
+    """Floats as the template writes them (3.0e-4, not 0.0003), and indented block lists."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False):
+        return super().increase_indent(flow, False)
+
+
+def _float(dumper: yaml.SafeDumper, value: float):
+    text = repr(value)
+    if value and math.isfinite(value) and abs(value) < 1.0e-2:
+        mantissa, exponent = f"{value:e}".split("e")
+        mantissa = mantissa.rstrip("0")
+        mantissa += "0" if mantissa.endswith(".") else ""
+        scientific = f"{mantissa}e{int(exponent)}"
+        text = scientific if float(scientific) == value else text
+    return dumper.represent_scalar("tag:yaml.org,2002:float", text)
+
+
+_Dumper.add_representer(float, _float)
+
+
+def _dump(value: Any, flow: bool) -> str:
+    """YAML of value: all in flow style, or blocks with their innermost lists in flow style."""
+    records = isinstance(value, list) and all(isinstance(v, dict) for v in value)
+    text = yaml.dump(
+        value,
+        Dumper=_Dumper,
+        default_flow_style=True if flow else (False if records else None),
+        width=10_000 if flow else 96,
+        sort_keys=False,
+    )
+    return text.removesuffix("...\n").strip("\n")
+
+
+def _flow(value: Any) -> str:
+    return _dump(value, flow=True)
+
+
+def _nested(value: Any) -> bool:
+    """A value to write in block style (its innermost lists in flow style): a list of
+    mappings, or a mapping holding a list or mapping."""
+    if isinstance(value, list):
+        return any(isinstance(v, dict) for v in value)
+    return isinstance(value, dict) and any(isinstance(v, dict | list) and v for v in value.values())
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _set(lines: list[str], path: list[str], value: Any) -> bool:
+    """Replace the value of `path` (keys below the section line) by `value` in flow style,
+    keeping the key's trailing comment; False if the key is not written in block style."""
+    start, depth = 0, 0  # the section line itself is lines[0], at indent 0
+    end = len(lines)
+    for part in path:
+        key = re.compile(rf"^(\s+){re.escape(part)}:(\s|$)")
+        found = None
+        for i in range(start + 1, end):
+            m = key.match(lines[i])
+            if m and _indent(lines[i]) > depth:
+                found = i
+                break
+        if found is None:
+            return False
+        depth = _indent(lines[found])
+        start = found
+        end = found + 1
+        while end < len(lines) and (
+            not lines[end].strip()
+            or lines[end].lstrip().startswith("#")
+            or _indent(lines[end]) > depth
+        ):
+            end += 1
+        while end - 1 > start and (
+            not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")
+        ):
+            end -= 1  # comments after the block belong to the next key
+    line = lines[start]
+    head = line[: line.index(":") + 1]
+    if _nested(value):
+        pad = " " * (depth + 2)
+        block = [pad + row for row in _dump(value, flow=False).splitlines()]
+        lines[start:end] = [head, *block]
+        return True
+    text = f"{head} {_flow(value)}"
+    m = re.search(r"\s+#\s.*$", line)
+    # The key's comment stays, at its column; a comment on null ("or {...}") says what the
+    # value now is, so it goes.
+    if m and end == start + 1 and yaml.safe_load(line[len(head) : m.start()] or "null") is not None:
+        column = m.start() + len(m.group(0)) - len(m.group(0).lstrip())
+        text = text.ljust(column - 1) + " " + m.group(0).strip()
+    lines[start:end] = [text]
+    return True
+
+
+def _leaves(new: Any, old: Any, path: list[str]) -> list[tuple[list[str], Any]]:
+    """The (path, value) pairs where `new` differs from `old`, as deep as both are mappings."""
+    if isinstance(new, dict) and isinstance(old, dict) and new.keys() == old.keys():
+        out = []
+        for k in new:
+            out += _leaves(new[k], old[k], [*path, k])
+        return out
+    return [] if new == old else [(path, new)]
+
+
+def render(template_text: str, template: dict, params: dict) -> str:
+    """params as YAML: the template's text with the changed values set in place (its comments
+    kept), the model section by model_text; a section whose text cannot be edited so is
+    written whole, without comments."""
+    head, sections = _sections(template_text)
+    out = list(head)
+    for key, value in params.items():
+        if key == "model":
+            out += model_text(value)
+            continue
+        lines = list(sections.get(key, []))
+        edited = bool(lines) and template.get(key) is not None
+        if edited:
+            for path, leaf in _leaves(value, template[key], []):
+                if not path or not _set(lines, path, leaf):
+                    edited = False
+                    break
+        if edited:
+            try:
+                edited = yaml.safe_load("\n".join(lines)) == {key: value}
+            except yaml.YAMLError:
+                edited = False
+        if not edited:
+            lines = [*_dump({key: value}, flow=False).splitlines(), ""]
+        out += lines
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def model_text(model: dict) -> list[str]:
+    """The `model` section with a comment per key (a pretrained source has no config)."""
+    pretrained = model["source"] != "from_config"
+    tok = model["tokenizer"]
+    rows = [
+        "model:",
+        f"  task: {model['task']}   # or causal_lm (prompt -> response, loss on response tokens)",
+        f"  source: {_flow(model['source'])}",
+    ]
+    if pretrained:
+        rows[-1] += "   # a local pretrained folder; a pretrained source needs no model.config"
+        rows += [
+            "  tokenizer:",
+            "    source: model   # its own tokenizer: the embeddings are indexed by it",
+        ]
+        return [*rows, ""]
+    rows[-1] += "   # or a local folder with a pretrained model (config.json ...)"
+    rows.append("  # The small transformers config of a from_config model (trained from scratch).")
+    rows.append("  config:")
+    rows += [f"    {k}: {_flow(v)}" for k, v in model["config"].items()]
+    rows.append("  # A tokenizer trained on the train split only.")
+    rows.append("  tokenizer:")
+    rows += [f"    {k}: {_flow(v)}" for k, v in tok.items()]
+    return [*rows, ""]
+
+
+# ------------------------------------------------------------------ the command
+def init(args) -> int:
+    """`campaign init`: check the inputs, choose, validate, write --out; print what it chose.
+
+    Long: the command's one pass in the order a user reads its output (refusals first, then each
+    choice with the line that prints it); the choices themselves are the named helpers above.
+    """
+    from campaign.core.fsutil import atomic_write_text
+    from campaign.core.params import validate
+
+    out = Path(args.out)
+    if out.exists() and not args.force:
+        raise CampaignError(f"--out {out}: exists; pass --force to replace it")
+    if not args.licence or not args.licence.strip():
+        raise CampaignError(
+            "--licence: required: say under which licence the data may be used (an SPDX id "
+            "such as CC-BY-4.0, or e.g. 'proprietary, internal use only')"
+        )
+    data = Path(args.data)
+    if not data.is_file():
+        raise CampaignError(f"--data {data}: no such file")
+    if not TEMPLATE.is_file():
+        raise CampaignError(
+            f"{TEMPLATE.name}: the template params file is missing from the project"
+        )
+    template_text = TEMPLATE.read_text(encoding="utf-8")
+    template = yaml.safe_load(template_text)
+
+    fmt = data_format(data, args.format)
+    source = {
+        "path": args.data,
+        "format": fmt,
+        "licence": args.licence.strip(),
+        "origin": (args.origin or f"local file {data.name} (campaign init)").strip(),
+    }
+    fields = {
+        "id": args.id_column,
+        "text": args.text_column,
+        "label": args.label_column,
+        "group": args.group_column,
+        "timestamp": args.timestamp_column,
+    }
+    flags = {k: f"--{k}-column" for k in fields}
+    folder = None if args.model == "from_config" else Path(args.model)
+    config = model_config(folder) if folder is not None else None
+    if config is not None:
+        check_task(folder, config, args.task)
+    records = read_records(source, fields, flags)
+    labels = records["label"].value_counts().sort_index()
+    if len(labels) < 2:
+        raise CampaignError(
+            f"--label-column {args.label_column!r}: {data} has {len(labels)} distinct label(s) "
+            f"({', '.join(map(str, labels.index))}); a classifier needs at least 2"
+        )
+
+    use_lora = args.lora if args.lora is not None else folder is not None
+    given = (
+        [t.strip() for t in args.lora_targets.split(",") if t.strip()]
+        if args.lora_targets
+        else None
+    )
+    if use_lora:
+        if config is not None:
+            targets = lora_targets(folder, config, given)
+        else:
+            targets = given or LORA_TARGETS["gpt2" if args.task == "causal_lm" else "bert"]
+    else:
+        targets = None
+    max_positions = max_positions_of(config) if config is not None else FROM_CONFIG_MAX_POSITIONS
+    max_length = choose_max_length(token_lengths(list(records["text"]), folder), max_positions)
+    metric = choose_metric({str(k): int(v) for k, v in labels.items()})
+
+    chosen = {
+        "source": source,
+        "fields": fields,
+        "lora": targets,
+        "max_length": max_length,
+        "metric": metric,
+    }
+    params = build_params(template, args, records, chosen)
+    params["split"]["salt"] = params["campaign"]["name"]
+    params["split"]["assign"] = "hash"
+    salt, salt_note = choose_salt(records, params)
+    params["split"]["salt"] = salt
+    try:
+        validate(copy.deepcopy(params), source=str(out))
+    except CampaignError as e:
+        raise CampaignError(f"init: the params it would write are not valid: {e}") from None
+    text = render(template_text, template, params)
+    if yaml.safe_load(text) != params:  # the rendering must say exactly what was validated
+        raise CampaignError("init: internal error: the written YAML differs from the params")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out, text, mode=0o644)
+
+    choices = Choices(
+        records=len(records),
+        labels={str(k): int(v) for k, v in labels.items()},
+        family=config["model_type"]
+        if config is not None
+        else params["model"]["config"]["architecture"],
+        max_length=max_length,
+        lora_targets=targets,
+        salt_note=salt_note,
+        metric=metric,
+    )
+    print(summary(out, params, choices))
+    return 0
+
+
+def summary(out: Path, params: dict, c: Choices) -> str:
+    labels = ", ".join(f"{k} {v}" for k, v in c.labels.items())
+    lora = f"LoRA on {', '.join(c.lora_targets)}" if c.lora_targets else "all weights (no LoRA)"
+    runs = len(params["ablation"]["factors"]["train"]["lr"]) * len(params["ablation"]["seeds"])
+    lines = [
+        f"wrote {out}",
+        f"  data: {c.records} records, {len(c.labels)} labels ({labels})",
+        f"  model: {params['model']['source']} ({c.family}), tokenizer "
+        f"{params['model']['tokenizer']['source']}, {lora}",
+        f"  train.max_length {c.max_length} (the {LENGTH_QUANTILE:.0%} quantile of token lengths)"
+        f", train.max_steps {params['train']['max_steps']}",
+        f"  design: train.lr {params['ablation']['factors']['train']['lr']} x seeds "
+        f"{params['ablation']['seeds']} = {runs} runs; variants "
+        f"{', '.join(params['quantization']['variants'])}; decided on {c.metric}",
+        f"  split: {c.salt_note}",
+        f"next: CAMPAIGN_PARAMS={out} campaign validate; CAMPAIGN_PARAMS={out} snakemake -n",
+    ]
+    if params["data"]["fields"]["group"] is None:
+        lines.insert(
+            2,
+            "  note: no --group-column: each record is its own unit, so texts of one author "
+            "or thread can land in train and test",
+        )
+    return "\n".join(lines)
+
+
+def add_parser(sub) -> None:
+    """Register `campaign init` on the CLI's subparsers."""
+    import argparse
+
+    text = "write a validated params file for your own data and model"
+    p = sub.add_parser("init", help=text, description=text)
+    p.add_argument("--data", required=True, help="the data file (CSV, JSON Lines or Parquet)")
+    p.add_argument("--format", choices=["csv", "jsonl", "parquet"], help="default: from the suffix")
+    p.add_argument("--text-column", required=True)
+    p.add_argument("--label-column", required=True)
+    p.add_argument("--id-column", required=True, help="a unique id per record")
+    p.add_argument(
+        "--group-column",
+        help="who or what a record belongs to (author, thread); a group never spans two splits",
+    )
+    p.add_argument("--timestamp-column", help="an ISO 8601 time per record (optional)")
+    p.add_argument(
+        "--model",
+        required=True,
+        help="a local pretrained folder (with config.json), or from_config (a small model "
+        "trained from scratch, for CPU trials)",
+    )
+    p.add_argument(
+        "--task",
+        choices=["sequence_classification", "causal_lm"],
+        default="sequence_classification",
+    )
+    p.add_argument(
+        "--lora",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="LoRA adapters (default: on for a pretrained model, off for from_config)",
+    )
+    p.add_argument("--lora-targets", help="comma-separated module names (default: by model family)")
+    p.add_argument("--licence", help="the data's licence (required: SPDX id or a statement)")
+    p.add_argument("--origin", help="where the data came from (default: the local file's name)")
+    p.add_argument("--name", help="campaign.name (default: from --out)")
+    p.add_argument(
+        "--out", default="mine.yaml", help="the params file to write (default: %(default)s)"
+    )
+    p.add_argument("--force", action="store_true", help="replace an existing --out")
+    p.set_defaults(func=init)

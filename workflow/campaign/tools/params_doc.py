@@ -1,0 +1,251 @@
+"""docs/params.md from the params schema: every key, its type, allowed values, whether it is
+required, and its description; sections in the order of params.yaml, keys in the schema's.
+
+Run `python -m campaign.tools.params_doc` to rewrite docs/params.md, `--check` to fail when it is
+out of date with the schema (tests/tools/test_params_doc.py does). Registry members (checks,
+designs, variants) are named by their folder, not listed, so a new member stays one new file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from campaign.core.errors import CampaignError
+from campaign.core.fsutil import atomic_write_text
+from campaign.core.params import REGISTRY_KEY, SCHEMA_PATH
+
+ROOT = SCHEMA_PATH.parents[2]
+PARAMS_PATH = ROOT / "params.yaml"
+DOC_PATH = ROOT / "docs" / "params.md"
+_SOURCE = "workflow/schemas/params.schema.yaml"
+
+
+@dataclass(frozen=True)
+class Key:
+    """One documented key: `path` dotted (`[]` marks a list's items), `node` its schema."""
+
+    path: str
+    node: dict
+    required: bool
+
+
+def walk(node: dict, order: Iterable[str] = (), prefix: str = "") -> Iterator[Key]:
+    """Every property of an object schema, depth first, objects inside lists included.
+
+    `order` puts this level's keys first in that order (params.yaml's sections); the rest, and
+    every deeper level, follow the schema."""
+    properties = node.get("properties", {})
+    required = set(node.get("required", []))
+    first = [k for k in order if k in properties]
+    for name in first + [k for k in properties if k not in first]:
+        child = properties[name]
+        path = f"{prefix}.{name}" if prefix else name
+        yield Key(path, child, name in required)
+        yield from walk(child, (), path)
+        items = child.get("items")
+        if isinstance(items, dict) and "properties" in items:
+            yield from walk(items, (), f"{path}[]")
+
+
+def undocumented(schema: dict) -> list[str]:
+    """Dotted paths of keys without a description."""
+    return [k.path for k in walk(schema) if not str(k.node.get("description", "")).strip()]
+
+
+def _registry_folder(package: str) -> str:
+    return "workflow/" + package.replace(".", "/") + "/"
+
+
+def _types(node: dict) -> list[str]:
+    kind = node.get("type")
+    if kind is None:
+        return []
+    return [kind] if isinstance(kind, str) else list(kind)
+
+
+def _number(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _bounds(node: dict) -> list[str]:
+    out = []
+    for word, sign in (
+        ("minimum", "≥"),
+        ("exclusiveMinimum", ">"),
+        ("maximum", "≤"),
+        ("exclusiveMaximum", "<"),
+    ):
+        if word in node:
+            out.append(f"{sign} {_number(node[word])}")
+    if node.get("minLength"):
+        out.append("non-empty")
+    if "pattern" in node:
+        out.append(f"matches `{node['pattern']}`")
+    if node.get("minItems"):
+        out.append(f"at least {node['minItems']} item{'s' if node['minItems'] > 1 else ''}")
+    if node.get("uniqueItems"):
+        out.append("no repeats")
+    return out
+
+
+def _enum(values: list) -> str:
+    return ", ".join("`null`" if v is None else f"`{_number(v)}`" for v in values)
+
+
+def _value_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    return {int: "integer", float: "number", str: "string"}.get(type(value), "any")
+
+
+def _type_text(node: dict) -> str:
+    """What the key holds: `integer`, `number or null`, `list of string`, `mapping`."""
+    if "oneOf" in node:
+        return " or ".join(_type_text(alt) for alt in node["oneOf"])
+    if REGISTRY_KEY in node:
+        return "string"
+    if "enum" in node:
+        return " or ".join(dict.fromkeys(_value_type(v) for v in node["enum"]))
+    types = _types(node)
+    if "array" in types and isinstance(node.get("items"), dict):
+        item = node["items"]
+        inner = "mapping" if "properties" in item else _type_text(item)
+        types = [f"list of {inner}" if t == "array" else t for t in types]
+    words = {"object": "mapping", "boolean": "boolean"}
+    return " or ".join(words.get(t, t) for t in types) or "any"
+
+
+def _allowed_text(node: dict) -> str:
+    """Allowed values or range: an enum, a registry folder, bounds, and the same for list items."""
+    if "oneOf" in node:
+        return "; or ".join(a for a in (_allowed_text(alt) for alt in node["oneOf"]) if a)
+    parts = []
+    if REGISTRY_KEY in node:
+        parts.append(f"a module name in `{_registry_folder(node[REGISTRY_KEY])}`")
+    if "enum" in node:
+        parts.append(_enum(node["enum"]))
+    parts += _bounds(node)
+    items = node.get("items")
+    if isinstance(items, dict) and "properties" not in items:
+        inner = _allowed_text(items)
+        if inner:
+            parts.append(f"each: {inner}")
+    return ", ".join(parts)
+
+
+def _cell(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _section(key: Key, keys: list[Key]) -> list[str]:
+    lines = [f"## `{key.path}`", "", _cell(key.node.get("description", "")), ""]
+    lines += [
+        "| key | type | allowed | required | description |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for k in keys:
+        required = "yes" if k.required else "no"
+        lines.append(
+            f"| `{k.path}` | {_cell(_type_text(k.node))} | {_cell(_allowed_text(k.node))} "
+            f"| {required} | {_cell(k.node.get('description', ''))} |"
+        )
+    return lines + [""]
+
+
+def render(schema: dict, params: dict | None) -> str:
+    """The Markdown page: one table per section, sections in params.yaml's order (`params`: the
+    parsed file, or None for the schema's order)."""
+    keys = list(walk(schema, params if isinstance(params, dict) else ()))
+    sections = [k for k in keys if "." not in k.path]
+    lines = [
+        "# params.yaml reference",
+        "",
+        f"Generated from `{_SOURCE}` by `python -m campaign.tools.params_doc`; do not edit by",
+        "hand (a test fails when this page and the schema disagree, or a key has no description).",
+        "",
+        _cell(schema.get("description", "")),
+        "",
+        "Keys are dotted paths; `[]` marks each item of a list (`data.sources[].path`). "
+        "*required* is whether the key must be written where its parent is; "
+        "a type with `null` accepts `null`. "
+        "Unknown keys are refused, naming the key (`campaign validate`).",
+        "",
+        "Sections: " + ", ".join(f"[`{s.path}`](#{s.path})" for s in sections) + ".",
+        "",
+    ]
+    for section in sections:
+        inside = [k for k in keys if k.path.startswith(f"{section.path}.")]
+        lines += _section(section, inside)
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _shown(path: Path) -> str:
+    """A path as the user typed it from the project root, where it lies inside the project."""
+    try:
+        return str(Path(path).resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def _load(path: Path) -> Any:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return yaml.safe_load(f)
+    except OSError as e:
+        raise CampaignError(f"{_shown(path)}: cannot read ({e.strerror})") from None
+    except yaml.YAMLError as e:
+        raise CampaignError(f"{_shown(path)}: not valid YAML ({str(e).splitlines()[0]})") from None
+
+
+def build(schema_path: Path = SCHEMA_PATH, params_path: Path = PARAMS_PATH) -> str:
+    """The page for these files; refuses a schema with an undocumented key."""
+    schema = _load(schema_path)
+    missing = undocumented(schema)
+    if missing:
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        raise CampaignError(
+            f"{_shown(schema_path)}: no description for {', '.join(missing[:5])}{more}"
+        )
+    params = _load(params_path) if params_path.exists() else None
+    return render(schema, params if isinstance(params, dict) else None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m campaign.tools.params_doc", description=__doc__
+    )
+    parser.add_argument("--check", action="store_true", help="fail if the page is out of date")
+    parser.add_argument("--out", type=Path, default=DOC_PATH, help="the page (docs/params.md)")
+    args = parser.parse_args(argv)
+    try:
+        text = build()
+    except CampaignError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    if args.check:
+        current = args.out.read_text(encoding="utf-8") if args.out.exists() else ""
+        if current != text:
+            print(
+                f"error: {_shown(args.out)} is out of date with {_SOURCE}; "
+                "run `python -m campaign.tools.params_doc`",
+                file=sys.stderr,
+            )
+            return 1
+        return 0
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(args.out, text)
+    print(f"wrote {_shown(args.out)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
