@@ -50,16 +50,22 @@ def test_tiny_campaign_writes_the_budget(tiny_project):
     assert keep["kind"] == "floor"
     first = summary.partition("\n\n")[2].splitlines()[0]  # after the verdict block
     assert first.startswith(f"Keep the reference floor {keep['variant']}: the chosen cell ")
-    # quantization.runs: representative picks, from the run manifests, the cell and the run the
-    # evaluation calls chosen and representative from the predictions.
+    # quantization.runs: representative picks, from the runs' predictions on decide_on by the
+    # evaluation's metric, the cell and the run the evaluation calls chosen and representative.
     import yaml
 
     from campaign.quantize import select_representative
-    from campaign.quantize.targets import run_cells
+    from campaign.quantize.targets import criterion, run_cells, run_scores
 
     params = yaml.safe_load((tiny_project / "params.yaml").read_text())
-    manifests = sorted((tiny_project / "results" / "runs").glob("*/run_manifest.json"))
-    picked = select_representative(manifests, run_cells(params))
+    split, metric = params["evaluation"]["decide_on"], params["evaluation"]["metric"]
+    runs = sorted((tiny_project / "results" / "runs").glob(f"*/predictions_{split}.parquet"))
+    splits = {
+        x: tiny_project / "results" / "data" / "splits" / f"{x}.parquet"
+        for x in ("train", "validation", "test")
+    }
+    scores = run_scores(runs, splits, split, metric)
+    picked = select_representative(scores, run_cells(params), criterion(split, metric))
     assert picked["cell"] == decisions["best_cell"]["cell"]
     assert picked["runs"] == [decisions["best_cell"]["representative_run"]]
     # The tables come from wall times recorded upstream; from those bytes they are the same

@@ -19,7 +19,7 @@ KNOWN = {
     "data/settings.py:check_cfg": 85,
     "data/split.py:_solve_assign": 94,
     "evaluate/stage.py:stage_evaluate": 86,
-    "evaluate/stage.py:_comparisons": 146,
+    "evaluate/stage.py:_comparisons": 147,
     "evaluate/words.py:decisions": 122,
     "preflight/checks/resume.py:run": 99,
     "preflight/checks/tokenization.py:run": 94,

@@ -277,20 +277,13 @@ def test_calibration_sample_is_seeded_and_from_the_train_split(splits):
     assert len(calibration_sample(train, 10_000, seed=0)) == len(train)
 
 
-def test_select_best_seed_by_final_validation_accuracy(tmp_path):
-    def manifest(run: str, accuracy):
-        folder = tmp_path / run
-        folder.mkdir()
-        final = None if accuracy is None else {"accuracy": accuracy, "split": "validation"}
-        (folder / "run_manifest.json").write_text(json.dumps({"final_validation": final}))
-        return folder / "run_manifest.json"
-
-    paths = [manifest("rb", 0.5), manifest("ra", 0.5), manifest("rc", 0.25), manifest("rd", None)]
-    chosen = select_best_seed(paths)
+def test_select_best_seed_by_its_score():
+    scores = {"ra": 0.5, "rb": 0.5, "rc": 0.25, "rd": None}
+    chosen = select_best_seed(scores, "validation.accuracy")
     assert chosen["runs"] == ["ra"]  # a tie goes to the smaller id
-    assert chosen["scores"] == {"ra": 0.5, "rb": 0.5, "rc": 0.25, "rd": None}
+    assert chosen["scores"] == scores and chosen["criterion"] == "validation.accuracy"
     with pytest.raises(CampaignError, match="quantization.runs: best_seed: no run has"):
-        select_best_seed([paths[3]])
+        select_best_seed({"rd": None}, "validation.accuracy")
 
 
 def test_table_rows_and_ratios_against_fp32(tiny_run, splits, tmp_path):

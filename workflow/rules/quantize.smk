@@ -2,7 +2,8 @@
 # validation/test items and measuring it; one table of them all (results/quantize/
 # variants.parquet). quantization.runs: control, all or a list are known from params;
 # representative and best_seed are known after training, so a checkpoint (quantize_select)
-# picks the run from the run manifests and the table asks it which run's jobs to add.
+# picks the run from the runs' predictions on evaluation.decide_on, by evaluation.metric, and
+# the table asks it which run's jobs to add.
 from campaign.quantize.variants import names as variant_names
 
 

@@ -14,6 +14,7 @@ _PUBLIC = {
     "Interval": "stats",
     "NO_FINDINGS": "words",
     "VERDICT_TITLE": "words",
+    "campaign_labels": "items",
     "classification_metrics": "metrics",
     "evaluation_flags": "words",
     "evaluation_verdict": "words",
@@ -22,6 +23,9 @@ _PUBLIC = {
     "level_words": "words",
     "points": "words",
     "verdict_block": "words",
+    "metric_draws": "metrics",
+    "read_items": "items",
+    "read_probs": "items",
 }
 __getattr__, __dir__ = exports(__name__, _PUBLIC)
 

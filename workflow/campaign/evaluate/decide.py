@@ -28,11 +28,13 @@ decisions.json
                          of min_useful_effect), "reject" (adjusted upper end < min_useful_effect),
                          "inconclusive", "inconclusive (one seed)"
     quantized:           "adopt" (non-inferior: Holm-adjusted one-sided p < (1-confidence)/2 on
-                         H0: difference <= -max_quality_loss), "reject" (score interval's upper
-                         end < -max_quality_loss), "inconclusive",
-                         "inconclusive (too few items)" (no outcome on these items could show
-                         the margin), "consistency check" (the fp32 copy of its own run: never
-                         a decision, never a candidate)
+                         H0: difference <= -max_quality_loss), "reject" (the family-adjusted
+                         interval's upper end adj_high < -max_quality_loss), "inconclusive",
+                         "inconclusive (too few items)" (no outcome on these items could adopt
+                         at the family-adjusted level: even with no item changed, Holm's p
+                         given the family's other variants stays >= (1-confidence)/2),
+                         "consistency check" (the fp32 copy of its own run: never a decision,
+                         never a candidate, not counted in the family)
     floor rows:          "below floor", "above floor", "not shown above floor"
   best_cell: cell, by_split, value, ci_low, ci_high, interval_over, runs  (as before: value and
     interval are on decide_on, where it was chosen)
@@ -62,7 +64,9 @@ seed_sd, mde, seeds_needed, interval_over, decision, estimability, aliases)
   adj_low, adj_high  NEW  family-adjusted interval (Bonferroni alpha / m)
   dominant, items_needed, seeds_needed_low, seeds_needed_high  NEW  as in decisions.json
   seed_df         NEW  error df of the seed level pooled over the design (0: one seed)
-  smallest_provable_loss  NEW  quantized rows: the loss bound zero discordant items would give
+  smallest_provable_loss  NEW  quantized rows: the loss bound zero discordant items would give,
+                  at the one-sided level Holm leaves the row in its family (between
+                  alpha / 2m and alpha / 2); items_to_prove likewise
   mde             now: the smallest true effect adopted with probability `power` (interval
                   clearing min_useful_effect), in the metric's units
   cell_id         NEW  the plan table's cell id of the row's cell (kinds cell and floor: the cell
@@ -121,12 +125,14 @@ def noninferior(
     metric_low: float | None = None,
 ) -> str:
     """A compressed variant: adopt when the Holm-adjusted one-sided p of 'loses at least
-    max_quality_loss' is below alpha_one_sided; reject when its interval's upper end is under
-    -max_quality_loss; inconclusive (too few items) when no outcome on these items could adopt.
+    max_quality_loss' is below alpha_one_sided; reject when its family-adjusted interval's upper
+    end `high` is under -max_quality_loss; inconclusive (too few items) when no outcome on these
+    items could adopt at the family-adjusted level (`provable` False).
 
     metric_low: for a decision metric other than accuracy, the lower end of that metric's own
-    interval of the difference; the accuracy test alone cannot adopt a variant whose loss on
-    the decision metric may exceed the margin, so adoption also needs metric_low above it."""
+    family-adjusted interval of the difference; the accuracy test alone cannot adopt a variant
+    whose loss on the decision metric may exceed the margin, so adoption also needs metric_low
+    above it."""
     if math.isfinite(high) and high < -max_quality_loss:
         return REJECT
     if not provable:

@@ -156,6 +156,9 @@ def quantized_row(
         if max_quality_loss > 0
         else None,
         "interval_over": "items (the same trained weights: items are the only noise)",
+        "_paired": (losses, gains),
+        # the p these items give at best (no item changed): what the family check reads
+        "_best_p": math.nan if consistency else cmp.noninferiority_p(0, 0, n, max_quality_loss),
     }
 
 
@@ -177,21 +180,18 @@ def decide_family(rows: list[dict], level: float, power: float, s: dict) -> None
             r["adj_low"], r["adj_high"] = _adjusted(r, adj_level)
             kind = r["kind"]
             if kind == "quantized":
-                provable = margin > r["smallest_provable_loss"]
-                r["decision"] = (
-                    decide.CONSISTENCY
-                    if not math.isfinite(r["p_value"])
-                    else decide.noninferior(
-                        r["p_holm"],
-                        r["ci_high"],
-                        margin,
-                        alpha / 2,
-                        provable,
-                        # the accuracy test decides; another metric's own interval must agree
-                        metric_low=None
-                        if r.get("metric", "accuracy") == "accuracy"
-                        else r["ci_low"],
-                    )
+                if not math.isfinite(r["p_value"]):
+                    r["decision"] = decide.CONSISTENCY
+                    continue
+                provable = _provable(family, r, alpha / 2, margin)
+                r["decision"] = decide.noninferior(
+                    r["p_holm"],
+                    r["adj_high"],
+                    margin,
+                    alpha / 2,
+                    provable,
+                    # the accuracy test decides; another metric's own interval must agree
+                    metric_low=None if r.get("metric", "accuracy") == "accuracy" else r["adj_low"],
                 )
                 continue
             if kind == "floor":
@@ -218,11 +218,33 @@ def decide_family(rows: list[dict], level: float, power: float, s: dict) -> None
         r.setdefault("p_holm", math.nan)
 
 
+def _holm_with(family: list[dict], r: dict, p: float) -> float:
+    """Row r's Holm-adjusted p in its family were its own p `p` (the others as they are)."""
+    values = np.array([p if x is r else x["p_value"] for x in family], dtype=np.float64)
+    return float(holm(values)[[x is r for x in family].index(True)])
+
+
+def _provable(family: list[dict], r: dict, alpha_one: float, margin: float) -> bool:
+    """Whether any outcome on r's items could adopt it at the family-adjusted level: its best
+    case (no item changed) passes Holm given the family's other p-values. Sets r's
+    smallest_provable_loss and items_to_prove at the raw p threshold that Holm leaves this row
+    (between alpha_one / m and alpha_one)."""
+    lo, hi = 0.0, alpha_one  # the largest raw p whose Holm p stays under alpha_one
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _holm_with(family, r, mid) < alpha_one else (lo, mid)
+    r["smallest_provable_loss"] = cmp.smallest_provable_loss(r["n_items"], lo)
+    r["items_to_prove"] = cmp.items_to_prove(margin, lo) if margin > 0 else None
+    return _holm_with(family, r, r["_best_p"]) < alpha_one
+
+
 def _adjusted(r: dict, adj_level: float) -> tuple[float, float]:
     lo, hi = r.get("_range", (-math.inf, math.inf))
     if "_draws" in r:
         iv = percentile_interval(r["estimate"], r["_draws"], adj_level)
         return max(lo, iv.low), min(hi, iv.high)
+    if "_paired" in r:  # a compressed variant on accuracy: Tango's interval at the level
+        return cmp.paired_score_interval(*r["_paired"], r["n_items"], adj_level)
     if "se" not in r:
         return r["ci_low"], r["ci_high"]
     e = cmp.Estimate(r["estimate"], r["se"], r["df"], 0, 0, 0, 0, 0, 0)

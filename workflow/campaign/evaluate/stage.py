@@ -332,7 +332,8 @@ def _comparisons(
         if metric != "accuracy":
             diff = mine["draws"] - ref["draws"]
             iv = percentile_interval(mine["point"] - ref["point"], diff, conf)
-            row |= {"estimate": iv.value, "ci_low": iv.low, "ci_high": iv.high}
+            # _draws: the family-adjusted interval is the same bootstrap at its level
+            row |= {"estimate": iv.value, "ci_low": iv.low, "ci_high": iv.high, "_draws": diff}
             row["test"] += " on accuracy (interval: paired bootstrap of the metric)"
         rows.append(
             {

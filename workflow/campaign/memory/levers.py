@@ -288,7 +288,7 @@ def optimizer_row(estimate: dict, usable: float, optimizer: str = "adamw") -> di
 
 def packed_rows(micro_batch_lengths: Sequence[Sequence[int]], max_length: int) -> int:
     """The most rows of max_length any of these micro-batches packs into (train.packing)."""
-    from campaign.train.batches import pack_rows
+    from campaign.train import pack_rows
 
     return max((len(pack_rows(list(n), max_length)) for n in micro_batch_lengths), default=0)
 

@@ -62,13 +62,21 @@ def _key_view(spec: dict) -> dict:
 
 
 def _select_spec(params: dict) -> dict:
-    from campaign.quantize.targets import CRITERION, SELECTED, run_cells
+    from campaign.quantize.targets import SELECTED, run_cells
 
     runs = params["quantization"]["runs"]
     mode = runs if isinstance(runs, str) and runs in SELECTED else None
     # The cells only where they decide: a new ablation level does not redo a best_seed pick.
     cells = run_cells(params) if mode == "representative" else None
-    return {"criterion": CRITERION, "mode": mode, "cells": cells}
+    # The evaluation's metric and decision split, only where a selection is made.
+    evaluation = params["evaluation"]
+    metric = evaluation["metric"] if mode else None
+    return {
+        "mode": mode,
+        "cells": cells,
+        "metric": metric,
+        "split": evaluation["decide_on"] if mode else None,
+    }
 
 
 def _table_spec(params: dict) -> dict:
@@ -119,8 +127,14 @@ PHASE = Phase(
             name="quantize_select",
             entry="campaign.quantize.targets:stage_select",
             help="pick the chosen cell's median-seed run (quantization.runs: representative) or "
-            "the single best run (best_seed), by final validation accuracy",
-            inputs={"run_manifests": EachRun("train", "run_manifest")},
+            "the single best run (best_seed), by evaluation.metric on evaluation.decide_on",
+            # Both splits' predictions (one train job writes them): the stage scores the one
+            # evaluation.decide_on names.
+            inputs={
+                "predictions_validation": EachRun("train", "predictions_validation"),
+                "predictions_test": EachRun("train", "predictions_test"),
+                **SPLIT_FILES,
+            },
             outputs={"selection": File("results/quantize/selection.json")},
             spec=_select_spec,
         ),

@@ -3,17 +3,19 @@ representative run.
 
 control, all and a list of run ids are known from the params alone (when the Snakefile builds
 the DAG). `representative` and `best_seed` are known only after training: the selection stage (a
-Snakemake checkpoint, `quantize_select`) reads every kept run's run_manifest.json and writes the
-chosen run(s); the jobs of the chosen runs are added to the DAG after it.
+Snakemake checkpoint, `quantize_select`) scores every kept run's predictions on the split the
+evaluation decides on (evaluation.decide_on) by the evaluation's metric (evaluation.metric),
+with the evaluation's own item reader and metric code, and writes the chosen run(s); the jobs of
+the chosen runs are added to the DAG after it.
 
-- representative (the default): the cell with the highest mean final validation accuracy over
-  its seeds (the choice the evaluation makes on its decision split), and of that cell the median
-  seed's run: its runs sorted by (accuracy, run id), the one at position (n - 1) // 2, so with an
-  even number of seeds the lower of the middle two. Its quality is the cell's, not a lucky
-  draw's. Ties between cells go to the cell whose name sorts first.
-- best_seed: the single run with the highest final validation accuracy (ties: the smaller run
-  id): the luckiest seed of the best cell, whose quantized variants inherit its luck (the
-  winner's curse). Kept for comparison with earlier campaigns; not recommended.
+- representative (the default): the cell with the highest mean score over its seeds (the
+  choice the evaluation makes on its decision split), and of that cell the median seed's run:
+  its runs sorted by (score, run id), the one at position (n - 1) // 2, so with an even number
+  of seeds the lower of the middle two (the evaluation's representative_run). Its quality is
+  the cell's, not a lucky draw's. Ties between cells go to the cell whose name sorts first.
+- best_seed: the single run with the highest score (ties: the smaller run id): the luckiest
+  seed of the best cell, whose quantized variants inherit its luck (the winner's curse). Kept
+  for comparison with earlier campaigns; not recommended.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from campaign.core.fsutil import atomic_write_text
 
 MODES = ("representative", "best_seed", "control", "all")
 SELECTED = ("representative", "best_seed")  # known after training: the checkpoint picks
-CRITERION = "final_validation.accuracy"
 
 
 def control_run(params: dict) -> str:
@@ -83,66 +84,81 @@ def check_runs(params: dict) -> None:
             )
 
 
-def read_scores(manifests: list[Path]) -> dict[str, float | None]:
-    """{run id: final validation accuracy, None when the run has none} from
-    results/runs/<run>/run_manifest.json files."""
+# read_items computes slice buckets the selection does not use; these are the cheapest.
+_NO_SLICES = {"length_buckets": [0], "group_size_buckets": [0]}
+
+
+def criterion(split: str, metric: str) -> str:
+    """The selection's criterion as selection.json names it, e.g. 'validation.macro_f1'."""
+    return f"{split}.{metric}"
+
+
+def run_scores(
+    predictions: list[Path], splits: dict[str, Path], split: str, metric: str
+) -> dict[str, float | None]:
+    """{run id: its `metric` on `split`, None when the split has no items} from the runs'
+    results/runs/<run>/predictions_<split>.parquet, scored as the evaluation scores them (its
+    items, its campaign label list, its metric code). splits: {train, validation, test: path}."""
+    import numpy as np
+
+    from campaign.evaluate import campaign_labels, metric_draws, read_items, read_probs
+
+    labels = campaign_labels(splits["train"], [splits["validation"], splits["test"]])
+    items = read_items(splits[split], split, labels, _NO_SLICES)
+    everything = np.arange(len(items))[None, :]
     scores: dict[str, float | None] = {}
-    for path in manifests:
-        try:
-            manifest = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise CampaignError(
-                f"input 'run_manifests': {path} is not readable JSON ({e})"
-            ) from None
-        final = manifest.get("final_validation") or {}
-        scores[Path(path).parent.name] = final.get("accuracy")
+    for path in predictions:
+        if len(items) == 0:
+            scores[Path(path).parent.name] = None
+            continue
+        point, _ = metric_draws(items.truth, read_probs(Path(path), items), everything, metric)
+        scores[Path(path).parent.name] = point
     return dict(sorted(scores.items()))
 
 
-def _scored(scores: dict[str, float | None], mode: str) -> dict[str, float]:
+def _scored(scores: dict[str, float | None], mode: str, by: str) -> dict[str, float]:
     scored = {rid: s for rid, s in scores.items() if s is not None}
     if not scored:
         raise CampaignError(
-            f"quantization.runs: {mode}: no run has a final validation accuracy (empty "
-            "validation split?); name the runs instead"
+            f"quantization.runs: {mode}: no run has a {by} score (empty {by.split('.')[0]} "
+            "split?); name the runs instead"
         )
     return scored
 
 
-def select_best_seed(manifests: list[Path]) -> dict:
-    """The single run with the highest final validation accuracy (ties: the smaller run id);
-    a run without a validation score is listed and never chosen."""
-    scores = read_scores(manifests)
-    scored = _scored(scores, "best_seed")
+def select_best_seed(scores: dict[str, float | None], by: str) -> dict:
+    """The single run with the highest score (ties: the smaller run id); a run without a score
+    is listed and never chosen. scores: {run id: value of the criterion `by`}."""
+    scored = _scored(scores, "best_seed", by)
     best = min(scored, key=lambda rid: (-scored[rid], rid))
-    return {"mode": "best_seed", "criterion": CRITERION, "runs": [best], "scores": scores}
+    return {"mode": "best_seed", "criterion": by, "runs": [best], "scores": dict(scores)}
 
 
-def select_representative(manifests: list[Path], cells: dict[str, str]) -> dict:
-    """The chosen cell (highest mean final validation accuracy over its scored seeds; ties: the
-    cell name that sorts first) and its median-seed run (sorted by (accuracy, run id), position
-    (n - 1) // 2: the lower median with an even number of seeds).
+def select_representative(scores: dict[str, float | None], cells: dict[str, str], by: str) -> dict:
+    """The chosen cell (highest mean score over its scored seeds; ties: the cell name that
+    sorts first) and its median-seed run (sorted by (score, run id), position (n - 1) // 2: the
+    lower median with an even number of seeds).
 
-    cells: {run id: cell name} of the planned runs; a run outside it is an error.
+    scores: {run id: value of the criterion `by`}; cells: {run id: cell name} of the planned
+    runs; a run outside it is an error.
     """
-    scores = read_scores(manifests)
-    scored = _scored(scores, "representative")
+    scored = _scored(scores, "representative", by)
     by_cell: dict[str, list[str]] = {}
     for rid in scored:
         if rid not in cells:
-            raise CampaignError(f"input 'run_manifests': run {rid} is not a planned run")
+            raise CampaignError(f"input 'predictions': run {rid} is not a planned run")
         by_cell.setdefault(cells[rid], []).append(rid)
     means = {c: sum(scored[r] for r in rids) / len(rids) for c, rids in by_cell.items()}
     chosen = min(means, key=lambda c: (-means[c], c))
     ranked = sorted(by_cell[chosen], key=lambda rid: (scored[rid], rid))
     return {
         "mode": "representative",
-        "criterion": CRITERION,
+        "criterion": by,
         "cell": chosen,
         "cell_means": dict(sorted(means.items())),
         "cell_runs": ranked,
         "runs": [ranked[(len(ranked) - 1) // 2]],
-        "scores": scores,
+        "scores": dict(scores),
     }
 
 
@@ -153,15 +169,19 @@ def selected_runs(selection: Path) -> list[str]:
 
 def stage_select(ctx) -> None:
     """Stage entry: write the selection (representative or best_seed) among the trained runs."""
-    manifests = ctx.inputs["run_manifests"]
-    if ctx.spec["mode"] not in SELECTED:
+    spec = ctx.spec
+    if spec["mode"] not in SELECTED:
         raise CampaignError(
             "quantization.runs: the params name the runs (control, all or ids): nothing to select"
         )
-    if ctx.spec["mode"] == "best_seed":
-        selection = select_best_seed(manifests)
+    splits = {name: ctx.inputs[name][0] for name in ("train", "validation", "test")}
+    predictions = ctx.inputs[f"predictions_{spec['split']}"]
+    scores = run_scores(predictions, splits, spec["split"], spec["metric"])
+    by = criterion(spec["split"], spec["metric"])
+    if spec["mode"] == "best_seed":
+        selection = select_best_seed(scores, by)
     else:
-        selection = select_representative(manifests, ctx.spec["cells"])
+        selection = select_representative(scores, spec["cells"], by)
     atomic_write_text(
         ctx.outputs["selection"], json.dumps(selection, indent=2, sort_keys=True) + "\n"
     )

@@ -30,6 +30,7 @@ _PUBLIC = {
     "Trainer": "loop",
     "read_data": "loop",
     "Recipe": "recipe",
+    "pack_rows": "batches",
     "accumulate": "steps",
     "accumulated_gradients": "steps",
     "loss_sum": "steps",
