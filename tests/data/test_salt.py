@@ -20,7 +20,9 @@ def demo():
 
     from campaign.data.readers import load_records
 
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    # The generator corpus (data/raw/demo.jsonl, the tiny campaign's data), not the default
+    # campaign's quotations: these tests need its authors and planted duplicates.
+    params = yaml.safe_load((REPO / "tests" / "fixtures" / "tiny_params.yaml").read_text())
     return load_records(params["data"]["sources"], params["data"]["fields"], REPO)
 
 

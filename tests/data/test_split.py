@@ -81,8 +81,10 @@ def demo_rows(seed: int, n: int, prefix: str | None = None) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def demo() -> pd.DataFrame:
-    """data/raw/demo.jsonl read as the manifest stage reads it."""
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    """data/raw/demo.jsonl (the generator corpus) read as the manifest stage reads it."""
+    # The generator corpus (data/raw/demo.jsonl, the tiny campaign's data), not the default
+    # campaign's quotations: these tests need its authors and planted duplicates.
+    params = yaml.safe_load((REPO / "tests" / "fixtures" / "tiny_params.yaml").read_text())
     return load_records(params["data"]["sources"], params["data"]["fields"], REPO)
 
 
