@@ -70,11 +70,12 @@ def test_seed_changes_the_id(params):
     assert not {r.run_id for r in a} & {r.run_id for r in b}
 
 
-def test_model_factor(params):
-    params["ablation"]["factors"] = {"model": {"config": {"hidden_size": [32, 64]}}}
+def test_model_factor():
+    params = load_params("tests/fixtures/tiny_params.yaml")  # from_config: has a model.config
+    params["ablation"]["factors"] = {"model": {"config": {"hidden_size": [32, 48]}}}
     runs = plan_runs(params)
-    assert {r.spec["model"]["config"]["hidden_size"] for r in runs} == {32, 64}
-    assert params["model"]["config"]["hidden_size"] == 64  # the input is not mutated
+    assert {r.spec["model"]["config"]["hidden_size"] for r in runs} == {32, 48}
+    assert params["model"]["config"]["hidden_size"] == 32  # the input is not mutated
 
 
 def test_max_runs_keeps_a_prefix_of_the_order(params):
