@@ -178,3 +178,16 @@ def test_an_unmeasured_level_is_said_not_printed_as_a_number():
     lines = verdict_block(evaluation_verdict(d, [], "x"))
     assert lines[1] == "  Keep: cell train.lr=0.001: test accuracy not measured"
     assert not any("nan" in line for line in lines)
+
+
+def test_an_open_quantized_variant_is_told_that_items_not_seeds_would_narrow_it():
+    from campaign.evaluate import words
+
+    decisions = {
+        "decisions": [
+            {"kind": "quantized", "subject": "run-a/int8_dynamic", "decision": "inconclusive"}
+        ]
+    }
+    (q,) = words.open_questions(decisions)
+    line = words._open_words(q, None, None)
+    assert "more evaluation items" in line and "seeds do not apply" in line

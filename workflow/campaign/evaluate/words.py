@@ -317,6 +317,11 @@ def _open_words(q: dict, money, price_at: str | None) -> str:
         ways.append(seeds)
     if q.get("items_needed"):
         ways.append(f"{q['items_needed']:,} evaluation items (labelling not priced)")
+    if not ways and q.get("kind") == "quantized":
+        # The same weights: seeds do not apply; its interval narrows with items only.
+        return (
+            head + "more evaluation items would narrow it (seeds do not apply to one run's weights)"
+        )
     if not ways:
         return head + "neither more seeds nor more items would decide it"
     return head + "; or ".join(ways)
@@ -396,6 +401,7 @@ def open_questions(decisions: dict) -> list[dict]:
         out.append(
             {
                 "subject": d["subject"],
+                "kind": d["kind"],
                 "decision": d["decision"],
                 "seeds_needed": d.get("seeds_needed") if d["kind"] == "main" else None,
                 "extra_runs": None,
