@@ -191,3 +191,16 @@ def test_an_open_quantized_variant_is_told_that_items_not_seeds_would_narrow_it(
     (q,) = words.open_questions(decisions)
     line = words._open_words(q, None, None)
     assert "more evaluation items" in line and "seeds do not apply" in line
+
+
+def test_keeps_the_representative_run_or_its_variant_never_a_seed_cheaper_to_train():
+    """The cell's representative run is run-b (its variants were judged against it): run-a,
+    cheaper to train, is not kept for that; among run-b and its adopted variant the one cheaper
+    to serve is."""
+    d = decisions()
+    d["best_cell"]["representative_run"] = "run-b"
+    assert keep_row(d, EQUAL)["variant"] == "run-b"
+    variant = row("run-b/onnx_fp32", "quantized", 0.804, 2.5, 2.0, "run-b")
+    assert keep_row(d, [*EQUAL, variant]) is variant
+    d["best_cell"]["representative_run"] = "run-gone"  # not among the rows: the cheapest
+    assert keep_row(d, EQUAL)["variant"] == "run-a/int8_dynamic"

@@ -176,10 +176,18 @@ def summary(
 
 def keep_row(decisions: dict, equal: list[dict]) -> dict | None:
     """The equal_quality row to keep: the floor when the evaluation keeps it (the chosen cell is
-    below it by the test: quality first), else the cheapest of the chosen cell's runs and their
-    adopted quantized variants (equal quality, so cost decides). None when no row qualifies."""
+    below it by the test: quality first), else the chosen cell's representative run (the one its
+    variants were judged against) or one of its adopted quantized variants, the cheapest to
+    serve (equal quality; what a seed cost to train is spent and says nothing of the seed's
+    worth). Without the representative run among the rows, the cheapest of the cell's rows.
+    None when no row qualifies."""
     floor = (decisions.get("verdict") or {}).get("kind") == "floor"
     rows = [e for e in equal if (e["kind"] == "floor") == floor and math.isfinite(e["total_cost"])]
+    rep = (decisions.get("best_cell") or {}).get("representative_run")
+    if not floor and rep:
+        mine = [e for e in rows if e["variant"] == rep or e["variant"].startswith(f"{rep}/")]
+        if mine:
+            return min(mine, key=lambda e: (e["serve_cost"], e["variant"]))
     return min(rows, key=lambda e: (e["total_cost"], e["variant"])) if rows else None
 
 
