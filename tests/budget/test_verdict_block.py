@@ -161,7 +161,10 @@ def test_the_evaluation_block_says_where_the_costs_and_prices_are_and_caps_its_l
     lines = verdict_block(evaluation_verdict(d, findings, "in the budget", "to_decide.csv"))
     assert lines[1] == "  Keep: cell train.lr=0.001: test accuracy 80.0 % [75.0, 85.0]"
     assert "  Cost to train and to serve: in the budget" in lines
-    assert "  Also within the loss limit, cheaper to serve: run-a/int8_dynamic" in lines
+    assert (
+        "  Also adopted (within the loss limit; serving costs in the budget): run-a/int8_dynamic"
+        in lines
+    )
     assert any("6 seeds per cell (priced in to_decide.csv)" in line for line in lines)
     assert lines[-4:] == [
         "  Act on: finding 0",
