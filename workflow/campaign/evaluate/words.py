@@ -369,7 +369,8 @@ def verdict_block(v: dict, money=None) -> list[str]:
         lines.append(f"  Cost to train and to serve: {v.get('costs_at') or 'not measured'}")
     if v.get("also"):
         lines.append(
-            f"  Also adopted (within the loss limit; serving costs in the budget): {', '.join(v['also'])}"
+            "  Also adopted (within the loss limit; serving costs in the budget): "
+            + ", ".join(v["also"])
         )
     if v.get("ship"):
         lines.append(f"  Ship: {v['ship']}")
