@@ -61,6 +61,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -260,9 +261,12 @@ def goal_line(decisions: dict, speedups: dict) -> tuple[str, bool]:
     least GOAL_SPEEDUP times faster (speedups: {variant: torch fp32 p50 / variant p50})."""
     from campaign.evaluate.decide import ADOPT
 
-    passing = [n for n, r in decisions.items() if n != TORCH_BASE and r["decision"] == ADOPT]
-    if not passing:
+    adopted = [n for n, r in decisions.items() if n != TORCH_BASE and r["decision"] == ADOPT]
+    if not adopted:
         return f"goal: MISSED (no variant is shown non-inferior to torch {TORCH_BASE})", False
+    passing = [n for n in adopted if math.isfinite(speedups[n])]
+    if not passing:  # the timing was stopped before any of them
+        return "goal: MISSED (no non-inferior variant was timed)", False
     fastest = max(passing, key=lambda n: speedups[n])
     met = speedups[fastest] >= GOAL_SPEEDUP
     return (
@@ -270,6 +274,14 @@ def goal_line(decisions: dict, speedups: dict) -> tuple[str, bool]:
         f"(goal >= {GOAL_SPEEDUP}x): {'met' if met else 'MISSED'}",
         met,
     )
+
+
+class Stopped(Exception):
+    """SIGTERM arrived (a timeout): stop timing, print what was measured."""
+
+
+def _stop(signum, frame):
+    raise Stopped
 
 
 def one_line(error: BaseException) -> str:
@@ -377,23 +389,29 @@ def main(argv: list[str] | None = None) -> int:
     times = {name: {} for name in models}
     passes = {name: [] for name in models}
     t0 = time.perf_counter()
+    stopped = None  # a SIGTERM (timeout) while timing: the table of what was measured
+    signal.signal(signal.SIGTERM, _stop)
     with torch.no_grad(), no_cycle_collection():
         timing = list(models)
-        for r in range(args.rounds):
-            print(f"round {r + 1} of {args.rounds}: {len(timing)} variants", file=sys.stderr)
-            for name in timing:
-                timed = time_batches(
-                    lambda b, m=models[name]: m(**b),
-                    timed_batches,
-                    "cpu",
-                    args.warmup,
-                    args.repeats,
-                )
-                times[name][r] = timed["latency_ms_p50"]
-                passes[name] += timed["passes"]
-            if r == 0:
-                first = {n: [q["latency_ms_p50"] for q in passes[n]] for n in timing}
-                timing = retimed(first, decisions, args.stable)
+        try:
+            for r in range(args.rounds):
+                print(f"round {r + 1} of {args.rounds}: {len(timing)} variants", file=sys.stderr)
+                for name in timing:
+                    timed = time_batches(
+                        lambda b, m=models[name]: m(**b),
+                        timed_batches,
+                        "cpu",
+                        args.warmup,
+                        args.repeats,
+                    )
+                    times[name][r] = timed["latency_ms_p50"]
+                    passes[name] += timed["passes"]
+                    print(f"  {name} p50 {timed['latency_ms_p50']:.1f} ms", file=sys.stderr)
+                if r == 0:
+                    first = {n: [q["latency_ms_p50"] for q in passes[n]] for n in timing}
+                    timing = retimed(first, decisions, args.stable)
+        except Stopped:
+            stopped = f"STOPPED by SIGTERM while timing round {r + 1}: rows without passes untimed"
     seconds["time"] = time.perf_counter() - t0
 
     margin = evaluation["max_quality_loss"]
@@ -421,19 +439,21 @@ def main(argv: list[str] | None = None) -> int:
         row = decisions[name]
         agree = float((preds[name] == preds[TORCH_BASE]).mean())
         acc = float((preds[name] == truth).mean())
-        p50 = statistics.median(q["latency_ms_p50"] for q in passes[name])
-        p95 = statistics.median(q["latency_ms_p95"] for q in passes[name])
+        measured = passes[name]  # none when a SIGTERM stopped the timing before this row
+        p50 = statistics.median(q["latency_ms_p50"] for q in measured) if measured else math.nan
+        p95 = statistics.median(q["latency_ms_p95"] for q in measured) if measured else math.nan
         interval = f"{row['estimate']:+.3f} [{row['adj_low']:+.3f}, {row['adj_high']:+.3f}]"
         print(
             f"{name:<24} {sizes[name] / 1e6:>6.1f} {p50:>7.1f} {p95:>7.1f} "
-            f"{len(passes[name]):>6} {ratio(times, TORCH_BASE, name):>7.2f}x "
+            f"{len(measured):>6} {ratio(times, TORCH_BASE, name):>7.2f}x "
             f"{ratio(times, ONNX_BASE, name):>6.2f}x {agree:>6.3f} {acc:>6.3f} {interval:>24}  "
             f"{row['decision']}"
         )
     line, met = goal_line(decisions, {n: ratio(times, TORCH_BASE, n) for n in models})
-    print(line)
+    print(line if stopped is None else f"{line} ({stopped})")
     print(
-        f"time: training {seconds['train']:.0f} s{' (reused)' if reused else ''}, making "
+        f"time: {'reusing the trained model' if reused else 'training'} {seconds['train']:.0f} s"
+        f" (with imports), making "
         f"{len(models)} variants {seconds['make']:.0f} s, scoring {seconds['score']:.0f} s, "
         f"timing {seconds['time']:.0f} s; total {time.perf_counter() - started:.0f} s"
     )
