@@ -259,60 +259,78 @@ def interim_look(
     max_runs (cheapest first). A cell other than the control stops when its upper repeated bound
     against the best cell is below -min_useful_effect, or against the floor below 0.
     """
-    look = len(seed_history)
-    max_looks = int(settings["max_looks"])
-    if look < 1 or look > max_looks:
-        raise ValueError(f"look {look} outside 1..{max_looks}")
-    final = look == max_looks
-    level = float(settings["confidence"])
-    useful = float(settings["min_useful_effect"])
-    alpha = 1 - level
-    sizes = _family_sizes(questions_)
-    decided = dict(decided or {})
-    out = LookResult(look, final)
-    seeds_now = {c: int(np.asarray(y).shape[0]) for c, y in design.items()}
-    moments = questions.cmp.design_moments(design)
+    look = _Look(design, questions_, control, seed_history, settings)
+    look.stop_cells(floor)
+    wants = [w for q in questions_ if (w := look.question(q, dict(decided or {}))) is not None]
+    look.allocate(wants, hours_per_run, spent)
+    return look.out
 
-    def at_boundary(weights: Mapping, fam_alpha: float, fixed=frozenset(), data=design):
+
+class _Look:
+    """One interim look's context: the design, the seeds so far, the settings."""
+
+    def __init__(self, design, questions_, control, seed_history, settings) -> None:
+        self.look = len(seed_history)
+        self.max_looks = int(settings["max_looks"])
+        if self.look < 1 or self.look > self.max_looks:
+            raise ValueError(f"look {self.look} outside 1..{self.max_looks}")
+        self.design, self.control, self.history = design, control, seed_history
+        self.settings = settings
+        self.level = float(settings["confidence"])
+        self.useful = float(settings["min_useful_effect"])
+        self.alpha = 1 - self.level
+        self.sizes = _family_sizes(questions_)
+        self.out = LookResult(self.look, self.look == self.max_looks)
+        self.seeds_now = {c: int(np.asarray(y).shape[0]) for c, y in design.items()}
+        self.moments = questions.cmp.design_moments(design)
+
+    def at_boundary(self, weights: Mapping, fam_alpha: float, fixed=frozenset(), data=None):
         """(row, z, RCI, look it is of): the repeated interval at the contrast's last analysed
         look (this one when its cells gained seeds)."""
-        row = questions.contrast_row(data, dict(weights), level, fixed, None)
+        data = self.design if data is None else data
+        row = questions.contrast_row(data, dict(weights), self.level, fixed, None)
         varying = {c: w for c, w in weights.items() if c not in fixed}
-        looks = analysed_looks(seed_history, varying) or [(look, 1.0)]
-        times = [j / max_looks for j, _ in looks]
+        looks = analysed_looks(self.history, varying) or [(self.look, 1.0)]
+        times = [j / self.max_looks for j, _ in looks]
         z = boundaries(fractions([x for _, x in looks], row), fam_alpha, times)[-1]
         lo, hi = row["_range"]
         return row, z, repeated_interval(row, z, lo, hi), looks[-1][0]
 
-    # Cells that stop: clearly worse than the best cell, or below the floor.
-    means = {c: float(np.asarray(y).mean()) for c, y in design.items()}
-    best = max(means, key=lambda c: (means[c], str(c)))
-    others = [c for c in design if c != best and c != control]
-    for c in others:
-        _, _, (_, high), _ = at_boundary({c: 1.0, best: -1.0}, alpha / max(1, len(others)))
-        if high < -useful:
-            out.stopped[c] = f"below the best cell by more than {useful:g} ({high:+.4f})"
-    if floor is not None:
+    def stop_cells(self, floor) -> None:
+        """Cells that stop: clearly worse than the best cell, or below the floor."""
+        design, useful, stopped = self.design, self.useful, self.out.stopped
+        means = {c: float(np.asarray(y).mean()) for c, y in design.items()}
+        best = max(means, key=lambda c: (means[c], str(c)))
+        others = [c for c in design if c != best and c != self.control]
+        for c in others:
+            _, _, (_, high), _ = self.at_boundary(
+                {c: 1.0, best: -1.0}, self.alpha / max(1, len(others))
+            )
+            if high < -useful:
+                stopped[c] = f"below the best cell by more than {useful:g} ({high:+.4f})"
+        if floor is None:
+            return
         key, y_floor = floor
         with_floor = {**design, key: np.asarray(y_floor, dtype=np.float64)}
         for c in design:
-            if c == control or c in out.stopped:
+            if c == self.control or c in stopped:
                 continue
-            _, _, (_, high), _ = at_boundary(
-                {c: 1.0, key: -1.0}, alpha / max(1, len(design)), frozenset([key]), with_floor
+            _, _, (_, high), _ = self.at_boundary(
+                {c: 1.0, key: -1.0}, self.alpha / max(1, len(design)), frozenset([key]), with_floor
             )
             if high < 0:
-                out.stopped[c] = f"below the floor ({high:+.4f})"
+                stopped[c] = f"below the floor ({high:+.4f})"
 
-    wants: list[tuple[float, dict, dict]] = []  # (cost, row, {cell: target seeds})
-    for q in questions_:
-        fam_alpha = alpha / sizes[_family(q.kind)]
-        row, z, (low, high), of_look = at_boundary(q.weights, fam_alpha)
-        n_seeds = min(seeds_now[c] for c in q.weights)
+    def question(self, q: Question, decided: Mapping) -> tuple | None:
+        """Question q's row at this look (into out.rows); (cost, row, {cell: seeds}) when it
+        asks for seeds."""
+        fam_alpha = self.alpha / self.sizes[_family(q.kind)]
+        row, z, (low, high), of_look = self.at_boundary(q.weights, fam_alpha)
+        n_seeds = min(self.seeds_now[c] for c in q.weights)
         if q.kind == "interaction":
             decision = "interaction" if low > 0 or high < 0 else "no interaction shown"
         else:
-            decision = decide.effect(low, high, n_seeds, useful)
+            decision = decide.effect(low, high, n_seeds, self.useful)
         r = {
             "name": q.name,
             "kind": q.kind,
@@ -328,37 +346,39 @@ def interim_look(
             "seeds_target": None,
             "reason": "",
         }
-        out.rows.append(r)
+        self.out.rows.append(r)
+        halted = [c for c in q.weights if c in self.out.stopped]
         if decided.get(q.name) in CLOSED:
             r["decision"], r["status"] = decided[q.name], "decided"
             r["reason"] = "decided at an earlier look"
-            continue
-        if q.kind == "interaction":
+        elif q.kind == "interaction":
             r["status"], r["reason"] = "decided", "interactions are reported, not given seeds"
-            continue
-        if decision in CLOSED:
+        elif decision in CLOSED:
             r["status"], r["reason"] = "decided", "the repeated interval decides it"
-            continue
-        if final:
+        elif self.out.final:
             r["status"], r["reason"] = "open", "the last planned look"
-            continue
-        halted = [c for c in q.weights if c in out.stopped]
-        if halted:
+        elif halted:
             r["status"] = "stopped"
-            r["reason"] = f"cell {halted[0]} stopped: {out.stopped[halted[0]]}"
-            continue
-        movable = list(q.weights)
+            r["reason"] = f"cell {halted[0]} stopped: {self.out.stopped[halted[0]]}"
+        else:
+            return self.seeds_wanted(q, row, r, n_seeds)
+        return None
+
+    def seeds_wanted(self, q: Question, row: Mapping, r: dict, n_seeds: int) -> tuple | None:
+        """An open question's (row, {cell: seeds}) towards its seeds-needed, spread over the
+        looks left; None (and the row says why) when seeds would not do."""
+        useful, family = self.useful, self.sizes[_family(q.kind)]
         # The gap to min_useful_effect at least min_useful_effect: the alternatives 0 and 2x.
         gap = max(abs(row["estimate"] - useful), useful)
-        var_seeds, var_items = seed_and_item_parts(row, q.weights, seeds_now, moments)
+        var_seeds, var_items = seed_and_item_parts(row, q.weights, self.seeds_now, self.moments)
         wanted = decide.what_would_decide(
             useful + math.copysign(gap, row["estimate"] - useful),
             var_seeds,
             var_items,
             n_seeds,
             row["n_items"],
-            decide.adjusted_level(level, sizes[_family(q.kind)]),
-            float(settings["power"]),
+            decide.adjusted_level(self.level, family),
+            float(self.settings["power"]),
             useful,
             row.get("seed_df", 0),
         )
@@ -366,43 +386,51 @@ def interim_look(
         if need is None:
             r["status"] = "items"
             r["reason"] = "seeds alone cannot decide it: more evaluation items would"
-            continue
+            return None
         # Seeds needed at or under those run (the fixed design's sizing) while the repeated
         # interval stays open (few seed df, an early boundary): one more seed per cell.
-        need = min(max(int(need), n_seeds + 1), int(settings["max_seeds"]))
+        cap = int(self.settings["max_seeds"])
+        need = min(max(int(need), n_seeds + 1), cap)
         r["seeds_target"] = need
-        left = max_looks - look  # looks still to come that may add seeds (not the final)
+        left = max(self.max_looks - self.look, 1)  # looks to come that may add (not the last)
         targets = {}
-        for c in movable:
-            k = seeds_now[c]
+        for c in q.weights:
+            k = self.seeds_now[c]
             if need > k:
-                targets[c] = min(need, k + math.ceil((need - k) / max(left, 1)))
+                targets[c] = min(need, k + math.ceil((need - k) / left))
         if not targets:
-            r["status"], r["reason"] = "open", f"at the cap of {settings['max_seeds']} seeds"
-            continue
-        cost = sum((t - seeds_now[c]) * float(hours_per_run[c]) for c, t in targets.items())
-        wants.append((cost, r, targets))
+            r["status"], r["reason"] = "open", f"at the cap of {cap} seeds"
+            return None
+        return r, targets
 
-    # Cheapest first, within what is left of the caps; shared cells count once.
-    plan = dict(seeds_now)
-    budget = settings.get("budget_hours")
-    hours_left = math.inf if budget is None else float(budget) - float(spent["hours"])
-    runs_left = int(settings["max_runs"]) - int(spent["runs"])
-    for _, r, targets in sorted(wants, key=lambda w: (w[0], w[1]["name"])):
-        extra = {c: t for c, t in targets.items() if t > plan[c]}
-        hours = sum((t - plan[c]) * float(hours_per_run[c]) for c, t in extra.items())
-        runs = sum(t - plan[c] for c, t in extra.items())
-        if hours <= hours_left + 1e-12 and runs <= runs_left:
-            plan.update(extra)
-            hours_left -= hours
-            runs_left -= runs
-            out.add_hours += hours
-            out.add_runs += runs
-            r["status"] = "open"
-            r["reason"] = f"adds seeds towards {r['seeds_target']} per cell"
-        else:
-            r["status"] = "over budget"
-            r["reason"] = f"{runs} runs, {hours:.2f} h do not fit what is left"
-            out.open_cost_hours[r["name"]] = hours
-    out.seeds = plan
-    return out
+    def allocate(self, wants: list, hours_per_run: Mapping, spent: Mapping) -> None:
+        """Seeds to the open questions, cheapest first, within what is left of budget_hours and
+        max_runs; a cell two questions share counts once."""
+        out = self.out
+        plan = dict(self.seeds_now)
+        budget = self.settings.get("budget_hours")
+        hours_left = math.inf if budget is None else float(budget) - float(spent["hours"])
+        runs_left = int(self.settings["max_runs"]) - int(spent["runs"])
+
+        def cost(want) -> tuple:
+            r, targets = want
+            hours = sum((t - plan[c]) * float(hours_per_run[c]) for c, t in targets.items())
+            return hours, r["name"]
+
+        for r, targets in sorted(wants, key=cost):
+            extra = {c: t for c, t in targets.items() if t > plan[c]}
+            hours = sum((t - plan[c]) * float(hours_per_run[c]) for c, t in extra.items())
+            runs = sum(t - plan[c] for c, t in extra.items())
+            if hours <= hours_left + 1e-12 and runs <= runs_left:
+                plan.update(extra)
+                hours_left -= hours
+                runs_left -= runs
+                out.add_hours += hours
+                out.add_runs += runs
+                r["status"] = "open"
+                r["reason"] = f"adds seeds towards {r['seeds_target']} per cell"
+            else:
+                r["status"] = "over budget"
+                r["reason"] = f"{runs} runs, {hours:.2f} h do not fit what is left"
+                out.open_cost_hours[r["name"]] = hours
+        out.seeds = plan

@@ -60,6 +60,12 @@ def _check_params(params: dict) -> None:
                 f"ablation.{design}.{key}: only used by design '{design}' (the design is "
                 f"'{ablation['design']}'); set it to null"
             )
+    adaptive = ablation["adaptive"]
+    if adaptive["enabled"] and adaptive["max_seeds"] < len(ablation["seeds"]):
+        raise CampaignError(
+            f"ablation.adaptive.max_seeds: {adaptive['max_seeds']}, fewer than the "
+            f"{len(ablation['seeds'])} of ablation.seeds every cell runs"
+        )
     plan_index(params)  # the design's own checks (levels, p, cells)
 
 
