@@ -12,6 +12,7 @@ _PUBLIC = {
     "RUN_ID_PATTERN": "ids",
     "Run": "planner",
     "TIERS": "order",
+    "adaptive_runs": "planner",
     "estimable_contrasts": "effects",
     "format_table": "columns",
     "identity": "ids",

@@ -263,10 +263,11 @@ COST_KEYS = (
 
 
 def table_spec(params: dict) -> dict:
-    """The plan table's params subset: the ordered rows with the max_runs cut, each run's recipe
-    as far as its cost goes, the baseline recipe it is scaled against, the design as written,
-    and the limits the plan is held to."""
-    runs = list(plan_index(params).values())
+    """The plan table's params subset: the ordered rows with the max_runs cut (then the adaptive
+    runs, tier "adaptive", not kept), each run's recipe as far as its cost goes, the baseline
+    recipe it is scaled against, the design as written, and the limits the plan is held to."""
+    # With ablation.adaptive the runs a look may append follow, not kept until a look asks.
+    runs = [*plan_index(params).values(), *adaptive_runs(params)]
     keys, levels, baseline, design = design_parts(params)
     describe = getattr(design, "describe", None)
     ablation = params["ablation"]
