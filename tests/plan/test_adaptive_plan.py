@@ -54,3 +54,11 @@ def test_max_seeds_under_the_planned_seeds_is_refused_in_one_line(params):
     params["ablation"]["adaptive"]["max_seeds"] = 1
     with pytest.raises(CampaignError, match=r"ablation.adaptive.max_seeds: 1, fewer than the 2"):
         PHASE.check_params(params)
+
+
+def test_adaptive_with_a_metric_the_looks_do_not_score_is_refused(params):
+    from campaign.plan import PHASE
+
+    params["evaluation"]["metric"] = "macro_f1"
+    with pytest.raises(CampaignError, match=r"ablation.adaptive.enabled: .* macro_f1"):
+        PHASE.check_params(params)

@@ -67,6 +67,11 @@ def _check_params(params: dict) -> None:
             f"ablation.adaptive.max_seeds: {adaptive['max_seeds']}, fewer than the "
             f"{len(ablation['seeds'])} of ablation.seeds every cell runs"
         )
+    if adaptive["enabled"] and params["evaluation"]["metric"] != "accuracy":
+        raise CampaignError(
+            f"ablation.adaptive.enabled: the looks decide on accuracy per item; evaluation."
+            f"metric is {params['evaluation']['metric']}: set it to accuracy or adaptive off"
+        )
     plan_index(params)  # the design's own checks (levels, p, cells)
 
 
