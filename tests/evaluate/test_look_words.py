@@ -80,3 +80,11 @@ def test_the_last_look_decides_and_a_question_closed_earlier_stays_closed():
     assert (rows[0]["adj_low"], rows[0]["adj_high"]) == (0.012, 0.05)
     assert "repeated confidence interval at the last look" in rows[0]["interval_over"]
     assert "adj_low" not in rows[2] and rows[2]["interval_over"] == "y"
+
+
+def test_the_report_shows_the_looks_of_an_adaptive_campaign_only():
+    from campaign.report.looks_section import looks_section
+
+    (section,) = looks_section({"adaptive_looks": look_lines(LOOKS)})
+    assert section.pre.splitlines() == look_lines(LOOKS)
+    assert looks_section({"decisions": []}) == []
