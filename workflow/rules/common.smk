@@ -3,6 +3,7 @@
 # outputs, params subset, code version and command-line arguments as the stage registry declares
 # them. Phase files hold wiring only.
 import importlib
+import json
 import os
 import shlex
 import sys
@@ -26,7 +27,10 @@ from campaign.core.registry import (
 from campaign.core.stage import (
     Derived,
     EachJob,
+    EachLook,
+    EachLookRun,
     EachRun,
+    PreviousLook,
     Figure,
     Folder,
     From,
@@ -82,6 +86,9 @@ for _problem in wiring_problems():
 # ablation.budget_hours the plan table (a checkpoint, plan.smk) cuts further.
 RUNS = kept_runs(config)
 BUDGET_CUT = config["ablation"]["budget_hours"] is not None
+# With ablation.adaptive the looks (checkpoints, evaluate.smk) append runs: which runs the
+# campaign has is known look by look.
+ADAPTIVE = config["ablation"]["adaptive"]["enabled"]
 PRIORITY = run_priorities(config)
 
 # Stage commands run with this interpreter and this checkout's package, so a job (local or on a
@@ -111,7 +118,14 @@ STATE_DIR = config["campaign"]["state_dir"]
 
 def run_paths(pattern):
     """`pattern` (with `{run}`) for every kept run: a list, or with ablation.budget_hours an
-    input function that asks the plan table (a checkpoint) which runs it kept."""
+    input function that asks the plan table (a checkpoint) which runs it kept; with
+    ablation.adaptive the runs of the last look (the looks are checkpoints)."""
+    if ADAPTIVE:
+
+        def final_paths(wildcards):
+            return [pattern.format(run=run) for run in final_look_runs()]
+
+        return final_paths
     if not BUDGET_CUT:
         return [pattern.format(run=run) for run in RUNS]
 
@@ -120,6 +134,61 @@ def run_paths(pattern):
         return [pattern.format(run=run) for run in kept_in_table(table)]
 
     return kept_paths
+
+
+def read_look(look):
+    """A finished look's record (results/adaptive/look_<look>.json), asked of its checkpoint."""
+    with open(checkpoints.look.get(look=str(look)).output.look, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def look_runs(look):
+    """The runs look `look` evaluates: the plan's kept runs at the first, then the runs the
+    look before it lists (those it had and those it appended)."""
+    if int(look) > 1:
+        return read_look(int(look) - 1)["runs"]
+    if BUDGET_CUT:
+        return kept_in_table(checkpoints.plan_table.get().output.runs)
+    return RUNS
+
+
+def final_look_runs():
+    """The runs of the campaign's last look: the first look that appended nothing."""
+    look = 1
+    while True:
+        record = read_look(look)
+        if record["final"]:
+            return record["runs"]
+        look += 1
+
+
+def look_paths(pattern):
+    """Every look's record, the last one's included; none when ablation.adaptive is off."""
+    if not ADAPTIVE:
+        return []
+
+    def paths(wildcards):
+        looks = [read_look(1)]
+        while not looks[-1]["final"]:
+            looks.append(read_look(len(looks) + 1))
+        return [pattern.format(look=j) for j in range(1, len(looks) + 1)]
+
+    return paths
+
+
+def look_run_paths(pattern):
+    def paths(wildcards):
+        return [pattern.format(run=run) for run in look_runs(wildcards.look)]
+
+    return paths
+
+
+def previous_look(pattern):
+    def path(wildcards):
+        look = int(wildcards.look)
+        return [] if look == 1 else [pattern.format(look=look - 1)]
+
+    return path
 
 
 def quantize_selection():
@@ -224,6 +293,12 @@ def input_files(stage, name, source):
         return run_paths(produced(source).path)
     if isinstance(source, EachJob):
         return job_paths(produced(source).path)
+    if isinstance(source, EachLookRun):
+        return look_run_paths(produced(source).path)
+    if isinstance(source, EachLook):
+        return look_paths(produced(source).path)
+    if isinstance(source, PreviousLook):
+        return previous_look(produced(source).path)
     if isinstance(source, Nothing):
         return []
     if isinstance(source, Derived):

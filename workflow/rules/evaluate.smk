@@ -34,3 +34,32 @@ rule evaluate:
         **stage_params("evaluate"),
     shell:
         stage_shell("evaluate")
+
+
+# An adaptive campaign (ablation.adaptive): after the plan's runs, and after each batch it
+# appends, a look evaluates the runs so far on repeated confidence intervals and lists the runs
+# to add (results/adaptive/look_<j>.json); the consumers of trained runs ask the looks
+# (run_paths) which runs the campaign has once the last one is written.
+if ADAPTIVE:
+
+    wildcard_constraints:
+        look=r"\d+",
+
+    localrules:
+        look,
+
+    checkpoint look:
+        input:
+            **stage_inputs("look"),
+        output:
+            **stage_outputs("look"),
+        log:
+            "logs/look/look_{look}.log",
+        benchmark:
+            "logs/benchmarks/look/look_{look}.tsv"
+        conda:
+            CONDA_ENV
+        params:
+            **stage_params("look"),
+        shell:
+            stage_shell("look")

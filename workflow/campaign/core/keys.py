@@ -31,7 +31,7 @@ from campaign.core.errors import CampaignError
 from campaign.core.hashcache import HashCache
 from campaign.core.hashing import ALGORITHM, hash_tree, hash_value
 from campaign.core.io import resolve
-from campaign.core.stage import Stage
+from campaign.core.stage import EachLook, PreviousLook, Stage
 
 KEY_FORMAT = 2
 
@@ -101,6 +101,8 @@ def resolve_inputs(
             resolved[name] = want
         elif name in given:
             resolved[name] = [Path(p) for p in given[name]]
+        elif isinstance(stage.inputs[name], (EachLook, PreviousLook)):
+            resolved[name] = []  # a campaign without looks (ablation.adaptive off, look 1)
         else:
             raise CampaignError(f"{stage.name}: missing input '{name}' (--in {name}=PATH)")
     return resolved

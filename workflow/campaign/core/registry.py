@@ -18,7 +18,18 @@ from types import ModuleType
 
 import campaign
 from campaign.core.errors import CampaignError
-from campaign.core.stage import Derived, EachJob, EachRun, From, Output, Phase, Stage, wildcards_of
+from campaign.core.stage import (
+    Derived,
+    EachJob,
+    EachLook,
+    EachLookRun,
+    EachRun,
+    From,
+    Output,
+    Phase,
+    Stage,
+    wildcards_of,
+)
 
 NOT_PHASES = ("core", "tools")  # subpackages that are infrastructure, not steps of the DAG
 
@@ -73,7 +84,12 @@ def produced(ref: From | EachRun | EachJob, declared: Mapping[str, Stage] | None
 
 
 # The wildcards each kind of reference expands over; From keeps the consumer's own.
-EXPANDS = {EachRun: ("run",), EachJob: ("run", "variant")}
+EXPANDS = {
+    EachRun: ("run",),
+    EachLookRun: ("run",),
+    EachLook: ("look",),
+    EachJob: ("run", "variant"),
+}
 
 
 def wiring_problems(declared: Mapping[str, Stage] | None = None) -> list[str]:
@@ -102,7 +118,7 @@ def wiring_problems(declared: Mapping[str, Stage] | None = None) -> list[str]:
                     f"stage '{stage.name}', input '{name}': Derived, but the stage has no "
                     "derive_inputs to find its files"
                 )
-            if isinstance(ref, (From, EachRun, EachJob)):
+            if isinstance(ref, (From, EachRun, EachLookRun, EachLook, EachJob)):
                 problem = _reference_problem(stage, ref, declared)
                 if problem:
                     problems.append(f"stage '{stage.name}', input '{name}': {problem}")

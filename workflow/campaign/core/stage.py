@@ -89,6 +89,34 @@ class EachRun:
 
 
 @dataclass(frozen=True)
+class EachLookRun:
+    """The per-run output `output` of stage `stage` (its path holds `{run}`) for every run an
+    adaptive campaign's look evaluates: the plan's kept runs at the first look, then the runs
+    the look before it lists (campaign.evaluate.looks)."""
+
+    stage: str
+    output: str
+
+
+@dataclass(frozen=True)
+class EachLook:
+    """The output `output` of stage `stage` (its path holds `{look}`) at every look of an
+    adaptive campaign, in order, the last one's included; none when ablation.adaptive is off."""
+
+    stage: str
+    output: str
+
+
+@dataclass(frozen=True)
+class PreviousLook:
+    """The output `output` of stage `stage` at the look before this job's (its path holds
+    `{look}`); no file at the first look."""
+
+    stage: str
+    output: str
+
+
+@dataclass(frozen=True)
 class EachJob:
     """The output `output` of stage `stage` (its path holds `{run}` and `{variant}`) for every
     quantize job: the chosen runs (quantization.runs) x the variants."""
@@ -108,7 +136,7 @@ class Nothing:
     """An input the stage accepts (a person may pass it) that the DAG gives no file for."""
 
 
-Input = From | EachRun | EachJob | Derived | Nothing
+Input = From | EachRun | EachLookRun | EachLook | PreviousLook | EachJob | Derived | Nothing
 
 
 def wildcards_of(pattern: str) -> tuple[str, ...]:
@@ -163,7 +191,10 @@ class Stage:
         # A tuple of names (the declarations' old form) would pass for names and break the
         # rules: one line naming the stage instead.
         for what, kinds in (
-            ("inputs", (From, EachRun, EachJob, Derived, Nothing)),
+            (
+                "inputs",
+                (From, EachRun, EachLookRun, EachLook, PreviousLook, EachJob, Derived, Nothing),
+            ),
             ("after", (From, EachRun, EachJob)),
             ("outputs", (File, Folder, Figure)),
         ):

@@ -6,11 +6,25 @@ non-inferiority test, Holm per family (questions); decisions against
 (words); error analysis (confusions, slices, items fixed and broken). stage.py wires them."""
 
 from campaign.core.lazy import exports
-from campaign.core.stage import EachJob, EachRun, File, Folder, From, Phase, Stage
+from campaign.core.stage import (
+    EachJob,
+    EachLook,
+    EachLookRun,
+    EachRun,
+    File,
+    Folder,
+    From,
+    Phase,
+    PreviousLook,
+    Stage,
+)
 from campaign.data import SPLIT_FILES
 
 _PUBLIC = {
     "ACT_PREFIX": "words",
+    "LOOKS_TITLE": "look_words",
+    "look_lines": "look_words",
+    "read_looks": "look_words",
     "Interval": "stats",
     "NO_FINDINGS": "words",
     "VERDICT_TITLE": "words",
@@ -38,6 +52,12 @@ def _evaluate_spec(params: dict) -> dict:
     return {"evaluation": params["evaluation"], "task": params["model"]["task"]}
 
 
+def _look_spec(params: dict, look: str) -> dict:
+    from campaign.evaluate.looks import look_spec
+
+    return look_spec(params, look)
+
+
 PHASE = Phase(
     name="evaluate",
     order=60,
@@ -57,6 +77,23 @@ PHASE = Phase(
             volatile=("timings",),
         ),
         Stage(
+            name="look",
+            entry="campaign.evaluate.looks:stage_look",
+            help="an adaptive campaign's interim look: evaluate the runs so far, append seeds "
+            "to the open questions, stop the clearly worse cells",
+            inputs={
+                **SPLIT_FILES,
+                "runs": From("plan_table", "runs"),
+                "predictions_validation": EachLookRun("train", "predictions_validation"),
+                "predictions_test": EachLookRun("train", "predictions_test"),
+                "floor": From("floor", "floor"),
+                "previous": PreviousLook("look", "look"),
+            },
+            outputs={"look": File("results/adaptive/look_{look}.json")},
+            spec=_look_spec,
+            libraries=("numpy", "scipy"),
+        ),
+        Stage(
             name="evaluate",
             entry="campaign.evaluate.stage:stage_evaluate",
             help="score every variant with intervals, compare, decide, and analyse errors",
@@ -70,6 +107,8 @@ PHASE = Phase(
                 "variants_result": EachJob("quantize", "result"),
                 "variants_validation": EachJob("quantize", "predictions_validation"),
                 "variants_test": EachJob("quantize", "predictions_test"),
+                # An adaptive campaign's looks: the last one's repeated intervals decide.
+                "looks": EachLook("look", "look"),
             },
             outputs={
                 "metrics": File("results/evaluation/metrics.parquet"),

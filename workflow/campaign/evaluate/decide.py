@@ -52,6 +52,10 @@ decisions.json
   no_decision_possible  NEW  list {subject, smallest_provable_loss, items_needed} for quantized
                          variants whose items cannot show max_quality_loss
   lines, skipped_variants  (as before)
+  adaptive_looks    NEW  ablation.adaptive only: the looks in words (campaign.evaluate.
+                         look_words); summary.txt shows them after the verdict block. The
+                         main and cell rows of the decision split then carry the last look's
+                         repeated interval as adj_low/adj_high and its decision (looks.py)
 
 comparisons.parquet (one row per comparison and split; as before: split, kind, subject,
 reference, metric, n_seeds, estimate, ci_low, ci_high, p_value, p_holm, test, wilcoxon_p,

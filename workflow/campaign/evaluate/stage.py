@@ -19,7 +19,8 @@ import math
 import numpy as np
 
 from campaign.core.errors import CampaignError
-from campaign.evaluate import comparison, errors, floor, questions, words
+from campaign.core.io import read_json
+from campaign.evaluate import comparison, errors, floor, looks, questions, words
 from campaign.evaluate.effects import contrasts
 from campaign.evaluate.items import (
     SPLITS,
@@ -29,6 +30,7 @@ from campaign.evaluate.items import (
     read_probs,
     read_response_nll,
 )
+from campaign.evaluate.look_words import LOOKS_TITLE, look_lines
 from campaign.evaluate.metrics import classification_metrics, metric_draws, perplexity
 from campaign.evaluate.plan_table import read_plan
 from campaign.evaluate.stats import percentile_interval, resample_indices
@@ -216,15 +218,30 @@ def stage_evaluate(ctx) -> None:
             best_floor,
             np.random.default_rng([s["seed"], n, 1]),
         )
-        questions.decide_family(rows, conf, power, s)
+        _decide(rows, split, conf, power, s, ctx.inputs.get("looks", []))
         comparison_rows += [questions.public(r) for r in rows]
 
     decisions = words.decisions(ctx.spec, comparison_rows, metric_rows, variants, best_floor)
     _carry_cell_ids(decisions, comparison_rows, metric_rows)
+    _finish(decisions, skipped, ctx.inputs.get("looks", []))
+    _write(ctx, metric_rows, comparison_rows, error_rows, decisions, pd)
+
+
+def _finish(decisions: dict, skipped: dict, look_paths: list) -> None:
+    """The variants skipped and why; an adaptive campaign's looks in words (adaptive_looks)."""
     decisions["skipped_variants"] = [
         {"variant": name, "reason": reason} for name, reason in sorted(skipped.items())
     ]
-    _write(ctx, metric_rows, comparison_rows, error_rows, decisions, pd)
+    if look_paths:
+        decisions["adaptive_looks"] = look_lines([read_json(p) for p in look_paths])
+
+
+def _decide(rows, split, conf, power, s, look_paths) -> None:
+    """Holm per family and the decisions; in an adaptive campaign, on the decision split and
+    accuracy (what the looks score), the last look's repeated intervals decide instead."""
+    questions.decide_family(rows, conf, power, s)
+    if look_paths and split == s["decide_on"] and s["metric"] == "accuracy":
+        looks.apply_last_look(rows, [read_json(p) for p in look_paths])
 
 
 # The budget runs after the evaluation: the verdict here says where its costs are.
@@ -236,7 +253,9 @@ def summary_text(decisions: dict) -> str:
     """summary.txt: the verdict block (words.verdict_block, without costs), then the decisions."""
     flags = words.evaluation_flags(decisions)
     values = words.evaluation_verdict(decisions, flags, COSTS_AT, PRICE_AT)
-    return "\n".join([*words.verdict_block(values), "", *decisions["lines"]]) + "\n"
+    looks = decisions.get("adaptive_looks") or []
+    told = [f"{LOOKS_TITLE}:", *(f"  {line}" for line in looks), ""] if looks else []
+    return "\n".join([*words.verdict_block(values), "", *told, *decisions["lines"]]) + "\n"
 
 
 def _comparisons(

@@ -12,6 +12,7 @@ _PUBLIC = {
     "RUN_ID_PATTERN": "ids",
     "Run": "planner",
     "TIERS": "order",
+    "adaptive_runs": "planner",
     "estimable_contrasts": "effects",
     "format_table": "columns",
     "identity": "ids",
@@ -60,6 +61,17 @@ def _check_params(params: dict) -> None:
                 f"ablation.{design}.{key}: only used by design '{design}' (the design is "
                 f"'{ablation['design']}'); set it to null"
             )
+    adaptive = ablation["adaptive"]
+    if adaptive["enabled"] and adaptive["max_seeds"] < len(ablation["seeds"]):
+        raise CampaignError(
+            f"ablation.adaptive.max_seeds: {adaptive['max_seeds']}, fewer than the "
+            f"{len(ablation['seeds'])} of ablation.seeds every cell runs"
+        )
+    if adaptive["enabled"] and params["evaluation"]["metric"] != "accuracy":
+        raise CampaignError(
+            f"ablation.adaptive.enabled: the looks decide on accuracy per item; evaluation."
+            f"metric is {params['evaluation']['metric']}: set it to accuracy or adaptive off"
+        )
     plan_index(params)  # the design's own checks (levels, p, cells)
 
 

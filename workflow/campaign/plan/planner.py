@@ -168,10 +168,69 @@ def run_priorities(params: dict) -> dict[str, int]:
 
 
 def run_spec(params: dict, rid: str) -> dict:
-    try:
-        return plan_index(params)[rid].spec
-    except KeyError:
-        raise CampaignError(f"{rid}: not a run of the current plan") from None
+    index = plan_index(params)
+    if rid in index:
+        return index[rid].spec
+    for run in adaptive_runs(params):
+        if run.run_id == rid:
+            return run.spec
+    raise CampaignError(f"{rid}: not a run of the current plan")
+
+
+def adaptive_seeds(ablation: dict) -> list[int]:
+    """The seeds an adaptive campaign may append, in the order it appends them: the integers
+    after the largest of ablation.seeds, up to ablation.adaptive.max_seeds seeds in all (none
+    when adaptive is off)."""
+    adaptive = ablation["adaptive"]
+    if not adaptive["enabled"]:
+        return []
+    start = max(ablation["seeds"]) + 1
+    return list(range(start, start + max(0, adaptive["max_seeds"] - len(ablation["seeds"]))))
+
+
+def adaptive_runs(params: dict) -> list[Run]:
+    """Every run an adaptive campaign may append: each cell of the plan at each adaptive seed,
+    after the plan's runs (tier "adaptive", not kept until a look asks for it). A run's id is its
+    resolved spec's, so it is the id the same cell and seed have in a fixed plan listing that
+    seed: the store, resume and reruns treat it as any planned run."""
+    index = plan_index(params)
+    firsts = [r for r in index.values() if r.tier != "extra_seed"]
+    out: list[Run] = []
+    for seed in adaptive_seeds(params["ablation"]):
+        for run in firsts:
+            spec = resolved_spec(params, dict(run.cell), seed)
+            out.append(
+                Run(
+                    run_id(spec),
+                    seed,
+                    run.cell,
+                    spec,
+                    "adaptive",
+                    len(index) + len(out),
+                    False,
+                    run.moved,
+                )
+            )
+    return out
+
+
+def appended_runs(params: dict, seeds_per_cell: dict[str, int]) -> list[Run]:
+    """The adaptive runs that bring each cell (by cell id) to `seeds_per_cell` seeds: its
+    ablation.seeds, then the next adaptive seeds in order. A cell asked for more seeds than
+    ablation.adaptive.max_seeds is refused."""
+    cap = params["ablation"]["adaptive"]["max_seeds"]
+    planned = len(params["ablation"]["seeds"])
+    by_cell: dict[str, list[Run]] = {}
+    for run in adaptive_runs(params):
+        by_cell.setdefault(cell_id(dict(run.cell)), []).append(run)
+    out = []
+    for cid, total in seeds_per_cell.items():
+        if cid not in by_cell and total > planned:
+            raise CampaignError(f"{cid}: not a cell of the plan, or adaptive is off")
+        if total > cap:
+            raise CampaignError(f"{cid}: {total} seeds asked, ablation.adaptive.max_seeds {cap}")
+        out += by_cell.get(cid, [])[: max(0, total - planned)]
+    return sorted(out, key=lambda r: r.rank)
 
 
 def plan_rows(runs: list[Run]) -> list[dict]:
@@ -204,10 +263,11 @@ COST_KEYS = (
 
 
 def table_spec(params: dict) -> dict:
-    """The plan table's params subset: the ordered rows with the max_runs cut, each run's recipe
-    as far as its cost goes, the baseline recipe it is scaled against, the design as written,
-    and the limits the plan is held to."""
-    runs = list(plan_index(params).values())
+    """The plan table's params subset: the ordered rows with the max_runs cut (then the adaptive
+    runs, tier "adaptive", not kept), each run's recipe as far as its cost goes, the baseline
+    recipe it is scaled against, the design as written, and the limits the plan is held to."""
+    # With ablation.adaptive the runs a look may append follow, not kept until a look asks.
+    runs = [*plan_index(params).values(), *adaptive_runs(params)]
     keys, levels, baseline, design = design_parts(params)
     describe = getattr(design, "describe", None)
     ablation = params["ablation"]

@@ -41,6 +41,8 @@ def _display(rows: list[dict]) -> list[dict]:
 def report_lines(spec: dict, rows: list[dict], note: str = "") -> list[str]:
     """The report of a plan table (spec: campaign.plan.planner.table_spec; rows: the projected
     rows, or the spec's own rows when nothing is measured yet)."""
+    adaptive = [r for r in rows if r.get("tier") == "adaptive"]
+    rows = [r for r in rows if r.get("tier") != "adaptive"]
     design = spec["design"]
     keys, control = design["factors"], tuple(design["control"])
     names = short_names(keys)
@@ -70,6 +72,15 @@ def report_lines(spec: dict, rows: list[dict], note: str = "") -> list[str]:
     if by_budget:
         cuts.append(f"{len(by_budget)} by budget_hours ({spec['budget_hours']:g} h)")
     lines.append(line + (f"; cut {', '.join(cuts)}" if cuts else ""))
+    if adaptive:
+        seeds = sorted({r["seed"] for r in adaptive})
+        line = (
+            f"adaptive: a look may append {plural(len(adaptive), 'run')} (seeds {seeds[0]}"
+            f"-{seeds[-1]} of any cell), where a question stays open and the caps allow"
+        )
+        if "projected_hours" in adaptive[0]:
+            line += f"; {sum(r['projected_hours'] for r in adaptive):.4g} h if all were"
+        lines.append(line)
     if note:
         lines.append(note)
 

@@ -21,6 +21,7 @@ import pandas as pd
 
 from campaign.core.errors import CampaignError
 from campaign.report import plots
+from campaign.report.looks_section import looks_section
 from campaign.report.sections import (
     Section,
     budget_section,
@@ -72,6 +73,7 @@ def build_sections(ctx) -> tuple[list[Section], pd.DataFrame]:
         quantize_section(_one(ctx, "variants"), metrics, decisions),
         budget_section(_one(ctx, "plans"), _one(ctx, "jobs"), _one(ctx, "budget_summary")),
         forecast_section(_one(ctx, "forecast")),
+        *looks_section(decisions),
         decisions_section(decisions, decisions_path),
     ], curves
 

@@ -103,6 +103,7 @@ def print_status(
     snakefile: str = "Snakefile",
     plan_table: str = "results/plan/runs.tsv",
     forecast: str = "results/budget/forecast.parquet",
+    looks_folder: str = "results/adaptive",
 ) -> int:
     from campaign.core.params import load_params
     from campaign.core.progress import find_progress
@@ -126,4 +127,9 @@ def print_status(
         print(line)
     else:
         print(f"remaining: unknown until the plan table ({plan_table}) is written")
+    from campaign.evaluate import LOOKS_TITLE, look_lines, read_looks
+
+    looks = look_lines(read_looks(Path(looks_folder)))
+    if looks:
+        print(f"{LOOKS_TITLE}:\n" + "\n".join(f"  {line}" for line in looks))
     return 1 if counts["failed"] else 0

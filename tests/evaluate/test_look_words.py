@@ -1,0 +1,90 @@
+"""An adaptive campaign's looks told in words, and the evaluation's decisions taken from the
+last look's repeated intervals (hand-made look records)."""
+
+from campaign.evaluate.look_words import look_lines
+from campaign.evaluate.looks import apply_last_look
+
+
+def _row(name, kind, decision, status, low, high, reason="", of_look=1):
+    return {
+        "name": name,
+        "kind": kind,
+        "decision": decision,
+        "status": status,
+        "rci_low": low,
+        "rci_high": high,
+        "reason": reason,
+        "of_look": of_look,
+    }
+
+
+LOOKS = [
+    {
+        "look": 1,
+        "max_looks": 2,
+        "final": False,
+        "history": [{"c0": 2, "c1": 2, "c2": 2}],
+        "spent": {"runs": 6, "hours": 1.5},
+        "rows": [
+            _row("lr up", "main", "inconclusive", "open", -0.04, 0.06, "adds seeds towards 3"),
+            _row("lr down", "main", "reject", "decided", -0.4, -0.2, "the repeated interval"),
+        ],
+        "stopped": {"c2": "below the best cell by more than 0.01 (-0.2000)"},
+        "appended": ["run-a", "run-b"],
+        "add_hours": 0.5,
+        "open_cost_hours": {},
+        "decided": {"lr down": "reject"},
+        "fixed": {"runs": 9, "hours": 2.25},
+    },
+    {
+        "look": 2,
+        "max_looks": 2,
+        "final": True,
+        "history": [{"c0": 2, "c1": 2, "c2": 2}, {"c0": 3, "c1": 3, "c2": 2}],
+        "spent": {"runs": 8, "hours": 2.0},
+        "rows": [
+            _row("lr up", "main", "adopt", "decided", 0.012, 0.05, "", 2),
+            _row("lr down", "main", "inconclusive", "decided", -0.3, 0.01, "", 1),
+        ],
+        "stopped": {},
+        "appended": [],
+        "add_hours": 0.0,
+        "open_cost_hours": {},
+        "decided": {"lr up": "adopt", "lr down": "reject"},
+        "fixed": {"runs": 9, "hours": 2.25},
+    },
+]
+
+
+def test_each_look_says_what_was_open_added_stopped_and_the_total_against_fixed():
+    lines = look_lines(LOOKS)
+    assert lines[0] == "look 1 of 2: 6 runs (2 seeds per cell), 1.5 h projected"
+    assert "  lr up: inconclusive [-4.0, +6.0] points; open (adds seeds towards 3)" in lines
+    assert "  stopped c2: below the best cell by more than 0.01 (-0.2000)" in lines
+    assert "  added 2 runs (0.5 h projected)" in lines
+    assert "look 2 of 2: 8 runs (2-3 seeds per cell), 2 h projected" in lines
+    assert lines[-1] == (
+        "in all: 8 runs, 2 h projected, against 9 runs, 2.25 h for every cell at the most seeds"
+    )
+    assert look_lines([]) == []
+
+
+def test_the_last_look_decides_and_a_question_closed_earlier_stays_closed():
+    rows = [
+        {"kind": "main", "subject": "lr up", "decision": "inconclusive", "interval_over": "x"},
+        {"kind": "main", "subject": "lr down", "decision": "inconclusive", "interval_over": "x"},
+        {"kind": "quantized", "subject": "lr up", "decision": "adopt", "interval_over": "y"},
+    ]
+    apply_last_look(rows, LOOKS)
+    assert [r["decision"] for r in rows] == ["adopt", "reject", "adopt"]
+    assert (rows[0]["adj_low"], rows[0]["adj_high"]) == (0.012, 0.05)
+    assert "repeated confidence interval at the last look" in rows[0]["interval_over"]
+    assert "adj_low" not in rows[2] and rows[2]["interval_over"] == "y"
+
+
+def test_the_report_shows_the_looks_of_an_adaptive_campaign_only():
+    from campaign.report.looks_section import looks_section
+
+    (section,) = looks_section({"adaptive_looks": look_lines(LOOKS)})
+    assert section.pre.splitlines() == look_lines(LOOKS)
+    assert looks_section({"decisions": []}) == []

@@ -1,0 +1,153 @@
+"""Group-sequential looks of the adaptive campaign: boundaries against the published
+Lan-DeMets O'Brien-Fleming-type values, their crossing probability by simulation, and what an
+interim look opens, closes, adds and stops on a design whose answers are plain."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from campaign.evaluate import decide, sequential
+
+# DeMets & Lan (1994), gsDesign sfLDOF two-sided, alpha 0.05, equally spaced looks.
+PUBLISHED = {
+    3: (3.710, 2.511, 1.993),
+    5: (4.877, 3.357, 2.680, 2.290, 2.031),
+}
+
+
+@pytest.mark.parametrize("looks", sorted(PUBLISHED))
+def test_boundaries_match_the_published_obrien_fleming_type_values(looks):
+    got = sequential.boundaries([j / looks for j in range(1, looks + 1)], 0.05)
+    assert got == pytest.approx(PUBLISHED[looks], abs=6e-4)
+
+
+def test_one_look_is_the_fixed_design_and_all_alpha_is_spent_at_time_one():
+    assert sequential.boundaries([1.0], 0.05) == pytest.approx([1.959964], abs=1e-6)
+    assert sequential.obf_spent(1.0, 0.05) == pytest.approx(0.05)
+    assert sequential.obf_spent(0.0, 0.05) == 0.0
+    spent = [sequential.obf_spent(t, 0.05) for t in (0.2, 0.4, 0.6, 0.8, 1.0)]
+    assert spent == sorted(spent)
+
+
+def test_a_campaign_that_stops_early_keeps_the_planned_boundaries():
+    """Two looks of four planned: the first two of the four-look boundaries (nothing of the
+    rest is spent early)."""
+    four = sequential.boundaries([0.25, 0.5, 0.75, 1.0], 0.05)
+    two = sequential.boundaries([0.5, 1.0], 0.05, [0.25, 0.5])
+    assert two == pytest.approx(four[:2], abs=1e-6)
+
+
+def test_boundaries_cross_with_probability_alpha_at_unequal_information():
+    """Brownian motion at information 0.3, 0.7, 1: P(any |Z_j| >= c_j) = alpha under H0
+    (200,000 paths: Monte Carlo se 0.0005)."""
+    info = np.array([0.3, 0.7, 1.0])
+    c = np.array(sequential.boundaries(list(info), 0.05))
+    rng = np.random.default_rng(2026)
+    steps = rng.standard_normal((200_000, 3)) * np.sqrt(np.diff(info, prepend=0.0))
+    z = np.cumsum(steps, axis=1) / np.sqrt(info)
+    crossed = (np.abs(z) >= c).any(axis=1).mean()
+    assert crossed == pytest.approx(0.05, abs=0.002)
+    assert c[0] > c[1] > c[2] > 1.96  # early looks ask more
+
+
+def test_information_must_grow():
+    with pytest.raises(ValueError, match="must increase"):
+        sequential.boundaries([0.5, 0.5, 1.0], 0.05)
+
+
+def test_a_look_without_new_seeds_tests_nothing_new():
+    history = [{"a": 2, "b": 2}, {"a": 2, "b": 2}, {"a": 4, "b": 2}]
+    looks = sequential.analysed_looks(history, {"a": 1.0, "b": -1.0})
+    assert [j for j, _ in looks] == [1, 3]
+    assert looks[0][1] == pytest.approx(1.0) and looks[1][1] == pytest.approx(0.75)
+
+
+def _design(rng, k: int, n: int, p: dict) -> dict:
+    """{cell: Y (k, n)}: each run right on each item with probability p[cell], independently."""
+    return {c: (rng.random((k, n)) < q).astype(np.float64) for c, q in p.items()}
+
+
+SETTINGS = {
+    "min_useful_effect": 0.05,
+    "confidence": 0.95,
+    "power": 0.8,
+    "max_looks": 3,
+    "max_seeds": 8,
+    "budget_hours": None,
+    "max_runs": 100,
+}
+
+
+def _look(design, settings=SETTINGS, history=None, spent=None):
+    qs = [
+        sequential.Question(c, "cell", {c: 1.0, "control": -1.0}) for c in design if c != "control"
+    ]
+    history = history or [{c: y.shape[0] for c, y in design.items()}]
+    return sequential.interim_look(
+        design,
+        qs,
+        "control",
+        history,
+        settings,
+        dict.fromkeys(design, 0.5),
+        spent or {"hours": 6.0, "runs": 12},
+    )
+
+
+def test_interim_look_adopts_a_plain_gain_at_once():
+    """A cell 25 points over a 70 % control, 6 seeds on 400 items: the first look's repeated
+    interval already clears the useful size; the control's equal cell is then far below the
+    best and stops, and so does its question."""
+    rng = np.random.default_rng(5)
+    result = _look(_design(rng, 6, 400, {"control": 0.7, "good": 0.95, "same": 0.7}))
+    rows = {r["name"]: r for r in result.rows}
+    assert rows["good"]["decision"] == decide.ADOPT and rows["good"]["status"] == "decided"
+    assert set(result.stopped) == {"same"} and rows["same"]["status"] == "stopped"
+    assert result.add_runs == 0 and result.seeds == {"control": 6, "good": 6, "same": 6}
+
+
+def test_interim_look_stops_the_worse_cell_and_gives_seeds_to_the_open_question():
+    """Control 70 %, a cell 40 points worse (rejected and stopped: far below the best cell) and
+    one equal to the control (open: it and the control get seeds, nothing else does)."""
+    rng = np.random.default_rng(5)
+    result = _look(_design(rng, 3, 400, {"control": 0.7, "bad": 0.3, "same": 0.7}))
+    rows = {r["name"]: r for r in result.rows}
+    assert rows["bad"]["decision"] == decide.REJECT
+    assert set(result.stopped) == {"bad"} and "below the best cell" in result.stopped["bad"]
+    assert rows["same"]["status"] == "open"
+    assert result.seeds["same"] > 3 and result.seeds["control"] > 3 and result.seeds["bad"] == 3
+    added = result.seeds["same"] - 3 + result.seeds["control"] - 3
+    assert result.add_runs == added and result.add_hours == pytest.approx(0.5 * added)
+    # The repeated interval is wider than the fixed design's at this first of three looks.
+    fixed_z = 2.394  # Bonferroni over the 2 cells at 95 %: z at 1 - 0.05 / 4
+    assert rows["same"]["boundary"] > fixed_z
+
+
+def test_interim_look_adds_nothing_beyond_the_caps_and_says_what_is_left():
+    rng = np.random.default_rng(5)
+    design = _design(rng, 3, 400, {"control": 0.7, "same": 0.7})
+    tight = {**SETTINGS, "budget_hours": 6.4}  # 6 spent: 0.4 h left, a run costs 0.5 h
+    result = _look(design, tight)
+    (row,) = result.rows
+    assert row["status"] == "over budget" and result.add_runs == 0
+    assert result.seeds == {"control": 3, "same": 3}
+    assert result.open_cost_hours[row["name"]] > 0.4
+    runs_cap = {**SETTINGS, "max_runs": 12}  # 12 runs done
+    assert _look(design, runs_cap).add_runs == 0
+
+
+def test_the_last_planned_look_adds_nothing():
+    rng = np.random.default_rng(5)
+    design = _design(rng, 3, 400, {"control": 0.7, "same": 0.7})
+    history = [{"control": 2, "same": 2}, {"control": 3, "same": 3}, {"control": 3, "same": 3}]
+    with pytest.raises(ValueError, match="outside"):
+        _look(design, history=history + history)
+    result = _look(design, history=history)
+    assert result.final and result.add_runs == 0
+    assert result.rows[0]["status"] == "open"
+    # No seed since look 2: the interval is look 2's, whose boundary is wider than look 3's.
+    assert result.rows[0]["of_look"] == 2
+    assert math.isfinite(result.rows[0]["rci_low"])

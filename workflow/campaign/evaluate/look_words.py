@@ -1,0 +1,55 @@
+"""The adaptive campaign's looks in words: what each look found open, what it added or stopped
+and why, and the seeds and hours spent against the fixed design. Read by `campaign status`, the
+evaluation's summary and the report; the records are campaign.evaluate.looks' look_<j>.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+LOOKS_TITLE = "Adaptive looks"
+
+
+def read_looks(folder: Path) -> list[dict]:
+    """The look records in `folder` (results/adaptive), in look order; [] when there are none."""
+    paths = sorted(Path(folder).glob("look_*.json"), key=lambda p: int(p.stem.split("_")[1]))
+    return [json.loads(p.read_text(encoding="utf-8")) for p in paths]
+
+
+def _interval(row: dict) -> str:
+    low, high = row.get("rci_low"), row.get("rci_high")
+    if low is None or high is None:
+        return ""
+    return f" [{low * 100:+.1f}, {high * 100:+.1f}] points"
+
+
+def look_lines(looks: list[dict]) -> list[str]:
+    """One block per look, then the total against the fixed design; [] without looks."""
+    if not looks:
+        return []
+    lines = []
+    for rec in looks:
+        seeds = sorted(set(rec["history"][-1].values()))
+        spread = f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}"
+        lines.append(
+            f"look {rec['look']} of {rec['max_looks']}: {rec['spent']['runs']} runs "
+            f"({spread} seeds per cell), {rec['spent']['hours']:.3g} h projected"
+        )
+        for row in rec["rows"]:
+            what = f"{row['decision']}{_interval(row)}"
+            lines.append(f"  {row['name']}: {what}; {row['status']} ({row['reason']})")
+        for cell, why in sorted(rec["stopped"].items()):
+            lines.append(f"  stopped {cell}: {why}")
+        if rec["appended"]:
+            lines.append(
+                f"  added {len(rec['appended'])} runs ({rec['add_hours']:.3g} h projected)"
+            )
+        for name, hours in sorted(rec["open_cost_hours"].items()):
+            lines.append(f"  left open: {name} ({hours:.3g} h more would not fit the caps)")
+    last = looks[-1]
+    fixed = last["fixed"]
+    lines.append(
+        f"in all: {last['spent']['runs']} runs, {last['spent']['hours']:.3g} h projected, "
+        f"against {fixed['runs']} runs, {fixed['hours']:.3g} h for every cell at the most seeds"
+    )
+    return lines

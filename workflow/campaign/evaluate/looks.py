@@ -1,0 +1,219 @@
+"""The adaptive campaign's look stage: after a batch of runs, the interim evaluation on the
+decision split (accuracy per item, the evaluate phase's own readers), one interim look
+(campaign.evaluate.sequential.interim_look) and the runs it appends. Its output (results/
+adaptive/look_<j>.json) is what the DAG reads to know which runs to train next and, at the last
+look, which runs the campaign has; `campaign status`, the verdict and the report tell it.
+
+look_<j>.json
+  look, final, max_looks
+  runs        every run the campaign has after this look (the plan's kept runs first, then the
+              appended ones in the order they were asked for): what the next look evaluates
+  appended    the runs this look adds (empty at the last look)
+  history     one {cell_id: seeds} per look so far, this one last
+  seeds       {cell_id: seeds} after this look
+  decided     {question: decision} of the questions closed so far (adopt, reject)
+  rows        one per question: name, kind, estimate, se, df, boundary, of_look, rci_low,
+              rci_high, decision, status, seeds_target, reason (sequential.LookResult)
+  stopped     {cell_id: reason}; add_runs, add_hours; open_cost_hours {question: hours}
+  spent       {runs, hours} projected hours of the runs evaluated at this look
+  fixed       {runs, hours}: the fixed design at max_seeds for every cell, for comparison
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+
+from campaign.core.errors import CampaignError
+from campaign.core.fsutil import atomic_write_text
+from campaign.core.io import read_plan as plan_table
+from campaign.evaluate import sequential
+from campaign.evaluate.effects import contrasts
+from campaign.evaluate.items import SPLITS, campaign_labels, read_items, read_probs
+from campaign.evaluate.plan_table import read_plan
+
+
+def look_spec(params: dict, look: str | int) -> dict:
+    """The look job's params subset: the decision settings, the caps, and the adaptive runs it
+    may append ({cell_id: [run ids in seed order]})."""
+    from campaign.core.io import cell_id
+    from campaign.plan import adaptive_runs
+
+    ablation, evaluation = params["ablation"], params["evaluation"]
+    candidates: dict[str, list[str]] = {}
+    for run in adaptive_runs(params):
+        candidates.setdefault(cell_id(dict(run.cell)), []).append(run.run_id)
+    return {
+        "look": int(look),
+        "adaptive": ablation["adaptive"],
+        "max_runs": ablation["max_runs"],
+        "budget_hours": ablation["budget_hours"],
+        "evaluation": {
+            k: evaluation[k]
+            for k in ("decide_on", "confidence", "power", "min_useful_effect", "slices")
+        },
+        "candidates": candidates,
+    }
+
+
+def _items(ctx, spec: dict):
+    """The decision split's items, labelled as the evaluation labels them."""
+    split = spec["evaluation"]["decide_on"]
+    labels = campaign_labels(ctx.inputs["train"][0], [ctx.inputs[x][0] for x in SPLITS])
+    return read_items(ctx.inputs[split][0], split, labels, spec["evaluation"]["slices"])
+
+
+def _design(ctx, items, split: str) -> tuple[dict, dict]:
+    """({cell_id: Y (k, n_items)} on the decision split, seeds in seed order; {run: cell_id})."""
+    factors, cells, seeds, control, ids = read_plan(ctx.inputs["runs"][0])
+    rows: dict[str, list] = {}
+    run_cell = {}
+    for path in ctx.inputs[f"predictions_{split}"]:
+        run = path.parent.name
+        if run not in cells:
+            raise CampaignError(f"run {run}: predictions given but not in the plan table")
+        correct = (read_probs(path, items).argmax(axis=1) == items.truth).astype(np.float64)
+        cid = ids[cells[run]]
+        rows.setdefault(cid, []).append((seeds[run], correct))
+        run_cell[run] = cid
+    design = {c: np.stack([y for _, y in sorted(v, key=lambda x: x[0])]) for c, v in rows.items()}
+    return design, run_cell
+
+
+def _questions(runs_path, design: dict) -> tuple[list, str]:
+    """The questions of the look (each cell against the control, the estimable main effects and
+    interactions, as the evaluation asks them) keyed by cell id, and the control's cell id."""
+    factors, cells, _, control, ids = read_plan(runs_path)
+    by_id = {cid: cell for cell, cid in ids.items()}
+    present = sorted(by_id[c] for c in design)
+    seeds_of = {by_id[c]: y.shape[0] for c, y in design.items()}
+    out = []
+    for c in contrasts(factors, present, control, seeds_of):
+        weights = {ids[cell]: w for cell, w in c.weights}
+        if all(cid in design for cid in weights):
+            out.append(sequential.Question(c.name, c.kind, weights))
+    return out, ids[control]
+
+
+def _hours(runs_path) -> tuple[dict, dict]:
+    """({run: projected hours}, {cell_id: projected hours of one run}) from the plan table."""
+    table = plan_table(runs_path, ("run", "seed", "projected_hours"))
+    per_run = {r["run"]: float(r["projected_hours"]) for r in table.rows}
+    per_cell: dict[str, list] = {}
+    for r in table.rows:
+        per_cell.setdefault(r["cell_id"], []).append(float(r["projected_hours"]))
+    return per_run, {c: float(np.mean(v)) for c, v in per_cell.items()}
+
+
+def _floor(ctx, split: str, items) -> tuple | None:
+    """(key, Y (1, n_items)) of the best floor on the decision split, or None."""
+    folders = ctx.inputs.get("floor", [])
+    if not folders:
+        return None
+    best = None
+    for sub in sorted(p for p in folders[0].iterdir() if p.is_dir()):
+        probs = read_probs(sub / f"predictions_{split}.parquet", items)
+        y = (probs.argmax(axis=1) == items.truth).astype(np.float64)
+        if best is None or y.mean() > best[1].mean():
+            best = (f"floor/{sub.name}", y[None, :])
+    return best
+
+
+def stage_look(ctx) -> None:
+    """One interim look: evaluate the runs so far, decide on repeated intervals, append runs."""
+    spec = ctx.spec
+    adaptive = spec["adaptive"]
+    previous = {}
+    if ctx.inputs.get("previous"):
+        previous = json.loads(ctx.inputs["previous"][0].read_text(encoding="utf-8"))
+    items = _items(ctx, spec)
+    design, run_cell = _design(ctx, items, spec["evaluation"]["decide_on"])
+    questions_, control = _questions(ctx.inputs["runs"][0], design)
+    run_hours, cell_hours = _hours(ctx.inputs["runs"][0])
+    runs = list(previous.get("runs", [])) or sorted(run_cell, key=list(run_hours).index)
+    if set(runs) != set(run_cell):
+        raise CampaignError(
+            f"look {spec['look']}: the predictions given are not the runs of the last look"
+        )
+    seeds_now = {c: int(y.shape[0]) for c, y in design.items()}
+    history = [*previous.get("history", []), seeds_now]
+    if len(history) != spec["look"]:
+        raise CampaignError(f"look {spec['look']}: {len(history) - 1} earlier looks given")
+    spent = {"runs": len(runs), "hours": sum(run_hours[r] for r in runs)}
+    settings = {
+        **{k: spec["evaluation"][k] for k in ("confidence", "power", "min_useful_effect")},
+        "max_looks": adaptive["max_looks"],
+        "max_seeds": adaptive["max_seeds"],
+        "budget_hours": spec["budget_hours"],
+        "max_runs": spec["max_runs"],
+    }
+    result = sequential.interim_look(
+        design,
+        questions_,
+        control,
+        history,
+        settings,
+        cell_hours,
+        spent,
+        _floor(ctx, spec["evaluation"]["decide_on"], items),
+        previous.get("decided", {}),
+    )
+    appended = []
+    for cid, total in sorted(result.seeds.items()):
+        mine = spec["candidates"].get(cid, [])
+        done = sum(r in mine for r in runs)  # appended by earlier looks
+        appended += mine[done : done + max(0, total - seeds_now.get(cid, 0))]
+    out = {
+        "look": spec["look"],
+        "final": result.final or not appended,
+        "max_looks": adaptive["max_looks"],
+        "runs": [*runs, *appended],
+        "appended": appended,
+        "history": history,
+        "seeds": result.seeds,
+        "decided": {
+            r["name"]: r["decision"] for r in result.rows if r["decision"] in sequential.CLOSED
+        },
+        "rows": [_clean(r) for r in result.rows],
+        "stopped": result.stopped,
+        "add_runs": result.add_runs,
+        "add_hours": result.add_hours,
+        "open_cost_hours": result.open_cost_hours,
+        "spent": spent,
+        "fixed": {
+            "runs": len(cell_hours) * adaptive["max_seeds"],
+            "hours": adaptive["max_seeds"] * sum(cell_hours.values()),
+        },
+    }
+    atomic_write_text(ctx.outputs["look"], json.dumps(out, indent=2, sort_keys=True) + "\n")
+
+
+def _clean(row: dict) -> dict:
+    return {
+        k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()
+    }
+
+
+ADAPTIVE_OVER = "repeated confidence interval at the last look (group-sequential, O'Brien-Fleming)"
+
+
+def apply_last_look(rows: list[dict], looks: list[dict]) -> None:
+    """An adaptive campaign's decisions on the decision split: each effect and cell-against-
+    control row takes the last look's repeated interval as its adjusted interval and the look's
+    decision (a question closed at an earlier look keeps that look's), so the decision is valid
+    after the looks chose what to add and stop; in place. Rows are matched on (kind, name):
+    both come from campaign.evaluate.effects.contrasts over the same plan and runs."""
+    if not looks:
+        return
+    last = looks[-1]
+    by_name = {(r["kind"], r["name"]): r for r in last["rows"]}
+    for r in rows:
+        found = by_name.get((r["kind"], r["subject"]))
+        if found is None or r["kind"] not in ("main", "cell"):
+            continue
+        r["adj_low"], r["adj_high"] = found["rci_low"], found["rci_high"]
+        r["decision"] = last["decided"].get(found["name"], found["decision"])
+        r["interval_over"] = f"{r['interval_over']}; adjusted: {ADAPTIVE_OVER} {last['look']}"
+        r["look"] = found["of_look"]

@@ -1,0 +1,436 @@
+"""Group-sequential looks of an adaptive campaign: alpha-spending boundaries, repeated confidence
+intervals, and the interim look that says which questions are still open, how many seeds to add
+and which cells stop. Pure functions; the estimates are the evaluate phase's own (crossed seed x
+item model, campaign.evaluate.questions.contrast_row) and the decisions its policy's
+(campaign.evaluate.decide.effect, what_would_decide), read at the look's boundary instead of the
+fixed design's quantile.
+
+Boundaries. A contrast's estimate at look j has variance V_j; seeds are only ever added and the
+items are the same at every look, so Cov(est_i, est_j) = V_j for i < j (the item part is shared,
+the seed mean at look j contains look i's seeds): the canonical joint distribution of group-
+sequential theory with information I_j = 1 / V_j, corr(Z_i, Z_j) = sqrt(I_i / I_j). Alpha is
+spent by the Lan-DeMets O'Brien-Fleming-type function, alpha / 2 on each side (the convention
+of DeMets and Lan 1994 and gsDesign's two-sided designs: 4.877, 3.357, 2.680, 2.290, 2.031 at
+five equal looks, alpha 0.05)
+
+    alpha(t) = 2 * (2 - 2 Phi(z_{1 - alpha / 4} / sqrt(t))),   t = look / max_looks
+
+so the spending follows the planned maximum number of looks, whatever the seeds added. The
+critical value c_j solves P(|Z_i| < c_i for i < j, |Z_j| >= c_j) = alpha(t_j) - alpha(t_{j-1})
+under H0, computed by recursive numerical integration of the sub-density of the Brownian score
+process on a grid (Armitage, McPherson and Rowe 1969; Jennison and Turnbull 2000, ch. 19):
+deterministic, no table. The look with t = 1 (the last planned look) spends what is left; a
+campaign that stops before it keeps the intervals of the look it stopped at (conservative).
+
+Repeated confidence intervals (Jennison and Turnbull 1989): est_j +/- c_j * se_j hold the true
+contrast at every look at once with probability >= 1 - alpha, so a decision read off them at any
+look, however the looks were chosen to stop or add seeds, keeps its error rate; the campaign's
+final intervals are the RCIs of its last look. With a seed level measured on few runs the z
+boundary is carried to the estimate's Satterthwaite df at the same tail probability (the
+"significance level" approach). Families are split by Bonferroni as in the fixed design
+(decide.adjusted_level): alpha / m per contrast, m = the family's size.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import optimize, stats
+from scipy.special import ndtr
+
+from campaign.evaluate import decide, questions
+
+GRID_POINTS = 241  # odd, Simpson's rule over each look's continuation region (see the tests)
+SQRT_2PI = math.sqrt(2 * math.pi)
+# A question is closed when its repeated interval clears the useful size or rules it out;
+# "adopt (smaller than useful)" still asks whether the gain is useful, so it stays open.
+CLOSED = (decide.ADOPT, decide.REJECT)
+
+
+def obf_spent(t: float, alpha: float) -> float:
+    """Two-sided alpha spent by information time `t` in [0, 1]: O'Brien-Fleming-type spending
+    of alpha / 2 on each side, 2 * (2 - 2 Phi(z_{1 - alpha / 4} / sqrt(t)))."""
+    if t <= 0:
+        return 0.0
+    t = min(t, 1.0)
+    return float(4 * stats.norm.sf(stats.norm.isf(alpha / 4) / math.sqrt(t)))
+
+
+def _density_step(grid, density, dw, new_grid, sd):
+    """The sub-density on `new_grid` of W + N(0, sd^2), W's sub-density `density` on `grid`."""
+    u = (new_grid[:, None] - grid[None, :]) / sd
+    return (np.exp(-0.5 * u * u) / (sd * SQRT_2PI)) @ (density * dw)
+
+
+def _weights(n: int, width: float) -> np.ndarray:
+    """Simpson weights of n (odd) equally spaced points over `width`."""
+    h = width / (n - 1)
+    w = np.full(n, 2.0)
+    w[1::2] = 4.0
+    w[[0, -1]] = 1.0
+    return w * h / 3
+
+
+def boundaries(
+    fractions: Sequence[float], alpha: float, times: Sequence[float] | None = None
+) -> list[float]:
+    """Two-sided z critical values c_1..c_J at looks whose information relative to the last
+    given look is `fractions: (J,)` (increasing, the last 1). Alpha spent at look j:
+    obf_spent(times[j]) - obf_spent(times[j - 1]); `times: (J,)` the looks' spending times
+    (default j / J: every look planned); a look at time 1 spends what is left. Fractions are
+    rounded to 0.001 (the boundary moves by less than 1e-3), so repeated looks reuse one
+    computation."""
+    fractions = [float(f) / float(fractions[-1]) for f in fractions]
+    times = [(j + 1) / len(fractions) for j in range(len(fractions))] if times is None else times
+    if len(times) != len(fractions):
+        raise ValueError(f"{len(fractions)} information fractions, {len(times)} times")
+    if any(b <= a for a, b in zip(fractions, fractions[1:], strict=False)):
+        raise ValueError(f"information fractions must increase: {fractions}")
+    if any(b <= a for a, b in zip(times, times[1:], strict=False)) or not 0 < times[-1] <= 1:
+        raise ValueError(f"spending times must increase within (0, 1]: {list(times)}")
+    rounded = [round(f, 3) for f in fractions]
+    for j in range(len(rounded) - 2, -1, -1):  # rounding must not merge two looks
+        rounded[j] = min(rounded[j], rounded[j + 1] - 0.001)
+    if rounded[0] <= 0:
+        rounded = fractions
+    key = (tuple(rounded), round(float(alpha), 12), tuple(round(float(t), 12) for t in times))
+    return list(_boundaries(*key))
+
+
+def _excess(c, grid, mass, sd, sqrt_t, target) -> float:
+    """P(exit at this look beyond +/- c, having continued so far) - target: `mass` the
+    sub-density times the quadrature weights at the last look's `grid`, `sd` the increment's."""
+    b = c * sqrt_t
+    return float(np.sum(mass * (ndtr((grid - b) / sd) + ndtr((-b - grid) / sd)))) - target
+
+
+@functools.lru_cache(maxsize=65536)
+def _boundaries(info: tuple, alpha: float, times: tuple) -> tuple:
+    out: list[float] = []
+    spent = 0.0
+    grid = density = dw = None
+    for j, t in enumerate(info):
+        target = obf_spent(times[j], alpha) - spent
+        spent += target
+        if j == 0:
+            out.append(float(stats.norm.isf(target / 2)) if target > 0 else math.inf)
+        else:
+            args = (grid, density * dw, math.sqrt(t - info[j - 1]), math.sqrt(t), target)
+            if target <= 0 or _excess(50.0, *args) >= 0:
+                out.append(math.inf)
+            else:
+                out.append(float(optimize.brentq(_excess, 1e-6, 50.0, args=args, xtol=1e-10)))
+        if j == len(info) - 1:
+            break
+        b = (out[-1] if math.isfinite(out[-1]) else 12.0) * math.sqrt(t)
+        new_grid = np.linspace(-b, b, GRID_POINTS)
+        new_dw = _weights(GRID_POINTS, 2 * b)
+        if j == 0:
+            density = np.exp(-0.5 * new_grid**2 / t) / math.sqrt(t) / SQRT_2PI
+        else:
+            density = _density_step(grid, density, dw, new_grid, math.sqrt(t - info[j - 1]))
+        grid, dw = new_grid, new_dw
+    return tuple(out)
+
+
+def repeated_interval(row: Mapping, z: float, lo: float, hi: float) -> tuple[float, float]:
+    """The repeated confidence interval of a contrast row (estimate, se, df) at boundary z,
+    clipped to the contrast's range [lo, hi]."""
+    if not math.isfinite(z):
+        return lo, hi
+    tail = float(stats.norm.sf(z))
+    df = row["df"]
+    q = float(stats.norm.isf(tail) if not math.isfinite(df) else stats.t.isf(tail, df))
+    return max(lo, row["estimate"] - q * row["se"]), min(hi, row["estimate"] + q * row["se"])
+
+
+@dataclass(frozen=True)
+class Question:
+    """One contrast a look decides on. `weights: {cell: w}`; kind main | cell (decided against
+    min_useful_effect) or interaction (reported, never given seeds)."""
+
+    name: str
+    kind: str
+    weights: Mapping
+
+
+@dataclass
+class LookResult:
+    """What a look found and what it asks for.
+
+    rows: one dict per question: name, kind, estimate, se, df, boundary (z), rci_low,
+      rci_high, decision (decide.effect on the RCI), status (open | decided | stopped |
+      over budget | items), seeds_target (per cell, or None), reason.
+    stopped: {cell: reason}: cells that get no more seeds.
+    seeds: {cell: total seeds after the look}; add_runs / add_hours: what that costs.
+    open_cost_hours: {question: hours} of open questions that did not fit the budget or runs.
+    """
+
+    look: int
+    final: bool
+    rows: list[dict] = field(default_factory=list)
+    stopped: dict = field(default_factory=dict)
+    seeds: dict = field(default_factory=dict)
+    add_runs: int = 0
+    add_hours: float = 0.0
+    open_cost_hours: dict = field(default_factory=dict)
+
+
+def analysed_looks(seed_history: Sequence[Mapping], weights: Mapping) -> list[tuple[int, float]]:
+    """(look, s) of the looks at which a contrast had new seeds: s = sum_c w_c^2 / k_c, the
+    seed part's factor, strictly falling; a look where none of its cells had a run yet, or none
+    gained a seed, tests nothing new (its statistic is the last one's) and spends nothing."""
+    out: list[tuple[int, float]] = []
+    for j, counts in enumerate(seed_history, start=1):
+        if not all(counts.get(c, 0) > 0 for c in weights):
+            continue
+        s = sum(w * w / counts[c] for c, w in weights.items())
+        if not out or s < out[-1][1] * (1 - 1e-12):
+            out.append((j, s))
+    return out
+
+
+def fractions(ss: Sequence[float], row: Mapping) -> list[float]:
+    """Information at each analysed look relative to the last, from the seed factors `ss` and
+    the current variance components: V_i = var_items + var_seeds * s_i / s_last (increasing as
+    seeds only grow; the items' part is the same at every look, the items being the same)."""
+    vs = row["var_seeds"] if math.isfinite(row["var_seeds"]) else 0.0
+    v = [row["var_items"] + vs * si / ss[-1] for si in ss]
+    if not all(x > 0 for x in v) or len(set(v)) < len(v):
+        return [float(i + 1) / len(ss) for i in range(len(ss))]  # nothing measured: by look
+    return [v[-1] / x for x in v]
+
+
+def seed_and_item_parts(
+    row: Mapping, weights: Mapping, seeds: Mapping, moments: tuple
+) -> tuple[float, float]:
+    """(the variance more seeds shrink, the variance they do not) of a contrast row. The row's
+    var_items (the items' spread of the mean-over-seeds difference) holds the seed x item
+    residual sum_c w_c^2 / k_c * MS_res / n, which more seeds shrink as well: it moves to the
+    seed part here (at 2 seeds it is most of var_items, and leaving it would call a question
+    that seeds decide 'items only')."""
+    if not math.isfinite(row["var_seeds"]):
+        return row["var_seeds"], row["var_items"]
+    inv_k = sum(w * w / seeds[c] for c, w in weights.items())
+    residual = min(inv_k * moments[2] / row["n_items"], row["var_items"])
+    return row["var_seeds"] + residual, row["var_items"] - residual
+
+
+def _family_sizes(questions_: Sequence[Question]) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    for q in questions_:
+        fam = "main" if q.kind in ("main", "interaction") else q.kind
+        sizes[fam] = sizes.get(fam, 0) + 1
+    return sizes
+
+
+def _family(kind: str) -> str:
+    return "main" if kind in ("main", "interaction") else kind
+
+
+def interim_look(
+    design: Mapping,
+    questions_: Sequence[Question],
+    control,
+    seed_history: Sequence[Mapping],
+    settings: Mapping,
+    hours_per_run: Mapping,
+    spent: Mapping,
+    floor=None,
+    decided: Mapping | None = None,
+) -> LookResult:
+    """The look after the runs of `design: {cell: Y (k_c, n_items)}` (seeds in the order run).
+
+    seed_history: one {cell: seeds} per look so far, this one last (its length is the look's
+      number); settings: min_useful_effect, confidence, power, max_looks, max_seeds (per cell),
+      budget_hours (None: no cap), max_runs; hours_per_run: {cell: projected hours of one run};
+      spent: {hours, runs} of the campaign so far; floor: None or (key, Y (1, n_items)) of the best
+      floor (no seed spread); decided: {question: decision} from earlier looks (kept: a question
+      decided at a look stays decided).
+    A question is decided when its repeated interval clears or rules out min_useful_effect
+    (decide.effect); an open one asks for the seeds per cell that would decide it with
+    probability `power` at a gap of at least min_useful_effect (decide.what_would_decide; an
+    estimate on the useful size itself would ask for unbounded seeds), spread over the looks
+    left, capped at max_seeds and given only where its cost fits what is left of budget_hours and
+    max_runs (cheapest first). A cell other than the control stops when its upper repeated bound
+    against the best cell is below -min_useful_effect, or against the floor below 0.
+    """
+    look = _Look(design, questions_, control, seed_history, settings)
+    look.stop_cells(floor)
+    wants = [w for q in questions_ if (w := look.question(q, dict(decided or {}))) is not None]
+    look.allocate(wants, hours_per_run, spent)
+    return look.out
+
+
+class _Look:
+    """One interim look's context: the design, the seeds so far, the settings."""
+
+    def __init__(self, design, questions_, control, seed_history, settings) -> None:
+        self.look = len(seed_history)
+        self.max_looks = int(settings["max_looks"])
+        if self.look < 1 or self.look > self.max_looks:
+            raise ValueError(f"look {self.look} outside 1..{self.max_looks}")
+        self.design, self.control, self.history = design, control, seed_history
+        self.settings = settings
+        self.level = float(settings["confidence"])
+        self.useful = float(settings["min_useful_effect"])
+        self.alpha = 1 - self.level
+        self.sizes = _family_sizes(questions_)
+        self.out = LookResult(self.look, self.look == self.max_looks)
+        self.seeds_now = {c: int(np.asarray(y).shape[0]) for c, y in design.items()}
+        self.moments = questions.cmp.design_moments(design)
+
+    def at_boundary(self, weights: Mapping, fam_alpha: float, fixed=frozenset(), data=None):
+        """(row, z, RCI, look it is of): the repeated interval at the contrast's last analysed
+        look (this one when its cells gained seeds)."""
+        data = self.design if data is None else data
+        row = questions.contrast_row(data, dict(weights), self.level, fixed, None)
+        varying = {c: w for c, w in weights.items() if c not in fixed}
+        looks = analysed_looks(self.history, varying) or [(self.look, 1.0)]
+        times = [j / self.max_looks for j, _ in looks]
+        z = boundaries(fractions([x for _, x in looks], row), fam_alpha, times)[-1]
+        lo, hi = row["_range"]
+        return row, z, repeated_interval(row, z, lo, hi), looks[-1][0]
+
+    def stop_cells(self, floor) -> None:
+        """Cells that stop: clearly worse than the best cell, or below the floor."""
+        design, useful, stopped = self.design, self.useful, self.out.stopped
+        means = {c: float(np.asarray(y).mean()) for c, y in design.items()}
+        best = max(means, key=lambda c: (means[c], str(c)))
+        others = [c for c in design if c != best and c != self.control]
+        for c in others:
+            _, _, (_, high), _ = self.at_boundary(
+                {c: 1.0, best: -1.0}, self.alpha / max(1, len(others))
+            )
+            if high < -useful:
+                stopped[c] = f"below the best cell by more than {useful:g} ({high:+.4f})"
+        if floor is None:
+            return
+        key, y_floor = floor
+        with_floor = {**design, key: np.asarray(y_floor, dtype=np.float64)}
+        for c in design:
+            if c == self.control or c in stopped:
+                continue
+            _, _, (_, high), _ = self.at_boundary(
+                {c: 1.0, key: -1.0}, self.alpha / max(1, len(design)), frozenset([key]), with_floor
+            )
+            if high < 0:
+                stopped[c] = f"below the floor ({high:+.4f})"
+
+    def question(self, q: Question, decided: Mapping) -> tuple | None:
+        """Question q's row at this look (into out.rows); (cost, row, {cell: seeds}) when it
+        asks for seeds."""
+        fam_alpha = self.alpha / self.sizes[_family(q.kind)]
+        row, z, (low, high), of_look = self.at_boundary(q.weights, fam_alpha)
+        n_seeds = min(self.seeds_now[c] for c in q.weights)
+        if q.kind == "interaction":
+            decision = "interaction" if low > 0 or high < 0 else "no interaction shown"
+        else:
+            decision = decide.effect(low, high, n_seeds, self.useful)
+        r = {
+            "name": q.name,
+            "kind": q.kind,
+            "estimate": row["estimate"],
+            "se": row["se"],
+            "df": row["df"],
+            "boundary": z,
+            "of_look": of_look,
+            "rci_low": low,
+            "rci_high": high,
+            "decision": decision,
+            "n_seeds": n_seeds,
+            "seeds_target": None,
+            "reason": "",
+        }
+        self.out.rows.append(r)
+        halted = [c for c in q.weights if c in self.out.stopped]
+        if decided.get(q.name) in CLOSED:
+            r["decision"], r["status"] = decided[q.name], "decided"
+            r["reason"] = "decided at an earlier look"
+        elif q.kind == "interaction":
+            r["status"], r["reason"] = "decided", "interactions are reported, not given seeds"
+        elif decision in CLOSED:
+            r["status"], r["reason"] = "decided", "the repeated interval decides it"
+        elif self.out.final:
+            r["status"], r["reason"] = "open", "the last planned look"
+        elif halted:
+            r["status"] = "stopped"
+            r["reason"] = f"cell {halted[0]} stopped: {self.out.stopped[halted[0]]}"
+        else:
+            return self.seeds_wanted(q, row, r, n_seeds)
+        return None
+
+    def seeds_wanted(self, q: Question, row: Mapping, r: dict, n_seeds: int) -> tuple | None:
+        """An open question's (row, {cell: seeds}) towards its seeds-needed, spread over the
+        looks left; None (and the row says why) when seeds would not do."""
+        useful, family = self.useful, self.sizes[_family(q.kind)]
+        # The gap to min_useful_effect at least min_useful_effect: the alternatives 0 and 2x.
+        gap = max(abs(row["estimate"] - useful), useful)
+        var_seeds, var_items = seed_and_item_parts(row, q.weights, self.seeds_now, self.moments)
+        wanted = decide.what_would_decide(
+            useful + math.copysign(gap, row["estimate"] - useful),
+            var_seeds,
+            var_items,
+            n_seeds,
+            row["n_items"],
+            decide.adjusted_level(self.level, family),
+            float(self.settings["power"]),
+            useful,
+            row.get("seed_df", 0),
+        )
+        need = wanted["seeds_needed"]
+        if need is None:
+            r["status"] = "items"
+            r["reason"] = "seeds alone cannot decide it: more evaluation items would"
+            return None
+        # Seeds needed at or under those run (the fixed design's sizing) while the repeated
+        # interval stays open (few seed df, an early boundary): one more seed per cell.
+        cap = int(self.settings["max_seeds"])
+        need = min(max(int(need), n_seeds + 1), cap)
+        r["seeds_target"] = need
+        left = max(self.max_looks - self.look, 1)  # looks to come that may add (not the last)
+        targets = {}
+        for c in q.weights:
+            k = self.seeds_now[c]
+            if need > k:
+                targets[c] = min(need, k + math.ceil((need - k) / left))
+        if not targets:
+            r["status"], r["reason"] = "open", f"at the cap of {cap} seeds"
+            return None
+        return r, targets
+
+    def allocate(self, wants: list, hours_per_run: Mapping, spent: Mapping) -> None:
+        """Seeds to the open questions, cheapest first, within what is left of budget_hours and
+        max_runs; a cell two questions share counts once."""
+        out = self.out
+        plan = dict(self.seeds_now)
+        budget = self.settings.get("budget_hours")
+        hours_left = math.inf if budget is None else float(budget) - float(spent["hours"])
+        runs_left = int(self.settings["max_runs"]) - int(spent["runs"])
+
+        def cost(want) -> tuple:
+            r, targets = want
+            hours = sum((t - plan[c]) * float(hours_per_run[c]) for c, t in targets.items())
+            return hours, r["name"]
+
+        for r, targets in sorted(wants, key=cost):
+            extra = {c: t for c, t in targets.items() if t > plan[c]}
+            hours = sum((t - plan[c]) * float(hours_per_run[c]) for c, t in extra.items())
+            runs = sum(t - plan[c] for c, t in extra.items())
+            if hours <= hours_left + 1e-12 and runs <= runs_left:
+                plan.update(extra)
+                hours_left -= hours
+                runs_left -= runs
+                out.add_hours += hours
+                out.add_runs += runs
+                r["status"] = "open"
+                r["reason"] = f"adds seeds towards {r['seeds_target']} per cell"
+            else:
+                r["status"] = "over budget"
+                r["reason"] = f"{runs} runs, {hours:.2f} h do not fit what is left"
+                out.open_cost_hours[r["name"]] = hours
+        out.seeds = plan
