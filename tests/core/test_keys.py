@@ -10,13 +10,13 @@ import json
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from campaign.core import runner
 from campaign.core.errors import CampaignError
 from campaign.core.keys import content_key, execution_settings, resolve_inputs
 from campaign.core.params import load_params
@@ -208,18 +208,17 @@ def test_an_input_rewritten_while_the_stage_runs_is_not_committed(tmp_path, monk
     outputs = {n: tmp_path / "out" / n for n in get_stage("split").outputs}
     store = Store(tmp_path / "state")
 
-    def rewrite():  # a data export landing while the split runs (it takes seconds)
-        time.sleep(0.3)
-        with data.open("a") as f:
-            f.write(DEMO.read_text().splitlines()[0].replace('"id": "', '"id": "late-') + "\n")
+    real_execute = runner.execute
 
-    writer = threading.Thread(target=rewrite)
-    writer.start()
-    try:
-        with pytest.raises(CampaignError, match="changed while the stage ran; nothing was commit"):
-            run_stage("split", spec, {}, outputs, store)
-    finally:
-        writer.join()
+    def execute_then_rewrite(*args, **kwargs):  # a data export landing while the split runs
+        real_execute(*args, **kwargs)
+        late = {**json.loads(DEMO.read_text().splitlines()[0]), "id": "late-record"}
+        with data.open("a") as f:
+            f.write(json.dumps(late) + "\n")
+
+    monkeypatch.setattr(runner, "execute", execute_then_rewrite)
+    with pytest.raises(CampaignError, match="changed while the stage ran; nothing was commit"):
+        run_stage("split", spec, {}, outputs, store)
     assert store.keys() == [] and not any(p.exists() for p in outputs.values())
     assert [r["state"] for r in store.job_records()] == ["failed"]
 
