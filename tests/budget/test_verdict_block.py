@@ -5,6 +5,8 @@ line is the one in the table row it summarizes, in percent (levels) or points (d
 
 from __future__ import annotations
 
+import pytest
+
 from campaign.budget import format_money
 from campaign.budget.words import keep_row, verdict_values
 from campaign.evaluate import evaluation_verdict, verdict_block
@@ -207,3 +209,48 @@ def test_keeps_the_representative_run_or_its_variant_never_a_seed_cheaper_to_tra
     assert keep_row(d, [*EQUAL, variant]) is variant
     d["best_cell"]["representative_run"] = "run-gone"  # not among the rows: the cheapest
     assert keep_row(d, EQUAL)["variant"] == "run-a/int8_dynamic"
+
+
+def test_a_cell_not_shown_above_the_floor_keeps_the_floor_and_prices_that_cells_seeds():
+    """The best cell +2.0 points [-1.0, 5.0] over the floor on 2 seeds: not shown better, so the
+    floor (next to nothing to train and serve) is kept, and the open question is that cell's:
+    5 seeds would decide it, 3 more runs of that one cell (not of every cell) at the median
+    forecast 1.0 h + 20 % margin, 2.00 EUR per card-hour: 3 x 1.2 x 2.00 = 7.20 EUR."""
+    from campaign.budget.questions import price_to_decide
+
+    d = decisions("floor")
+    d["verdict"]["against_floor"] |= {
+        "cell": "train.lr=0.001",
+        "estimate": 0.02,
+        "ci_low": -0.01,
+        "ci_high": 0.05,
+        "decision": "not shown above floor",
+        "n_seeds": 2,
+        "dominant": "seeds",
+        "seeds_needed": 5,
+        "items_needed": None,
+    }
+    forecast = [
+        {"run": run, "kept": True, "forecast_hours": h}
+        for run, h in (("run-a", 0.5), ("run-b", 1.5), ("run-c", 1.0), ("run-d", 1.0))
+    ]
+    cells = {"run-a": "c1", "run-b": "c1", "run-c": "c2", "run-d": "c2"}
+    (q,) = price_to_decide(d, forecast, cells, 2.0, {"margin": 0.2, "currency": "EUR"})
+    assert (q["subject"], q["cells"], q["extra_runs"]) == (
+        "train.lr=0.001 against floor/tfidf",
+        1,
+        3,
+    )
+    assert q["cost"] == pytest.approx(7.2)
+    floor = row("floor/tfidf", "floor", 0.78, 0.001, 0.02)
+    lines = block(d, [*EQUAL, floor], [q])
+    assert lines[1] == "  Keep: the reference floor floor/tfidf: test accuracy 78.0 % [75.0, 80.0]"
+    assert lines[2] == (
+        "  Best cell against the floor floor/tfidf: +2.0 points [-1.0, 5.0] on validation, "
+        "not shown above floor"
+    )
+    assert (
+        "  Open: train.lr=0.001 against floor/tfidf, not shown above floor: 5 seeds per cell = "
+        "3 more run(s), 7.20 EUR"
+    ) in lines
+    assert not any(line.startswith("  Ship:") for line in lines)

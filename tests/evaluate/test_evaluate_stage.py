@@ -393,3 +393,70 @@ def test_the_floor_wins_the_verdict_and_an_fp32_copy_is_only_checked(campaign):
     copy = comparisons[comparisons.subject == "r-w1/fp32"].iloc[0]
     assert copy.decision == "consistency check" and np.isnan(copy.p_holm)
     assert copy.estimate == 0 and copy.items_changed == 0
+
+
+def test_a_best_cell_not_shown_above_the_floor_keeps_the_floor_and_says_what_would_decide(
+    campaign,
+):
+    """Only the lr=0.01 cell left, now at 0.53, 0.54, 0.52 against the majority floor's 0.50:
+    neither above nor below it by the test. The fine-tune is not shown to be worth its cost, so
+    the verdict keeps the floor, and names the cell's question with the seeds or items that
+    would decide it (what_would_decide with the bar at zero, on the row's own variance parts)."""
+    from campaign.evaluate import decide
+
+    tmp_path, inputs = campaign
+    splits = {s: pd.read_parquet(tmp_path / f"{s}.parquet") for s in ("validation", "test")}
+    keep = {"r-w1": 212, "r-w2": 216, "r-w3": 208}
+    for s in ("predictions_validation", "predictions_test"):
+        inputs[s] = [p for p in inputs[s] if p.parent.name in keep]
+        for p in inputs[s]:
+            split = s.removeprefix("predictions_")
+            predictions(splits[split], right_first(keep[p.parent.name])).to_parquet(p, index=False)
+    plan = (tmp_path / "runs.tsv").read_text().splitlines()
+    (tmp_path / "runs.tsv").write_text(
+        "\n".join([plan[0], *[ln for ln in plan[1:] if ln.split("\t")[0] in keep]]) + "\n"
+    )
+    inputs["variants_validation"], inputs["variants_test"] = [], []
+    outputs, _ = evaluate(tmp_path, inputs, settings())
+    d = json.loads(outputs["decisions"].read_text())
+    f = d["verdict"]["against_floor"]
+    assert (f["cell"], f["floor"], f["decision"]) == (
+        "train.lr=0.01",
+        "floor/majority",
+        "not shown above floor",
+    )
+    assert f["estimate"] == pytest.approx(0.03)  # (212 + 216 + 208) / 1200 - 0.5
+    assert f["ci_low"] < 0 < f["ci_high"]
+    assert (d["verdict"]["kind"], d["verdict"]["keep"]) == ("floor", "floor/majority")
+    assert d["verdict"]["quality"]["value"] == pytest.approx(0.5)  # the floor's test level
+    row = pd.read_parquet(outputs["comparisons"]).query("kind == 'floor' and split == 'validation'")
+    (r,) = row.to_dict("records")
+    wanted = decide.what_would_decide(
+        r["estimate"],
+        r["var_seeds"],
+        r["var_items"],
+        r["n_seeds"],
+        r["n_items"],
+        decide.adjusted_level(0.95, 1),
+        0.8,
+        0.0,
+        r["seed_df"],
+    )
+    assert (f["seeds_needed"], f["items_needed"]) == (
+        wanted["seeds_needed"],
+        wanted["items_needed"],
+    )
+    # The items dominate (the cell and the floor disagree on half the items): 400 items cannot
+    # resolve 3 points, more seeds would not either, several thousand items would.
+    assert f["dominant"] == "items" and f["seeds_needed"] is None and f["items_needed"] > 10 * N
+    block = outputs["summary"].read_text().partition("\n\n")[0].splitlines()
+    assert block[1].startswith("  Keep: the reference floor floor/majority: test accuracy 50.0 %")
+    assert block[2].startswith(
+        "  Best cell against the floor floor/majority: +3.0 points ["
+    ) and block[2].endswith("on validation, not shown above floor")
+    opened = [line for line in block if line.startswith("  Open: ")]
+    assert opened[0].startswith(
+        "  Open: train.lr=0.01 against floor/majority, not shown above floor: "
+    )
+    assert f"{f['items_needed']:,} evaluation items" in opened[0]
+    assert "not shown above it" in d["verdict"]["line"]

@@ -286,6 +286,29 @@ def test_saved_model_reloads_and_reproduces_predictions(small_inputs, tmp_path):
     np.testing.assert_allclose(pred[[f"score_{n}" for n in labels]].to_numpy(), probs, atol=1e-5)
 
 
+def test_scoring_in_length_order_gives_each_item_its_own_row(small_inputs, tmp_path):
+    """classifier_scores scores items in batches of similar length (less padding), yet row i is
+    item i's: equal to that item scored alone (a batch of one, no padding at all), and the loss
+    is the sum of the items' own losses."""
+    from campaign.train.scoring import classifier_scores
+
+    trainer = Trainer(tiny_spec(), read_data(small_inputs), tmp_path / "work")
+    model = trainer.model.eval()
+    # The demo texts fill max_length: cut them to lengths 4..31 out of order, so rows must move.
+    ex = [
+        e | {"input_ids": e["input_ids"][: 4 + (5 * i) % 28]}
+        for i, e in enumerate(trainer.examples["validation"])
+    ]
+    lengths = [len(e["input_ids"]) for e in ex]
+    assert sorted(lengths) != lengths and len(set(lengths)) > 10
+    with torch.no_grad():
+        probs, loss, count = classifier_scores(model, ex, 8, trainer.pad_id, trainer.device)
+        alone = [classifier_scores(model, [e], 1, trainer.pad_id, trainer.device) for e in ex]
+    np.testing.assert_allclose(probs, np.concatenate([a[0] for a in alone]), atol=1e-6)
+    assert count == len(ex)
+    assert loss == pytest.approx(sum(a[1] for a in alone), rel=1e-6)
+
+
 def test_causal_lm_gpt2_stage_scores_every_label(small_inputs, tmp_path):
     spec = tiny_spec(task="causal_lm", architecture="gpt2", max_steps=6, eval_every=3)
     ctx = _run(spec, small_inputs, tmp_path)

@@ -9,13 +9,22 @@ from __future__ import annotations
 import math
 import statistics
 
-OPEN = ("inconclusive", "adopt (smaller than useful)", "inconclusive (one seed)")
+from campaign.evaluate.decide import NOT_SHOWN
+from campaign.evaluate.words import floor_question
+
+OPEN = (
+    "inconclusive",
+    "adopt (smaller than useful)",
+    "inconclusive (one seed)",
+    NOT_SHOWN,
+)
 
 
 def price_to_decide(
     decisions: dict, forecast: list[dict], cells: dict[str, str], price: float, b: dict
 ) -> list[dict]:
-    """One row per open main effect on the decision split.
+    """One row per open main effect on the decision split, and first one for a best cell not
+    shown above the floor (the verdict keeps the floor until it is: more seeds of that one cell).
 
     forecast: the budget's forecast rows (forecast_hours per planned run, kept flag); cells:
     {run id: cell id} of the planned runs (the plan table's cell_id); price: the reference
@@ -28,11 +37,14 @@ def price_to_decide(
     kept = [r for r in forecast if r["kept"]]
     hours = [r["forecast_hours"] for r in kept if math.isfinite(r["forecast_hours"])]
     per_run = statistics.median(hours) * (1 + b["margin"]) if hours else math.nan
-    n_cells = len({cells[r["run"]] for r in kept if r["run"] in cells})
+    n_main_cells = len({cells[r["run"]] for r in kept if r["run"] in cells})
     rows = []
-    for d in decisions.get("decisions", []):
-        if d.get("kind") != "main" or d.get("decision") not in OPEN:
+    asked = [d for d in decisions.get("decisions", []) if d.get("kind") == "main"]
+    floor = floor_question(decisions)  # the best cell against the floor: its seeds only
+    for d in ([floor] if floor is not None else []) + asked:
+        if d.get("decision") not in OPEN:
             continue
+        n_cells = 1 if d["kind"] == "floor" else n_main_cells
         n_seeds, need = int(d.get("n_seeds") or 0), d.get("seeds_needed")
         if n_seeds < 2:
             need = 2  # a second seed measures the seed spread; what would decide is unknown

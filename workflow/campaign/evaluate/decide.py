@@ -47,7 +47,12 @@ decisions.json
     cell_id             NEW  each entry's cell id in the plan table
   floor             NEW  {name, value, ci_low, ci_high} of the best floor on decide_on, or null
   verdict           NEW  {keep, kind ("cell" | "floor"), line, lines}: the option to keep; kind
-                         "floor" when the chosen cell is below the best floor by the test;
+                         "floor" when the chosen cell is below the best floor by the test, or
+                         not shown above it (the floor costs less; nothing better is shown);
+                         against_floor {floor, split, cell, estimate, ci_low, ci_high,
+                         decision, n_seeds, dominant, seeds_needed, items_needed}: the chosen
+                         cell's floor row (seeds_needed / items_needed: what would show it
+                         above or below the floor, the bar at zero);
                          summary.txt's first line is verdict.line
   no_decision_possible  NEW  list {subject, smallest_provable_loss, items_needed} for quantized
                          variants whose items cannot show max_quality_loss

@@ -196,6 +196,21 @@ def decide_family(rows: list[dict], level: float, power: float, s: dict) -> None
                 continue
             if kind == "floor":
                 r["decision"] = decide.against_floor(r["estimate"], r["p_holm"], alpha)
+                # The bar is the floor itself (zero points): the seeds per cell or the items
+                # that would show a cell above or below it, were the estimate the truth.
+                r.update(
+                    decide.what_would_decide(
+                        r["estimate"],
+                        r["var_seeds"],
+                        r["var_items"],
+                        r["n_seeds"],
+                        r["n_items"] if math.isfinite(r["n_items"]) else 0,
+                        adj_level,
+                        power,
+                        0.0,
+                        r.get("seed_df", 0),
+                    )
+                )
                 continue
             if kind == "interaction":
                 r["decision"] = decide.interaction(r["p_holm"], alpha, r["n_seeds"])

@@ -221,6 +221,47 @@ def decisions(
     }
 
 
+# What verdict.against_floor carries of the best cell's floor row: the test, and (while it is
+# not shown above the floor) what would decide it.
+FLOOR_KEYS = (
+    "estimate",
+    "ci_low",
+    "ci_high",
+    "decision",
+    "n_seeds",
+    "dominant",
+    "seeds_needed",
+    "items_needed",
+)
+
+
+def _floor_needs(f: dict) -> str:
+    ways = []
+    if f.get("seeds_needed"):
+        ways.append(f"{f['seeds_needed']} seeds per cell")
+    if f.get("items_needed"):
+        ways.append(f"{f['items_needed']:,} evaluation items")
+    return " or ".join(ways) or "neither more seeds nor more items (the estimate sits at zero)"
+
+
+def floor_question(decisions: dict) -> dict | None:
+    """The open question of a best cell not shown above the floor (the verdict then keeps the
+    floor): {subject, kind "floor", decision, n_seeds, seeds_needed, items_needed}; else None."""
+    f = (decisions.get("verdict") or {}).get("against_floor") or {}
+    if f.get("decision") != decide.NOT_SHOWN:
+        return None
+    return {
+        "subject": f"{f.get('cell')} against {f['floor']}",
+        "kind": "floor",
+        "decision": f["decision"],
+        "n_seeds": f.get("n_seeds"),
+        "seeds_needed": f.get("seeds_needed"),
+        "extra_runs": None,
+        "cost": None,
+        "items_needed": f.get("items_needed"),
+    }
+
+
 def _verdict(best, by_split, vs_floor, floor_of, best_floor, split, other, metric) -> dict:
     """The option to keep: the best cell (chosen on `split`, reported on `other`), or the floor
     when that cell is below it by the test. `quality`: the kept option's level on `other`;
@@ -246,8 +287,8 @@ def _verdict(best, by_split, vs_floor, floor_of, best_floor, split, other, metri
     mine = next((r for r in vs_floor if r["subject"] == best["cell"]), None)
     against = None
     if mine is not None:
-        against = {"floor": best_floor, "split": split} | {
-            k: mine[k] for k in ("estimate", "ci_low", "ci_high", "decision")
+        against = {"floor": best_floor, "split": split, "cell": best["cell"]} | {
+            k: mine.get(k) for k in FLOOR_KEYS
         }
     if mine is not None and mine["decision"] == decide.BELOW:
         line = (
@@ -256,6 +297,25 @@ def _verdict(best, by_split, vs_floor, floor_of, best_floor, split, other, metri
             f"{_value(floor_of.get(other))}"
         )
         extra = f"Best trained cell on {other}: {_value(by_split.get(other))} (not kept)"
+        return {
+            "keep": best_floor,
+            "kind": "floor",
+            "line": line,
+            "lines": [line, extra],
+            "quality": quality(floor_of.get(other)),
+            "against_floor": against,
+        }
+    if mine is not None and mine["decision"] == decide.NOT_SHOWN:
+        # Not shown better than the floor, which costs next to nothing to train and serve: the
+        # floor is kept until more seeds or items show the cell above it (or below).
+        line = (
+            f"Keep: {best_floor} — the best trained cell ({best['cell']}) is not shown above it "
+            f"({interval_words(mine)} on {split}); {other} {metric} {_value(floor_of.get(other))}"
+        )
+        extra = (
+            f"Best trained cell on {other}: {_value(by_split.get(other))} (not kept until shown "
+            f"better; to decide: {_floor_needs(against)})"
+        )
         return {
             "keep": best_floor,
             "kind": "floor",
@@ -396,7 +456,8 @@ def finding_lines(found: list[str]) -> list[str]:
 
 def open_questions(decisions: dict) -> list[dict]:
     """The open questions of decisions.json (main effects and quantized variants not decided on
-    the decision split), with what would decide each; not priced (the budget prices seeds)."""
+    the decision split, and first a best cell not shown above the floor: floor_question), with
+    what would decide each; not priced (the budget prices seeds)."""
     out = []
     for d in decisions.get("decisions", []):
         if d.get("kind") not in ("main", "quantized") or d.get("decision") not in OPEN:
@@ -412,6 +473,9 @@ def open_questions(decisions: dict) -> list[dict]:
                 "items_needed": d.get("items_needed"),
             }
         )
+    floor = floor_question(decisions)
+    if floor is not None:
+        out.insert(0, floor)  # it decides what to keep: first
     items = {u["subject"]: u["items_needed"] for u in decisions.get("no_decision_possible", [])}
     for q in out:
         if q["subject"] in items:

@@ -66,10 +66,18 @@ def classifier_scores(
     device,
     autocast: Autocast = contextlib.nullcontext,
 ) -> tuple[np.ndarray, float, int]:
-    """(probabilities (n, n_labels) float64, summed loss, target count) of a classifier."""
+    """(probabilities (n, n_labels) float64, summed loss, target count) of a classifier.
+
+    The examples are scored in batches of similar length (sorted by token count, ties in item
+    order) and the rows put back in item order: a batch pads to its longest example, so on
+    short texts with a long tail this does a fraction of the file-order work
+    (benchmarks/bench_demo.py). A function of the examples only: every phase that scores gets
+    the same bytes.
+    """
+    order = sorted(range(len(examples)), key=lambda i: (len(examples[i]["input_ids"]), i))
     probs, loss, count = [], 0.0, 0
-    for j in range(0, len(examples), batch_size):
-        batch = _to(collate(examples[j : j + batch_size], pad_id), device)
+    for j in range(0, len(order), batch_size):
+        batch = _to(collate([examples[i] for i in order[j : j + batch_size]], pad_id), device)
         with autocast():
             logits = logits_of(model, batch).float()
         loss += float(
@@ -77,7 +85,10 @@ def classifier_scores(
         )
         count += count_targets(batch)
         probs.append(torch.softmax(logits, dim=-1).cpu().double().numpy())
-    return np.concatenate(probs), loss, count
+    stacked = np.concatenate(probs)
+    out = np.empty_like(stacked)
+    out[order] = stacked
+    return out, loss, count
 
 
 def causal_scores(

@@ -1,0 +1,196 @@
+"""Measures where the demo campaign's training jobs spend their time, and the two cuts that
+bring the demo toward 5 minutes on 2 cores, each against its baseline in the same process:
+
+  scoring   campaign.train.scoring.classifier_scores (batches of similar length, rows put back
+            in item order) against the same model scoring in file order (the former code: each
+            batch of 16 pads to its longest quotation, nearly always max_length). Same
+            predictions (argmax), same probabilities to 1e-5. Goal: sorted / file order <= 0.6.
+  steps     train.group_by_length true (each window of 50 micro-batches sorted by length,
+            longest first) against false: the demo recipe's first 50 steps (one whole window,
+            in segments of 10 alternating between the two; a part of a window would hold
+            longer or shorter examples than the plain order). Goal: grouped / plain <= 0.75.
+
+Both on the demo's data (data/raw/fortunes.jsonl: 3,221 quotations, median 25 tokens, 11 %
+longer than max_length 64) and model (all-MiniLM-L6-v2 with params.yaml's LoRA), one torch
+thread, as a training job runs (2 jobs at a time on 2 cores). Times are process CPU seconds
+(steady on a loaded machine, where wall seconds are not); rounds alternate baseline and
+candidate after an untimed warm-up, and the ratio is the median over rounds.
+
+    .venv/bin/python benchmarks/bench_demo.py            # ~3 min of CPU
+    .venv/bin/python benchmarks/bench_demo.py --rounds 5 --eval-items 400
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "workflow"))
+
+GOALS = {"scoring": 0.6, "steps": 0.75}
+
+
+def load(n_train: int, n_eval: int):
+    from campaign.train import Data, Split
+
+    rows = [json.loads(x) for x in (ROOT / "data/raw/fortunes.jsonl").read_text().splitlines()]
+    # Every 4th quotation to the evaluation set: a spread over the five files, as a split has.
+    ev = [r for i, r in enumerate(rows) if i % 4 == 0][:n_eval]
+    tr = [r for i, r in enumerate(rows) if i % 4 != 0][:n_train]
+
+    def split(rs):
+        return Split([r["id"] for r in rs], [r["text"] for r in rs], [r["label"] for r in rs])
+
+    return Data(train=split(tr), validation=split(ev), test=Split([], [], []))
+
+
+def trainer(params: dict, data, work: Path, **train):
+    from campaign.train import Trainer
+
+    spec = {
+        "model": params["model"],
+        "train": {**params["train"], **train},
+        "seed": params["ablation"]["seeds"][0],
+    }
+    return Trainer(spec, data, work, root=ROOT, stream=open("/dev/null", "w"))
+
+
+def file_order_scores(model, examples, batch_size, pad_id, device):
+    """The former classifier_scores: batches in file order."""
+    import numpy as np
+    import torch
+
+    from campaign.train import collate
+    from campaign.train.steps import logits_of
+
+    probs = []
+    with torch.no_grad():
+        for j in range(0, len(examples), batch_size):
+            batch = {
+                k: v.to(device) for k, v in collate(examples[j : j + batch_size], pad_id).items()
+            }
+            probs.append(torch.softmax(logits_of(model, batch).float(), -1).double().numpy())
+    return np.concatenate(probs)
+
+
+def cpu(fn) -> tuple[float, object]:
+    t = time.process_time()
+    out = fn()
+    return time.process_time() - t, out
+
+
+def bench_scoring(params, data, rounds: int) -> dict:
+    import numpy as np
+    import torch
+
+    from campaign.train.scoring import classifier_scores
+
+    with tempfile.TemporaryDirectory() as work:
+        tr = trainer(params, data, Path(work))
+        tr.model.eval()
+        ex = tr.examples["validation"]
+        b, pad, dev = tr.recipe.micro_batch, tr.pad_id, tr.device
+        with torch.no_grad():
+
+            def sorted_():
+                return classifier_scores(tr.model, ex, b, pad, dev)[0]
+
+            def plain():
+                return file_order_scores(tr.model, ex, b, pad, dev)
+
+            sorted_(), plain()  # warm-up
+            base, cand = [], []
+            for _ in range(rounds):
+                t, p_plain = cpu(plain)
+                base.append(t)
+                t, p_sorted = cpu(sorted_)
+                cand.append(t)
+    assert (p_plain.argmax(1) == p_sorted.argmax(1)).all(), "sorted scoring changed a prediction"
+    assert np.abs(p_plain - p_sorted).max() < 1e-5
+    widths = [min(len(e["input_ids"]), tr.recipe.max_length) for e in ex]
+    return {
+        "what": f"score {len(ex)} items, batch {b}",
+        "base": base,
+        "cand": cand,
+        "note": f"mean tokens {statistics.mean(widths):.1f} of max_length {tr.recipe.max_length}",
+    }
+
+
+def bench_steps(params, data, segments: int, steps: int) -> dict:
+    """`segments` segments of `steps` steps per side, alternating; the ratio is of the sums."""
+    base, cand = [], []
+    with tempfile.TemporaryDirectory() as work:
+        runs = {
+            flag: trainer(
+                params,
+                data,
+                Path(work) / str(flag),
+                group_by_length=flag,
+                max_steps=10_000,
+                checkpoint_every=10_000,
+                eval_every=10_000,
+            )
+            for flag in (False, True)
+        }
+        tokens = {False: 0, True: 0}
+        for _ in range(segments):
+            for flag, out in ((False, base), (True, cand)):
+                tr = runs[flag]
+                t = time.process_time()
+                for _ in range(steps):
+                    tokens[flag] += tr.train_step()["tokens"]
+                out.append(time.process_time() - t)
+    n = segments * steps
+    return {
+        "what": f"train step, {params['train']['micro_batch']} x <= "
+        f"{params['train']['max_length']} tokens",
+        "base": [sum(base) / n],
+        "cand": [sum(cand) / n],
+        "note": f"{n} steps each; real tokens per step {tokens[False] / n:.0f} vs "
+        f"{tokens[True] / n:.0f}",
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--eval-items", type=int, default=805)  # the demo's validation split
+    parser.add_argument("--segments", type=int, default=5, help="train segments per side")
+    parser.add_argument("--steps", type=int, default=10, help="train steps per segment")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when a goal is MISSED")
+    args = parser.parse_args(argv)
+
+    import yaml
+
+    from campaign.train import execution
+
+    execution.pin(execution.settings(1))  # as the runner pins a training job
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    data = load(n_train=2000, n_eval=args.eval_items)
+    results = {
+        "scoring": bench_scoring(params, data, args.rounds),
+        "steps": bench_steps(params, data, args.segments, args.steps),
+    }
+    print(f"{'cut':<8}  {'what':<36}  {'baseline s':>10}  {'cut s':>8}  {'ratio':>6}  goal")
+    oks = []
+    for name, r in results.items():
+        ratio = statistics.median(c / b for b, c in zip(r["base"], r["cand"], strict=True))
+        ok = ratio <= GOALS[name]
+        oks.append(ok)
+        print(
+            f"{name:<8}  {r['what']:<36}  {statistics.median(r['base']):>10.3f}  "
+            f"{statistics.median(r['cand']):>8.3f}  {ratio:>6.2f}  <= {GOALS[name]} "
+            f"{'met' if ok else 'MISSED'}  ({r['note']})"
+        )
+    print("(process CPU seconds: scoring, the median over rounds; steps, per step over the run)")
+    return 1 if args.strict and not all(oks) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
