@@ -9,8 +9,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from campaign.evaluate.decide import NOT_SHOWN
-from campaign.evaluate.words import floor_question
+from campaign.evaluate import NOT_SHOWN, floor_question
 
 OPEN = (
     "inconclusive",
