@@ -94,17 +94,16 @@ _OUTPUT = re.compile(r"^\s+output: (.*)$")
 NOTHING_TO_DO = "Nothing to be done"
 
 
-def planned_jobs(dry_run: str | subprocess.CompletedProcess) -> list[tuple[str, str]]:
-    """(rule, first output) for every job a `snakemake -n` listing would run.
+def planned_jobs(dry_run: subprocess.CompletedProcess) -> list[tuple[str, str]]:
+    """(rule, first output) for every job a finished `snakemake -n` lists.
 
-    Given the finished process (not just its stdout), the listing must also agree with Snakemake's
-    own verdict: no job parsed only with its "Nothing to be done" line, and never that line next
-    to parsed jobs. So a change in the dry-run format (the job regex then matching nothing) fails
-    here instead of reading as "nothing to rerun".
+    The listing must also agree with Snakemake's own verdict: no job parsed only with its
+    "Nothing to be done" line, and never that line next to parsed jobs. So a change in the
+    dry-run format (the job regex then matching nothing) fails here instead of reading as
+    "nothing to rerun". It takes the process, not its text, so that no caller can skip that.
     """
-    text = dry_run if isinstance(dry_run, str) else dry_run.stdout
     jobs, rule = [], None
-    for line in text.splitlines():
+    for line in dry_run.stdout.splitlines():
         if m := _JOB.match(line):
             rule = m.group(1)
             if rule == "all":
@@ -113,13 +112,12 @@ def planned_jobs(dry_run: str | subprocess.CompletedProcess) -> list[tuple[str, 
         elif rule and (m := _OUTPUT.match(line)):
             jobs.append((rule, m.group(1).split(",")[0].strip()))
             rule = None
-    if not isinstance(dry_run, str):
-        said = NOTHING_TO_DO in dry_run.stdout + dry_run.stderr
-        assert said == (not jobs), (
-            f"dry run lists {len(jobs)} jobs but Snakemake "
-            f"{'says' if said else 'does not say'} {NOTHING_TO_DO!r}\n--- stdout\n"
-            f"{dry_run.stdout[-3000:]}\n--- stderr\n{dry_run.stderr[-3000:]}"
-        )
+    said = NOTHING_TO_DO in dry_run.stdout + dry_run.stderr
+    assert said == (not jobs), (
+        f"dry run lists {len(jobs)} jobs but Snakemake "
+        f"{'says' if said else 'does not say'} {NOTHING_TO_DO!r}\n--- stdout\n"
+        f"{dry_run.stdout[-3000:]}\n--- stderr\n{dry_run.stderr[-3000:]}"
+    )
     return sorted(jobs)
 
 
@@ -164,12 +162,26 @@ def result_hashes(project: Path, timed: bool = True) -> dict[str, str]:
     }
 
 
+def minutes(item) -> float:
+    """A test's own estimate of its minutes (`@pytest.mark.slow(minutes=N)`), 0 without one."""
+    marker = item.get_closest_marker("slow")
+    return float(marker.kwargs.get("minutes", 0)) if marker else 0.0
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     """Under pytest-xdist (`--dist loadgroup`, as scripts/test.sh runs it), the tests that share
-    the one SLURM cluster run on one worker, one after the other."""
+    the one SLURM cluster run on one worker, one after the other.
+
+    The tests that say how many minutes they take start first, longest first, and the rest keep
+    their order: xdist hands tests out in this order, so a ten-minute test collected last (the
+    workflow folder sorts last) would start when the other worker has nothing left to do and
+    set the suite's wall time alone. Longest first leaves short tests to even out the end.
+    """
     for item in items:
         if item.get_closest_marker("slurm"):
             item.add_marker(pytest.mark.xdist_group("slurm"))
+    order = {id(item): i for i, item in enumerate(items)}
+    items.sort(key=lambda item: (-minutes(item), order[id(item)]))
 
 
 @pytest.fixture()
@@ -234,6 +246,32 @@ def finished_campaign(tmp_path_factory) -> Path:
             snakemake(project, timeout=1500)
             done.write_text("finished\n")
     return project
+
+
+def warm_store(project: Path, finished: Path, cold: frozenset[str] = frozenset()) -> int:
+    """Copy the finished campaign's store entries, but those of the ``cold`` stages, into the
+    project's store, as two campaigns sharing one store would hold them; return how many.
+
+    The project still starts without results: Snakemake plans and runs every job, and a job
+    whose key the finished campaign computed is a store hit (its outputs copied from the entry,
+    verified on use) instead of minutes of preflight or training. A job whose params, code or
+    inputs differ has another key and computes as before, so a warm store changes what a test
+    costs, never what it shows, except in the store's own events (hits where misses were).
+    """
+    import yaml
+
+    state_dir = yaml.safe_load((project / "params.yaml").read_text())["campaign"]["state_dir"]
+    source = finished / state_dir / "store"
+    dest = project / state_dir / "store"
+    for folder in (dest.parent, dest):
+        folder.mkdir(exist_ok=True, mode=0o700)  # owner-only, as the store makes its own
+    copied = 0
+    for entry in sorted(source.iterdir()):
+        stage = json.loads((entry / "entry.json").read_text(encoding="utf-8"))["stage"]
+        if stage not in cold:
+            shutil.copytree(entry, dest / entry.name, symlinks=True)
+            copied += 1
+    return copied
 
 
 @pytest.fixture()

@@ -13,10 +13,10 @@ TABLES = ("jobs", "forecast", "offers", "plans", "equal_quality", "to_decide")
 
 
 @pytest.mark.slow
-def test_tiny_campaign_writes_the_budget(tiny_project):
-    snakemake(tiny_project, "results/budget/summary.txt", timeout=1500)
-    out = tiny_project / "results" / "budget"
-    runs = pd.read_csv(tiny_project / "results" / "plan" / "runs.tsv", sep="\t")
+def test_tiny_campaign_writes_the_budget(finished_campaign):
+    # The session's one Snakemake run of the tiny campaign (conftest) wrote the budget.
+    out = finished_campaign / "results" / "budget"
+    runs = pd.read_csv(finished_campaign / "results" / "plan" / "runs.tsv", sep="\t")
     for name in TABLES:
         csv, parquet = pd.read_csv(out / f"{name}.csv"), pd.read_parquet(out / f"{name}.parquet")
         assert list(csv.columns) == list(parquet.columns) and len(csv) == len(parquet)
@@ -35,10 +35,10 @@ def test_tiny_campaign_writes_the_budget(tiny_project):
     # the evaluation shows the chosen cell below it; the first line names what to keep.
     from campaign.budget.stage import floors_at_bar
 
-    floors_json = tiny_project / "results" / "evaluation" / "floor_timings.json"
+    floors_json = finished_campaign / "results" / "evaluation" / "floor_timings.json"
     timed = json.loads(floors_json.read_text())["floors"]
     assert all(t["fit_seconds"] > 0 for t in timed.values())
-    decisions = json.loads((tiny_project / "results/evaluation/decisions.json").read_text())
+    decisions = json.loads((finished_campaign / "results/evaluation/decisions.json").read_text())
     equal = pd.read_parquet(out / "equal_quality.parquet")
     floors = equal[equal["kind"] == "floor"]
     assert sorted(floors["variant"]) == floors_at_bar(decisions)
@@ -57,11 +57,11 @@ def test_tiny_campaign_writes_the_budget(tiny_project):
     from campaign.quantize import select_representative
     from campaign.quantize.targets import criterion, run_cells, run_scores
 
-    params = yaml.safe_load((tiny_project / "params.yaml").read_text())
+    params = yaml.safe_load((finished_campaign / "params.yaml").read_text())
     split, metric = params["evaluation"]["decide_on"], params["evaluation"]["metric"]
-    runs = sorted((tiny_project / "results" / "runs").glob(f"*/predictions_{split}.parquet"))
+    runs = sorted((finished_campaign / "results" / "runs").glob(f"*/predictions_{split}.parquet"))
     splits = {
-        x: tiny_project / "results" / "data" / "splits" / f"{x}.parquet"
+        x: finished_campaign / "results" / "data" / "splits" / f"{x}.parquet"
         for x in ("train", "validation", "test")
     }
     scores = run_scores(runs, splits, split, metric)
@@ -70,5 +70,5 @@ def test_tiny_campaign_writes_the_budget(tiny_project):
     assert picked["runs"] == [decisions["best_cell"]["representative_run"]]
     # The tables come from wall times recorded upstream; from those bytes they are the same
     # bytes every time (reproduce compares them).
-    again = snakemake(tiny_project, "-n", "results/budget/summary.txt")
+    again = snakemake(finished_campaign, "-n", "results/budget/summary.txt")
     assert "Nothing to be done" in again.stdout + again.stderr

@@ -13,7 +13,7 @@ import yaml
 
 from conftest import copy_project, snakemake
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(minutes=5)
 
 
 def causal_project(dest: Path) -> Path:

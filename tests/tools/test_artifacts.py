@@ -122,7 +122,7 @@ def plant_key(project, every: int) -> None:
     path.write_text("\n".join(out) + "\n")
 
 
-@pytest.mark.slow
+@pytest.mark.slow(minutes=3)
 def test_a_tiny_campaign_whose_tokenizer_learned_a_key_reports_its_vocabulary(tmp_path) -> None:
     import yaml
 

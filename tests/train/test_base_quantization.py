@@ -269,7 +269,7 @@ def test_cuda_only_method_on_cpu_and_gpt2_conv1d_are_one_line_errors(inputs, tmp
 
 
 # ------------------------------------------------------------------ end to end
-@pytest.mark.slow
+@pytest.mark.slow(minutes=3)
 def test_tiny_campaign_with_an_int8_base_runs_through_snakemake(tmp_path):
     project = copy_project(tmp_path / "project")
     path = project / "params.yaml"

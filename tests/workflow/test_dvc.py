@@ -61,7 +61,7 @@ def diagnosis(clone, first) -> str:
     )
 
 
-@pytest.mark.slow
+@pytest.mark.slow(minutes=12)  # the real demo campaign: started first (conftest)
 def test_the_readme_sharing_path_literally(tmp_path):
     """demo.sh -> dvc remote add + dvc push -> commit -> fresh clone -> dvc pull -> snakemake
     --forceall with zero store misses -> snakemake -n has nothing to do; dvc status is clean

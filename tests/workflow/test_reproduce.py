@@ -10,7 +10,7 @@ import pytest
 
 from conftest import campaign
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(minutes=4)
 
 
 def test_every_entry_reproduces_bit_for_bit_and_a_hand_run_is_a_hit(finished_project):
