@@ -203,6 +203,14 @@ COST_KEYS = (
 )
 
 
+def cost_recipe(train: dict) -> dict:
+    """A recipe as far as its projected cost goes (COST_KEYS), and its train.devices where
+    it is not 1 (a spec without it keeps its key)."""
+    recipe = {k: train[k] for k in COST_KEYS}
+    devices = int(train.get("devices", 1))
+    return recipe | ({"devices": devices} if devices != 1 else {})
+
+
 def table_spec(params: dict) -> dict:
     """The plan table's params subset: the ordered rows with the max_runs cut, each run's recipe
     as far as its cost goes, the baseline recipe it is scaled against, the design as written,
@@ -223,8 +231,8 @@ def table_spec(params: dict) -> dict:
             "lines": describe(keys, levels, baseline, ablation) if describe else [],
         },
         "rows": rows,
-        "recipes": {r.run_id: {k: r.spec["train"][k] for k in COST_KEYS} for r in runs},
-        "baseline": {k: params["train"][k] for k in COST_KEYS},
+        "recipes": {r.run_id: cost_recipe(r.spec["train"]) for r in runs},
+        "baseline": cost_recipe(params["train"]),
         "max_runs": ablation["max_runs"],
         "budget_hours": ablation["budget_hours"],
         "max_hours": params["preflight"]["max_hours"],
