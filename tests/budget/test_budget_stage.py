@@ -134,7 +134,9 @@ def write_inputs(
     return inputs
 
 
-def run_stage(root: Path, inputs: dict, budget: dict = BUDGET) -> dict[str, Path]:
+def run_stage(
+    root: Path, inputs: dict, budget: dict = BUDGET, recipe: dict = RECIPE
+) -> dict[str, Path]:
     out = root / "out"
     out.mkdir(exist_ok=True)
     names = next(s for s in PHASE.stages if s.name == "budget").outputs
@@ -144,7 +146,7 @@ def run_stage(root: Path, inputs: dict, budget: dict = BUDGET) -> dict[str, Path
     }
     spec = {
         "budget": budget,
-        "recipes": dict.fromkeys(RUNS, RECIPE | {"lora": None}),
+        "recipes": dict.fromkeys(RUNS, recipe | {"lora": None}),
     }
     ctx = StageContext("budget", spec, inputs, outputs, root / "work", root)
     stage_budget(ctx)
@@ -185,6 +187,40 @@ def test_forecast_jobs_and_plans(tmp_path):
     summary = out["summary"].read_text()
     assert "The rest: 2 run(s) (1 kept, 1 cut by the plan)" in summary
     assert "Measured: 2 finished run(s), 4.0 h, 8.00 EUR." in summary
+
+
+def test_a_run_on_two_cards_is_paid_and_scheduled_on_both(tmp_path):
+    # Every run with train.devices 2; box rents 2 cards by the hour, cloud 1.
+    box, cloud = BUDGET["offers"]
+    two = BUDGET | {"offers": [box | {"hourly_gpus": 2}, cloud]}
+    out = run_stage(tmp_path, write_inputs(tmp_path), two, RECIPE | {"devices": 2})
+    jobs = pd.read_csv(out["jobs_csv"])
+    # 2 h of wall time holding 2 cards: 4 card-hours at 2.00 a card-hour = 8.00 a run.
+    assert (
+        jobs[["wall_hours", "cards", "card_hours", "cost"]].values.tolist()
+        == [[2.0, 2, 4.0, 8.0]] * 2
+    )
+    assert pd.read_csv(out["forecast_csv"])["cards"].tolist() == [2] * 4
+    rest = pd.read_csv(out["plans_csv"]).query("scenario == 'rest'").set_index(["offer", "pricing"])
+    # run-c and run-d, 2 h forecast +50 % = 3 h each, each on both of box's cards: one after
+    # the other, done in 6 h, 12 card-hours, 24.00 (a card a run: side by side in 3 h, 12.00).
+    assert rest.loc[("box", "hourly"), ["wall_hours", "card_hours", "cost"]].tolist() == [
+        6.0, 12.0, 24.0
+    ]  # fmt: skip
+    # cloud has one card by the hour and 1-card packages: a 2-card run cannot run there.
+    hourly = rest.loc[("cloud", "hourly")]
+    assert not hourly["meets_deadline"]
+    assert hourly["why_not"] == "a run takes 2 cards, the offer rents 1 by the hour"
+    package = rest.loc[("cloud", "3-day package x1 + hourly")]
+    assert package["why_not"].startswith("2 run(s) do not fit its 1 card(s) x 72 h")
+    # A seed more: 2 h x 2 cards +50 % = 6 card-hours a run; 6 runs, 36 card-hours, 72.00.
+    lr = pd.read_csv(out["to_decide_csv"]).set_index("subject").loc["train.lr"]
+    assert (lr["hours_per_run"], lr["extra_hours"], lr["cost"]) == (6.0, 36.0, 72.0)
+    summary = out["summary"].read_text()
+    assert (
+        "Measured: 2 finished run(s), 4.0 h (8 card-hours: runs on several cards), 16.00 EUR."
+        in summary
+    )
 
 
 def test_equal_quality_names_the_cheapest_variant(tmp_path):

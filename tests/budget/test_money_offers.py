@@ -93,6 +93,45 @@ def test_a_mix_of_package_and_hourly():
     assert (best.pricing, best.wall_hours) == ("3-day package x1 + hourly", 70.0)
 
 
+def test_a_run_on_several_cards_holds_them_all_at_once():
+    # Runs of 4 h on 2 cards, 3 h and 2 h on one, on 2 cards: the 4 h run on both (0-4 h),
+    # then 3 h on card 0 and 2 h on card 1: done in 7 h; 4 x 2 + 3 + 2 = 13 card-hours, 26.00.
+    hours, cards = [3.0, 4.0, 2.0], [1, 2, 1]
+    assert lpt_loads(hours, 2, cards) == [7.0, 6.0]
+    assert lpt_loads([3.0, 4.0, 2.0], 2) == [4.0, 5.0]  # a card each: plain LPT
+    (hourly,) = options(offer(hourly_gpus=2), hours, 1000, cards)
+    assert (hourly.cost, hourly.wall_hours, hourly.hourly_hours) == (26.0, 7.0, 13.0)
+    # A 2-card run on an offer that rents one card cannot run there.
+    (one,) = options(offer(hourly_gpus=1), hours, 1000, cards)
+    assert (one.feasible, one.why) == (False, "a run takes 2 cards, the offer rents 1 by the hour")
+
+
+def test_a_run_takes_its_cards_from_one_package_copy():
+    # A 30 h run on 2 cards: two 1-card packages are two machines, neither holds it; it runs
+    # by the hour on 2 cards (60 card-hours, 120.00) on top of what the packages cost.
+    o = offer(hourly_gpus=2, packages=[Package(3, 100.0, 1)])
+    costs = {x.pricing: x.cost for x in options(o, [30.0], 1000, [2])}
+    assert costs == {
+        "hourly": 120.0,
+        "3-day package x1 + hourly": 220.0,
+        "3-day package x2 + hourly": 320.0,
+    }
+    # A 2-card package holds it and a 1-card 30 h run after it on one of its cards: 60 h,
+    # 100.00, against 90 card-hours by the hour (180.00).
+    o = offer(hourly_gpus=2, packages=[Package(3, 100.0, 2)])
+    row = package_vs_hourly(o, o.packages[0], [30.0, 30.0], 1000, [2, 1])
+    assert (row["work_card_hours"], row["verdict"]) == (90.0, "cheaper than hourly")
+    best = cheapest(options(o, [30.0, 30.0], 1000, [2, 1]))
+    assert (best.pricing, best.cost, best.wall_hours) == ("3-day package x1", 100.0, 60.0)
+
+
+def test_flops_on_an_unmeasured_card_split_over_the_run_s_cards():
+    # 7.2e17 FLOPs at 50 % of 100 TFLOP/s: 4 h of one card; on 2 cards 2 h of wall time.
+    o = offer(peak=100.0)
+    assert card_hours(1.0, 7.2e17, o, False, 0.5)[0] == pytest.approx(4.0)
+    assert card_hours(1.0, 7.2e17, o, False, 0.5, cards=2)[0] == pytest.approx(2.0)
+
+
 def test_a_deadline_rules_out_the_cheapest_offer():
     # Four 10 h runs. Offer cheap: 1.00/h on one card -> 40.00 but 40 h. Offer fast: 3.00/h on
     # four cards -> 120.00 in 10 h. A 24 h deadline leaves only the fast one; 48 h the cheap.

@@ -95,6 +95,24 @@ def test_a_design_too_large_to_order_stops_in_one_line(params):
         plan_runs(params)
 
 
+def test_a_factor_on_a_key_the_baseline_does_not_set_stops_in_one_line(params):
+    params["ablation"]["factors"] = {"train": {"devices": [1, 2]}}
+    params["train"].pop("devices", None)
+    with pytest.raises(
+        CampaignError, match=r"^ablation.factors.train.devices: the baseline sets no train.devices"
+    ):
+        plan_runs(params)
+    # Set at 1, the control keeps its id (an effective batch of 1 device), and the 2-device
+    # cell costs twice the tokens: it comes after the control.
+    control = run_id(
+        plan_runs({**params, "ablation": {**params["ablation"], "factors": {}}})[0].spec
+    )
+    params["train"]["devices"] = 1
+    runs = plan_runs(params)
+    assert runs[0].run_id == control
+    assert [dict(r.cell)["train.devices"] for r in runs[:2]] == [1, 2]
+
+
 def test_table_lists_every_run(params):
     rows = plan_rows(plan_runs(params))
     text = format_table(rows)

@@ -51,6 +51,20 @@ def test_a_step_costs_by_its_padded_tokens():
     assert run_cost(twice, BASELINE, RATES, SIZES)["parts"]["train"] == pytest.approx(100.0)
 
 
+def test_a_run_on_two_devices_splits_its_steps_over_them():
+    # The preflight measured the baseline's effective batch (2 devices x grad_accum 2) on one
+    # process at 2 steps a second: on its 2 devices the 100 steps take 25 s of wall time (50 s
+    # on one); evaluation, predictions and checkpoints are rank 0's, as on one device.
+    two = {**BASELINE, "devices": 2}
+    cost = run_cost(two, two, RATES, SIZES)
+    assert cost["parts"] == pytest.approx(
+        {"train": 25.0, "evaluation": 4.0, "predictions": 1.6, "checkpoints": 1.5}
+    )
+    # The same effective batch on one device (grad_accum 4): 50 s of steps.
+    one = {**BASELINE, "grad_accum": 4}
+    assert run_cost(one, two, RATES, SIZES)["parts"]["train"] == pytest.approx(50.0)
+
+
 def plan(max_hours=None, disk_margin=0.2, free=10**9):
     spec = {
         "rows": [{"run": "run-a", "seed": 1}, {"run": "run-b", "seed": 2}],

@@ -170,6 +170,11 @@ def test_remaining_hours_and_money_by_hand():
         "remaining: 2 of 3 planned runs, 1 h 12 min (calibrated: projected x0.4 + 360 s a job), "
         "2.40 EUR on box (2.0 EUR/h)"
     )
+    # b on 2 cards (train.devices 2): 0.9 h holding 2 cards + 0.3 h = 2.1 card-hours, 4.20.
+    assert remaining_line(plan, {"a"}, (0.4, 0.1), budget, cards={"b": 2}).endswith(
+        "1 h 12 min (calibrated: projected x0.4 + 360 s a job), 4.20 EUR on box (2.0 EUR/h, "
+        "2.1 card-hours)"
+    )
     assert remaining_line(plan, {"a", "b", "c"}, None, budget).startswith("remaining: nothing")
     unmeasured = [{"run": "a", "projected_hours": None}]
     assert "hours unknown" in remaining_line(unmeasured, set(), None, budget)

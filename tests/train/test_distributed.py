@@ -117,3 +117,7 @@ def test_two_gloo_processes_equal_one_process_with_twice_the_accumulation(tmp_pa
     assert bitwise
     manifest = json.loads(split.outputs["run_manifest"].read_text())
     assert manifest["examples_seen"] == 4 * 8
+    timings = json.loads(split.outputs["timings"].read_text())
+    assert timings["processes"] == {"count": 2, "launcher": "torchrun"}
+    timings = json.loads(whole.outputs["timings"].read_text())
+    assert timings["processes"] == {"count": 1, "launcher": "one process"}

@@ -1,6 +1,7 @@
 """The tiny campaign submitted through sbatch to the local single-node SLURM cluster, with one
 training job preempted mid-run (the scheduler's warning signal): resubmitted, it resumes from the
-checkpoint it wrote and the campaign ends with the bytes of a workstation run.
+checkpoint it wrote and the campaign ends with the bytes of a workstation run. And one run with
+train.devices 2 trained by a SLURM job of 2 tasks, srun starting its 2 gloo workers.
 
 Needs the cluster from scripts/slurm-cluster.sh (scripts/test.sh starts it when slurm-wlm is
 installed). Skipped without it, unless CAMPAIGN_REQUIRE_SLURM=1 (CI), where that is a failure.
@@ -17,10 +18,11 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from campaign.core.store import Store
 from campaign.train.checkpoint import checkpoint_files
-from conftest import BIN, copy_project, env, events, result_hashes
+from conftest import BIN, copy_finished, copy_project, env, events, result_hashes
 
 pytestmark = [pytest.mark.slow(minutes=6), pytest.mark.slurm]
 
@@ -161,3 +163,60 @@ def test_tiny_campaign_through_sbatch(tmp_path, request):
     # wait for it.
     workstation = request.getfixturevalue("finished_campaign")
     assert result_hashes(project, timed=False) == result_hashes(workstation, timed=False)
+
+
+def test_a_two_process_training_job_through_sbatch(finished_campaign, tmp_path):
+    """A run with train.devices 2 (an ablation level, so the finished tiny campaign's preflight
+    serves it from the store and only this run trains) is one SLURM job of 2 tasks, one CPU
+    each; srun starts the 2 gloo workers, and the weights equal, bit for bit, those of one
+    process accumulating the 2 micro-batches (tests/train/test_distributed.py, under torchrun)."""
+    import torch
+    from safetensors.torch import load_file
+    from trainkit import REPO, context
+
+    from campaign.core.params import load_params
+    from campaign.plan import plan_index, run_id, run_spec_of
+    from campaign.train import run_training
+
+    project = copy_finished(finished_campaign, tmp_path / "two")
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["train"]["devices"] = 1  # the control keeps its id and its finished store entry
+    params["ablation"] |= {"seeds": [1], "factors": {"train": {"devices": [1, 2]}}}
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    # The CI cluster has no GPU for 2 tasks (one fake card): a CPU cluster's profile asks for
+    # none (README, "GPUs and several devices per run").
+    profile = yaml.safe_load((project / "profiles/slurm/config.yaml").read_text())
+    profile["set-resources"]["train"]["gpu"] = 0
+    (project / "profiles/slurm-cpu").mkdir()
+    (project / "profiles/slurm-cpu/config.yaml").write_text(yaml.safe_dump(profile))
+    index = plan_index(load_params(project / "params.yaml"))
+    (run,) = [r for r, p in index.items() if p.spec["train"].get("devices") == 2]
+    target = f"results/runs/{run}/run_manifest.json"
+    cmd = ["timeout", "600", str(BIN / "snakemake"), "--profile", "profiles/slurm-cpu", target]
+    proc = subprocess.run(cmd, cwd=project, env=env(), capture_output=True, text=True, timeout=660)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+
+    trained = [e for e in events(project) if e["stage"] == "train" and e["event"] == "commit"]
+    (commit,) = [e for e in trained if e.get("slurm_job_id")]  # the finished ones were local
+    job = ended_job(commit["slurm_job_id"])
+    assert (job["JobState"], job["NumTasks"], job["NumCPUs"]) == ("COMPLETED", "2", "2"), job
+    timings = json.loads((project / "results/runs" / run / "timings.json").read_text())
+    assert timings["processes"] == {"count": 2, "launcher": "srun"}
+
+    # One process at twice the accumulation: the same run id, the same weights.
+    spec = run_spec_of(load_params(project / "params.yaml"), run)  # what the job trained
+    one = {**spec, "train": {**spec["train"], "devices": 1, "grad_accum": 2}}
+    assert run_id(one) == run
+    splits = project / "results/data/splits"
+    inputs = {s: [splits / f"{s}.parquet"] for s in ("train", "validation", "test")}
+    ctx = context(one, inputs, tmp_path / "one")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as each worker computes (the job's threads: 1)
+    try:
+        run_training(ctx.spec, ctx.inputs, ctx.outputs, ctx.work_dir, REPO)
+    finally:
+        torch.set_num_threads(threads)
+    two = load_file(next((project / "results/runs" / run / "model").glob("*.safetensors")))
+    ref = load_file(next(ctx.outputs["model"].glob("*.safetensors")))
+    assert two.keys() == ref.keys()
+    assert all(torch.equal(two[n], ref[n]) for n in ref)

@@ -366,5 +366,5 @@ def stage_shell(stage):
 
 def train_devices(wildcards):
     """A run's train.devices: its cluster job asks for that many tasks (srun starts one worker
-    per task) and GPUs."""
+    per task) and GPUs (one a task; none where the profile sets gpu: 0)."""
     return int(run_spec_of(config, wildcards.run)["train"].get("devices", 1))

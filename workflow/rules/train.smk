@@ -16,8 +16,12 @@ rule train:
     priority: run_priority
     conda:
         CONDA_ENV
+    # train.devices N: N tasks (srun starts one worker per task), one GPU each (--gpus=N
+    # --ntasks-per-gpu=1; without tasks_per_gpu the SLURM plugin reads tasks as tasks per GPU).
+    # A cluster without GPUs sets gpu: 0 for train in its profile: --ntasks=N, one CPU each.
     resources:
         tasks=train_devices,
+        tasks_per_gpu=1,
         gpu=train_devices,
     params:
         **stage_params("train"),

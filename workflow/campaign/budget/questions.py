@@ -29,12 +29,15 @@ def price_to_decide(
     {run id: cell id} of the planned runs (the plan table's cell_id); price: the reference
     offer's price per card-hour.
     A seed more per cell is one run per cell of the kept plan, each at the median calibrated
-    forecast of the kept runs, plus `b["margin"]`; cost_low/cost_high price the seeds needed at
-    the ends of the seed variance's interval (seeds_needed_low/high). With one seed, the price of
-    a second one (it measures the seed spread; whether it decides is not known yet).
+    card-hours of the kept runs (forecast hours x cards), plus `b["margin"]`; cost_low/cost_high
+    price the seeds needed at the ends of the seed variance's interval (seeds_needed_low/high).
+    With one seed, the price of a second one (it measures the seed spread; whether it decides
+    is not known yet).
     """
     kept = [r for r in forecast if r["kept"]]
-    hours = [r["forecast_hours"] for r in kept if math.isfinite(r["forecast_hours"])]
+    hours = [
+        r["forecast_hours"] * r.get("cards", 1) for r in kept if math.isfinite(r["forecast_hours"])
+    ]
     per_run = statistics.median(hours) * (1 + b["margin"]) if hours else math.nan
     n_main_cells = len({cells[r["run"]] for r in kept if r["run"] in cells})
     rows = []

@@ -4,11 +4,13 @@ floor's timings and (when there is one) the quantization table; writes
 results/budget/{jobs,forecast,offers,plans,equal_quality} as CSV and Parquet, and summary.txt in
 words.
 
-- jobs: one row per finished run: wall hours, device, peak memory (the benchmark's max_rss),
-  money at the reference offer's hourly price.
+- jobs: one row per finished run: wall hours, the cards it held (train.devices) and its
+  card-hours (wall x cards), device, peak memory (the benchmark's max_rss), money at the
+  reference offer's price per card-hour.
 - forecast: one row per planned run, in the plan's order: the plan's projection, what it took
   (finished runs), the forecast each finished run got from the runs before it, and the
-  calibrated forecast of every run (finished: what it took; the others: projection x factor).
+  calibrated forecast of every run (finished: what it took; the others: projection x factor),
+  all wall hours of the run on its cards, and the cards.
 - offers: per offer and pricing (hourly, each package): price per card-hour, the rest's
   card-hours on that card and how they were obtained, and whether the package beats hourly.
 - plans: every way to buy the work (the rest, and the whole kept plan) on every offer, with its
@@ -36,6 +38,7 @@ from campaign.budget import calibrate, questions, words
 from campaign.budget.money import format_money
 from campaign.budget.offers import (
     Offer,
+    card_hours_of,
     cheapest,
     measured_on,
     options,
@@ -132,8 +135,7 @@ def stage_budget(ctx) -> None:
     offers = [Offer.from_params(o) for o in b["offers"]]
     reference = next(o for o in offers if o.name == b["reference_offer"])
 
-    jobs = _jobs(plan, manifests, timings, benchmarks, reference, b["currency"])
-    devices = {j["device"] for j in jobs}
+    jobs = _jobs(plan, manifests, timings, benchmarks, reference, b["currency"], recipes)
     n_params, n_trainable = model_size(report, measurements)
     disk = report.get("disk", {}).get("details", {})
     eval_examples = int(disk.get("validation_examples", 0)) + int(disk.get("test_examples", 0))
@@ -146,11 +148,12 @@ def stage_budget(ctx) -> None:
     }
     offer_rows, plan_rows = [], []
     for offer in offers:
-        measured = measured_on(offer, reference, devices)
+        measured = measured_on(offer, reference, {j["device"] for j in jobs})
         fits = peak_bytes is None or peak_bytes <= offer.memory_gib * 2**30
         for scenario, rows in scenarios.items():
             hours, how = work_hours(rows, offer, measured, b["utilization"], b["margin"])
-            opts = options(offer, hours, b["deadline_hours"]) if fits else []
+            cards = [r["cards"] for r in rows]
+            opts = options(offer, hours, b["deadline_hours"], cards) if fits else []
             for o in opts:
                 plan_rows.append(
                     {
@@ -159,7 +162,7 @@ def stage_budget(ctx) -> None:
                         "gpu": offer.gpu,
                         "pricing": o.pricing,
                         "runs": len(hours),
-                        "card_hours": sum(hours),
+                        "card_hours": card_hours_of(hours, cards),
                         "hours_from": how,
                         "cost": o.cost,
                         "currency": b["currency"],
@@ -171,7 +174,7 @@ def stage_budget(ctx) -> None:
                     }
                 )
             if scenario == ("rest" if scenarios["rest"] else "kept plan"):
-                offer_rows += _offer_rows(offer, hours, how, fits, peak_bytes, b, scenario)
+                offer_rows += _offer_rows(offer, hours, cards, how, fits, peak_bytes, b, scenario)
     for scenario in scenarios:
         rows = [r for r in plan_rows if r["scenario"] == scenario]
         best = cheapest([_as_option(r) for r in rows])
@@ -259,14 +262,15 @@ def _ship(ctx, decisions: dict) -> dict[str, str]:
 
 _COLUMNS = {
     "jobs": [
-        "run", "tier", "seed", "device", "wall_hours", "train_hours", "benchmark_seconds",
-        "peak_memory_bytes", "resumed_from_step", "offer", "price_per_hour", "cost", "currency",
+        "run", "tier", "seed", "device", "wall_hours", "cards", "card_hours", "train_hours",
+        "benchmark_seconds", "peak_memory_bytes", "resumed_from_step", "offer", "price_per_hour",
+        "cost", "currency",
     ],
     "forecast": [
         "run", "tier", "kept", "finished", "projected_hours", "actual_hours", "step_hours", "ratio",
         "forecast_from_earlier_hours", "abs_error_projected", "abs_error_calibrated",
         "step_factor", "step_factor_low", "step_factor_high", "overhead_hours",
-        "overhead_hours_low", "overhead_hours_high", "forecast_hours", "flops",
+        "overhead_hours_low", "overhead_hours_high", "forecast_hours", "cards", "flops",
     ],
     "offers": [
         "offer", "gpu", "memory_gib", "fits_memory", "measured", "hours_from", "scenario",
@@ -298,7 +302,14 @@ def jobs_price(reference: Offer) -> float:
     return min((p.price_per_card_hour for p in reference.packages), default=math.nan)
 
 
-def _jobs(plan, manifests, timings, benchmarks, reference: Offer, currency: str) -> list[dict]:
+def cards_of(recipes: dict, run: str) -> int:
+    """The cards a run holds: its train.devices (one when the recipe does not say)."""
+    return int((recipes.get(run) or {}).get("devices", 1))
+
+
+def _jobs(plan, manifests, timings, benchmarks, reference: Offer, currency: str, recipes) -> list:
+    """One row per finished run; its money is its wall hours x its cards at the reference
+    offer's price per card-hour (every card of the job is paid while the job holds it)."""
     rows = []
     price = jobs_price(reference)
     for r in plan:
@@ -309,6 +320,7 @@ def _jobs(plan, manifests, timings, benchmarks, reference: Offer, currency: str)
         bench = read_benchmark(benchmarks[run]) if run in benchmarks else {}
         device = t.get("device") or {}
         wall_s = t.get("wall_seconds", bench.get("seconds", math.nan))
+        cards = cards_of(recipes, run)
         rows.append(
             {
                 "run": run,
@@ -316,6 +328,8 @@ def _jobs(plan, manifests, timings, benchmarks, reference: Offer, currency: str)
                 "seed": r.get("seed"),
                 "device": str(device.get("name") or device.get("type") or "unknown"),
                 "wall_hours": wall_s / HOUR_S,
+                "cards": cards,
+                "card_hours": wall_s / HOUR_S * cards,
                 "train_hours": t.get("train_seconds", math.nan) / HOUR_S,
                 "benchmark_seconds": bench.get("seconds", math.nan),
                 "peak_memory_bytes": t.get(
@@ -324,7 +338,7 @@ def _jobs(plan, manifests, timings, benchmarks, reference: Offer, currency: str)
                 "resumed_from_step": t.get("resumed_from_step"),
                 "offer": reference.name,
                 "price_per_hour": price,
-                "cost": wall_s / HOUR_S * price,
+                "cost": wall_s / HOUR_S * cards * price,
                 "currency": currency,
             }
         )
@@ -371,6 +385,7 @@ def _forecast(plan, jobs, b, recipes, n_params, n_trainable, eval_examples):
                 "overhead_hours_low": cal.overhead_hours.low,
                 "overhead_hours_high": cal.overhead_hours.high,
                 "forecast_hours": actual if i is not None else cal.forecast(r["projected_hours"]),
+                "cards": cards_of(recipes, r["run"]),
                 "flops": flops,
             }
         )
@@ -382,7 +397,7 @@ def _peak_bytes(report: dict) -> float | None:
     return float(est["peak_bytes"]) if est.get("peak_bytes") else None
 
 
-def _offer_rows(offer, hours, how, fits, peak_bytes, b, scenario) -> list[dict]:
+def _offer_rows(offer, hours, cards, how, fits, peak_bytes, b, scenario) -> list[dict]:
     base = {
         "offer": offer.name,
         "gpu": offer.gpu,
@@ -405,14 +420,14 @@ def _offer_rows(offer, hours, how, fits, peak_bytes, b, scenario) -> list[dict]:
                 "price_per_card_hour": offer.hourly,
                 "hourly": offer.hourly,
                 "break_even_card_hours": math.nan,
-                "work_card_hours": sum(hours),
-                "hourly_cost_of_work": sum(hours) * offer.hourly,
+                "work_card_hours": card_hours_of(hours, cards),
+                "hourly_cost_of_work": card_hours_of(hours, cards) * offer.hourly,
                 "holds_work": True,
                 "verdict": "hourly",
             }
         )
     for p in offer.packages:
-        row = package_vs_hourly(offer, p, hours, b["deadline_hours"])
+        row = package_vs_hourly(offer, p, hours, b["deadline_hours"], cards)
         rows.append(base | row)
     return rows
 

@@ -93,6 +93,24 @@ def to_decide_words(r: dict, gpu: str, offer: str, money) -> str:
     return head + "neither more seeds nor more items would (the estimate sits at the bar)."
 
 
+def on_cards(rows: list[dict], hours_key: str) -> str:
+    """ " (N card-hours: runs on several cards)" where a run holds more than one card (its
+    hours are wall hours; its money counts every card), else nothing."""
+    if all(r.get("cards", 1) == 1 for r in rows):
+        return ""
+    total = sum(r[hours_key] * r["cards"] for r in rows if math.isfinite(r[hours_key]))
+    return f" ({total:.3g} card-hours: runs on several cards)"
+
+
+def measured(jobs: list[dict], money) -> str:
+    """What the finished jobs took: wall hours (and card-hours, where a run held several cards)
+    and money."""
+    spent = sum(j["cost"] for j in jobs if math.isfinite(j["cost"]))
+    hours = sum(j["wall_hours"] for j in jobs if math.isfinite(j["wall_hours"]))
+    held = on_cards(jobs, "wall_hours")
+    return f"Measured: {len(jobs)} finished run(s), {format_hours(hours)}{held}, {money(spent)}."
+
+
 def summary(
     b, reference, jobs, forecast, cal: Calibration, plans, offers, bar, equal, to_decide=()
 ) -> str:
@@ -109,9 +127,7 @@ def summary(
     lines.append(
         f"Budget in {cur}; the jobs ran on the offer '{reference.name}' ({reference.gpu})."
     )
-    spent = sum(j["cost"] for j in jobs if math.isfinite(j["cost"]))
-    hours = sum(j["wall_hours"] for j in jobs if math.isfinite(j["wall_hours"]))
-    lines.append(f"Measured: {len(jobs)} finished run(s), {format_hours(hours)}, {money(spent)}.")
+    lines.append(measured(jobs, money))
 
     done = [r for r in forecast if r["finished"]]
     if done:
@@ -135,7 +151,8 @@ def summary(
         kept = sum(r["kept"] for r in rest)
         lines.append(
             f"The rest: {len(rest)} run(s) ({kept} kept, {len(rest) - kept} cut by the plan), "
-            f"{format_hours(sum(r['forecast_hours'] for r in rest))} forecast on {reference.gpu}, "
+            f"{format_hours(sum(r['forecast_hours'] for r in rest))}"
+            f"{on_cards(rest, 'forecast_hours')} forecast on {reference.gpu}, "
             f"+{b['margin']:.0%} margin."
         )
     else:

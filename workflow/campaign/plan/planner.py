@@ -65,11 +65,21 @@ def factor_keys(factors: dict, prefix: str = "") -> list[str]:
 
 
 def training_tokens(train: dict) -> int:
-    """Padded tokens a run trains on (steps × micro_batch × grad_accum × max_length): the
-    planner's measure of cost, known before anything ran. The projection scales the preflight's
-    measured step rate by the same tokens, so cheaper here is cheaper in projected hours unless
-    the runs differ in how often they evaluate."""
-    return train["max_steps"] * train["micro_batch"] * train["grad_accum"] * train["max_length"]
+    """Padded tokens a run trains on (steps × micro_batch × grad_accum × devices × max_length):
+    the planner's measure of cost, known before anything ran. The projection scales the
+    preflight's measured step rate by the same tokens, so cheaper here is cheaper in projected
+    card-hours (what the budget prices) unless the runs differ in how often they evaluate."""
+    per_step = train["micro_batch"] * train["grad_accum"] * int(train.get("devices", 1))
+    return train["max_steps"] * per_step * train["max_length"]
+
+
+def has_key(params: dict, dotted: str) -> bool:
+    node = params
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
 
 
 def design_parts(params: dict) -> tuple[list[str], list[list[Any]], dict[str, Any], Any]:
@@ -77,6 +87,12 @@ def design_parts(params: dict) -> tuple[list[str], list[list[Any]], dict[str, An
     ablation = params["ablation"]
     keys = factor_keys(ablation["factors"])
     levels = [get_key(ablation["factors"], k) for k in keys]
+    unset = [k for k in keys if not has_key(params, k)]
+    if unset:
+        raise CampaignError(
+            f"ablation.factors.{unset[0]}: the baseline sets no {unset[0]}; set it (the control "
+            f"cell's level) in {unset[0].split('.')[0]}"
+        )
     baseline = {k: get_key(params, k) for k in keys}
     return keys, levels, baseline, designs.get(ablation["design"])
 
@@ -262,6 +278,14 @@ COST_KEYS = (
 )
 
 
+def cost_recipe(train: dict) -> dict:
+    """A recipe as far as its projected cost goes (COST_KEYS), and its train.devices where
+    it is not 1 (a spec without it keeps its key)."""
+    recipe = {k: train[k] for k in COST_KEYS}
+    devices = int(train.get("devices", 1))
+    return recipe | ({"devices": devices} if devices != 1 else {})
+
+
 def table_spec(params: dict) -> dict:
     """The plan table's params subset: the ordered rows with the max_runs cut (then the adaptive
     runs, tier "adaptive", not kept), each run's recipe as far as its cost goes, the baseline
@@ -283,8 +307,8 @@ def table_spec(params: dict) -> dict:
             "lines": describe(keys, levels, baseline, ablation) if describe else [],
         },
         "rows": rows,
-        "recipes": {r.run_id: {k: r.spec["train"][k] for k in COST_KEYS} for r in runs},
-        "baseline": {k: params["train"][k] for k in COST_KEYS},
+        "recipes": {r.run_id: cost_recipe(r.spec["train"]) for r in runs},
+        "baseline": cost_recipe(params["train"]),
         "max_runs": ablation["max_runs"],
         "budget_hours": ablation["budget_hours"],
         "max_hours": params["preflight"]["max_hours"],

@@ -2,11 +2,18 @@
 plan fits: hours against `preflight.max_hours`, bytes against the free disk.
 
 A run's time: its training steps at the preflight's measured step rate, scaled by its tokens per
-step (micro_batch x grad_accum x max_length) against the baseline's; its validation passes and
-final predictions at the measured seconds per example; its checkpoint writes at the measured
-seconds per write. Its disk: the checkpoints it keeps, the model, predictions and logs, at the
-sizes the preflight wrote. One run at a time on the preflight's device (a projection per target
-card needs each card's throughput, which params do not give yet).
+step (micro_batch x grad_accum x devices x max_length, the effective batch) against the
+baseline's, and split over its train.devices processes; its validation passes and final
+predictions at the measured seconds per example; its checkpoint writes at the measured seconds
+per write (those are rank 0's: the other processes wait). Its disk: the checkpoints it keeps, the
+model, predictions and logs, at the sizes the preflight wrote. One run at a time on the
+preflight's device (a projection per target card needs each card's throughput, which params do
+not give yet).
+
+The hours are wall hours of a run on its cards: a run with train.devices N holds N cards for
+them, N x its hours in card-hours (what the budget prices). The preflight measures the
+baseline's effective batch on one process (preflight/bench.py), so the split over N processes
+assumes the steps scale perfectly; the budget's calibration measures how far they do.
 
 The plan is then cut: the kept runs are the first ones of the plan's order whose cumulative hours
 fit `ablation.budget_hours` (and within `ablation.max_runs`, cut before).
@@ -27,10 +34,11 @@ def evaluations_per_run(max_steps: int, eval_every: int) -> int:
 
 
 def step_scale(recipe: dict, baseline: dict) -> float:
-    """How much one step of `recipe` costs relative to one of the baseline's (padded tokens)."""
+    """How much one step of `recipe` costs relative to one of the baseline's on one process
+    (padded tokens of the effective batch; devices: 1 when absent)."""
 
     def tokens(r: dict) -> int:
-        return r["micro_batch"] * r["grad_accum"] * r["max_length"]
+        return r["micro_batch"] * r["grad_accum"] * r.get("devices", 1) * r["max_length"]
 
     return tokens(recipe) / tokens(baseline)
 
@@ -38,13 +46,15 @@ def step_scale(recipe: dict, baseline: dict) -> float:
 def run_cost(
     recipe: dict, baseline: dict, rates: dict, sizes: dict, timings_bytes: int = 0
 ) -> dict:
-    """{seconds, bytes} of one run. rates: the throughput check's measured rates; sizes: the disk
-    check's exact sizes (one checkpoint, the model, predictions, logs; example counts)."""
+    """{seconds, bytes} of one run: seconds of wall time on its recipe["devices"] cards (1 when
+    absent). rates: the throughput check's measured rates; sizes: the disk check's exact sizes
+    (one checkpoint, the model, predictions, logs; example counts)."""
     steps = recipe["max_steps"]
+    devices = recipe.get("devices", 1)
     per_example = rates["eval_seconds_per_example"]
     n_val, n_test = sizes["validation_examples"], sizes["test_examples"]
     seconds = {
-        "train": steps / rates["steps_per_s"] * step_scale(recipe, baseline),
+        "train": steps / rates["steps_per_s"] * step_scale(recipe, baseline) / devices,
         "evaluation": evaluations_per_run(steps, recipe["eval_every"]) * n_val * per_example,
         "predictions": (n_val + n_test) * per_example,
         "checkpoints": math.ceil(steps / recipe["checkpoint_every"])

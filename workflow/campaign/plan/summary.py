@@ -66,6 +66,10 @@ def report_lines(spec: dict, rows: list[dict], note: str = "") -> list[str]:
     if "projected_hours" in (rows[0] if rows else {}):
         hours = sum(r["projected_hours"] for r in kept)
         line += f", projected at {hours:.4g} h on the preflight's device"
+        cards = {r: recipe.get("devices", 1) for r, recipe in spec.get("recipes", {}).items()}
+        if any(cards.get(r["run"], 1) > 1 for r in kept):
+            held = sum(r["projected_hours"] * cards.get(r["run"], 1) for r in kept)
+            line += f" ({held:.4g} card-hours: a run with train.devices N holds N cards)"
     cuts = []
     if by_max_runs:
         cuts.append(f"{len(by_max_runs)} by max_runs ({spec['max_runs']})")

@@ -48,22 +48,26 @@ def remaining_hours(
     finished: set[str],
     calibration: tuple[float, float] | None,
     running_eta_s: Mapping[str, float | None] | None = None,
+    cards: Mapping[str, int] | None = None,
 ) -> tuple[float | None, int]:
     """(hours left, runs left) for the plan's runs not finished: each run's projected hours,
     corrected (projected x step factor + overhead) when the budget has calibrated; a running
-    run's own ETA where its progress file has one. None hours when a run has no projection."""
+    run's own ETA where its progress file has one. None hours when a run has no projection.
+    cards: {run: train.devices}: then card-hours, each run's hours x its cards (1 if absent)."""
     running_eta_s = running_eta_s or {}
+    cards = cards or {}
     left = [r for r in plan if r["run"] not in finished]
     total = 0.0
     for r in left:
         if running_eta_s.get(r["run"]) is not None:
-            total += running_eta_s[r["run"]] / 3600
+            hours = running_eta_s[r["run"]] / 3600
         elif r["projected_hours"] is None:
             return None, len(left)
         elif calibration is None:
-            total += r["projected_hours"]
+            hours = r["projected_hours"]
         else:
-            total += r["projected_hours"] * calibration[0] + calibration[1]
+            hours = r["projected_hours"] * calibration[0] + calibration[1]
+        total += hours * cards.get(r["run"], 1)
     return total, len(left)
 
 
@@ -73,8 +77,10 @@ def remaining_line(
     calibration: tuple[float, float] | None,
     budget: Mapping[str, Any],
     running_eta_s: Mapping[str, float | None] | None = None,
+    cards: Mapping[str, int] | None = None,
 ) -> str:
-    """`remaining: 2 of 4 planned runs, 12.5 min (calibrated ...), 0.01 EUR on workstation ...`."""
+    """`remaining: 2 of 4 planned runs, 12.5 min (calibrated ...), 0.01 EUR on workstation ...`;
+    the money counts each run's cards ({run: train.devices}, 1 if absent)."""
     from campaign.budget import format_money
     from campaign.core.progress import format_seconds
 
@@ -91,9 +97,11 @@ def remaining_line(
         return f"{head}, hours unknown (the preflight has not measured throughput)"
     name = budget.get("reference_offer")
     offer = next((o for o in budget.get("offers", []) if o.get("name") == name), None)
+    held, _ = remaining_hours(plan, finished, calibration, running_eta_s, cards)
+    several = f", {held:.3g} card-hours" if held != hours else ""
     money = (
-        f", {format_money(hours * float(offer['hourly']), budget.get('currency', ''))} on "
-        f"{name} ({offer['hourly']} {budget.get('currency', '')}/h)"
+        f", {format_money(held * float(offer['hourly']), budget.get('currency', ''))} on "
+        f"{name} ({offer['hourly']} {budget.get('currency', '')}/h{several})"
         if offer is not None
         else ""
     )

@@ -116,13 +116,17 @@ def print_status(
     if running:
         print("progress:\n" + "\n".join(f"  {line}" for line in running))
     if Path(plan_table).exists():
-        budget = load_params(params_path).get("budget", {})
+        from campaign.plan import plan_index
+
+        params = load_params(params_path)
+        cards = {r: int(p.spec["train"].get("devices", 1)) for r, p in plan_index(params).items()}
         line = remaining_line(
             read_plan_table(Path(plan_table)),
             finished_runs(rows, records),
             read_calibration(Path(forecast)),
-            budget,
+            params.get("budget", {}),
             etas,
+            cards,
         )
         print(line)
     else:

@@ -39,6 +39,14 @@ def rank_and_world(env: dict | None = None) -> tuple[int, int]:
     return 0, 1
 
 
+def launcher(env: dict | None = None) -> str:
+    """What started this process: "srun", "torchrun", or "one process"."""
+    env = os.environ if env is None else env
+    if env.get("CAMPAIGN_DISTRIBUTED") == "srun":
+        return "srun"
+    return "torchrun" if "RANK" in env and "WORLD_SIZE" in env else "one process"
+
+
 def init(device, rank: int, world: int) -> None:
     """Join the process group (gloo on the CPU, NCCL on CUDA); no-op for one process."""
     if world == 1:

@@ -98,7 +98,8 @@ def timings(trainer: Trainer, device: dict, wall_s: float) -> dict:
         "resumed_from_step": trainer.resumed_from,
         "train_seconds": round(trainer.train_seconds, 3),
         "wall_seconds": round(wall_s, 3),
-        "peak_memory_bytes": _peak_memory(trainer.device),
+        "peak_memory_bytes": _peak_memory(trainer.device),  # rank 0's
+        "processes": {"count": trainer.world, "launcher": distributed.launcher()},
         "per_step": trainer.timing_columns(),
     }
 
