@@ -6,7 +6,17 @@ non-inferiority test, Holm per family (questions); decisions against
 (words); error analysis (confusions, slices, items fixed and broken). stage.py wires them."""
 
 from campaign.core.lazy import exports
-from campaign.core.stage import EachJob, EachRun, File, Folder, From, Phase, Stage
+from campaign.core.stage import (
+    EachJob,
+    EachRun,
+    File,
+    Findings,
+    Folder,
+    From,
+    Phase,
+    ReportSection,
+    Stage,
+)
 from campaign.data import SPLIT_FILES
 
 _PUBLIC = {
@@ -41,6 +51,45 @@ def _evaluate_spec(params: dict) -> dict:
 PHASE = Phase(
     name="evaluate",
     order=60,
+    report=(
+        ReportSection(
+            "effects",
+            "Ablation effects",
+            60,
+            "campaign.report.render:render_effects",
+            {
+                "comparisons": From("evaluate", "comparisons"),
+                "decisions": From("evaluate", "decisions"),
+            },
+            figure="4. Evaluation",
+        ),
+        ReportSection(
+            "seeds",
+            "Seed spread and the reference floor",
+            61,
+            "campaign.report.render:render_seeds",
+            {
+                "eval_metrics": From("evaluate", "metrics"),
+                "comparisons": From("evaluate", "comparisons"),
+                "decisions": From("evaluate", "decisions"),
+            },
+            figure="4. Evaluation",
+        ),
+        # Last in the report: every decision in words.
+        ReportSection(
+            "decisions",
+            "Decisions",
+            90,
+            "campaign.report.render:render_decisions",
+            {"decisions": From("evaluate", "decisions")},
+        ),
+    ),
+    findings=(
+        Findings(
+            {"decisions": From("evaluate", "decisions")},
+            "campaign.tools.findings:evaluation_findings",
+        ),
+    ),
     stages=(
         Stage(
             name="floor",

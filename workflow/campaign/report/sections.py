@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -15,6 +14,7 @@ import pandas as pd
 from campaign.budget import format_money
 from campaign.core.errors import CampaignError
 from campaign.core.io import get
+from campaign.core.stage import Section
 from campaign.evaluate import (
     ACT_PREFIX,
     NO_FINDINGS,
@@ -24,16 +24,6 @@ from campaign.evaluate import (
     level_words,
     verdict_block,
 )
-
-
-@dataclass
-class Section:
-    key: str  # the anchor in the HTML page, and the figure's output name after "fig_"
-    title: str
-    lines: list[str] = field(default_factory=list)
-    tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
-    figure: tuple | None = None  # (plot function name, arguments) or None
-    pre: str | None = None  # a block of text shown as it is (the budget's summary)
 
 
 def read_json(path: Path, keys: tuple[str, ...] = ()) -> dict:
