@@ -267,15 +267,15 @@ class IndexColumns:
 @dataclass
 class Section:
     """One rendered section of the report: sentences, tables and (for most) the data of one
-    figure. The report sets `key` and `title` from its ReportSection (a renderer may leave them
-    out: `Section(lines=[...], tables=[...])`)."""
+    figure. The report sets `key` and `title` from its ReportSection, the one place they are
+    said: a renderer returns `Section(lines, tables, figure)`."""
 
-    key: str = ""  # the anchor in the HTML page, and the figure's output name after "fig_"
-    title: str = ""
     lines: list[str] = field(default_factory=list)
     tables: list[tuple[str, Any]] = field(default_factory=list)  # (caption, pandas DataFrame)
     figure: tuple | None = None  # (plot function name, arguments) or None
     pre: str | None = None  # a block of text shown as it is (the budget's summary)
+    key: str = ""  # the anchor in the HTML page, and the figure's output name after "fig_"
+    title: str = ""
 
 
 @dataclass(frozen=True)

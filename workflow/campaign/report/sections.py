@@ -130,7 +130,7 @@ def data_section(
         )
         if len(flagged):
             tables.append(("Findings in the campaign's artifacts", flagged))
-    return Section("data", "Data", lines, tables, ("data_figure", (per_label, kinds)))
+    return Section(lines, tables, ("data_figure", (per_label, kinds)))
 
 
 LEAKS = (
@@ -177,8 +177,6 @@ def leakage_section(audit_path: Path) -> Section:
         ),
     ]
     return Section(
-        "leakage",
-        "Leakage audit",
         lines,
         [("Leaks: this split vs a naive split", leaks), ("Split sizes", splits)],
         ("leakage_figure", (leaks,)),
@@ -224,8 +222,6 @@ def preflight_section(report_path: Path) -> Section:
         else "Memory fit: no target cards.",
     ]
     return Section(
-        "preflight",
-        "Preflight and memory fit",
         lines,
         [
             ("Checks", checks),
@@ -275,9 +271,7 @@ def curves_section(curves: pd.DataFrame) -> Section:
             f"Highest final validation accuracy: {best['run'].iloc[0]} "
             f"({level_words(best['final_validation_accuracy'].iloc[0], None, None)})."
         )
-    return Section(
-        "curves", "Training curves", lines, [("Per run", table)], ("curves_figure", (curves,))
-    )
+    return Section(lines, [("Per run", table)], ("curves_figure", (curves,)))
 
 
 def effects_section(comparisons_path: Path, decisions: dict) -> Section:
@@ -302,8 +296,6 @@ def effects_section(comparisons_path: Path, decisions: dict) -> Section:
         + ".",
     ]
     return Section(
-        "effects",
-        "Ablation effects",
         lines,
         [(f"Comparisons ({decisions['decide_on']})", effects[[c for c in shown if c in effects]])],
         (
@@ -342,8 +334,6 @@ def seeds_section(metrics: pd.DataFrame, comparisons_path: Path, decisions: dict
     for c in vs_floor.itertuples():
         lines.append(f"{c.subject} vs {c.reference}: {c.decision}.")
     return Section(
-        "seeds",
-        "Seed spread and the reference floor",
         lines,
         [
             ("Seed spread per cell", spread),
@@ -425,8 +415,6 @@ def quantize_section(variants_path: Path, metrics: pd.DataFrame, decisions: dict
         else:
             lines.append(f"skipped: {s}")
     return Section(
-        "quantize",
-        "Quantization trade-off",
         lines,
         [("Variants", table)],
         ("quantize_figure", (points, metric)),
@@ -480,8 +468,6 @@ def budget_section(plans_path: Path, jobs_path: Path, summary_path: Path) -> Sec
         "cheapest",
     ]
     section = Section(
-        "budget",
-        "Budget and recommended offer",
         lines,
         [
             ("Finished jobs", jobs),
@@ -523,7 +509,7 @@ def verdict_section(summary_path: Path, decisions: dict, findings: list[str]) ->
     )
     scope = block[0].removeprefix(VERDICT_TITLE).strip(" ()")
     lines = [scope[:1].upper() + scope[1:] + ".", *block[1:cut], *finding_lines(findings)]
-    return Section("verdict", VERDICT_TITLE, [line.strip() for line in lines])
+    return Section([line.strip() for line in lines])
 
 
 def forecast_section(forecast_path: Path) -> Section:
@@ -559,8 +545,6 @@ def forecast_section(forecast_path: Path) -> Section:
         "forecast_hours",
     ]
     return Section(
-        "forecast",
-        "Forecast vs actual",
         lines,
         [("Forecast per planned run", forecast[[c for c in shown if c in forecast]])],
         ("forecast_figure", (forecast,)),
@@ -595,4 +579,4 @@ def decisions_section(decisions: dict, path: Path) -> Section:
         ],
         columns=["kind", "subject", "reference", "estimate", "decision"],
     )
-    return Section("decisions", "Decisions", lines, [("Decisions", table)], None)
+    return Section(lines, [("Decisions", table)], None)
