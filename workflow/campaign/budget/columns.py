@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from campaign.core.errors import CampaignError
-from campaign.core.io import read_table
+from campaign.core.io import number_or_none, read_table
 
 JOBS_COLUMNS = ("run", "wall_hours", "cost", "currency", "offer")
 # Why a row that is not a trained run has no cost.
@@ -15,14 +15,6 @@ NOT_COSTED = {
     "floor": "the floor is not costed in the budget's jobs table",
 }
 NOT_IN_JOBS = "not in the budget's jobs table"
-
-
-def _number(value) -> float | None:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        return None
-    return x if x == x else None  # NaN -> null
 
 
 def cost_columns(inputs: dict[str, list[Path]], rows: list[dict]) -> list[dict]:
@@ -40,8 +32,8 @@ def cost_columns(inputs: dict[str, list[Path]], rows: list[dict]) -> list[dict]:
             continue
         out.append(
             {
-                "hours": _number(job["wall_hours"]),
-                "cost": _number(job["cost"]),
+                "hours": number_or_none(job["wall_hours"]),
+                "cost": number_or_none(job["cost"]),
                 "currency": job["currency"],
                 "cost_offer": job["offer"],
                 "cost_reason": None,

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from campaign.core.errors import CampaignError
 from campaign.core.hashing import ALGORITHM, hash_file, hash_value
-from campaign.core.io import get, read_json, read_table, resolve
+from campaign.core.io import get, number_or_none, read_json, read_table, resolve
 from campaign.core.io import read_plan as plan_table
 from campaign.index.views import summary_view
 
@@ -196,7 +196,7 @@ class Evaluation:
                     f"{split} split"
                 )
             for what in ("value", "ci_low", "ci_high"):
-                out[f"{split}_{what}"] = None if row is None else _number(row[what])
+                out[f"{split}_{what}"] = None if row is None else number_or_none(row[what])
         return out
 
     def cell_name(self, name: str) -> str | None:
@@ -409,9 +409,9 @@ def _quantized_decision(name: str, ev: Evaluation) -> dict:
     return {
         "decision": d["decision"],
         "decision_against": d.get("reference"),
-        "decision_estimate": _number(d.get("estimate")),
-        "decision_ci_low": _number(d.get("ci_low")),
-        "decision_ci_high": _number(d.get("ci_high")),
+        "decision_estimate": number_or_none(d.get("estimate")),
+        "decision_ci_low": number_or_none(d.get("ci_low")),
+        "decision_ci_high": number_or_none(d.get("ci_high")),
         "decision_reason": None,
     }
 
@@ -457,19 +457,11 @@ def _run_decision(control_id: str | None, cell_id: str, cell_vs_control: dict) -
     return {
         "decision": r["decision"],
         "decision_against": "control",
-        "decision_estimate": _number(r["estimate"]),
-        "decision_ci_low": _number(r["ci_low"]),
-        "decision_ci_high": _number(r["ci_high"]),
+        "decision_estimate": number_or_none(r["estimate"]),
+        "decision_ci_low": number_or_none(r["ci_low"]),
+        "decision_ci_high": number_or_none(r["ci_high"]),
         "decision_reason": None,
     }
-
-
-def _number(value) -> float | None:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        return None
-    return x if x == x else None  # NaN -> null
 
 
 def _hash_if(path: Path | None) -> str | None:
