@@ -13,16 +13,12 @@ configfile: os.environ.get("CAMPAIGN_PARAMS", "params.yaml")
 
 
 include: "workflow/rules/common.smk"
-include: "workflow/rules/data.smk"
-include: "workflow/rules/plan.smk"
-include: "workflow/rules/preflight.smk"
-include: "workflow/rules/train.smk"
-include: "workflow/rules/quantize.smk"
-include: "workflow/rules/evaluate.smk"
-include: "workflow/rules/budget.smk"
-include: "workflow/rules/index.smk"
-include: "workflow/rules/report.smk"
-include: "workflow/rules/track.smk"
+
+
+# Each phase's rule file, workflow/rules/<phase>.smk, in DAG order: the phases the registry finds.
+for _rules in phase_rule_files():
+
+    include: _rules
 
 
 # At the end of every run, what a user must act on (privacy findings, preflight failures and

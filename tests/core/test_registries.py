@@ -1,6 +1,8 @@
 """Adding a phase, a preflight check or an ablation design is adding files: a throw-away one of
 each, written into a copy of the project, shows up in `campaign --help`, in the plan and in the
-preflight report, with no other file edited."""
+preflight report, with no other file edited. A phase that contributes a report section, findings
+and index columns, added to a copy of the finished tiny campaign, shows up in the DAG, the report,
+`campaign findings` and the index with only its folder, rule file, schema section and params."""
 
 from __future__ import annotations
 
@@ -10,9 +12,16 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 import yaml
 
-from conftest import campaign, copy_project, env
+from conftest import campaign, copy_project, env, planned_jobs, snakemake
+
+
+def trained_runs(project: Path) -> list[str]:
+    """The runs a finished project trained (results/runs/<run>/)."""
+    return sorted(p.name for p in (project / "results" / "runs").iterdir() if p.is_dir())
+
 
 STAGE_PHASE = '''
 """A throw-away phase: counts the lines of its input."""
@@ -177,3 +186,176 @@ def test_unknown_registry_names_are_refused_with_the_known_ones(tmp_path):
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     out = campaign(project, "validate", check=False)
     assert out.returncode == 2 and "preflight.blocking[0]: expected one of disk" in out.stderr
+
+
+# ---- a phase that contributes to the report, the findings and the index ----------------------
+
+TALLY_PHASE = '''
+"""A throw-away phase: tallies the rows of each run's training log."""
+
+from campaign.core.stage import (
+    EachRun,
+    File,
+    Findings,
+    From,
+    IndexColumns,
+    Phase,
+    ReportSection,
+    Stage,
+)
+
+TALLY = {"tally": From("tally", "tally")}
+
+
+def _spec(params: dict) -> dict:
+    return {"note": params["tally"]["note"]}
+
+
+PHASE = Phase(
+    name="tally",
+    order=78,
+    stages=(
+        Stage(
+            name="tally",
+            entry="campaign.tally.stage:stage",
+            help="tally the rows of the runs' training logs (a throw-away phase)",
+            inputs={"logs": EachRun("train", "metrics")},
+            outputs={"tally": File("results/tally/tally.json")},
+            spec=_spec,
+        ),
+    ),
+    report=(ReportSection("tally", "Tally of the logs", 45, "campaign.tally.stage:render", TALLY),),
+    findings=(Findings(TALLY, "campaign.tally.stage:describe"),),
+    index=(IndexColumns((("log_rows", "int64"),), "campaign.tally.stage:columns", TALLY),),
+)
+'''
+
+TALLY_CODE = '''
+"""The throw-away phase's stage, its report section, its findings and its index column."""
+
+import json
+
+import pandas as pd
+
+from campaign.core.stage import Section
+
+
+def stage(ctx) -> None:
+    rows = {p.parent.name: len(pd.read_parquet(p)) for p in ctx.inputs["logs"]}
+    ctx.outputs["tally"].write_text(json.dumps({"note": ctx.spec["note"], "rows": rows}))
+
+
+def _read(path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def render(inputs) -> Section:
+    tally = _read(inputs.one("tally"))
+    table = pd.DataFrame(sorted(tally["rows"].items()), columns=["run", "log_rows"])
+    return Section(lines=[f"{tally['note']}: {len(table)} run(s)."], tables=[("Rows", table)])
+
+
+def describe(tally: dict) -> list[str]:
+    return [f"tally: {len(tally['rows'])} run(s) tallied ({tally['note']})"]
+
+
+def columns(inputs, rows) -> list[dict]:
+    counts = _read(inputs["tally"][0])["rows"]
+    return [{"log_rows": counts.get(r["run"])} if r["kind"] == "run" else {} for r in rows]
+'''
+
+TALLY_RULES = """
+localrules:
+    tally,
+
+
+rule tally:
+    input:
+        **stage_inputs("tally"),
+    output:
+        **stage_outputs("tally"),
+    log:
+        "logs/tally/tally.log",
+    params:
+        **stage_params("tally"),
+    shell:
+        stage_shell("tally")
+"""
+
+TALLY_SCHEMA = """
+  tally:
+    description: a throw-away phase
+    type: object
+    additionalProperties: false
+    required: [note]
+    properties:
+      note:
+        type: string
+        description: said in its report section and its findings
+"""
+
+
+@pytest.mark.slow
+def test_a_new_phase_reaches_the_plan_report_findings_and_index(finished_project):
+    """Its folder, its rule file, its schema section and its params: nothing else is edited,
+    and only its own job and the two that gather from it (report, index) run."""
+    import pandas as pd
+
+    project = finished_project
+    results = project / "results"
+    before = {p: p.read_bytes() for p in (project / "workflow").rglob("*") if p.is_file()}
+    before |= {p: p.read_bytes() for p in project.glob("*") if p.is_file()}
+    old_md = (results / "report/summary.md").read_text()
+    old_index = pd.read_parquet(results / "index.parquet")
+    write(project / "workflow/campaign/tally/__init__.py", TALLY_PHASE)
+    write(project / "workflow/campaign/tally/stage.py", TALLY_CODE)
+    write(project / "workflow/rules/tally.smk", TALLY_RULES)
+    schema = project / "workflow/schemas/params.schema.yaml"
+    schema.write_text(schema.read_text() + TALLY_SCHEMA.lstrip("\n"))
+    params = project / "params.yaml"
+    params.write_text(params.read_text() + "\ntally:\n  note: hello\n")
+    edited = {p for p, data in before.items() if p.read_bytes() != data}
+    assert edited == {schema, params}
+
+    # The plan: its job, and the report and index that now read its output; nothing retrains.
+    assert {rule for rule, _ in planned_jobs(snakemake(project, "-n"))} == {
+        "tally",
+        "report",
+        "index",
+        "all",
+    }
+    snakemake(project)
+    logs = {
+        r: len(pd.read_parquet(results / "runs" / r / "metrics.parquet"))
+        for r in trained_runs(project)
+    }
+
+    # The report: its section after the training curves (order 45), the others as they were.
+    md = (results / "report/summary.md").read_text()
+    table = "\n".join(f"| {run} | {n} |" for run, n in sorted(logs.items()))
+    section = (
+        f"## Tally of the logs\n\n- hello: {len(logs)} run(s).\n\n**Rows**\n\n| run | log_rows |\n"
+        f"|---|---|\n{table}\n\n"
+    )
+    assert section in md and md.index(section) > md.index("## Training curves")
+    (verdict, rest), (old_verdict, old_rest) = md.split("## Data", 1), old_md.split("## Data", 1)
+    assert rest.replace(section, "") == old_rest
+    # The verdict counts its finding too: it lists three, and the tiny campaign had three.
+    more = "- ... and 1 more finding(s): campaign findings"
+    assert verdict == old_verdict.rstrip("\n") + f"\n{more}\n\n"
+    assert (
+        '<section id="tally"><h2>Tally of the logs</h2>'
+        in (results / "report/index.html").read_text()
+    )
+
+    # The findings: its line.
+    out = campaign(project, "findings").stdout
+    assert f"  tally: {len(logs)} run(s) tallied (hello)" in out.splitlines()
+
+    # The index: its column last, each run's count, null elsewhere; every other column as before.
+    index = pd.read_parquet(results / "index.parquet")
+    assert list(index.columns) == [*old_index.columns, "log_rows"]
+    runs = index[index["kind"] == "run"]
+    assert dict(zip(runs["run"], runs["log_rows"], strict=True)) == logs
+    assert index.loc[index["kind"] != "run", "log_rows"].isna().all()
+    pd.testing.assert_frame_equal(index.drop(columns="log_rows"), old_index)

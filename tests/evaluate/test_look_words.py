@@ -82,9 +82,24 @@ def test_the_last_look_decides_and_a_question_closed_earlier_stays_closed():
     assert "adj_low" not in rows[2] and rows[2]["interval_over"] == "y"
 
 
-def test_the_report_shows_the_looks_of_an_adaptive_campaign_only():
-    from campaign.report.looks_section import looks_section
+def test_the_report_shows_the_looks_of_an_adaptive_campaign_only(tmp_path):
+    """The evaluate phase's declared section renders the looks, and a fixed campaign (no
+    adaptive_looks) has no such section in the report's list."""
+    import json
 
-    (section,) = looks_section({"adaptive_looks": look_lines(LOOKS)})
+    from campaign.core.io import resolve
+    from campaign.core.registry import phases
+    from campaign.report import sections_of
+    from campaign.report.render import ReportInputs
+
+    (declared,) = [s for s in sections_of(phases()) if s.key == "looks"]
+    render = resolve(declared.render)
+
+    def inputs(decisions: dict) -> ReportInputs:
+        path = tmp_path / f"decisions-{len(decisions)}.json"
+        path.write_text(json.dumps({"decide_on": "validation", "metric": "accuracy", **decisions}))
+        return ReportInputs({"decisions": [path]})
+
+    section = render(inputs({"decisions": [], "adaptive_looks": look_lines(LOOKS)}))
     assert section.pre.splitlines() == look_lines(LOOKS)
-    assert looks_section({"decisions": []}) == []
+    assert render(inputs({"decisions": []})) is None

@@ -18,9 +18,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from campaign.report import FIGURES
+from campaign.core.registry import get_stage
 from conftest import BIN, campaign, copy_finished, run, snakemake
 
+# The report's figures: one per section that declares one (Phase.report), named after it.
+FIGURES = [name.removeprefix("fig_") for name in get_stage("report").outputs if "fig_" in name]
 SECTIONS = [
     "Verdict",
     "Data",
@@ -156,6 +158,7 @@ def test_a_garbled_input_stops_the_stage_with_one_line_and_no_output(finished, t
         "artifact_findings": results / "data/artifact_findings.json",
         "leakage_audit": results / "data/leakage_audit.json",
         "preflight_report": results / "preflight/report.json",
+        "preflight_measurements": results / "preflight/measurements.json",
         "comparisons": garbled,
         "eval_metrics": results / "evaluation/metrics.parquet",
         "decisions": results / "evaluation/decisions.json",

@@ -225,7 +225,7 @@ def test_a_users_matplotlib_settings_do_not_reach_the_report_bytes():
     from campaign.report.sections import Section
     from campaign.report.stage import render_figure
 
-    section = Section("curves", "Training curves", figure=("curves_figure", (curves_table(),)))
+    section = Section(figure=("curves_figure", (curves_table(),)), key="curves")
     plain = render_figure(section)
     with matplotlib.rc_context({"font.size": 20, "axes.grid": True, "lines.linewidth": 4}):
         styled = render_figure(section)

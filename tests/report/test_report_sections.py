@@ -4,6 +4,7 @@ reader, text is escaped, and a missing or garbled file is one error naming it.""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pandas as pd
@@ -236,8 +237,10 @@ def test_table_cells_are_formatted_for_a_reader(value, text):
 
 def test_pages_escape_text_and_keep_every_section():
     sections = [
-        Section("data", "Data", ["<b>3</b> records"], [("T", pd.DataFrame({"a|b": [1]}))]),
-        Section("decisions", "Decisions", ["keep x"]),
+        Section(
+            ["<b>3</b> records"], [("T", pd.DataFrame({"a|b": [1]}))], key="data", title="Data"
+        ),
+        Section(["keep x"], key="decisions", title="Decisions"),
     ]
     html = render_html("Report", sections, {"data": b"\x89PNG"})
     assert "&lt;b&gt;3&lt;/b&gt; records" in html and "<b>3</b>" not in html
@@ -259,7 +262,6 @@ def test_the_verdict_opens_the_report_with_the_budgets_block_and_every_finding(t
     summary.write_text("\n".join([*block, "", "Keep the reference floor floor/tfidf: ..."]) + "\n")
     findings = ["privacy: 2 of 10 records hold findings (email 2)", "evaluation: lr=1 below floor"]
     section = verdict_section(summary, {"decide_on": "validation", "metric": "accuracy"}, findings)
-    assert section.title == "Verdict"
     assert section.lines == [
         "Chosen on validation; quality on test, accuracy; levels in %, differences in points.",
         "Keep: the reference floor floor/tfidf: test accuracy 90.6 % [87.1, 93.5]",
@@ -267,7 +269,8 @@ def test_the_verdict_opens_the_report_with_the_budgets_block_and_every_finding(t
         "Act on: privacy: 2 of 10 records hold findings (email 2)",
         "Act on: evaluation: lr=1 below floor",
     ]
-    page = render_html("t", [section], {})
+    # As the report shows it: with the key and title its declaration gives (campaign.report).
+    page = render_html("t", [dataclasses.replace(section, key="verdict", title="Verdict")], {})
     assert (
         "<li>Keep: the reference floor floor/tfidf: test accuracy 90.6 % [87.1, 93.5]</li>" in page
     )

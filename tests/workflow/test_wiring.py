@@ -4,13 +4,14 @@ references between stages resolve, and `rule all` is the final stages' outputs."
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
 import yaml
 
 from campaign.core.registry import final_outputs, stages, wiring_problems
-from campaign.core.stage import Derived, EachJob, EachRun, File, Folder, From, Stage
+from campaign.core.stage import Derived, EachJob, EachRun, Figure, File, Folder, From, Stage
 from conftest import FIXTURES, REPO
 
 RULES = REPO / "workflow" / "rules"
@@ -156,3 +157,74 @@ def test_rule_all_is_every_output_of_the_final_stages():
     params["tracking"]["enabled"] = True
     tracked = [out.path for out in final_outputs(params)]
     assert tracked == [*paths, "results/tracking/logged.json", "results/tensorboard"]
+
+
+def test_the_report_and_index_gather_what_the_phases_declare():
+    from campaign.core.errors import CampaignError
+    from campaign.core.registry import get_stage, phases
+    from campaign.core.stage import Findings, IndexColumns, Phase, ReportSection
+    from campaign.index import gather as gather_index
+    from campaign.report import gather as gather_report
+    from campaign.report import sections_of
+
+    report = get_stage("report")
+    # Every section of every phase, in its declared order: the verdict first, decisions last.
+    keys = [s.key for s in sections_of(phases())]
+    assert keys[0] == "verdict" and keys[-1] == "decisions" and len(keys) == len(set(keys))
+    assert {f"fig_{s.key}" for s in sections_of(phases()) if s.figure} == {
+        n for n in report.outputs if n.startswith("fig_")
+    }
+
+    own = dataclasses.replace(report, inputs={}, outputs={}, code=())  # the report's own, none
+    log = From("train", "metrics")
+    a = Phase(
+        "a",
+        1,
+        report=(ReportSection("s", "S", 5, "pkg.a:render", {"log": log}, figure="1. A"),),
+        findings=(Findings({"summary": From("split", "audit")}, "pkg.f:describe"),),
+    )
+    gathered = gather_report(own, (a,))
+    assert gathered.inputs == {"log": log, "summary": From("split", "audit")}
+    assert gathered.outputs == {"fig_s": Figure("results/report/figures/s.png", "1. A")}
+    assert gathered.code == ("pkg.a", "pkg.f")  # their code is part of the report's version
+    # One name, two files: refused, naming both readers.
+    b = Phase("b", 2, report=(ReportSection("t", "T", 6, "pkg.b:r", {"log": From("x", "y")}),))
+    with pytest.raises(CampaignError, match=r"report section 't': input 'log' .* but report "):
+        gather_report(own, (a, b))
+    with pytest.raises(CampaignError, match="two sections declare the key 's'"):
+        gather_report(own, (a, Phase("c", 3, report=a.report)))
+
+    index = get_stage("index")
+    c = Phase("c", 3, index=(IndexColumns((("n", "int64"),), "pkg.c:read", {"t": log}),))
+    gathered = gather_index(index, (c,))
+    assert gathered.inputs["t"] == log and "pkg.c" in gathered.code_modules
+    with pytest.raises(CampaignError, match="two phases declare the column 'n'"):
+        gather_index(index, (c, c))
+
+
+def test_the_index_adds_the_declared_columns_row_by_row(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    from campaign.core.errors import CampaignError
+    from campaign.core.stage import IndexColumns
+    from campaign.index.stage import contributed_columns
+
+    module = types.ModuleType("contributed_fake")
+    module.read = lambda inputs, rows: [{"n": len(r["name"])} for r in rows if r["kind"] == "run"]
+    module.wrong = lambda inputs, rows: [{"m": 1} for _ in rows]
+    monkeypatch.setitem(sys.modules, "contributed_fake", module)
+    rows = [{"name": "abc", "kind": "run"}, {"name": "floor/x", "kind": "floor"}]
+    declared = [IndexColumns((("n", "int64"), ("k", "string")), "contributed_fake:read")]
+    with pytest.raises(CampaignError, match="returned 1 rows of columns for 2 index rows"):
+        contributed_columns({}, rows, declared)
+    module.read = lambda inputs, rows: [
+        {"n": len(r["name"])} if r["kind"] == "run" else {} for r in rows
+    ]
+    assert contributed_columns({}, rows, declared) == [("n", "int64"), ("k", "string")]
+    assert rows == [
+        {"name": "abc", "kind": "run", "n": 3, "k": None},
+        {"name": "floor/x", "kind": "floor", "n": None, "k": None},
+    ]
+    with pytest.raises(CampaignError, match="undeclared column"):
+        contributed_columns({}, rows, [IndexColumns((("n", "int64"),), "contributed_fake:wrong")])

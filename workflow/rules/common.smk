@@ -21,6 +21,7 @@ from campaign.core.params import validate as validate_params
 from campaign.core.registry import (
     final_outputs,
     get_stage,
+    phases,
     produced,
     wiring_problems,
 )
@@ -327,8 +328,18 @@ def output_file(output):
     if isinstance(output, Folder):
         return directory(output.path)
     if isinstance(output, Figure):
-        caption = f"../report/{Path(output.path).stem}.rst"
-        return report(output.path, caption=caption, category=output.category)
+        # Its caption: workflow/report/<figure>.rst, where there is one.
+        caption = (
+            Path(workflow.basedir)
+            / "workflow"
+            / "report"
+            / f"{Path(output.path).stem}.rst"
+        )
+        if not caption.is_file():
+            return report(output.path, category=output.category)
+        return report(
+            output.path, caption=f"../report/{caption.name}", category=output.category
+        )
     return output.path
 
 
@@ -368,3 +379,14 @@ def train_devices(wildcards):
     """A run's train.devices: its cluster job asks for that many tasks (srun starts one worker
     per task) and GPUs (one a task; none where the profile sets gpu: 0)."""
     return int(run_spec_of(config, wildcards.run)["train"].get("devices", 1))
+
+
+def phase_rule_files():
+    """workflow/rules/<phase>.smk of every phase the registry finds, in DAG order (a phase
+    without a rule file has stages a person runs with `campaign <stage>` only)."""
+    rules = Path(workflow.basedir) / "workflow" / "rules"
+    return [
+        f"workflow/rules/{p.name}.smk"
+        for p in phases()
+        if (rules / f"{p.name}.smk").is_file()
+    ]

@@ -5,7 +5,16 @@ train and serve each variant that reaches the quality bar, the reference floor i
 and predictions as the floor stage timed them)."""
 
 from campaign.core.lazy import exports
-from campaign.core.stage import EachRun, File, From, Nothing, Phase, Stage
+from campaign.core.stage import (
+    EachRun,
+    File,
+    From,
+    IndexColumns,
+    Nothing,
+    Phase,
+    ReportSection,
+    Stage,
+)
 
 _PUBLIC = {
     "Factor": "calibrate",
@@ -59,6 +68,42 @@ def _check_params(params: dict) -> None:
 PHASE = Phase(
     name="budget",
     order=70,
+    report=(
+        ReportSection(
+            "budget",
+            "Budget and recommended offer",
+            70,
+            "campaign.report.render:render_budget",
+            {
+                "plans": From("budget", "plans_parquet"),
+                "jobs": From("budget", "jobs_parquet"),
+                "budget_summary": From("budget", "summary"),
+            },
+            figure="5. Budget",
+        ),
+        ReportSection(
+            "forecast",
+            "Forecast vs actual",
+            71,
+            "campaign.report.render:render_forecast",
+            {"forecast": From("budget", "forecast_parquet")},
+            figure="5. Budget",
+        ),
+    ),
+    # What each trained run cost, at the budget's reference offer.
+    index=(
+        IndexColumns(
+            (
+                ("hours", "float64"),
+                ("cost", "float64"),
+                ("currency", "string"),
+                ("cost_offer", "string"),
+                ("cost_reason", "string"),
+            ),
+            "campaign.budget.columns:cost_columns",
+            {"jobs": From("budget", "jobs_parquet")},
+        ),
+    ),
     stages=(
         Stage(
             name="budget",

@@ -83,6 +83,15 @@ def read_table(path: str | Path, required: Iterable[str] = (), columns: list[str
     return frame
 
 
+def number_or_none(value: Any) -> float | None:
+    """A table cell as a float for a typed column: None for a missing, NaN or non-numeric one."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if x == x else None  # NaN -> null
+
+
 # ------------------------------------------------------------------------------ plan table
 PLAN_REQUIRED = ("run", "seed", "tier")
 CELL_ID_PREFIX = "cell-"

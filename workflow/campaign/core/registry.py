@@ -18,6 +18,7 @@ from types import ModuleType
 
 import campaign
 from campaign.core.errors import CampaignError
+from campaign.core.io import resolve
 from campaign.core.stage import (
     Derived,
     EachJob,
@@ -25,6 +26,7 @@ from campaign.core.stage import (
     EachLookRun,
     EachRun,
     From,
+    Input,
     Output,
     Phase,
     Stage,
@@ -50,13 +52,35 @@ def phases() -> tuple[Phase, ...]:
 
 @functools.cache
 def stages() -> dict[str, Stage]:
+    """Every declared stage by name, in DAG order; a stage that gathers what the phases
+    contribute (Stage.gather: the report, the index) as its gather function completes it."""
     out: dict[str, Stage] = {}
     for phase in phases():
         for stage in phase.stages:
             if stage.name in out:
                 raise CampaignError(f"stage '{stage.name}' is declared twice ({phase.name})")
             out[stage.name] = stage
+    for name, stage in out.items():
+        if stage.gather is not None:
+            out[name] = resolve(stage.gather)(stage, phases())
     return out
+
+
+def merged_inputs(stage: Stage, parts: list[tuple[str, Mapping[str, Input]]]) -> dict:
+    """The stage's inputs and those its contributions read ([(who, {name: source})]): one name
+    read by two of them must name the same file."""
+    inputs: dict[str, Input] = dict(stage.inputs)
+    owner = dict.fromkeys(inputs, f"stage '{stage.name}'")
+    for who, part in parts:
+        for name, source in part.items():
+            if name in inputs and inputs[name] != source:
+                raise CampaignError(
+                    f"{who}: input '{name}' is {source!r}, but {owner[name]} reads "
+                    f"{inputs[name]!r} under that name"
+                )
+            inputs.setdefault(name, source)
+            owner.setdefault(name, who)
+    return inputs
 
 
 def get_stage(name: str) -> Stage:

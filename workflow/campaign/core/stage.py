@@ -32,6 +32,13 @@ redone plan does not make trained runs stale).
 from the registry): True, False, or a function of the params (the track stage, with
 tracking.enabled). All of a final stage's outputs are targets; its job is needed either way, so
 this lists the files that job writes without adding a job.
+
+A phase also declares what it contributes to what a user reads (`Phase.report`,
+`Phase.findings`, `Phase.index`), beside its stages: a report section (title, the function that
+renders it, the files it reads), the lines `campaign findings` prints from one of its JSON
+reports, and index columns (names, types, the function that reads them per row). The report and
+index stages take them from every phase (`Stage.gather`, called by the registry once all phases
+are known), so a new phase's section and columns need no edit of report/ or index/.
 """
 
 from __future__ import annotations
@@ -178,6 +185,12 @@ class Stage:
     after: Mapping[str, Input] = field(default_factory=dict, hash=False)
     # Whether the outputs are targets of a bare `snakemake`: a bool or params -> bool.
     final: bool | Callable[[dict], bool] = False
+    # More modules whose code decides the result (a contributed section's renderer).
+    code: tuple[str, ...] = ()
+    # "module:function" (stage, phases) -> the stage with what the phases contribute to it
+    # (inputs, outputs, code): the report's sections, the index's columns. The registry calls
+    # it once every phase is declared.
+    gather: str | None = None
 
     @property
     def wildcards(self) -> tuple[str, ...]:
@@ -228,7 +241,7 @@ class Stage:
         """The modules whose code decides the result: the entry's, and the ones that pin the
         execution (threads, deterministic algorithms), derive the inputs and view them."""
         views = tuple(view.partition(":")[0] for _, view in self.input_views)
-        extra = (self.execution, (self.derive_inputs or "").partition(":")[0], *views)
+        extra = (self.execution, (self.derive_inputs or "").partition(":")[0], *views, *self.code)
         return (self.module, *sorted({m for m in extra if m and m != self.module}))
 
     def key_params(self, spec: Any) -> Any:
@@ -243,6 +256,61 @@ class Stage:
 
 
 @dataclass(frozen=True)
+class ReportSection:
+    """A section of the report: `key` (its anchor; its figure is written as figures/<key>.png),
+    `title`, `order` (its place: the verdict 0, data 10, ..., the decisions last) and `render`,
+    "module:function" (inputs: campaign.report.ReportInputs) -> campaign.core.stage.Section,
+    or None where the campaign has nothing for it (the section is left out), reading the report
+    stage's inputs by the names `inputs` declares. `figure`: the category
+    `snakemake --report` files the section's figure under (None: no figure); its caption is
+    workflow/report/<key>.rst."""
+
+    key: str
+    title: str
+    order: int
+    render: str
+    inputs: Mapping[str, Input] = field(default_factory=dict, hash=False)
+    figure: str | None = None
+
+
+@dataclass(frozen=True)
+class Findings:
+    """What `campaign findings` (and the report's verdict) says from a phase's JSON reports:
+    `describe`, "module:function" (first, *rest) -> list[str], called with each file of `reads`
+    read as a dict, in order: the first must exist (else no lines), the others are None when
+    absent. `reads`: {the report stage's input name: a fixed file}."""
+
+    reads: Mapping[str, From] = field(hash=False)
+    describe: str
+
+
+@dataclass(frozen=True)
+class IndexColumns:
+    """Columns of the experiment index: `columns` ((name, Arrow type alias) in order, after
+    the index's own) and `read`, "module:function" (inputs: {name: [paths]}, rows: list of
+    the index's rows, each with `name`, `kind`, `run`, `variant`) -> one {column: value} per
+    row, in order (a column a row lacks is null). `inputs`: the index stage's inputs it reads."""
+
+    columns: tuple[tuple[str, str], ...]
+    read: str
+    inputs: Mapping[str, Input] = field(default_factory=dict, hash=False)
+
+
+@dataclass
+class Section:
+    """One rendered section of the report: sentences, tables and (for most) the data of one
+    figure. The report sets `key` and `title` from its ReportSection, the one place they are
+    said: a renderer returns `Section(lines, tables, figure)`."""
+
+    lines: list[str] = field(default_factory=list)
+    tables: list[tuple[str, Any]] = field(default_factory=list)  # (caption, pandas DataFrame)
+    figure: tuple | None = None  # (plot function name, arguments) or None
+    pre: str | None = None  # a block of text shown as it is (the budget's summary)
+    key: str = ""  # the anchor in the HTML page, and the figure's output name after "fig_"
+    title: str = ""
+
+
+@dataclass(frozen=True)
 class Phase:
     """One phase of the DAG. `order` places it (data 10, preflight 20, plan 30, train 40, ...).
 
@@ -254,3 +322,6 @@ class Phase:
     order: int
     stages: tuple[Stage, ...] = ()
     check_params: Callable[[dict], None] | None = None
+    report: tuple[ReportSection, ...] = ()  # its sections of the report
+    findings: tuple[Findings, ...] = ()  # what `campaign findings` says from its reports
+    index: tuple[IndexColumns, ...] = ()  # its columns of the experiment index

@@ -2,7 +2,16 @@
 exact and near duplicates, join leak units and split them without leaks (split, audit)."""
 
 from campaign.core.lazy import exports
-from campaign.core.stage import Derived, EachRun, File, From, Phase, Stage
+from campaign.core.stage import (
+    Derived,
+    EachRun,
+    File,
+    Findings,
+    From,
+    Phase,
+    ReportSection,
+    Stage,
+)
 
 # What other phases and tools may use; everything else in this folder is the phase's own.
 _PUBLIC = {
@@ -78,6 +87,38 @@ def _check_params(params: dict) -> None:
 PHASE = Phase(
     name="data",
     order=10,
+    report=(
+        ReportSection(
+            "data",
+            "Data",
+            10,
+            "campaign.report.render:render_data",
+            {
+                "manifest": From("manifest", "manifest"),
+                "privacy": From("split", "privacy"),
+                "artifact_findings": From("artifact_scan", "findings"),
+            },
+            figure="1. Data",
+        ),
+        ReportSection(
+            "leakage",
+            "Leakage audit",
+            11,
+            "campaign.report.render:render_leakage",
+            {"leakage_audit": From("split", "audit")},
+            figure="1. Data",
+        ),
+    ),
+    findings=(
+        Findings({"privacy": From("split", "privacy")}, "campaign.tools.findings:privacy_findings"),
+        Findings(
+            {"artifact_findings": From("artifact_scan", "findings")},
+            "campaign.tools.findings:artifact_findings",
+        ),
+        Findings(
+            {"leakage_audit": From("split", "audit")}, "campaign.tools.findings:audit_findings"
+        ),
+    ),
     stages=(
         Stage(
             name="manifest",

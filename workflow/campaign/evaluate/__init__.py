@@ -12,10 +12,12 @@ from campaign.core.stage import (
     EachLookRun,
     EachRun,
     File,
+    Findings,
     Folder,
     From,
     Phase,
     PreviousLook,
+    ReportSection,
     Stage,
 )
 from campaign.data import SPLIT_FILES
@@ -63,6 +65,52 @@ def _look_spec(params: dict, look: str) -> dict:
 PHASE = Phase(
     name="evaluate",
     order=60,
+    report=(
+        ReportSection(
+            "effects",
+            "Ablation effects",
+            60,
+            "campaign.report.render:render_effects",
+            {
+                "comparisons": From("evaluate", "comparisons"),
+                "decisions": From("evaluate", "decisions"),
+            },
+            figure="4. Evaluation",
+        ),
+        ReportSection(
+            "seeds",
+            "Seed spread and the reference floor",
+            61,
+            "campaign.report.render:render_seeds",
+            {
+                "eval_metrics": From("evaluate", "metrics"),
+                "comparisons": From("evaluate", "comparisons"),
+                "decisions": From("evaluate", "decisions"),
+            },
+            figure="4. Evaluation",
+        ),
+        # Last in the report: every decision in words.
+        ReportSection(
+            "looks",
+            "Adaptive looks",
+            62,
+            "campaign.report.looks_section:render_looks",
+            {"decisions": From("evaluate", "decisions")},
+        ),
+        ReportSection(
+            "decisions",
+            "Decisions",
+            90,
+            "campaign.report.render:render_decisions",
+            {"decisions": From("evaluate", "decisions")},
+        ),
+    ),
+    findings=(
+        Findings(
+            {"decisions": From("evaluate", "decisions")},
+            "campaign.tools.findings:evaluation_findings",
+        ),
+    ),
     stages=(
         Stage(
             name="floor",

@@ -3,13 +3,39 @@ quantized variant and per reference floor, joining what each one is (factor leve
 and split hashes, code version, artifact hashes) with what it scored, what was decided and what
 it cost, so a user answers questions about the campaign with one pandas query."""
 
-from campaign.core.stage import EachJob, EachRun, File, From, Phase, Stage
+from dataclasses import replace
+
+from campaign.core.errors import CampaignError
+from campaign.core.io import module_of
+from campaign.core.registry import merged_inputs
+from campaign.core.stage import EachJob, EachRun, File, From, IndexColumns, Phase, Stage
 from campaign.data import SPLIT_FILES
 
 
 def _no_spec(params: dict) -> None:
     # Everything the index holds is read from its inputs; no param changes its bytes.
     return None
+
+
+def columns_of(phases) -> list[IndexColumns]:
+    """Every phase's index columns, in DAG order (they follow the index's own columns)."""
+    found = [c for p in phases for c in p.index]
+    names = [name for c in found for name, _ in c.columns]
+    for name in names:
+        if names.count(name) > 1:
+            raise CampaignError(f"index: two phases declare the column '{name}'")
+    return found
+
+
+def gather(stage: Stage, phases) -> Stage:
+    """The index stage with the inputs the phases' columns read and the modules that read
+    them as part of its code version."""
+    contributed = columns_of(phases)
+    parts = [(f"index columns {c.read}", c.inputs) for c in contributed]
+    code = {module_of(c.read) for c in contributed}
+    return replace(
+        stage, inputs=merged_inputs(stage, parts), code=tuple(sorted(set(stage.code) | code))
+    )
 
 
 PHASE = Phase(
@@ -36,8 +62,9 @@ PHASE = Phase(
                 "metrics": From("evaluate", "metrics"),
                 "comparisons": From("evaluate", "comparisons"),
                 "decisions": From("evaluate", "decisions"),
-                "jobs": From("budget", "jobs_parquet"),
             },
+            # The columns the phases declare (Phase.index: the budget's cost, ...) after these.
+            gather="campaign.index:gather",
             outputs={"index": File("results/index.parquet")},
             final=True,
             spec=_no_spec,

@@ -21,7 +21,9 @@ Where each column comes from:
   metrics.parquet); decision: the run's cell against the control (comparisons.parquet's row
   of kind cell with that cell_id, on the split decisions use), or the quantized variant's
   decision (decisions.json, by the variant's name).
-- hours, cost: results/budget/jobs.parquet (money at the budget's reference offer).
+Then the columns the phases declare (Phase.index), in DAG order, each read by its phase's
+function from the inputs it declares: hours, cost, currency, cost_offer, cost_reason from
+results/budget/jobs.parquet (campaign.budget.columns).
 A value no input records is null, with the reason in the matching *_reason column.
 """
 
@@ -33,7 +35,7 @@ from pathlib import Path
 
 from campaign.core.errors import CampaignError
 from campaign.core.hashing import ALGORITHM, hash_file, hash_value
-from campaign.core.io import get, read_json, read_table
+from campaign.core.io import get, number_or_none, read_json, read_table, resolve
 from campaign.core.io import read_plan as plan_table
 from campaign.index.views import summary_view
 
@@ -95,17 +97,11 @@ TAIL = [
     ("decision_reason", "string"),
     ("best_cell", "bool"),
     ("floor_verdict", "string"),
-    ("hours", "float64"),
-    ("cost", "float64"),
-    ("currency", "string"),
-    ("cost_offer", "string"),
-    ("cost_reason", "string"),
 ]
 METRICS_COLUMNS = ("variant", "kind", "run", "cell", "split", "metric", "value", "ci_low",
                    "ci_high")  # fmt: skip
 COMPARISON_COLUMNS = ("split", "kind", "subject", "cell_id", "reference", "decision", "estimate",
                       "ci_low", "ci_high")  # fmt: skip
-JOBS_COLUMNS = ("run", "wall_hours", "cost", "currency", "offer")
 
 
 def tree_hash(path: Path) -> str:
@@ -169,16 +165,16 @@ def _by_run(paths: list[Path], what: str, depth: int = 1) -> dict:
 
 
 SINGLE_INPUTS = ("summary", "train", "validation", "test", "runs", "metrics", "comparisons",
-                 "decisions", "jobs")  # fmt: skip
+                 "decisions")  # fmt: skip
 EMPTY_DECISION = {k: None for k in ("decision", "decision_against", "decision_estimate",
                                     "decision_ci_low", "decision_ci_high")}  # fmt: skip
 
 
 @dataclass
 class Evaluation:
-    """What the index reads of the evaluation and the budget, keyed for its joins: scores by
-    (variant, split), cell-against-control comparisons and floor verdicts by the plan's cell id,
-    quantized decisions by variant name, budget jobs by run."""
+    """What the index reads of the evaluation, keyed for its joins: scores by (variant, split),
+    cell-against-control comparisons and floor verdicts by the plan's cell id, quantized
+    decisions by variant name."""
 
     metric: str
     decide_on: str
@@ -187,7 +183,6 @@ class Evaluation:
     cell_vs_control: dict
     floor_verdicts: dict
     quantized_decisions: dict
-    jobs: dict
     paths: dict
 
     def metric_columns(self, name: str, required: bool) -> dict:
@@ -201,7 +196,7 @@ class Evaluation:
                     f"{split} split"
                 )
             for what in ("value", "ci_low", "ci_high"):
-                out[f"{split}_{what}"] = None if row is None else _number(row[what])
+                out[f"{split}_{what}"] = None if row is None else number_or_none(row[what])
         return out
 
     def cell_name(self, name: str) -> str | None:
@@ -212,7 +207,7 @@ class Evaluation:
 
 
 def read_evaluation(one: dict[str, Path]) -> Evaluation:
-    """The evaluation's decisions, metrics and comparisons and the budget's jobs, read once."""
+    """The evaluation's decisions, metrics and comparisons, read once."""
     decisions = read_json(one["decisions"], ("metric", "decide_on"))
     metric, decide_on = decisions["metric"], decisions["decide_on"]
     metrics = read_table(one["metrics"], METRICS_COLUMNS)
@@ -231,7 +226,6 @@ def read_evaluation(one: dict[str, Path]) -> Evaluation:
         quantized_decisions={
             d["subject"]: d for d in decisions.get("decisions", []) if d.get("kind") == "quantized"
         },
-        jobs={r["run"]: r for r in read_table(one["jobs"], JOBS_COLUMNS).to_dict("records")},
         paths=one,
     )
 
@@ -269,6 +263,31 @@ def build_rows(inputs: dict[str, list[Path]]) -> tuple[list[str], list[dict]]:
     ]
     rows.sort(key=lambda r: (KINDS.index(r["kind"]), r["name"]))
     return factors, rows
+
+
+def contributed_columns(inputs: dict[str, list[Path]], rows: list[dict], declared) -> list:
+    """The phases' columns (IndexColumns) added to the rows, each read by its function; a
+    function that returns other than one mapping per row, or a column it did not declare, is
+    one error naming it. Returns the (name, type) of the columns added, in order."""
+    added = []
+    for columns in declared:
+        names = {name for name, _ in columns.columns}
+        values = list(resolve(columns.read)(inputs, rows))
+        if len(values) != len(rows):
+            raise CampaignError(
+                f"index: {columns.read} returned {len(values)} rows of columns for {len(rows)} "
+                "index rows"
+            )
+        for row, extra in zip(rows, values, strict=True):
+            unknown = set(extra) - names
+            if unknown:
+                raise CampaignError(
+                    f"index: {columns.read} returned the undeclared column(s) "
+                    f"{', '.join(sorted(unknown))}"
+                )
+            row.update({name: extra.get(name) for name in names})
+        added += list(columns.columns)
+    return added
 
 
 def _check_splits(path: Path, run: str, manifest: dict, splits: dict, one: dict) -> None:
@@ -328,7 +347,6 @@ def _run_rows(inputs, one, plan, ev: Evaluation, data_columns, splits) -> dict[s
             **_run_decision(control_id, p["cell_id"], ev.cell_vs_control),
             "best_cell": ev.best_cell_id is not None and p["cell_id"] == ev.best_cell_id,
             "floor_verdict": ev.floor_verdicts.get(p["cell_id"]),
-            **_cost(ev.jobs.get(run)),
         }
     return rows
 
@@ -377,7 +395,6 @@ def _quantized_rows(inputs, factors, run_rows, ev: Evaluation, data_columns) -> 
                 **_quantized_decision(name, ev),
                 "best_cell": base["best_cell"],
                 "floor_verdict": None,
-                **_cost(None, "quantize jobs are not costed in the budget's jobs table"),
             }
         )
     return rows
@@ -392,9 +409,9 @@ def _quantized_decision(name: str, ev: Evaluation) -> dict:
     return {
         "decision": d["decision"],
         "decision_against": d.get("reference"),
-        "decision_estimate": _number(d.get("estimate")),
-        "decision_ci_low": _number(d.get("ci_low")),
-        "decision_ci_high": _number(d.get("ci_high")),
+        "decision_estimate": number_or_none(d.get("estimate")),
+        "decision_ci_low": number_or_none(d.get("ci_low")),
+        "decision_ci_high": number_or_none(d.get("ci_high")),
         "decision_reason": None,
     }
 
@@ -414,7 +431,6 @@ def _floor_rows(ev: Evaluation, data_columns: dict) -> list[dict]:
             **ev.metric_columns(name, required=True),
             "decision_reason": "a reference floor: compared against, not decided on",
             "best_cell": False,
-            **_cost(None, "the floor is not costed in the budget's jobs table"),
         }
         for name in floors
     ]
@@ -441,56 +457,55 @@ def _run_decision(control_id: str | None, cell_id: str, cell_vs_control: dict) -
     return {
         "decision": r["decision"],
         "decision_against": "control",
-        "decision_estimate": _number(r["estimate"]),
-        "decision_ci_low": _number(r["ci_low"]),
-        "decision_ci_high": _number(r["ci_high"]),
+        "decision_estimate": number_or_none(r["estimate"]),
+        "decision_ci_low": number_or_none(r["ci_low"]),
+        "decision_ci_high": number_or_none(r["ci_high"]),
         "decision_reason": None,
     }
-
-
-def _cost(job: dict | None, reason: str = "not in the budget's jobs table") -> dict:
-    if job is None:
-        return {"hours": None, "cost": None, "currency": None, "cost_offer": None,
-                "cost_reason": reason}  # fmt: skip
-    return {
-        "hours": _number(job["wall_hours"]),
-        "cost": _number(job["cost"]),
-        "currency": job["currency"],
-        "cost_offer": job["offer"],
-        "cost_reason": None,
-    }
-
-
-def _number(value) -> float | None:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        return None
-    return x if x == x else None  # NaN -> null
 
 
 def _hash_if(path: Path | None) -> str | None:
     return hash_file(path) if path is not None and Path(path).is_file() else None
 
 
-def write_index(factors: list[str], rows: list[dict], factor_types: dict, path: Path) -> None:
+def declared_columns() -> list[tuple[str, str]]:
+    """(name, type) of every column the phases declare (Phase.index), in order."""
+    from campaign.core.registry import phases
+    from campaign.index import columns_of
+
+    return [column for declared in columns_of(phases()) for column in declared.columns]
+
+
+def write_index(
+    factors: list[str],
+    rows: list[dict],
+    factor_types: dict,
+    path: Path,
+    extra: list[tuple[str, str]] | None = None,
+) -> None:
     """Parquet with a fixed column order and types, and no writer metadata beyond the schema,
-    so the same rows give the same bytes."""
+    so the same rows give the same bytes. `extra`: the phases' columns, (name, type), last
+    (default: every one they declare)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    columns = HEAD + [(f, factor_types[f]) for f in factors] + TAIL
+    extra = declared_columns() if extra is None else extra
+    columns = HEAD + [(f, factor_types[f]) for f in factors] + TAIL + list(extra)
     schema = pa.schema([(name, pa.type_for_alias(kind)) for name, kind in columns])
     table = pa.table({name: [r.get(name) for r in rows] for name, _ in columns}, schema=schema)
     pq.write_table(table, path, compression="zstd", store_schema=False)
 
 
 def stage_index(ctx) -> None:
+    from campaign.core.registry import phases
+    from campaign.index import columns_of
+
     factors, rows = build_rows(ctx.inputs)
+    extra = contributed_columns(ctx.inputs, rows, columns_of(phases()))
     types = {
         f: "float64"
         if all(isinstance(r.get(f), float | int) or r.get(f) is None for r in rows)
         else "string"
         for f in factors
     }
-    write_index(factors, rows, types, ctx.outputs["index"])
+    write_index(factors, rows, types, ctx.outputs["index"], extra)

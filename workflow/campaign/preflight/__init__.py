@@ -14,7 +14,7 @@ uses the model actually built, and the fit table the configured vocabulary size.
 """
 
 from campaign.core.lazy import exports
-from campaign.core.stage import File, Phase, Stage
+from campaign.core.stage import File, Findings, From, Phase, ReportSection, Stage
 from campaign.train import EXECUTION, MODEL_INPUTS
 from campaign.train import INPUTS as TRAINING_INPUTS
 from campaign.train import LIBRARIES as TRAINING_LIBRARIES
@@ -48,6 +48,25 @@ def _preflight_key(spec: dict) -> dict:
 PHASE = Phase(
     name="preflight",
     order=20,
+    report=(
+        ReportSection(
+            "preflight",
+            "Preflight and memory fit",
+            20,
+            "campaign.report.render:render_preflight",
+            {"preflight_report": From("preflight", "report")},
+            figure="2. Preflight",
+        ),
+    ),
+    findings=(
+        Findings(
+            {
+                "preflight_report": From("preflight", "report"),
+                "preflight_measurements": From("preflight", "measurements"),
+            },
+            "campaign.tools.findings:preflight_findings",
+        ),
+    ),
     stages=(
         Stage(
             name="preflight",

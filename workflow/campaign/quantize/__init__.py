@@ -5,7 +5,17 @@ a training change requantizes that run's jobs only, a library upgrade only its v
 """
 
 from campaign.core.lazy import exports
-from campaign.core.stage import Derived, EachJob, EachRun, File, Folder, From, Phase, Stage
+from campaign.core.stage import (
+    Derived,
+    EachJob,
+    EachRun,
+    File,
+    Folder,
+    From,
+    Phase,
+    ReportSection,
+    Stage,
+)
 from campaign.data import SPLIT_FILES
 from campaign.train import EXECUTION
 
@@ -92,6 +102,21 @@ def _check_params(params: dict) -> None:
 PHASE = Phase(
     name="quantize",
     order=50,
+    # After the evaluation's sections: its quality numbers come from there.
+    report=(
+        ReportSection(
+            "quantize",
+            "Quantization trade-off",
+            62,
+            "campaign.report.render:render_quantize",
+            {
+                "variants": From("quantize_table", "table"),
+                "eval_metrics": From("evaluate", "metrics"),
+                "decisions": From("evaluate", "decisions"),
+            },
+            figure="4. Evaluation",
+        ),
+    ),
     stages=(
         Stage(
             name="quantize",

@@ -1,7 +1,21 @@
 """The report phase: the campaign's headline numbers (`dvc metrics show`), and the report a user
 reads instead of the logs (HTML and Markdown with figures, curves for `dvc plots show`)."""
 
-from campaign.core.stage import EachRun, Figure, File, From, Phase, Stage
+from dataclasses import replace
+
+from campaign.core.errors import CampaignError
+from campaign.core.io import module_of
+from campaign.core.registry import merged_inputs
+from campaign.core.stage import (
+    EachRun,
+    Figure,
+    File,
+    Findings,
+    From,
+    Phase,
+    ReportSection,
+    Stage,
+)
 
 
 def _no_spec(params: dict) -> None:
@@ -12,34 +26,62 @@ def _report_spec(params: dict) -> dict:
     return {"campaign": params["campaign"]["name"]}
 
 
-FIGURES = (
-    "data",
-    "leakage",
-    "preflight",
-    "curves",
-    "effects",
-    "seeds",
-    "quantize",
-    "budget",
-    "forecast",
-)
-# Where `snakemake --report` files each figure, in FIGURES' order.
-FIGURE_CATEGORIES = (
-    "1. Data",
-    "1. Data",
-    "2. Preflight",
-    "3. Training",
-    "4. Evaluation",
-    "4. Evaluation",
-    "4. Evaluation",
-    "5. Budget",
-    "5. Budget",
-)
+FIGURE_PATH = "results/report/figures/{key}.png"  # the Markdown links figures/<key>.png
+SECTIONS = "campaign.report.render"  # the renderers of the sections the phases declare
+
+
+def sections_of(phases) -> list[ReportSection]:
+    """Every phase's report sections, in report order (ReportSection.order, then key)."""
+    found = sorted((s for p in phases for s in p.report), key=lambda s: (s.order, s.key))
+    keys = [s.key for s in found]
+    for key in keys:
+        if keys.count(key) > 1:
+            raise CampaignError(f"report: two sections declare the key '{key}'")
+    return found
+
+
+def findings_of(phases) -> list[Findings]:
+    """Every phase's findings, in DAG order."""
+    return [f for p in phases for f in p.findings]
+
+
+def gather(stage: Stage, phases) -> Stage:
+    """The report stage with what the phases contribute: every section's and every findings'
+    inputs (one name, one file), a figure output per section with a figure, and the modules
+    that render them as part of its code version."""
+    sections, findings = sections_of(phases), findings_of(phases)
+    parts = [(f"report section '{s.key}'", s.inputs) for s in sections]
+    parts += [(f"findings {f.describe}", f.reads) for f in findings]
+    figures = {
+        f"fig_{s.key}": Figure(FIGURE_PATH.format(key=s.key), s.figure)
+        for s in sections
+        if s.figure is not None
+    }
+    code = {module_of(s.render) for s in sections} | {module_of(f.describe) for f in findings}
+    return replace(
+        stage,
+        inputs=merged_inputs(stage, parts),
+        outputs={**stage.outputs, **figures},
+        code=tuple(sorted(set(stage.code) | code)),
+    )
 
 
 PHASE = Phase(
     name="report",
     order=80,
+    # The verdict opens the report: the budget's block, with every phase's findings.
+    report=(
+        ReportSection(
+            "verdict",
+            "Verdict",
+            0,
+            f"{SECTIONS}:render_verdict",
+            {
+                "budget_summary": From("budget", "summary"),
+                "decisions": From("evaluate", "decisions"),
+            },
+        ),
+    ),
     stages=(
         Stage(
             name="metrics",
@@ -60,22 +102,9 @@ PHASE = Phase(
             name="report",
             entry="campaign.report.stage:stage_report",
             help="write the campaign's report: HTML and Markdown with figures",
-            inputs={
-                "manifest": From("manifest", "manifest"),
-                "privacy": From("split", "privacy"),
-                "artifact_findings": From("artifact_scan", "findings"),
-                "leakage_audit": From("split", "audit"),
-                "preflight_report": From("preflight", "report"),
-                "run_metrics": EachRun("train", "metrics"),
-                "comparisons": From("evaluate", "comparisons"),
-                "eval_metrics": From("evaluate", "metrics"),
-                "decisions": From("evaluate", "decisions"),
-                "variants": From("quantize_table", "table"),
-                "jobs": From("budget", "jobs_parquet"),
-                "plans": From("budget", "plans_parquet"),
-                "forecast": From("budget", "forecast_parquet"),
-                "budget_summary": From("budget", "summary"),
-            },
+            # Its own: the training logs (the curves as CSV); the sections' and the findings'
+            # inputs come from the phases that declare them (gather).
+            inputs={"run_metrics": EachRun("train", "metrics")},
             # index.html (figures embedded), summary.md (linking figures/, so each figure is
             # written to results/report/figures/<section>.png), the training curves as CSV for
             # `dvc plots show`; `snakemake --report` shows the figures with their captions.
@@ -84,11 +113,8 @@ PHASE = Phase(
                 "markdown": File("results/report/summary.md"),
                 "train_curves": File("results/report/train_curves.csv"),
                 "validation_curves": File("results/report/validation_curves.csv"),
-                **{
-                    f"fig_{name}": Figure(f"results/report/figures/{name}.png", category)
-                    for name, category in zip(FIGURES, FIGURE_CATEGORIES, strict=True)
-                },
             },
+            gather="campaign.report:gather",
             final=True,
             spec=_report_spec,
             # The figures' bytes depend on matplotlib's version (rendering, fonts it ships).

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -15,6 +14,7 @@ import pandas as pd
 from campaign.budget import format_money
 from campaign.core.errors import CampaignError
 from campaign.core.io import get
+from campaign.core.stage import Section
 from campaign.evaluate import (
     ACT_PREFIX,
     NO_FINDINGS,
@@ -24,16 +24,6 @@ from campaign.evaluate import (
     level_words,
     verdict_block,
 )
-
-
-@dataclass
-class Section:
-    key: str  # the anchor in the HTML page, and the figure's output name after "fig_"
-    title: str
-    lines: list[str] = field(default_factory=list)
-    tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
-    figure: tuple | None = None  # (plot function name, arguments) or None
-    pre: str | None = None  # a block of text shown as it is (the budget's summary)
 
 
 def read_json(path: Path, keys: tuple[str, ...] = ()) -> dict:
@@ -140,7 +130,7 @@ def data_section(
         )
         if len(flagged):
             tables.append(("Findings in the campaign's artifacts", flagged))
-    return Section("data", "Data", lines, tables, ("data_figure", (per_label, kinds)))
+    return Section(lines, tables, ("data_figure", (per_label, kinds)))
 
 
 LEAKS = (
@@ -187,8 +177,6 @@ def leakage_section(audit_path: Path) -> Section:
         ),
     ]
     return Section(
-        "leakage",
-        "Leakage audit",
         lines,
         [("Leaks: this split vs a naive split", leaks), ("Split sizes", splits)],
         ("leakage_figure", (leaks,)),
@@ -234,8 +222,6 @@ def preflight_section(report_path: Path) -> Section:
         else "Memory fit: no target cards.",
     ]
     return Section(
-        "preflight",
-        "Preflight and memory fit",
         lines,
         [
             ("Checks", checks),
@@ -285,9 +271,7 @@ def curves_section(curves: pd.DataFrame) -> Section:
             f"Highest final validation accuracy: {best['run'].iloc[0]} "
             f"({level_words(best['final_validation_accuracy'].iloc[0], None, None)})."
         )
-    return Section(
-        "curves", "Training curves", lines, [("Per run", table)], ("curves_figure", (curves,))
-    )
+    return Section(lines, [("Per run", table)], ("curves_figure", (curves,)))
 
 
 def effects_section(comparisons_path: Path, decisions: dict) -> Section:
@@ -312,8 +296,6 @@ def effects_section(comparisons_path: Path, decisions: dict) -> Section:
         + ".",
     ]
     return Section(
-        "effects",
-        "Ablation effects",
         lines,
         [(f"Comparisons ({decisions['decide_on']})", effects[[c for c in shown if c in effects]])],
         (
@@ -352,8 +334,6 @@ def seeds_section(metrics: pd.DataFrame, comparisons_path: Path, decisions: dict
     for c in vs_floor.itertuples():
         lines.append(f"{c.subject} vs {c.reference}: {c.decision}.")
     return Section(
-        "seeds",
-        "Seed spread and the reference floor",
         lines,
         [
             ("Seed spread per cell", spread),
@@ -435,8 +415,6 @@ def quantize_section(variants_path: Path, metrics: pd.DataFrame, decisions: dict
         else:
             lines.append(f"skipped: {s}")
     return Section(
-        "quantize",
-        "Quantization trade-off",
         lines,
         [("Variants", table)],
         ("quantize_figure", (points, metric)),
@@ -490,8 +468,6 @@ def budget_section(plans_path: Path, jobs_path: Path, summary_path: Path) -> Sec
         "cheapest",
     ]
     section = Section(
-        "budget",
-        "Budget and recommended offer",
         lines,
         [
             ("Finished jobs", jobs),
@@ -533,7 +509,7 @@ def verdict_section(summary_path: Path, decisions: dict, findings: list[str]) ->
     )
     scope = block[0].removeprefix(VERDICT_TITLE).strip(" ()")
     lines = [scope[:1].upper() + scope[1:] + ".", *block[1:cut], *finding_lines(findings)]
-    return Section("verdict", VERDICT_TITLE, [line.strip() for line in lines])
+    return Section([line.strip() for line in lines])
 
 
 def forecast_section(forecast_path: Path) -> Section:
@@ -569,8 +545,6 @@ def forecast_section(forecast_path: Path) -> Section:
         "forecast_hours",
     ]
     return Section(
-        "forecast",
-        "Forecast vs actual",
         lines,
         [("Forecast per planned run", forecast[[c for c in shown if c in forecast]])],
         ("forecast_figure", (forecast,)),
@@ -605,4 +579,4 @@ def decisions_section(decisions: dict, path: Path) -> Section:
         ],
         columns=["kind", "subject", "reference", "estimate", "decision"],
     )
-    return Section("decisions", "Decisions", lines, [("Decisions", table)], None)
+    return Section(lines, [("Decisions", table)], None)

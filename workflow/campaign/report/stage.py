@@ -3,9 +3,10 @@ embedded as a PNG data URI, so the file stands alone), the same sections in Mark
 figures written beside it, figures/<section>.png), each figure as its own PNG (for
 `snakemake --report`), and the training curves as CSV tables (for `dvc plots show`).
 
-Sections, in order: the verdict (the budget summary's opening block), data, leakage audit,
-preflight and memory fit, training curves, ablation effects, seed spread and the reference floor,
-quantization trade-off, budget and recommended offer, forecast vs actual, decisions.
+Sections: the ones the phases declare (`Phase.report`), in their order: the verdict (the budget
+summary's opening block, with every phase's findings), data, leakage audit, preflight and memory
+fit, training curves, ablation effects, seed spread and the reference floor, quantization
+trade-off, budget and recommended offer, forecast vs actual, decisions.
 """
 
 from __future__ import annotations
@@ -14,80 +15,34 @@ import base64
 import html
 import math
 import numbers
-from pathlib import Path
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from campaign.core.errors import CampaignError
+from campaign.core.io import resolve
+from campaign.core.stage import Section
 from campaign.report import plots
-from campaign.report.looks_section import looks_section
-from campaign.report.sections import (
-    Section,
-    budget_section,
-    curves_section,
-    data_section,
-    decisions_section,
-    effects_section,
-    forecast_section,
-    leakage_section,
-    preflight_section,
-    quantize_section,
-    read_curves,
-    read_json,
-    read_table,
-    seeds_section,
-    verdict_section,
-)
+from campaign.report.render import ReportInputs
+from campaign.report.sections import read_curves
 
 FIGURE_DIR = "figures"  # the Markdown links figures/<section>.png: the rule writes them there
 
 
-def _one(ctx, name: str) -> Path:
-    paths = ctx.inputs.get(name) or []
-    if len(paths) != 1:
-        raise CampaignError(f"report: expected one '{name}' input, got {len(paths)}")
-    return paths[0]
-
-
 def build_sections(ctx) -> tuple[list[Section], pd.DataFrame]:
-    decisions_path = _one(ctx, "decisions")
-    decisions = read_json(decisions_path, ("decide_on", "metric", "decisions"))
-    metrics = read_table(
-        _one(ctx, "eval_metrics"),
-        ("variant", "kind", "cell", "seed", "split", "metric", "value", "ci_low", "ci_high"),
-    )
-    curves = read_curves(ctx.inputs.get("run_metrics") or [])
-    return [
-        verdict_section(_one(ctx, "budget_summary"), decisions, _findings(ctx, decisions)),
-        data_section(
-            _one(ctx, "manifest"),
-            _one(ctx, "privacy"),
-            _one(ctx, "artifact_findings") if ctx.inputs.get("artifact_findings") else None,
-        ),
-        leakage_section(_one(ctx, "leakage_audit")),
-        preflight_section(_one(ctx, "preflight_report")),
-        curves_section(curves),
-        effects_section(_one(ctx, "comparisons"), decisions),
-        seeds_section(metrics, _one(ctx, "comparisons"), decisions),
-        quantize_section(_one(ctx, "variants"), metrics, decisions),
-        budget_section(_one(ctx, "plans"), _one(ctx, "jobs"), _one(ctx, "budget_summary")),
-        forecast_section(_one(ctx, "forecast")),
-        *looks_section(decisions),
-        decisions_section(decisions, decisions_path),
-    ], curves
+    """Every phase's sections (ReportSection), in report order, rendered from the stage's
+    inputs with the declared key and title; and the training curves."""
+    from campaign.core.registry import phases
+    from campaign.report import findings_of, sections_of
 
-
-def _findings(ctx, decisions: dict) -> list[str]:
-    """What to act on, from the report's inputs, worded as `campaign findings` words it."""
-    from campaign.tools import findings as f
-
-    lines = f.privacy_findings(read_json(_one(ctx, "privacy")))
-    if ctx.inputs.get("artifact_findings"):
-        lines += f.artifact_findings(read_json(_one(ctx, "artifact_findings")))
-    lines += f.audit_findings(read_json(_one(ctx, "leakage_audit")))
-    lines += f.preflight_findings(read_json(_one(ctx, "preflight_report")), None)
-    return lines + f.evaluation_findings(decisions)
+    inputs = ReportInputs(ctx.inputs, findings_of(phases()))
+    sections = []
+    for declared in sections_of(phases()):
+        section = resolve(declared.render)(inputs)
+        if section is not None:  # None: nothing of it in this campaign (a fixed one's looks)
+            sections.append(replace(section, key=declared.key, title=declared.title))
+    return sections, read_curves(inputs.paths("run_metrics"))
 
 
 def render_figure(section: Section) -> bytes:

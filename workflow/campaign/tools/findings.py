@@ -1,11 +1,12 @@
 """`campaign findings`: what a user must act on, in one short block at the end of a run.
 
-Read from the phases' reports, whichever exist: privacy findings by kind (the data phase's
-privacy report and its scan of the produced artifacts), failed preflight checks (blocking:
-failures; the others: warnings), leakage audit problems, evaluation flags (cells not shown to
-beat the reference floor, variants skipped). The Snakefile's onsuccess/onerror handlers run
-it; it only reads JSON (no heavy imports), and a report it cannot read is one line in the
-block, never an error.
+Read from the phases' reports, whichever exist, as each phase declares them (`Phase.findings`:
+the files, and the function here or in the phase that words them): privacy findings by kind
+(the data phase's privacy report and its scan of the produced artifacts), leakage audit
+problems, failed preflight checks (blocking: failures; the others: warnings), evaluation flags
+(cells not shown to beat the reference floor, variants skipped). The Snakefile's
+onsuccess/onerror handlers run it; it only reads JSON and the phases' declarations (no heavy
+imports), and a report it cannot read is one line in the block, never an error.
 """
 
 from __future__ import annotations
@@ -15,12 +16,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-# The reports, relative to the project folder (the paths the rules write).
+# The reports the lines point to, relative to the project folder (the paths the stages declare).
 PRIVACY = "results/data/privacy_report.json"
 ARTIFACTS = "results/data/artifact_findings.json"
-AUDIT = "results/data/leakage_audit.json"
-PREFLIGHT = "results/preflight/report.json"
-PREFLIGHT_MEASURED = "results/preflight/measurements.json"
 DECISIONS = "results/evaluation/decisions.json"
 
 
@@ -135,21 +133,20 @@ def _age(path: Path, now: float | None = None) -> str:
 
 def findings(root: Path = Path(".")) -> list[str]:
     """Every finding line, in DAG order; a report that cannot be read is a line too."""
+    from campaign.core.io import resolve
+    from campaign.core.registry import phases, produced
+
     lines: list[str] = []
-    steps = (
-        (PRIVACY, privacy_findings),
-        (ARTIFACTS, artifact_findings),
-        (AUDIT, audit_findings),
-        (PREFLIGHT, lambda r: preflight_findings(r, _read(root / PREFLIGHT_MEASURED))),
-        (DECISIONS, evaluation_findings),
-    )
-    for rel, describe in steps:
+    for declared in (f for phase in phases() for f in phase.findings):
+        first, *rest = (produced(ref).path for ref in declared.reads.values())
         try:
-            report = _read(root / rel)
+            report = _read(root / first)
             if report is not None:
-                lines += [line + _age(root / rel) for line in describe(report)]
+                others = [_read(root / rel) for rel in rest]
+                described = resolve(declared.describe)(report, *others)
+                lines += [line + _age(root / first) for line in described]
         except Exception as e:  # a finding about the report itself, never a crash
-            lines.append(f"{rel}: could not read ({type(e).__name__}: {e})")
+            lines.append(f"{first}: could not read ({type(e).__name__}: {e})")
     return lines
 
 

@@ -3,7 +3,7 @@ trained on the train split only, batches with loss masks, the loop with exact re
 checkpoints, and the device lease. The preflight phase runs the same machinery on a sample."""
 
 from campaign.core.lazy import exports
-from campaign.core.stage import Derived, File, Folder, From, Phase, Stage
+from campaign.core.stage import Derived, EachRun, File, Folder, From, Phase, ReportSection, Stage
 from campaign.data import SPLIT_FILES
 from campaign.plan import run_spec_of
 
@@ -108,6 +108,16 @@ def _check_params(params: dict) -> None:
 PHASE = Phase(
     name="train",
     order=40,
+    report=(
+        ReportSection(
+            "curves",
+            "Training curves",
+            40,
+            "campaign.report.render:render_curves",
+            {"run_metrics": EachRun("train", "metrics")},
+            figure="3. Training",
+        ),
+    ),
     stages=(
         Stage(
             name="train",

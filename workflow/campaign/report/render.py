@@ -1,0 +1,122 @@
+"""The renderers the phases' report sections name (ReportSection.render): each reads the report
+stage's inputs by name and returns its Section. The section functions themselves
+(campaign.report.sections) take paths and tables, so a test calls them without a stage."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from campaign.core.errors import CampaignError
+from campaign.core.io import resolve
+from campaign.core.stage import Findings, Section
+from campaign.report import sections as s
+
+DECISIONS_KEYS = ("decide_on", "metric", "decisions")
+METRICS_COLUMNS = ("variant", "kind", "cell", "seed", "split", "metric", "value", "ci_low",
+                   "ci_high")  # fmt: skip
+
+
+class ReportInputs:
+    """The report stage's inputs by name ({name: [paths]}), each file read once, and the
+    phases' findings to word from them."""
+
+    def __init__(self, inputs: Mapping[str, Sequence[Path]], findings: Sequence[Findings] = ()):
+        self.inputs = inputs
+        self.findings_declared = tuple(findings)
+        self._read: dict = {}
+
+    def paths(self, name: str) -> list[Path]:
+        return [Path(p) for p in self.inputs.get(name) or []]
+
+    def one(self, name: str) -> Path:
+        paths = self.paths(name)
+        if len(paths) != 1:
+            raise CampaignError(f"report: expected one '{name}' input, got {len(paths)}")
+        return paths[0]
+
+    def optional(self, name: str) -> Path | None:
+        """The one file of an input the report can do without (none given: None)."""
+        return self.one(name) if self.paths(name) else None
+
+    def json(self, name: str, keys: tuple[str, ...] = ()) -> dict:
+        if ("json", name) not in self._read:
+            self._read["json", name] = s.read_json(self.one(name))
+        data = self._read["json", name]
+        for key in keys:
+            if key not in data:
+                raise CampaignError(f"{self.one(name)}: expected a key '{key}'")
+        return data
+
+    def table(self, name: str, columns: tuple[str, ...]):
+        if ("table", name) not in self._read:
+            self._read["table", name] = s.read_table(self.one(name), columns)
+        frame = self._read["table", name]
+        for column in columns:
+            if column not in frame.columns:
+                raise CampaignError(f"{self.one(name)}: expected a column '{column}'")
+        return frame
+
+    def findings(self) -> list[str]:
+        """Every phase's findings, worded as `campaign findings` words them, from the files
+        the report was given (a findings whose first file it lacks says nothing)."""
+        lines = []
+        for declared in self.findings_declared:
+            names = list(declared.reads)
+            if not self.paths(names[0]):
+                continue
+            reports = [self.json(n) if self.paths(n) else None for n in names]
+            lines += resolve(declared.describe)(*reports)
+        return lines
+
+    def decisions(self) -> dict:
+        return self.json("decisions", DECISIONS_KEYS)
+
+    def metrics(self):
+        return self.table("eval_metrics", METRICS_COLUMNS)
+
+
+def render_verdict(inputs: ReportInputs) -> Section:
+    return s.verdict_section(inputs.one("budget_summary"), inputs.decisions(), inputs.findings())
+
+
+def render_data(inputs: ReportInputs) -> Section:
+    return s.data_section(
+        inputs.one("manifest"), inputs.one("privacy"), inputs.optional("artifact_findings")
+    )
+
+
+def render_leakage(inputs: ReportInputs) -> Section:
+    return s.leakage_section(inputs.one("leakage_audit"))
+
+
+def render_preflight(inputs: ReportInputs) -> Section:
+    return s.preflight_section(inputs.one("preflight_report"))
+
+
+def render_curves(inputs: ReportInputs) -> Section:
+    return s.curves_section(s.read_curves(inputs.paths("run_metrics")))
+
+
+def render_effects(inputs: ReportInputs) -> Section:
+    return s.effects_section(inputs.one("comparisons"), inputs.decisions())
+
+
+def render_seeds(inputs: ReportInputs) -> Section:
+    return s.seeds_section(inputs.metrics(), inputs.one("comparisons"), inputs.decisions())
+
+
+def render_quantize(inputs: ReportInputs) -> Section:
+    return s.quantize_section(inputs.one("variants"), inputs.metrics(), inputs.decisions())
+
+
+def render_budget(inputs: ReportInputs) -> Section:
+    return s.budget_section(inputs.one("plans"), inputs.one("jobs"), inputs.one("budget_summary"))
+
+
+def render_forecast(inputs: ReportInputs) -> Section:
+    return s.forecast_section(inputs.one("forecast"))
+
+
+def render_decisions(inputs: ReportInputs) -> Section:
+    return s.decisions_section(inputs.decisions(), inputs.one("decisions"))
