@@ -382,11 +382,11 @@ def test_a_better_floor_is_named_in_the_first_line_even_when_dearer(tmp_path):
     (tmp_path / "floor_timings.json").write_text(json.dumps(timed))
     out = run_stage(tmp_path, inputs)
     assert after_verdict(out["summary"].read_text()).splitlines()[0] == (
-        "At equal quality, keep run-a/int8_dynamic: 4.00 EUR to train + 0.50 EUR to serve "
-        "360,000 predictions = 4.50 EUR. The reference floor floor/tfidf_logreg is better (the "
-        "chosen cell train.lr=0.001 is below it by the evaluation's test) but dearer: 20.00 EUR "
-        "to train + 0.20 EUR to serve 360,000 predictions = 20.20 EUR."
-    )
+        "Keep the reference floor floor/tfidf_logreg: the chosen cell train.lr=0.001 is below it "
+        "by the evaluation's test, though dearer: 20.00 EUR to train + 0.20 EUR to serve 360,000 "
+        "predictions = 20.20 EUR, against 4.50 EUR for the cheapest fine-tune "
+        "(run-a/int8_dynamic)."
+    )  # quality first, as the verdict block keeps it
     # No fine-tune with a known serving cost: the floor is kept for its quality, not "cheaper".
     out = run_stage(tmp_path / "b", write_inputs(_mkdir(tmp_path / "b"), quantized=False,
                                                  verdict=FLOOR_WINS))  # fmt: skip

@@ -254,3 +254,31 @@ def test_a_cell_not_shown_above_the_floor_keeps_the_floor_and_prices_that_cells_
         "3 more run(s), 7.20 EUR"
     ) in lines
     assert not any(line.startswith("  Ship:") for line in lines)
+
+
+def test_the_budget_summary_keeps_what_the_verdict_keeps():
+    """summary.txt's budget lines follow the verdict block: with run-b the representative run,
+    its first line keeps run-b (5.50 EUR), not run-a/int8_dynamic, cheapest in total (3.25), and
+    the others are listed at the bar. A cell not shown above the floor keeps the floor, and the
+    line says so (not "below it")."""
+    from campaign.budget.words import headline
+
+    d = decisions()
+    d["best_cell"]["representative_run"] = "run-b"
+    equal = [dict(e, cheapest=e["variant"] == "run-a/int8_dynamic") for e in EQUAL]
+    bar = {"cell": "train.lr=0.001"}
+    assert headline(bar, equal, 1_000_000, money, d) == (
+        "At equal quality, keep run-b: 2.50 EUR to train + 3.00 EUR to serve 1,000,000 "
+        "predictions = 5.50 EUR."
+    )
+    assert block(d, equal)[1].startswith("  Keep: run run-b ")
+    # Without the evaluation's decisions: the cheapest in total, as before.
+    assert headline(bar, equal, 1_000_000, money).startswith("At equal quality, keep run-a/int8")
+
+    d = decisions("floor")
+    d["verdict"]["against_floor"]["decision"] = "not shown above floor"
+    floor = dict(row("floor/tfidf", "floor", 0.78, 0.01, 0.02), cheapest=True)
+    assert headline(bar, [*equal, floor], 1_000_000, money, d).startswith(
+        "Keep the reference floor floor/tfidf: the chosen cell train.lr=0.001 is not shown above "
+        "it by the evaluation's test, and it is cheaper: 0.01 EUR to train + 0.02 EUR to serve"
+    )

@@ -9,7 +9,7 @@ import math
 
 from campaign.budget.calibrate import Calibration, error_summary
 from campaign.budget.money import format_hours, format_money
-from campaign.evaluate import evaluation_verdict, level_words
+from campaign.evaluate import NOT_SHOWN, evaluation_verdict, level_words
 
 
 def bar_words(bar: dict) -> str:
@@ -27,12 +27,16 @@ def bar_words(bar: dict) -> str:
     return text + "."
 
 
-def headline(bar: dict | None, equal: list[dict], predictions: int, money) -> str:
-    """The first line: which variant to keep at equal quality, and whenever the reference floor
-    is better than the chosen cell, that it is (kept when cheaper, named when dearer)."""
+def headline(
+    bar: dict | None, equal: list[dict], predictions: int, money, decisions: dict | None = None
+) -> str:
+    """The first line: which variant to keep at equal quality (the verdict's, keep_row, given
+    the evaluation's decisions; else the cheapest), and whenever the reference floor is better
+    than the chosen cell or the cell is not shown above it, that it is (kept when cheaper, named
+    when dearer)."""
     if bar is None or not equal:
         return "At equal quality: no variant reached the quality bar (no chosen cell)."
-    keep = next((e for e in equal if e["cheapest"]), None)
+    keep = kept_option(decisions, equal)
     floors = [e for e in equal if e["kind"] == "floor"]
     if keep is None and not floors:
         return "At equal quality: no variant has both a training and a serving cost."
@@ -44,7 +48,11 @@ def headline(bar: dict | None, equal: list[dict], predictions: int, money) -> st
             f"predictions = {money(e['total_cost'])}"
         )
 
-    below = f"the chosen cell {bar['cell']} is below it by the evaluation's test"
+    against = ((decisions or {}).get("verdict") or {}).get("against_floor") or {}
+    if against.get("decision") == NOT_SHOWN:
+        below = f"the chosen cell {bar['cell']} is not shown above it by the evaluation's test"
+    else:
+        below = f"the chosen cell {bar['cell']} is below it by the evaluation's test"
     tuned = [e for e in equal if e["kind"] != "floor" and math.isfinite(e["total_cost"])]
     if keep is not None and keep["kind"] != "floor":
         line = f"At equal quality, keep {keep['variant']}: {cost(keep)}."
@@ -56,9 +64,10 @@ def headline(bar: dict | None, equal: list[dict], predictions: int, money) -> st
     floor = keep if keep is not None else floors[0]
     if tuned:
         cheapest = min(tuned, key=lambda e: (e["total_cost"], e["variant"]))
+        dearer = floor["total_cost"] > cheapest["total_cost"]
         than = (
-            f", and it is cheaper: {cost(floor)}, against {money(cheapest['total_cost'])} for "
-            f"the cheapest fine-tune ({cheapest['variant']})"
+            f"{', though dearer' if dearer else ', and it is cheaper'}: {cost(floor)}, against "
+            f"{money(cheapest['total_cost'])} for the cheapest fine-tune ({cheapest['variant']})"
         )
     else:
         than = f"; it costs {cost(floor)} (no fine-tune at the bar has a known serving cost)"
@@ -111,15 +120,35 @@ def measured(jobs: list[dict], money) -> str:
     return f"Measured: {len(jobs)} finished run(s), {format_hours(hours)}{held}, {money(spent)}."
 
 
+def kept_option(decisions: dict | None, equal: list[dict]) -> dict | None:
+    """The equal_quality row the budget's words keep: the verdict's (keep_row) given the
+    evaluation's decisions, else the cheapest in total."""
+    if decisions is not None:
+        return keep_row(decisions, equal)
+    return next((e for e in equal if e["cheapest"]), None)
+
+
 def summary(
-    b, reference, jobs, forecast, cal: Calibration, plans, offers, bar, equal, to_decide=()
+    b,
+    reference,
+    jobs,
+    forecast,
+    cal: Calibration,
+    plans,
+    offers,
+    bar,
+    equal,
+    to_decide=(),
+    decisions: dict | None = None,
 ) -> str:
+    """summary.txt after the verdict block. `decisions`: the evaluation's (decisions.json), so
+    that the option kept here is the verdict's."""
     cur = b["currency"]
     money = lambda x: format_money(x, cur)  # noqa: E731
-    lines = [headline(bar, equal, b["predictions"], money)]
+    lines = [headline(bar, equal, b["predictions"], money, decisions)]
     if bar is not None:
         lines.append(bar_words(bar))
-        keep = next((e for e in equal if e["cheapest"]), None)
+        keep = kept_option(decisions, equal)
         for e in equal:
             if e is not keep:
                 total = money(e["total_cost"])
