@@ -62,3 +62,24 @@ def test_adaptive_with_a_metric_the_looks_do_not_score_is_refused(params):
     params["evaluation"]["metric"] = "macro_f1"
     with pytest.raises(CampaignError, match=r"ablation.adaptive.enabled: .* macro_f1"):
         PHASE.check_params(params)
+
+
+def test_adaptive_with_one_seed_is_refused_in_one_line(params):
+    """With one seed a cell the first look cannot measure the seed spread, so it would add no
+    seed anywhere and end: refused before anything runs."""
+    from campaign.plan import PHASE
+
+    params["ablation"]["seeds"] = [1]
+    with pytest.raises(CampaignError, match=r"^ablation.adaptive.enabled: ablation.seeds has 1 "):
+        PHASE.check_params(params)
+
+
+def test_the_looks_hour_cap_is_the_lower_of_budget_hours_and_preflight_max_hours(params):
+    from campaign.evaluate.looks import look_spec
+
+    params["ablation"]["budget_hours"], params["preflight"]["max_hours"] = None, None
+    assert look_spec(params, 1)["budget_hours"] is None
+    params["preflight"]["max_hours"] = 5.0
+    assert look_spec(params, 1)["budget_hours"] == 5.0
+    params["ablation"]["budget_hours"] = 2.0
+    assert look_spec(params, 1)["budget_hours"] == 2.0

@@ -89,7 +89,7 @@ PHASE = Phase(
             },
             figure="4. Evaluation",
         ),
-        # Last in the report: every decision in words.
+        # An adaptive campaign's looks, after the seed spread (a fixed campaign has none).
         ReportSection(
             "looks",
             "Adaptive looks",
@@ -97,6 +97,7 @@ PHASE = Phase(
             "campaign.report.looks_section:render_looks",
             {"decisions": From("evaluate", "decisions")},
         ),
+        # Last in the report: every decision in words.
         ReportSection(
             "decisions",
             "Decisions",

@@ -45,11 +45,15 @@ def look_spec(params: dict, look: str | int) -> dict:
     candidates: dict[str, list[str]] = {}
     for run in adaptive_runs(params):
         candidates.setdefault(cell_id(dict(run.cell)), []).append(run.run_id)
+    # Appended runs stay within both hour caps: the campaign's budget and the preflight's limit
+    # on the plan's projected hours (which the plan checks on the kept runs alone).
+    hours = (ablation["budget_hours"], params["preflight"]["max_hours"])
+    caps = [h for h in hours if h is not None]
     return {
         "look": int(look),
         "adaptive": ablation["adaptive"],
         "max_runs": ablation["max_runs"],
-        "budget_hours": ablation["budget_hours"],
+        "budget_hours": min(caps) if caps else None,
         "evaluation": {
             k: evaluation[k]
             for k in ("decide_on", "confidence", "power", "min_useful_effect", "slices")

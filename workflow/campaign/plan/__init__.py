@@ -67,6 +67,11 @@ def _check_params(params: dict) -> None:
             f"ablation.adaptive.max_seeds: {adaptive['max_seeds']}, fewer than the "
             f"{len(ablation['seeds'])} of ablation.seeds every cell runs"
         )
+    if adaptive["enabled"] and len(ablation["seeds"]) < 2:
+        raise CampaignError(
+            f"ablation.adaptive.enabled: ablation.seeds has {len(ablation['seeds'])} seed; the "
+            f"first look needs 2 seeds a cell to measure the seed spread (list 2 seeds)"
+        )
     if adaptive["enabled"] and params["evaluation"]["metric"] != "accuracy":
         raise CampaignError(
             f"ablation.adaptive.enabled: the looks decide on accuracy per item; evaluation."
