@@ -103,3 +103,24 @@ def test_the_report_shows_the_looks_of_an_adaptive_campaign_only(tmp_path):
     section = render(inputs({"decisions": [], "adaptive_looks": look_lines(LOOKS)}))
     assert section.pre.splitlines() == look_lines(LOOKS)
     assert render(inputs({"decisions": []})) is None
+
+
+def test_after_the_looks_a_cell_is_above_the_floor_only_at_alpha_over_the_looks():
+    """Holm p 0.03 against the floor is "above floor" in a fixed design (alpha 0.05); after 2
+    planned looks it is tested at 0.05 / 2 (p 0.06): not shown. p 0.01 stays above (0.02);
+    a row without a p (no floor test) is left alone."""
+    rows = [
+        {"kind": "floor", "subject": "c1 against floor/t", "estimate": 0.02, "p_holm": 0.03,
+         "decision": "above floor", "interval_over": "z"},
+        {"kind": "floor", "subject": "c2 against floor/t", "estimate": 0.05, "p_holm": 0.01,
+         "decision": "above floor", "interval_over": "z"},
+        {"kind": "floor", "subject": "c3 against floor/t", "estimate": 0.05, "p_holm": None,
+         "decision": "not shown above floor", "interval_over": "z"},
+    ]  # fmt: skip
+    apply_last_look(rows, LOOKS, alpha=0.05)
+    assert [r["decision"] for r in rows] == [
+        "not shown above floor", "above floor", "not shown above floor",
+    ]  # fmt: skip
+    assert [r["p_holm"] for r in rows] == [0.06, 0.02, None]
+    assert "Bonferroni over the 2 planned looks" in rows[0]["interval_over"]
+    assert rows[2]["interval_over"] == "z"

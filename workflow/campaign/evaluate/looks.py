@@ -29,7 +29,7 @@ import numpy as np
 from campaign.core.errors import CampaignError
 from campaign.core.fsutil import atomic_write_text
 from campaign.core.io import read_plan as plan_table
-from campaign.evaluate import sequential
+from campaign.evaluate import decide, sequential
 from campaign.evaluate.effects import contrasts
 from campaign.evaluate.items import SPLITS, campaign_labels, read_items, read_probs
 from campaign.evaluate.plan_table import read_plan
@@ -203,15 +203,31 @@ def _clean(row: dict) -> dict:
 ADAPTIVE_OVER = "repeated confidence interval at the last look (group-sequential, O'Brien-Fleming)"
 
 
-def apply_last_look(rows: list[dict], looks: list[dict]) -> None:
+FLOOR_OVER = "Bonferroni over the {k} planned looks: the looks chose the seeds"
+
+
+def apply_last_look(rows: list[dict], looks: list[dict], alpha: float | None = None) -> None:
     """An adaptive campaign's decisions on the decision split: each effect and cell-against-
     control row takes the last look's repeated interval as its adjusted interval and the look's
     decision (a question closed at an earlier look keeps that look's), so the decision is valid
     after the looks chose what to add and stop; in place. Rows are matched on (kind, name):
-    both come from campaign.evaluate.effects.contrasts over the same plan and runs."""
+    both come from campaign.evaluate.effects.contrasts over the same plan and runs.
+
+    A cell-against-floor row (what the verdict keeps rests on it; the looks stop cells on it)
+    is tested at alpha / max_looks: its Holm p times the planned looks (Bonferroni over the
+    looks, more conservative than the O'Brien-Fleming boundary at any look), `alpha` being the
+    level its fixed-design decision used."""
     if not looks:
         return
     last = looks[-1]
+    k = int(last.get("max_looks", 1))
+    if alpha is not None and k > 1:
+        for r in rows:
+            p = r.get("p_holm")
+            if r["kind"] == "floor" and p is not None and math.isfinite(p):
+                r["p_holm"] = min(1.0, p * k)
+                r["decision"] = decide.against_floor(r["estimate"], r["p_holm"], alpha)
+                r["interval_over"] = f"{r['interval_over']}; test: {FLOOR_OVER.format(k=k)}"
     by_name = {(r["kind"], r["name"]): r for r in last["rows"]}
     for r in rows:
         found = by_name.get((r["kind"], r["subject"]))

@@ -241,7 +241,7 @@ def _decide(rows, split, conf, power, s, look_paths) -> None:
     accuracy (what the looks score), the last look's repeated intervals decide instead."""
     questions.decide_family(rows, conf, power, s)
     if look_paths and split == s["decide_on"] and s["metric"] == "accuracy":
-        looks.apply_last_look(rows, [read_json(p) for p in look_paths])
+        looks.apply_last_look(rows, [read_json(p) for p in look_paths], 1 - conf)
 
 
 # The budget runs after the evaluation: the verdict here says where its costs are.
