@@ -78,6 +78,9 @@ def test_the_last_look_decides_and_a_question_closed_earlier_stays_closed():
     apply_last_look(rows, LOOKS)
     assert [r["decision"] for r in rows] == ["adopt", "reject", "adopt"]
     assert (rows[0]["adj_low"], rows[0]["adj_high"]) == (0.012, 0.05)
+    # "lr down", rejected at look 1 on [-0.4, -0.2]: the last look alone says [-0.3, +0.01],
+    # which would contradict it; the looks' intervals intersected say [-0.3, -0.2].
+    assert (rows[1]["adj_low"], rows[1]["adj_high"]) == (-0.3, -0.2)
     assert "repeated confidence interval at the last look" in rows[0]["interval_over"]
     assert "adj_low" not in rows[2] and rows[2]["interval_over"] == "y"
 

@@ -233,7 +233,28 @@ def apply_last_look(rows: list[dict], looks: list[dict], alpha: float | None = N
         found = by_name.get((r["kind"], r["subject"]))
         if found is None or r["kind"] not in ("main", "cell"):
             continue
-        r["adj_low"], r["adj_high"] = found["rci_low"], found["rci_high"]
+        r["adj_low"], r["adj_high"] = _intersection(looks, r["kind"], found)
         r["decision"] = last["decided"].get(found["name"], found["decision"])
-        r["interval_over"] = f"{r['interval_over']}; adjusted: {ADAPTIVE_OVER} {last['look']}"
+        r["interval_over"] = (
+            f"{r['interval_over']}; adjusted: {ADAPTIVE_OVER} {last['look']}, intersected with "
+            f"the earlier looks'"
+        )
         r["look"] = found["of_look"]
+
+
+def _intersection(looks: list[dict], kind: str, found: dict) -> tuple[float, float]:
+    """The question's repeated intervals at every look, intersected: they cover together, so the
+    intersection is as valid as each, and a question an earlier look closed keeps an interval
+    that agrees with its decision (the last look's alone may not). An empty intersection (the
+    looks disagree beyond their coverage) leaves the last look's."""
+    lows, highs = [found["rci_low"]], [found["rci_high"]]
+    for look in looks[:-1]:
+        for row in look["rows"]:
+            if (row["kind"], row["name"]) == (kind, found["name"]):
+                lows.append(row["rci_low"])
+                highs.append(row["rci_high"])
+    lows = [x for x in lows if x is not None and math.isfinite(x)]
+    highs = [x for x in highs if x is not None and math.isfinite(x)]
+    low = max(lows) if lows else found["rci_low"]
+    high = min(highs) if highs else found["rci_high"]
+    return (low, high) if low <= high else (found["rci_low"], found["rci_high"])
