@@ -170,7 +170,10 @@ def minutes(item) -> float:
 
 def pytest_collection_modifyitems(config, items) -> None:
     """Under pytest-xdist (`--dist loadgroup`, as scripts/test.sh runs it), the tests that share
-    the one SLURM cluster run on one worker, one after the other.
+    the one SLURM cluster are meant to run on one worker, one after the other (xdist_group);
+    with this pytest and xdist the group does not reach the scheduler (checked: tests marked
+    xdist_group ran on both workers), so they also take the `slurm_lock` fixture, which
+    serialises them.
 
     The tests that say how many minutes they take start first, longest first, and the rest keep
     their order: xdist hands tests out in this order, so a ten-minute test collected last (the
@@ -182,6 +185,24 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(pytest.mark.xdist_group("slurm"))
     order = {id(item): i for i, item in enumerate(items)}
     items.sort(key=lambda item: (-minutes(item), order[id(item)]))
+
+
+@pytest.fixture()
+def slurm_lock(tmp_path_factory):
+    """Held, while the test runs, on a lock file every xdist worker of the session shares: the
+    single-node cluster runs one test's jobs at a time (a second test's jobs would queue behind
+    them, or its job-state checks see the other's jobs). List it after the fixtures that take
+    long to set up (finished_campaign), so that it is not held while they build."""
+    import fcntl
+
+    root = tmp_path_factory.getbasetemp()
+    root = root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+    with open(root / "slurm.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture()

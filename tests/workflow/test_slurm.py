@@ -112,7 +112,7 @@ def ended_job(job_id: str, timeout_s: float = 120) -> dict:
         time.sleep(0.5)
 
 
-def test_tiny_campaign_through_sbatch(tmp_path, request):
+def test_tiny_campaign_through_sbatch(slurm_lock, tmp_path, request):
     project = copy_project(tmp_path / "cluster")
     cmd = ["timeout", "900", str(BIN / "snakemake"), "--profile", "profiles/slurm"]
     with (tmp_path / "cluster.log").open("w") as log:
@@ -165,7 +165,7 @@ def test_tiny_campaign_through_sbatch(tmp_path, request):
     assert result_hashes(project, timed=False) == result_hashes(workstation, timed=False)
 
 
-def test_a_two_process_training_job_through_sbatch(finished_campaign, tmp_path):
+def test_a_two_process_training_job_through_sbatch(finished_campaign, slurm_lock, tmp_path):
     """A run with train.devices 2 (an ablation level, so the finished tiny campaign's preflight
     serves it from the store and only this run trains) is one SLURM job of 2 tasks, one CPU
     each; srun starts the 2 gloo workers, and the weights equal, bit for bit, those of one
