@@ -209,20 +209,9 @@ def stage_budget(ctx) -> None:
         frame = pd.DataFrame(rows, columns=_COLUMNS[name])
         frame.to_csv(ctx.outputs[f"{name}_csv"], index=False, float_format="%.10g")
         frame.to_parquet(ctx.outputs[f"{name}_parquet"], index=False)
-    paths = ctx.inputs.get("decisions", [])
-    text = words.summary(
-        b,
-        reference,
-        jobs,
-        forecast,
-        cal,
-        plan_rows,
-        offer_rows,
-        bar,
-        equal,
-        to_decide,
-        read_json(paths[0]) if paths else None,
-    )
+    decided = [read_json(p) for p in ctx.inputs.get("decisions", [])]
+    text = words.summary(b, reference, jobs, forecast, cal, plan_rows, offer_rows, bar, equal,
+                         to_decide, decided[0] if decided else None)  # fmt: skip
     block = _verdict_block(ctx, b, reference, equal, to_decide)
     ctx.outputs["summary"].write_text("\n".join([*block, "", text]) if block else text)
 

@@ -128,31 +128,27 @@ def kept_option(decisions: dict | None, equal: list[dict]) -> dict | None:
     return next((e for e in equal if e["cheapest"]), None)
 
 
-def summary(
-    b,
-    reference,
-    jobs,
-    forecast,
-    cal: Calibration,
-    plans,
-    offers,
-    bar,
-    equal,
-    to_decide=(),
-    decisions: dict | None = None,
-) -> str:
+def bar_lines(bar: dict | None, equal: list[dict], decisions: dict | None, money) -> list[str]:
+    """The quality bar, and every option at it but the one kept, with its total cost."""
+    if bar is None:
+        return []
+    keep = kept_option(decisions, equal)
+    lines = [bar_words(bar)]
+    for e in equal:
+        if e is not keep:
+            total = money(e["total_cost"])
+            lines.append(f"  also at the bar: {e['variant']} ({e['kind']}): total {total}")
+    return lines
+
+
+def summary(b, reference, jobs, forecast, cal: Calibration, plans, offers, bar, equal,
+            to_decide=(), decisions: dict | None = None) -> str:  # fmt: skip
     """summary.txt after the verdict block. `decisions`: the evaluation's (decisions.json), so
     that the option kept here is the verdict's."""
     cur = b["currency"]
     money = lambda x: format_money(x, cur)  # noqa: E731
     lines = [headline(bar, equal, b["predictions"], money, decisions)]
-    if bar is not None:
-        lines.append(bar_words(bar))
-        keep = kept_option(decisions, equal)
-        for e in equal:
-            if e is not keep:
-                total = money(e["total_cost"])
-                lines.append(f"  also at the bar: {e['variant']} ({e['kind']}): total {total}")
+    lines += bar_lines(bar, equal, decisions, money)
     lines.append(
         f"Budget in {cur}; the jobs ran on the offer '{reference.name}' ({reference.gpu})."
     )
