@@ -1,7 +1,7 @@
 """An adaptive campaign's looks told in words, and the evaluation's decisions taken from the
 last look's repeated intervals (hand-made look records)."""
 
-from campaign.evaluate.look_words import look_lines
+from campaign.evaluate.look_words import look_lines, look_summary
 from campaign.evaluate.looks import apply_last_look
 
 
@@ -31,6 +31,7 @@ LOOKS = [
         ],
         "stopped": {"c2": "below the best cell by more than 0.01 (-0.2000)"},
         "appended": ["run-a", "run-b"],
+        "runs": [*(f"run-{i}" for i in range(6)), "run-a", "run-b"],
         "add_hours": 0.5,
         "open_cost_hours": {},
         "decided": {"lr down": "reject"},
@@ -48,6 +49,7 @@ LOOKS = [
         ],
         "stopped": {},
         "appended": [],
+        "runs": [*(f"run-{i}" for i in range(6)), "run-a", "run-b"],
         "add_hours": 0.0,
         "open_cost_hours": {},
         "decided": {"lr up": "adopt", "lr down": "reject"},
@@ -67,6 +69,33 @@ def test_each_look_says_what_was_open_added_stopped_and_the_total_against_fixed(
         "in all: 8 runs, 2 h projected, against 9 runs, 2.25 h for every cell at the most seeds"
     )
     assert look_lines([]) == []
+
+
+def test_the_verdict_block_tells_the_looks_in_two_lines_and_a_fixed_campaign_in_none():
+    """Two looks of two; 2 runs appended at look 1 (a seed each), c2 stopped there; 8 runs
+    against 3 cells x 3 seeds = 9 for the fixed design."""
+    from campaign.evaluate import verdict_block
+
+    summary = look_summary(LOOKS)
+    assert summary == {
+        "looks": 2,
+        "max_looks": 2,
+        "seeds_added": 2,
+        "cells_stopped": ["c2"],
+        "runs": 8,
+        "fixed_runs": 9,
+    }
+    v = {"decided_on": "validation", "split": "test", "metric": "accuracy", "keep": None}
+    fixed, adaptive = verdict_block(v), verdict_block({**v, "looks": summary})
+    assert adaptive[:2] + adaptive[4:] == fixed == verdict_block({**v, "looks": None})
+    assert adaptive[2:4] == [
+        "  Looks: 2 of 2 taken; 2 seeds added, 1 cell stopped; 8 runs against the fixed "
+        "design's 9 (every cell at the most seeds)",
+        "  After the looks: main effects and cells against the control decided on repeated "
+        "confidence intervals (O'Brien-Fleming), a cell against the floor tested Bonferroni "
+        "over the 2 planned looks",
+    ]
+    assert look_summary([]) is None
 
 
 def test_the_last_look_decides_and_a_question_closed_earlier_stays_closed():

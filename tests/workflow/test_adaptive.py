@@ -1,32 +1,76 @@
 """An adaptive tiny campaign, run by Snakemake from a finished fixed one: the first look
 appends a seed to every cell of the open contrast (with the ids a fixed plan listing that seed
 gives), the second stops the cell below the floor and so ends the campaign, the evaluation
-decides on the last look's repeated intervals, `campaign status` tells the looks, and the
-campaign run again from an empty results folder is all store hits."""
+decides on the last look's repeated intervals, `campaign status` and the verdict block tell the
+looks, the campaign run again from an empty results folder is all store hits, and a kill -9
+while an appended run trains resumes that run from its checkpoint to the same result."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
 
+import pytest
 import yaml
 
 from campaign.core.io import cell_id
+from campaign.evaluate.look_words import read_looks
 from campaign.plan import plan_runs
-from conftest import campaign, events, snakemake
+from conftest import BIN, campaign, copy_finished, env, events, result_hashes, snakemake
+
+ADAPTIVE = {"enabled": True, "max_looks": 3, "max_seeds": 4}
 
 
-def test_adaptive_campaign_appends_seeds_to_the_open_contrast_then_reruns_as_store_hits(
-    finished_project,
-):
-    path = finished_project / "params.yaml"
+def make_adaptive(project: Path) -> dict:
+    """The project's params with ablation.adaptive on (3 looks, at most 4 seeds); returned."""
+    path = project / "params.yaml"
     params = yaml.safe_load(path.read_text())
-    params["ablation"]["adaptive"] = {"enabled": True, "max_looks": 3, "max_seeds": 4}
+    params["ablation"]["adaptive"] = dict(ADAPTIVE)
     path.write_text(yaml.safe_dump(params, sort_keys=False))
-    n_events = len(events(finished_project))
-    snakemake(finished_project, timeout=1500)
+    return params
 
-    looks = finished_project / "results" / "adaptive"
+
+@pytest.fixture(scope="session")
+def finished_adaptive(finished_campaign, tmp_path_factory) -> Path:
+    """The finished tiny campaign made adaptive and run to its end, once per session: read it,
+    never change it. Its `done` file holds how many store events the fixed campaign had (the
+    adaptive run's are those after). Under pytest-xdist the workers share it (a lock)."""
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    project = shared / "finished_adaptive" / "project"
+    with FileLock(str(shared / "finished_adaptive.lock")):
+        done = project.parent / "done"
+        if not done.exists():
+            if project.exists():
+                shutil.rmtree(project)  # a run that failed half-way in another worker
+            copy_finished(finished_campaign, project)
+            make_adaptive(project)
+            n_events = len(events(project))
+            snakemake(project, timeout=1500)
+            done.write_text(f"{n_events}\n")
+    return project
+
+
+def adaptive_events(project: Path) -> list[dict]:
+    """The store events of the adaptive run of finished_adaptive (after the fixed campaign's)."""
+    return events(project)[int((project.parent / "done").read_text()) :]
+
+
+@pytest.mark.slow(minutes=5)  # with the session's adaptive campaign (finished_adaptive)
+def test_adaptive_campaign_appends_seeds_to_the_open_contrast_then_reruns_as_store_hits(
+    finished_adaptive, tmp_path
+):
+    params = yaml.safe_load((finished_adaptive / "params.yaml").read_text())
+    looks = finished_adaptive / "results" / "adaptive"
     first = json.loads((looks / "look_1.json").read_text())
     last = json.loads((looks / "look_2.json").read_text())
     # The tiny cells cannot be told apart at 2 seeds: the contrast is open, every cell gets its
@@ -45,22 +89,188 @@ def test_adaptive_campaign_appends_seeds_to_the_open_contrast_then_reruns_as_sto
     assert {r["status"] for r in last["rows"]} == {"stopped"}
     assert last["final"] and last["look"] == 2 and last["appended"] == []
     assert last["runs"] == first["runs"]
-    new = events(finished_project)[n_events:]
+    new = adaptive_events(finished_adaptive)
     trained = [e["event"] for e in new if e["stage"] == "train" and e["event"] != "commit"]
     assert trained == ["miss", "miss"]  # the two appended runs; the plan's 4 were there
     # The evaluation decides the effect on the looks' repeated intervals (intersected).
-    decisions = json.loads((finished_project / "results/evaluation/decisions.json").read_text())
+    decisions = json.loads((finished_adaptive / "results/evaluation/decisions.json").read_text())
     main = [d for d in decisions["decisions"] if d["kind"] == "main"]
     rows = [next(r for r in look["rows"] if r["kind"] == "main") for look in (first, last)]
     low, high = max(r["rci_low"] for r in rows), min(r["rci_high"] for r in rows)
     assert [(d["adj_low"], d["adj_high"]) for d in main] == [(low, high)]
-    assert "Adaptive looks:" in campaign(finished_project, "status", check=False).stdout
+    assert "Adaptive looks:" in campaign(finished_adaptive, "status", check=False).stdout
 
-    # Run again from no results: every stage, the looks and the appended runs too, a store hit.
-    shutil.rmtree(finished_project / "results")
-    n_events = len(events(finished_project))
-    snakemake(finished_project, timeout=900)
-    again = events(finished_project)[n_events:]
+    # Run again from no results (a copy): every stage, the looks and the appended runs too, a
+    # store hit.
+    project = copy_finished(finished_adaptive, tmp_path / "project")
+    shutil.rmtree(project / "results")
+    n_events = len(events(project))
+    snakemake(project, timeout=900)
+    again = events(project)[n_events:]
     assert [e for e in again if e["event"] != "hit"] == []
     assert sum(e["stage"] == "train" for e in again) == 6
     assert sum(e["stage"] == "look" for e in again) == 2
+
+
+LOOKS_LINE = re.compile(
+    r"^Looks: (\d+) of (\d+) taken; (\d+) seeds? added, (\d+) cells? stopped; (\d+) runs "
+    r"against the fixed design's (\d+) \(every cell at the most seeds\)$"
+)
+AFTER_LOOKS = (
+    "After the looks: main effects and cells against the control decided on repeated "
+    "confidence intervals (O'Brien-Fleming), a cell against the floor tested Bonferroni over "
+    "the {k} planned looks"
+)
+
+
+def verdict_lines(path: Path) -> list[str]:
+    """The verdict block opening a summary.txt, or the report's '## Verdict' items (summary.md),
+    stripped."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".md":
+        md = text.splitlines()
+        start = md.index("## Verdict")
+        end = next(i for i in range(start + 1, len(md)) if md[i].startswith("## "))
+        return [x.removeprefix("- ").strip() for x in md[start + 1 : end] if x.strip()]
+    head = text.partition("\n\n")[0].splitlines()
+    assert head[0].startswith("Verdict ("), f"{path} does not open with the verdict"
+    return [x.strip() for x in head]
+
+
+SUMMARIES = ("evaluation/summary.txt", "budget/summary.txt", "report/summary.md")
+
+
+# Seconds once the session's adaptive campaign is there: no minutes, so that it starts after the
+# long tests (one of which builds that campaign) instead of waiting on it.
+@pytest.mark.slow
+def test_the_verdict_block_tells_the_looks_with_the_look_records_numbers(
+    finished_adaptive, finished_campaign
+):
+    looks = read_looks(finished_adaptive / "results" / "adaptive")
+    last = looks[-1]
+    stopped = {cell for look in looks for cell in look["stopped"]}
+    recorded = (
+        len(looks),
+        last["max_looks"],
+        sum(len(look["appended"]) for look in looks),
+        len(stopped),
+        len(last["runs"]),
+        last["fixed"]["runs"],
+    )
+    # By hand: 2 looks of 3; look 1 added the third seed of both cells, look 2 stopped the one
+    # below the floor; 4 + 2 = 6 runs against 2 cells x 4 seeds = 8.
+    assert recorded == (2, 3, 2, 1, 6, 8)
+    for name in SUMMARIES:
+        block = verdict_lines(finished_adaptive / "results" / name)
+        assert len(block) <= 12, (name, block)
+        (said,) = [x for x in block if x.startswith("Looks: ")]
+        assert tuple(int(x) for x in LOOKS_LINE.match(said).groups()) == recorded, said
+        assert AFTER_LOOKS.format(k=last["max_looks"]) in block
+        # A fixed campaign's block says nothing of looks.
+        fixed = verdict_lines(finished_campaign / "results" / name)
+        assert not [x for x in fixed if x.startswith(("Looks: ", "After the looks: "))]
+
+
+def _job_records(project: Path) -> list[dict]:
+    out = []
+    for path in (project / ".campaign" / "jobs").glob("*.json"):
+        try:
+            out.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue  # replaced while listed (the writes are atomic renames)
+    return out
+
+
+def checkpoint_steps(work: Path) -> list[int]:
+    """The steps of the checkpoints in a work folder (ckpt-<step>.<digest>.pt); [] when the
+    folder is not there (yet, or any more)."""
+    try:
+        return sorted(int(p.name.split(".")[0].removeprefix("ckpt-")) for p in work.glob("ckpt-*"))
+    except FileNotFoundError:
+        return []
+
+
+def running_with_checkpoint(project: Path, runs: list[str]) -> tuple[str, str] | None:
+    """(run, key) of a train job of one of `runs` that is running (its job record says so) and
+    has written a checkpoint in its work folder; None while there is none."""
+    for record in _job_records(project):
+        if record.get("stage") != "train" or record.get("state") != "running":
+            continue
+        mine = [r for r in runs if any(f"/{r}/" in out for out in record["outputs"])]
+        work = project / ".campaign" / "work" / str(record.get("key"))
+        if mine and record.get("key") and checkpoint_steps(work):
+            return mine[0], record["key"]
+    return None
+
+
+@pytest.mark.slow(minutes=3)
+def test_kill_9_during_an_appended_run_resumes_it_from_its_checkpoint_to_the_same_result(
+    tmp_path, finished_campaign, finished_adaptive
+):
+    # The session's adaptive campaign is the uninterrupted reference. This one starts where it
+    # started (the finished fixed campaign, made adaptive) with the reference's store entries but
+    # its appended runs' training: look 1 and the appended runs' specs are store hits, the two
+    # appended runs train here (20 steps, a checkpoint every 5), and everything after them is a
+    # store hit only where its inputs are the reference's bytes.
+    killed = copy_finished(finished_campaign, tmp_path / "killed")
+    make_adaptive(killed)
+    source, dest = finished_adaptive / ".campaign" / "store", killed / ".campaign" / "store"
+    for entry in sorted(source.iterdir()):
+        stage = json.loads((entry / "entry.json").read_text(encoding="utf-8"))["stage"]
+        if not (dest / entry.name).exists() and stage != "train":
+            shutil.copytree(entry, dest / entry.name, symlinks=True)
+    appended = json.loads((finished_adaptive / "results/adaptive/look_1.json").read_text())[
+        "appended"
+    ]
+
+    n_events = len(events(killed))  # the fixed campaign's
+    proc = subprocess.Popen(
+        [str(BIN / "snakemake"), "--cores", "1"],
+        cwd=killed,
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    # Kill while an appended run trains: right after its first checkpoint lands.
+    found, deadline = None, time.time() + 600
+    while found is None and proc.poll() is None and time.time() < deadline:
+        found = running_with_checkpoint(killed, appended)
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)  # Snakemake and every job it started
+    proc.wait()
+    assert found is not None, "no appended run was seen training with a checkpoint"
+    run, key = found
+    saved = checkpoint_steps(killed / ".campaign" / "work" / key)
+    assert saved, "the killed run's checkpoint survives in its work folder"
+    before = events(killed)
+    done = {e["key"] for e in before if e["event"] in ("hit", "commit")}
+    killed_run = before[n_events:]
+    assert "look" in {e["stage"] for e in killed_run if e["event"] == "hit"}  # look 1
+    assert key not in done
+
+    # The recovery command from README.md.
+    snakemake(killed, "--unlock")
+    snakemake(killed, timeout=900)
+    after = events(killed)[len(before) :]
+    missed = [e for e in after if e["event"] == "miss"]
+    assert not {e["key"] for e in missed} & done, "a finished stage was computed again"
+    # Only the appended runs not finished before the kill train: the killed one resumes from
+    # its newest checkpoint (the project's promise: a killed run continues, byte for byte).
+    trained = {e["key"] for e in missed if e["stage"] == "train"}
+    unfinished = len(appended) - sum(
+        e["stage"] == "train" and e["event"] == "commit" for e in killed_run
+    )
+    assert key in trained and len(trained) == unfinished
+    log = (killed / "logs" / "train" / f"{run}.log").read_text(encoding="utf-8")
+    assert f"train: resumed from step {saved[-1]}" in log
+    # What reads the runs' weights and predictions (look 2, the quantized variants, the
+    # evaluation) is a store hit: its inputs are the uninterrupted run's bytes.
+    for stage in ("look", "quantize", "evaluate"):
+        ran = [e["event"] for e in after if e["stage"] == stage]
+        assert "miss" not in ran, (stage, ran)
+    assert "evaluate" in {e["stage"] for e in after}
+    assert read_looks(killed / "results/adaptive") == read_looks(
+        finished_adaptive / "results/adaptive"
+    )
+    assert result_hashes(killed, timed=False) == result_hashes(finished_adaptive, timed=False)

@@ -61,6 +61,9 @@ decisions.json
                          look_words); summary.txt shows them after the verdict block. The
                          main and cell rows of the decision split then carry the last look's
                          repeated interval as adj_low/adj_high and its decision (looks.py)
+  adaptive          NEW  ablation.adaptive only: {looks, max_looks, seeds_added, cells_stopped,
+                         runs, fixed_runs} (look_words.look_summary): the verdict block's
+                         lines on the looks; absent in a fixed campaign
 
 comparisons.parquet (one row per comparison and split; as before: split, kind, subject,
 reference, metric, n_seeds, estimate, ci_low, ci_high, p_value, p_holm, test, wilcoxon_p,

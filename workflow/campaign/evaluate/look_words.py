@@ -53,3 +53,43 @@ def look_lines(looks: list[dict]) -> list[str]:
         f"against {fixed['runs']} runs, {fixed['hours']:.3g} h for every cell at the most seeds"
     )
     return lines
+
+
+def look_summary(looks: list[dict]) -> dict | None:
+    """The looks in the verdict block's numbers (decisions.json `adaptive`), None without looks:
+    looks (taken), max_looks, seeds_added (runs appended over all looks: one seed of one cell
+    each), cells_stopped (the cells any look stopped, sorted), runs (what the campaign has after
+    the last look), fixed_runs (the fixed design: every cell at max_seeds)."""
+    if not looks:
+        return None
+    last = looks[-1]
+    stopped = sorted({cell for rec in looks for cell in rec["stopped"]})
+    return {
+        "looks": len(looks),
+        "max_looks": last["max_looks"],
+        "seeds_added": sum(len(rec["appended"]) for rec in looks),
+        "cells_stopped": stopped,
+        "runs": len(last["runs"]),
+        "fixed_runs": last["fixed"]["runs"],
+    }
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def verdict_look_lines(summary: dict | None) -> list[str]:
+    """The verdict block's two lines on the looks (look_summary), [] for a fixed campaign: what
+    the looks took, added, stopped and spent against the fixed design, and which intervals the
+    decisions after them rest on (campaign.evaluate.looks.apply_last_look)."""
+    if not summary:
+        return []
+    s = summary
+    return [
+        f"Looks: {s['looks']} of {s['max_looks']} taken; {_count(s['seeds_added'], 'seed')} "
+        f"added, {_count(len(s['cells_stopped']), 'cell')} stopped; {s['runs']} runs against "
+        f"the fixed design's {s['fixed_runs']} (every cell at the most seeds)",
+        "After the looks: main effects and cells against the control decided on repeated "
+        "confidence intervals (O'Brien-Fleming), a cell against the floor tested Bonferroni "
+        f"over the {s['max_looks']} planned looks",
+    ]

@@ -30,7 +30,7 @@ from campaign.evaluate.items import (
     read_probs,
     read_response_nll,
 )
-from campaign.evaluate.look_words import LOOKS_TITLE, look_lines
+from campaign.evaluate.look_words import LOOKS_TITLE, look_lines, look_summary
 from campaign.evaluate.metrics import classification_metrics, metric_draws, perplexity
 from campaign.evaluate.plan_table import read_plan
 from campaign.evaluate.stats import percentile_interval, resample_indices
@@ -233,7 +233,9 @@ def _finish(decisions: dict, skipped: dict, look_paths: list) -> None:
         {"variant": name, "reason": reason} for name, reason in sorted(skipped.items())
     ]
     if look_paths:
-        decisions["adaptive_looks"] = look_lines([read_json(p) for p in look_paths])
+        records = [read_json(p) for p in look_paths]
+        decisions["adaptive_looks"] = look_lines(records)
+        decisions["adaptive"] = look_summary(records)
 
 
 def _decide(rows, split, conf, power, s, look_paths) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from campaign.evaluate import decide
+from campaign.evaluate.look_words import verdict_look_lines
 
 
 def points(value: float) -> str:
@@ -396,6 +397,8 @@ def verdict_block(v: dict, money=None) -> list[str]:
     also: names of cheaper candidates not priced here (adopted quantized variants), or [];
     cost: {train, serve, total, predictions, offer} (money amounts) or None, then costs_at says
     where the costs are; ship: the file (or folder) a user would ship, or None;
+    looks: an adaptive campaign's looks (look_words.look_summary: decisions.json `adaptive`) or
+    None (a fixed campaign: no line);
     open: [{subject, decision, seeds_needed, extra_runs, cost, items_needed}], price_at: where
     their prices are when `cost` is None; findings: lines to act on.
     money: amount -> text (the budget's format_money); levels are in percent, differences in
@@ -419,6 +422,7 @@ def verdict_block(v: dict, money=None) -> list[str]:
             f"  Best cell against the floor {f['floor']}: {interval_words(f)} on {f['split']}, "
             f"{f['decision']}"
         )
+    lines += [f"  {line}" for line in verdict_look_lines(v.get("looks"))]
     cost = v.get("cost")
     if cost is not None and money is not None:
         lines.append(
@@ -533,6 +537,7 @@ def evaluation_verdict(
         "metric": decisions["metric"],
         "keep": keep,
         "against_floor": verdict.get("against_floor"),
+        "looks": decisions.get("adaptive"),
         "also": adopted_variants(decisions) if cell else [],
         "cost": None,
         "costs_at": costs_at,
