@@ -78,6 +78,7 @@ def adaptive(full: dict, looks: int, max_seeds: int) -> tuple[dict, int]:
     seeds = dict.fromkeys(CELLS, START_SEEDS)
     history: list[dict] = []
     decided: dict = {}
+    earlier: dict = {}  # the boundaries each look used: the next keeps them
     qs = _questions()
     hours = dict.fromkeys(CELLS, 1.0)
     for _ in range(looks):
@@ -85,9 +86,19 @@ def adaptive(full: dict, looks: int, max_seeds: int) -> tuple[dict, int]:
         design = {c: full[c][: seeds[c]] for c in CELLS}
         runs = sum(seeds.values())
         result = sequential.interim_look(
-            design, qs, 0, history, settings, hours, {"hours": runs, "runs": runs}, None, decided
+            design,
+            qs,
+            0,
+            history,
+            settings,
+            hours,
+            {"hours": runs, "runs": runs},
+            None,
+            decided,
+            earlier,
         )
         decided = {r["name"]: r["decision"] for r in result.rows}
+        earlier = {r["name"]: r["boundaries"] for r in result.rows}
         if result.add_runs == 0:
             break
         seeds = result.seeds
