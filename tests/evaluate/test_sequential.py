@@ -253,3 +253,33 @@ def test_interim_look_records_its_boundary_and_the_next_look_keeps_it():
     assert r2["boundaries"] == [[1, 3.5], [2, pytest.approx(want[1])]]
     assert r2["boundary"] == pytest.approx(want[1])
     assert r2["info_fraction"] > r1["info_fraction"]
+
+
+def test_an_open_question_is_sized_on_the_seed_spread_only_once_it_has_the_df():
+    """3 seeds in 2 cells (4 error df): the spread is no size to go by, the open question heads
+    for max_seeds (8), half the way at this first of 3 looks (3 + ceil(5 / 2) = 6). 12 seeds
+    (22 df): its seeds-needed (decide.what_would_decide at a gap of min_useful_effect from the
+    useful size, the family's level), at least one more seed than it has."""
+    rng = np.random.default_rng(5)
+    few = _look(_design(rng, 3, 400, {"control": 0.7, "same": 0.7}))
+    assert few.rows[0]["seeds_target"] == 8 and few.seeds == {"control": 6, "same": 6}
+    design = _design(rng, 12, 400, {"control": 0.7, "same": 0.7})
+    wide = {**SETTINGS, "max_seeds": 500, "max_looks": 5, "max_runs": 10_000}
+    (r,) = _look(design, wide).rows
+    row = sequential.questions.contrast_row(design, {"same": 1.0, "control": -1.0}, 0.95)
+    assert row["seed_df"] == 22 >= sequential.SIZING_MIN_DF
+    useful = SETTINGS["min_useful_effect"]
+    gap = max(abs(row["estimate"] - useful), useful)
+    need = decide.what_would_decide(
+        useful + math.copysign(gap, row["estimate"] - useful),
+        row["var_seeds"],
+        row["var_items"],
+        12,
+        400,
+        0.95,
+        0.8,
+        useful,
+        22,
+        row["var_residual"],
+    )["seeds_needed"]
+    assert r["seeds_target"] == max(need, 13) < 500

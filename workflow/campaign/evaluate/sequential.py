@@ -50,6 +50,12 @@ from scipy.special import ndtr
 
 from campaign.evaluate import decide, questions
 
+# An open question is sized on the interim seed spread only once that rests on this many error
+# df (chi-square relative sd sqrt(2 / df): 32 % at 20); before, its cells head for max_seeds.
+# Sized on a spread from 2 df, the campaigns whose spread came out low got few seeds and kept
+# the low spread in their last interval: 5.5 % adopted at a true gain of min_useful_effect
+# against the one-sided 2.5 % (benchmarks/bench_adaptive.py); at 20 df, within Monte Carlo error.
+SIZING_MIN_DF = 20
 GRID_POINTS = 241  # odd, Simpson's rule over each look's continuation region (see the tests)
 SQRT_2PI = math.sqrt(2 * math.pi)
 # A question is closed when its repeated interval clears the useful size or rules it out;
@@ -286,9 +292,10 @@ def interim_look(
     A question is decided when its repeated interval clears or rules out min_useful_effect
     (decide.effect); an open one asks for the seeds per cell that would decide it with
     probability `power` at a gap of at least min_useful_effect (decide.what_would_decide; an
-    estimate on the useful size itself would ask for unbounded seeds), spread over the looks
-    left, capped at max_seeds and given only where its cost fits what is left of budget_hours and
-    max_runs (cheapest first). A cell other than the control stops when its upper repeated bound
+    estimate on the useful size itself would ask for unbounded seeds; max_seeds while the seed
+    spread rests on fewer than SIZING_MIN_DF error df), spread over the looks left, capped at
+    max_seeds and given only where its cost fits what is left of budget_hours and max_runs
+    (cheapest first). A cell other than the control stops when its upper repeated bound
     against the best cell is below -min_useful_effect, or against the floor below 0.
     """
     look = _Look(design, questions_, control, seed_history, settings, earlier or {})
@@ -449,6 +456,8 @@ class _Look:
         # interval stays open (few seed df, an early boundary): one more seed per cell.
         cap = int(self.settings["max_seeds"])
         need = min(max(int(need), n_seeds + 1), cap)
+        if row.get("seed_df", 0) < SIZING_MIN_DF:  # the spread is not yet a size to go by
+            need = cap
         r["seeds_target"] = need
         left = max(self.max_looks - self.look, 1)  # looks to come that may add (not the last)
         targets = {}
