@@ -20,6 +20,12 @@ Goals (issue 23), MISSED where one fails:
   power (the 2 x cell adopted)  >= the fixed design's at the adaptive's expected runs
             (linear between the neighbouring whole seeds; less two Monte Carlo standard errors)
   runs saved against the smallest fixed design whose power reaches the adaptive's  >= 0
+  at the useful size (one cell, a family of one; `boundary`): adoption at a true gain of
+            exactly min_useful_effect, and any "adopt..." at 0, <= (1 - confidence) / 2 (the
+            one-sided nominal), MISSED when over it by more than two Monte Carlo se. Adoption
+            at the useful size is no false adoption (decide.effect adopts on lower end >=
+            min_useful_effect: the claim holds); it is the limit of the false adoption rate as
+            the gain rises to the useful size.
 
 min_useful_effect is 3 points: at bench_stats's run noise (0.15 on the logit, about 1.7 points
 of accuracy per run, printed) a 1-point question needs ~70 seeds per cell, which no campaign
@@ -27,7 +33,8 @@ runs; 3 points puts seeds-needed inside the 2..12 a campaign might. (No per-run 
 shipped demo is recorded in the repository; pass --run-sd to simulate another.)
 
     .venv/bin/python benchmarks/bench_adaptive.py            # 1000 replications, 2 item counts
-    .venv/bin/python benchmarks/bench_adaptive.py --short    # 100 replications, 24 s of CPU
+    .venv/bin/python benchmarks/bench_adaptive.py --short    # 100 (+ 2 x 1000 at the useful
+                                                             # size) replications, ~80 s of CPU
 """
 
 from __future__ import annotations
@@ -55,8 +62,8 @@ CELLS = (0, 1, 2, 3)  # control, then true gains 0, 0.5 x and 2 x USEFUL
 GAINS = (0.0, 0.5 * USEFUL, 2 * USEFUL)
 
 
-def _questions() -> list:
-    return [sequential.Question(f"cell {c}", "cell", {c: 1.0, 0: -1.0}) for c in CELLS[1:]]
+def _questions(cells=CELLS) -> list:
+    return [sequential.Question(f"cell {c}", "cell", {c: 1.0, 0: -1.0}) for c in cells[1:]]
 
 
 def _false(decisions: dict) -> bool:
@@ -64,7 +71,7 @@ def _false(decisions: dict) -> bool:
     return decisions["cell 1"].startswith("adopt") or decisions["cell 2"] == "adopt"
 
 
-def adaptive(full: dict, looks: int, max_seeds: int) -> tuple[dict, int]:
+def adaptive(full: dict, looks: int, max_seeds: int, cells=CELLS) -> tuple[dict, int]:
     """The adaptive campaign on `full: {cell: Y (max_seeds, n)}`: (final decisions, runs)."""
     settings = {
         "min_useful_effect": USEFUL,
@@ -73,21 +80,32 @@ def adaptive(full: dict, looks: int, max_seeds: int) -> tuple[dict, int]:
         "max_looks": looks,
         "max_seeds": max_seeds,
         "budget_hours": None,
-        "max_runs": max_seeds * len(CELLS),
+        "max_runs": max_seeds * len(cells),
     }
-    seeds = dict.fromkeys(CELLS, START_SEEDS)
+    seeds = dict.fromkeys(cells, START_SEEDS)
     history: list[dict] = []
     decided: dict = {}
-    qs = _questions()
-    hours = dict.fromkeys(CELLS, 1.0)
+    earlier: dict = {}  # the boundaries each look used: the next keeps them
+    qs = _questions(cells)
+    hours = dict.fromkeys(cells, 1.0)
     for _ in range(looks):
         history.append(dict(seeds))
-        design = {c: full[c][: seeds[c]] for c in CELLS}
+        design = {c: full[c][: seeds[c]] for c in cells}
         runs = sum(seeds.values())
         result = sequential.interim_look(
-            design, qs, 0, history, settings, hours, {"hours": runs, "runs": runs}, None, decided
+            design,
+            qs,
+            0,
+            history,
+            settings,
+            hours,
+            {"hours": runs, "runs": runs},
+            None,
+            decided,
+            earlier,
         )
         decided = {r["name"]: r["decision"] for r in result.rows}
+        earlier = {r["name"]: r["boundaries"] for r in result.rows}
         if result.add_runs == 0:
             break
         seeds = result.seeds
@@ -133,6 +151,51 @@ def simulate(n_items: int, reps: int, looks: int, max_seeds: int, seed: int) -> 
         "fixed_false": {k: v / reps for k, v in f_false.items()},
         "fixed_power": {k: v / reps for k, v in f_power.items()},
     }
+
+
+def boundary(n_items: int, reps: int, looks: int, max_seeds: int, seed: int) -> dict:
+    """One cell against the control (a family of one), its true gain exactly min_useful_effect,
+    then exactly 0: {gain: (adoptions, reps)}. At the useful size "adopt" (the interval's lower
+    end >= min_useful_effect, decide.effect) states a true gain, so it is no false adoption;
+    it is the limit of the false adoption rate as the gain rises to the useful size, whose
+    nominal is the one-sided (1 - confidence) / 2. At 0 any "adopt..." (the lower end above
+    0) is false, with the same nominal."""
+    out = {}
+    for gain, counts in ((USEFUL, ("adopt",)), (0.0, ("adopt", "adopt (smaller than useful)"))):
+        rng = np.random.default_rng([seed, n_items, 2, round(gain * 1e6)])
+        taus = [0.0, bench_stats._tau_for(gain)]
+        hits = 0
+        for _ in range(reps):
+            made, _ = adaptive(
+                bench_stats.campaign(rng, taus, max_seeds, n_items), looks, max_seeds, (0, 1)
+            )
+            hits += made["cell 1"] in counts
+        out[gain] = (hits, reps)
+    return out
+
+
+def boundary_table(res: dict) -> list[tuple[str, str, str, bool]]:
+    """Rows of the boundary check: observed +/- its Monte Carlo se against the nominal, MISSED
+    when over it by more than two se."""
+    nominal = (1 - LEVEL) / 2
+    out = []
+    for gain, (hits, reps) in res.items():
+        rate = hits / reps
+        se = math.sqrt(max(rate * (1 - rate), nominal * (1 - nominal)) / reps)
+        what = (
+            "adopted at gain = min_useful_effect (not false; limit)"
+            if gain
+            else "any adopt at gain 0 (false adoption)"
+        )
+        out.append(
+            (
+                what,
+                f"{rate * 100:.2f} % +- {se * 100:.2f} ({reps} reps)",
+                f"<= {nominal * 100:.1f} % (one-sided)",
+                rate > nominal + 2 * se,
+            )
+        )
+    return out
 
 
 def _power_at(fixed_power: dict, seeds: float) -> float:
@@ -221,6 +284,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-seeds", type=int, default=12)
     parser.add_argument("--run-sd", type=float, default=bench_stats.RUN_SD, help="logit scale")
     parser.add_argument("--short", action="store_true", help="100 replications, 1,000 items")
+    parser.add_argument(
+        "--boundary-reps",
+        type=int,
+        default=None,
+        help="replications of the one-cell boundary check (default 4000, --short 1000)",
+    )
     args = parser.parse_args(argv)
     bench_stats.RUN_SD = args.run_sd
     reps = args.reps or (100 if args.short else 1000)
@@ -237,7 +306,11 @@ def main(argv: list[str] | None = None) -> int:
         res = simulate(n, reps, args.looks, args.max_seeds, args.seed)
         print(f"\n{n} items")
         print(f"  {'':<58} {'observed':<28} goal")
-        for what, value, goal, miss in table(n, res, reps):
+        rows = table(n, res, reps)
+        b_reps = args.boundary_reps or (1000 if args.short else 4000)
+        if b_reps > 0:
+            rows += boundary_table(boundary(n, b_reps, args.looks, args.max_seeds, args.seed))
+        for what, value, goal, miss in rows:
             flag = "  MISSED" if miss else ""
             print(f"  {what:<58} {value:<28} {goal}{flag}")
             missed |= miss

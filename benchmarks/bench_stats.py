@@ -38,6 +38,7 @@ POLICY = {"min_useful_effect": 0.01, "max_quality_loss": 0.01}
 ITEM_SD, INTERACTION_SD, RUN_SD, BASE = 1.5, 0.4, 0.15, 0.8
 FULL = ((2, 300), (3, 1000), (5, 300), (10, 3000))
 SHORT = ((2, 300), (5, 1000))
+MAX_SEEDS_CHECKED = 200  # a seeds-needed above this is simulated at this
 
 
 def _truth(tau: float, interaction: bool, draws: int = 400_000) -> float:
@@ -131,6 +132,25 @@ def adoption_rate(effect: float, k: int, n: int, reps: int, seed: int) -> float:
     return sum(d == "adopt" for d in made) / reps
 
 
+def seeds_needed_power(k: int, n: int, reps: int, seed: int, effect: float = 0.03) -> tuple:
+    """(median seeds-needed the stage reports at k seeds and n items for a true gain `effect`,
+    the share of campaigns at that many seeds, same items and gain, that adopt): what
+    decide.what_would_decide promises is `power`. None: the median campaign is told seeds
+    cannot decide it ("items only")."""
+    rng = np.random.default_rng([seed, k, n, 2])
+    tau = _tau_for(effect)
+    needs = []
+    for _ in range(reps):
+        need = _rows(campaign(rng, [0.0, tau], k, n))[0]["seeds_needed"]
+        needs.append(math.inf if need is None else need)
+    k_need = sorted(needs)[len(needs) // 2]
+    if not math.isfinite(k_need):
+        return None, math.nan
+    k_need = int(min(k_need, MAX_SEEDS_CHECKED))
+    made = [_rows(campaign(rng, [0.0, tau], k_need, n))[0]["decision"] for _ in range(reps)]
+    return k_need, sum(d == "adopt" for d in made) / reps
+
+
 def run(configs, reps: int, seed: int = 0, slack_se: float = 0.0) -> list[tuple]:
     """(k, n, goal, observed, low, high, missed) rows; a goal band is widened by `slack_se`
     Monte Carlo standard errors of the observed rate."""
@@ -161,6 +181,12 @@ def main() -> int:
     for k in (5, 10):
         rate = adoption_rate(0.03, k, 322, args.reps, args.seed)
         print(f"{k:>5} {322:>5}  {'adoption at a true +3 points (no goal)':<46} {rate * 100:7.1f}%")
+    # What would decide (no goal: at 2 seeds the seed spread rests on 2 df, and the median
+    # seeds-needed sizes on a spread measured low half the time; seeds_needed_low/high say so).
+    for k, n in SHORT if args.short else FULL:
+        k_need, rate = seeds_needed_power(k, n, args.reps, args.seed)
+        what = f"power at the median seeds-needed ({k_need or 'none: items only'})"
+        print(f"{k:>5} {n:>5}  {what:<46} {rate * 100:7.1f}%  (no goal; power {POWER:.0%})")
     print(f"{args.reps} replications per setting, {time.perf_counter() - start:.0f} s")
     return 1 if any(r[-1] for r in rows) else 0
 

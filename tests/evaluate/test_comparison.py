@@ -143,6 +143,34 @@ def test_what_would_decide_says_items_when_items_dominate():
     assert need["seeds_needed_low"] <= need["seeds_needed"] <= need["seeds_needed_high"]
 
 
+def test_what_would_decide_lets_seeds_shrink_the_seed_x_item_residual():
+    """var_items 1e-4 of which 8e-5 is the seed x item residual (2 seeds): only 2e-5 is beyond
+    seeds, under the target 5.1e-5, so seeds decide it: (1e-5 + 8e-5) * 2 / (target - 2e-5).
+    Counting all of var_items as the items' (the residual left at 0) says seeds cannot."""
+    target = (0.02 / (1.959964 + 0.841621)) ** 2
+    need = decide.what_would_decide(0.03, 1e-5, 1e-4, 2, 300, 0.95, 0.8, 0.01, 4, 8e-5)
+    assert need["seeds_needed"] == math.ceil(9e-5 * 2 / (target - 2e-5))
+    assert need["items_needed"] == math.ceil(1e-4 * 300 / (target - 1e-5))  # items as before
+    low = math.ceil((4e-5 / 11.1433 + 8e-5) * 2 / (target - 2e-5))
+    assert need["seeds_needed_low"] == max(2, low) <= need["seeds_needed"]
+    assert (
+        decide.what_would_decide(0.03, 1e-5, 1e-4, 2, 300, 0.95, 0.8, 0.01)["seeds_needed"] is None
+    )
+
+
+def test_a_contrast_row_carries_the_residual_it_holds_in_var_items():
+    """2 cells x 2 seeds x 2 items: the cell means over seeds (0.5, 0.5) and (1, 0) give
+    d = (-0.5, 0.5) and B = var(d) / 2 = 0.25; the run means are equal within each cell
+    (MS_within 0); the residuals are +/-0.5 in cell a (SS 1 on 1 df), 0 in cell b: pooled
+    MS_res 0.5, C = (1/2 + 1/2) * 0.5 / 2 = 0.25, all of B (the items agree in b)."""
+    from campaign.evaluate.questions import contrast_row
+
+    design = {"a": np.array([[1.0, 0.0], [0.0, 1.0]]), "b": np.array([[1.0, 0.0], [1.0, 0.0]])}
+    row = contrast_row(design, {"a": 1.0, "b": -1.0}, 0.95)
+    assert row["var_items"] == pytest.approx(0.25)
+    assert row["var_residual"] == pytest.approx(0.25)
+
+
 def test_a_metric_not_a_mean_over_items_keeps_the_seed_df_at_two_seeds():
     # macro_f1 at 2 seeds per cell, no item noise (every resample gives the run's value):
     # points c0 = .5, .7 and c1 = .6, .8. The seed spread pooled over both cells:

@@ -401,7 +401,8 @@ def test_a_best_cell_not_shown_above_the_floor_keeps_the_floor_and_says_what_wou
     """Only the lr=0.01 cell left, now at 0.53, 0.54, 0.52 against the majority floor's 0.50:
     neither above nor below it by the test. The fine-tune is not shown to be worth its cost, so
     the verdict keeps the floor, and names the cell's question with the seeds or items that
-    would decide it (what_would_decide with the bar at zero, on the row's own variance parts)."""
+    would decide it (what_would_decide with the bar at zero, on the row's own variance parts,
+    the seed x item residual among those more seeds shrink)."""
     from campaign.evaluate import decide
 
     tmp_path, inputs = campaign
@@ -441,6 +442,7 @@ def test_a_best_cell_not_shown_above_the_floor_keeps_the_floor_and_says_what_wou
         0.8,
         0.0,
         r["seed_df"],
+        r["var_residual"],
     )
     assert (f["seeds_needed"], f["items_needed"]) == (
         wanted["seeds_needed"],

@@ -60,6 +60,9 @@ class Estimate:
     n_items: int
     seed_df: int  # error df of the seed level, pooled over the design (0: not measured)
     seed_sd: float  # sqrt(MS_within): the spread of one run's mean around its cell's
+    # C, the seed x item residual sum_c w_c^2 / k_c * MS_res / n held in var_items: more seeds
+    # shrink it as 1 / k as well as more items as 1 / n (0: one seed, not measured)
+    var_residual: float = 0.0
 
     def quantile(self, level: float) -> float:
         """The two-sided critical value at `level` (e.g. 0.95) on this estimate's df."""
@@ -148,7 +151,9 @@ def contrast(
     var = b + var_seeds
     terms = a**2 / df_w + b**2 / max(n - 1, 1) + (c**2 / df_r if df_r else 0.0)
     df = min(var**2 / terms, n - 1.0) if terms > 0 else n - 1.0
-    return Estimate(estimate, math.sqrt(var), df, var_seeds, b, n_seeds, n, df_w, math.sqrt(ms_w))
+    return Estimate(
+        estimate, math.sqrt(var), df, var_seeds, b, n_seeds, n, df_w, math.sqrt(ms_w), min(c, b)
+    )
 
 
 def contrast_range(weights: Mapping) -> tuple[float, float]:
@@ -270,7 +275,16 @@ def draws_estimate(
     terms = a**2 / df_w + b**2 / items_df
     df = min(var**2 / terms, items_df) if terms > 0 else items_df
     return Estimate(
-        estimate, math.sqrt(var), df, var_seeds, b, n_seeds, n_items, df_w, math.sqrt(ms_w)
+        estimate,
+        math.sqrt(var),
+        df,
+        var_seeds,
+        b,
+        n_seeds,
+        n_items,
+        df_w,
+        math.sqrt(ms_w),
+        min(c, b),
     )
 
 

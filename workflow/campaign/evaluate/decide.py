@@ -71,8 +71,10 @@ seed_sd, mde, seeds_needed, interval_over, decision, estimability, aliases)
   kinds: main, interaction, cell (against the control), quantized, floor  (as before)
   se              NEW  standard error of the estimate (crossed seed x item model)
   df              NEW  Satterthwaite degrees of freedom (inf: items only)
-  var_seeds       NEW  the part of se^2 that more seeds shrink
+  var_seeds       NEW  the seed-level part of se^2 (more seeds shrink it and var_residual)
   var_items       NEW  the part of se^2 that more items shrink
+  var_residual    NEW  the seed x item residual inside var_items: more seeds shrink it too
+                  (what_would_decide counts var_items - var_residual as beyond seeds' reach)
   adj_low, adj_high  NEW  family-adjusted interval (Bonferroni alpha / m)
   dominant, items_needed, seeds_needed_low, seeds_needed_high  NEW  as in decisions.json
   seed_df         NEW  error df of the seed level pooled over the design (0: one seed)
@@ -188,22 +190,32 @@ def what_would_decide(
     power: float,
     min_useful_effect: float,
     seed_df: int = 0,
+    var_residual: float = 0.0,
 ) -> dict:
     """The seeds per cell, or the evaluation items, at which the adjusted interval would leave
     min_useful_effect behind with probability `power`, if the true effect were the estimate:
     {dominant, seeds_needed, items_needed, seeds_needed_low, seeds_needed_high} (None: that
-    count alone cannot, or nothing can). More seeds shrink var_seeds as 1/k, more items
-    var_items as 1/n. The range is the seeds needed at the ends of var_seeds' 95 % chi-square
-    interval on its `seed_df` error df (a seed spread measured on few seeds is uncertain)."""
+    count alone cannot, or nothing can).
+
+    The crossed seeds x items model: Var(k seeds, n items) = var_seeds * k0 / k + var_residual
+    * k0 n0 / (k n) + (var_items - var_residual) * n0 / n, with `var_residual` the seed x item
+    residual that var_items holds (comparison.Estimate.var_residual): more seeds shrink it too,
+    so only var_items - var_residual is beyond the reach of seeds (counting all of var_items
+    there would call a question that 2 seeds leave open "items only"). More items shrink
+    var_items as 1/n. `dominant` compares var_seeds with var_items (the columns' own parts).
+    The range is the seeds needed at the ends of var_seeds' 95 % chi-square interval on its
+    `seed_df` error df (a seed spread measured on few seeds is uncertain)."""
     gap = abs(estimate - min_useful_effect)
     z = float(stats.norm.ppf(1 - (1 - level) / 2) + stats.norm.ppf(power))
     target = (gap / z) ** 2 if gap > 0 else 0.0
     measured = math.isfinite(var_seeds)
+    residual = min(max(var_residual, 0.0), var_items) if measured else 0.0
+    items_only = var_items - residual  # what no number of seeds shrinks
     dominant = None if not measured else ("seeds" if var_seeds > var_items else "items")
     seeds = items = None
-    if measured and target > var_items and var_seeds > 0:
-        seeds = max(2, math.ceil(var_seeds * n_seeds / (target - var_items)))
-    elif measured and target > var_items:
+    if measured and target > items_only and var_seeds + residual > 0:
+        seeds = max(2, math.ceil((var_seeds + residual) * n_seeds / (target - items_only)))
+    elif measured and target > items_only:
         seeds = max(2, n_seeds)
     vs = var_seeds if measured else 0.0
     if target > vs and var_items > 0:
@@ -212,7 +224,7 @@ def what_would_decide(
     if seeds is not None and seed_df > 0 and var_seeds > 0:
         for i, q in enumerate((0.975, 0.025)):  # the low variance end first
             v = seed_df * var_seeds / float(stats.chi2.ppf(q, seed_df))
-            ends[i] = max(2, math.ceil(v * n_seeds / (target - var_items)))
+            ends[i] = max(2, math.ceil((v + residual) * n_seeds / (target - items_only)))
     return {
         "dominant": dominant,
         "seeds_needed": seeds,

@@ -13,8 +13,14 @@ look_<j>.json
   seeds       {cell_id: seeds} after this look
   decided     {question: decision} of the questions closed so far (adopt, reject)
   rows        one per question: name, kind, estimate, se, df, boundary, of_look, rci_low,
-              rci_high, decision, status, seeds_target, reason (sequential.LookResult)
-  stopped     {cell_id: reason}; add_runs, add_hours; open_cost_hours {question: hours}
+              rci_high, decision, status, seeds_target, reason (sequential.LookResult);
+              boundaries [[look, z], ...] (z null: that look could not cross), alpha_spent,
+              spending_time, info_fraction: what the boundary used. The next look keeps
+              these boundaries and solves its own conditional on them
+  stopped     {cell_id: reason}; open_cost_hours {question: hours}
+  add_runs, add_hours  the appended runs' count and projected hours (seeds, add_runs and
+              appended come from one list: a cell whose candidate runs ran out counts only
+              those it got)
   spent       {runs, hours} projected hours of the runs evaluated at this look
   fixed       {runs, hours}: the fixed design at max_seeds for every cell, for comparison
 """
@@ -163,12 +169,9 @@ def stage_look(ctx) -> None:
         spent,
         _floor(ctx, spec["evaluation"]["decide_on"], items),
         previous.get("decided", {}),
+        {r["name"]: r["boundaries"] for r in previous.get("rows", []) if r.get("boundaries")},
     )
-    appended = []
-    for cid, total in sorted(result.seeds.items()):
-        mine = spec["candidates"].get(cid, [])
-        done = sum(r in mine for r in runs)  # appended by earlier looks
-        appended += mine[done : done + max(0, total - seeds_now.get(cid, 0))]
+    appended, seeds = appended_runs(result.seeds, seeds_now, runs, spec["candidates"])
     out = {
         "look": spec["look"],
         "final": result.final or not appended,
@@ -176,14 +179,14 @@ def stage_look(ctx) -> None:
         "runs": [*runs, *appended],
         "appended": appended,
         "history": history,
-        "seeds": result.seeds,
+        "seeds": seeds,
         "decided": {
             r["name"]: r["decision"] for r in result.rows if r["decision"] in sequential.CLOSED
         },
         "rows": [_clean(r) for r in result.rows],
         "stopped": result.stopped,
-        "add_runs": result.add_runs,
-        "add_hours": result.add_hours,
+        "add_runs": len(appended),
+        "add_hours": sum((k - seeds_now.get(c, 0)) * cell_hours[c] for c, k in seeds.items()),
         "open_cost_hours": result.open_cost_hours,
         "spent": spent,
         "fixed": {
@@ -192,6 +195,23 @@ def stage_look(ctx) -> None:
         },
     }
     atomic_write_text(ctx.outputs["look"], json.dumps(out, indent=2, sort_keys=True) + "\n")
+
+
+def appended_runs(wanted: dict, seeds_now: dict, runs: list, candidates: dict) -> tuple[list, dict]:
+    """(the runs a look appends, {cell_id: seeds after them}): towards `wanted: {cell_id:
+    seeds}`, each cell's next candidate runs (`candidates: {cell_id: [run ids in seed order]}`,
+    those in `runs` already appended by earlier looks). A cell whose candidates run out (the
+    plan's max_runs cut them) gets what there is, and its seeds count only those: the counts
+    and the list are one."""
+    appended: list = []
+    seeds = dict(seeds_now)
+    for cid, total in sorted(wanted.items()):
+        mine = candidates.get(cid, [])
+        done = sum(r in mine for r in runs)  # appended by earlier looks
+        add = mine[done : done + max(0, total - seeds_now.get(cid, 0))]
+        appended += add
+        seeds[cid] = seeds_now.get(cid, 0) + len(add)
+    return appended, seeds
 
 
 def _clean(row: dict) -> dict:
@@ -207,11 +227,14 @@ FLOOR_OVER = "Bonferroni over the {k} planned looks: the looks chose the seeds"
 
 
 def apply_last_look(rows: list[dict], looks: list[dict], alpha: float | None = None) -> None:
-    """An adaptive campaign's decisions on the decision split: each effect and cell-against-
-    control row takes the last look's repeated interval as its adjusted interval and the look's
-    decision (a question closed at an earlier look keeps that look's), so the decision is valid
-    after the looks chose what to add and stop; in place. Rows are matched on (kind, name):
-    both come from campaign.evaluate.effects.contrasts over the same plan and runs.
+    """An adaptive campaign's decisions on the decision split: each effect, interaction and
+    cell-against-control row takes the looks' repeated intervals (intersected) as its adjusted
+    interval, and the look's decision (a question closed at an earlier look keeps that
+    look's; an interaction is shown when that interval excludes 0), so the decision is valid
+    after the looks chose what to add and stop; in place. A row of those kinds that no look
+    asked is not decided (decision inconclusive / no interaction shown, undecided_reason says
+    why). Rows are matched on (kind, name): both come from campaign.evaluate.effects.contrasts
+    over the same plan and runs.
 
     A cell-against-floor row (what the verdict keeps rests on it; the looks stop cells on it)
     is tested at alpha / max_looks: its Holm p times the planned looks (Bonferroni over the
@@ -230,16 +253,47 @@ def apply_last_look(rows: list[dict], looks: list[dict], alpha: float | None = N
                 r["interval_over"] = f"{r['interval_over']}; test: {FLOOR_OVER.format(k=k)}"
     by_name = {(r["kind"], r["name"]): r for r in last["rows"]}
     for r in rows:
+        if r["kind"] not in SEEDED_KINDS:
+            continue
         found = by_name.get((r["kind"], r["subject"]))
-        if found is None or r["kind"] not in ("main", "cell"):
+        if found is None:  # the looks chose its seeds but never asked it: nothing valid decides
+            r["decision"] = NOT_DECIDED[r["kind"]]
+            r["undecided_reason"] = NOT_ASKED
+            r["interval_over"] = f"{r['interval_over']}; {NOT_ASKED}"
             continue
         r["adj_low"], r["adj_high"] = _intersection(looks, r["kind"], found)
-        r["decision"] = last["decided"].get(found["name"], found["decision"])
+        if r["kind"] == "interaction":
+            r["decision"] = _interaction(r["adj_low"], r["adj_high"], found)
+        else:
+            r["decision"] = last["decided"].get(found["name"], found["decision"])
         r["interval_over"] = (
             f"{r['interval_over']}; adjusted: {ADAPTIVE_OVER} {last['look']}, intersected with "
             f"the earlier looks'"
         )
         r["look"] = found["of_look"]
+
+
+# Every contrast whose cells the looks gave seeds: decided on the looks' repeated intervals only
+# (a fixed-design interval or Holm p over seeds the interim results chose is not valid).
+SEEDED_KINDS = ("main", "cell", "interaction")
+NOT_DECIDED = {
+    "main": decide.INCONCLUSIVE,
+    "cell": decide.INCONCLUSIVE,
+    "interaction": "no interaction shown",
+}
+NOT_ASKED = (
+    "not decided: the looks chose its cells' seeds but did not ask it, so no repeated "
+    "interval covers it"
+)
+
+
+def _interaction(low, high, found: dict) -> str:
+    """An interaction on the looks' intersected repeated interval: shown when it excludes 0."""
+    if int(found.get("n_seeds") or 0) < 2:
+        return decide.ONE_SEED
+    if low is None or high is None:
+        return "no interaction shown"
+    return "interaction" if low > 0 or high < 0 else "no interaction shown"
 
 
 def _intersection(looks: list[dict], kind: str, found: dict) -> tuple[float, float]:

@@ -40,6 +40,7 @@ def _base(e: cmp.Estimate, level: float, lo: float, hi: float, test: str, over: 
         "df": e.df,
         "var_seeds": e.var_seeds,
         "var_items": e.var_items,
+        "var_residual": e.var_residual,
         "n_items": e.n_items,
         "seed_df": e.seed_df,
         "interval_over": over,
@@ -209,6 +210,7 @@ def decide_family(rows: list[dict], level: float, power: float, s: dict) -> None
                         power,
                         0.0,
                         r.get("seed_df", 0),
+                        r.get("var_residual", 0.0),
                     )
                 )
                 continue
@@ -227,6 +229,7 @@ def decide_family(rows: list[dict], level: float, power: float, s: dict) -> None
                 power,
                 useful,
                 r.get("seed_df", 0),
+                r.get("var_residual", 0.0),
             )
             r.update(wanted)
     for r in rows:

@@ -8,7 +8,13 @@ fixed design's quantile.
 Boundaries. A contrast's estimate at look j has variance V_j; seeds are only ever added and the
 items are the same at every look, so Cov(est_i, est_j) = V_j for i < j (the item part is shared,
 the seed mean at look j contains look i's seeds): the canonical joint distribution of group-
-sequential theory with information I_j = 1 / V_j, corr(Z_i, Z_j) = sqrt(I_i / I_j). Alpha is
+sequential theory with information I_j = 1 / V_j, corr(Z_i, Z_j) = sqrt(I_i / I_j). V_j follows
+the seeds x items model, V(s) = (seed part + seed x item residual) * s + items' part, with
+s = sum_c w_c^2 / k_c: the residual shrinks with the seeds too (taking it as fixed put look 1 of
+2 -> 4 -> 8 seeds at information 0.43 of the last instead of 0.36, tests/evaluate/
+test_sequential.py). Each look records the boundary it used; the next keeps the earlier ones
+as recorded and solves its own conditional on them (the earlier looks' variance parts were
+estimated on fewer seeds: recomputing their boundaries would re-decide them). Alpha is
 spent by the Lan-DeMets O'Brien-Fleming-type function, alpha / 2 on each side (the convention
 of DeMets and Lan 1994 and gsDesign's two-sided designs: 4.877, 3.357, 2.680, 2.290, 2.031 at
 five equal looks, alpha 0.05)
@@ -44,6 +50,12 @@ from scipy.special import ndtr
 
 from campaign.evaluate import decide, questions
 
+# An open question is sized on the interim seed spread only once that rests on this many error
+# df (chi-square relative sd sqrt(2 / df): 32 % at 20); before, its cells head for max_seeds.
+# Sized on a spread from 2 df, the campaigns whose spread came out low got few seeds and kept
+# the low spread in their last interval: 5.5 % adopted at a true gain of min_useful_effect
+# against the one-sided 2.5 % (benchmarks/bench_adaptive.py); at 20 df, within Monte Carlo error.
+SIZING_MIN_DF = 20
 GRID_POINTS = 241  # odd, Simpson's rule over each look's continuation region (see the tests)
 SQRT_2PI = math.sqrt(2 * math.pi)
 # A question is closed when its repeated interval clears the useful size or rules it out;
@@ -76,12 +88,20 @@ def _weights(n: int, width: float) -> np.ndarray:
 
 
 def boundaries(
-    fractions: Sequence[float], alpha: float, times: Sequence[float] | None = None
+    fractions: Sequence[float],
+    alpha: float,
+    times: Sequence[float] | None = None,
+    earlier: Sequence[float] | None = None,
 ) -> list[float]:
     """Two-sided z critical values c_1..c_J at looks whose information relative to the last
     given look is `fractions: (J,)` (increasing, the last 1). Alpha spent at look j:
     obf_spent(times[j]) - obf_spent(times[j - 1]); `times: (J,)` the looks' spending times
-    (default j / J: every look planned); a look at time 1 spends what is left. Fractions are
+    (default j / J: every look planned); a look at time 1 spends what is left.
+
+    earlier: (J - 1,) the boundaries the earlier looks used, as they recorded them (inf: that
+    look could not cross): they are kept, and c_J alone is solved, conditional on them, for
+    this look's share of alpha under the joint law that `fractions` (estimated now) gives. The
+    earlier looks are then never re-decided on boundaries they did not use. Fractions are
     rounded to 0.001 (the boundary moves by less than 1e-3), so repeated looks reuse one
     computation."""
     fractions = [float(f) / float(fractions[-1]) for f in fractions]
@@ -97,8 +117,13 @@ def boundaries(
         rounded[j] = min(rounded[j], rounded[j + 1] - 0.001)
     if rounded[0] <= 0:
         rounded = fractions
+    prior: tuple = ()
+    if earlier is not None:
+        if len(earlier) != len(fractions) - 1:
+            raise ValueError(f"{len(earlier)} earlier boundaries for {len(fractions)} looks")
+        prior = tuple(math.inf if c is None else round(float(c), 9) for c in earlier)
     key = (tuple(rounded), round(float(alpha), 12), tuple(round(float(t), 12) for t in times))
-    return list(_boundaries(*key))
+    return list(_boundaries(*key, prior))
 
 
 def _excess(c, grid, mass, sd, sqrt_t, target) -> float:
@@ -109,14 +134,16 @@ def _excess(c, grid, mass, sd, sqrt_t, target) -> float:
 
 
 @functools.lru_cache(maxsize=65536)
-def _boundaries(info: tuple, alpha: float, times: tuple) -> tuple:
+def _boundaries(info: tuple, alpha: float, times: tuple, prior: tuple = ()) -> tuple:
     out: list[float] = []
     spent = 0.0
     grid = density = dw = None
     for j, t in enumerate(info):
         target = obf_spent(times[j], alpha) - spent
         spent += target
-        if j == 0:
+        if j < len(prior):
+            out.append(prior[j])
+        elif j == 0:
             out.append(float(stats.norm.isf(target / 2)) if target > 0 else math.inf)
         else:
             args = (grid, density * dw, math.sqrt(t - info[j - 1]), math.sqrt(t), target)
@@ -162,7 +189,10 @@ class Question:
 class LookResult:
     """What a look found and what it asks for.
 
-    rows: one dict per question: name, kind, estimate, se, df, boundary (z), rci_low,
+    rows: one dict per question: name, kind, estimate, se, df, boundary (z), of_look,
+      boundaries ([[look, z], ...] every analysed look's, as used: the next look keeps them),
+      alpha_spent (cumulative, of the question's family alpha), spending_time (look /
+      max_looks), info_fraction (information now over that at max_seeds per cell), rci_low,
       rci_high, decision (decide.effect on the RCI), status (open | decided | stopped |
       over budget | items), seeds_target (per cell, or None), reason.
     stopped: {cell: reason}: cells that get no more seeds.
@@ -194,30 +224,35 @@ def analysed_looks(seed_history: Sequence[Mapping], weights: Mapping) -> list[tu
     return out
 
 
+def seed_and_item_parts(row: Mapping) -> tuple[float, float]:
+    """(the variance more seeds shrink, the variance they do not) of a contrast row at its
+    seeds: var_seeds + var_residual and var_items - var_residual. The row's var_items (the
+    items' spread of the mean-over-seeds difference) holds the seed x item residual
+    sum_c w_c^2 / k_c * MS_res / n, which more seeds shrink as 1 / k as well (at 2 seeds it is
+    most of var_items). With the seed level not measured (one seed): (nan, var_items)."""
+    if not math.isfinite(row["var_seeds"]):
+        return row["var_seeds"], row["var_items"]
+    residual = min(max(float(row.get("var_residual", 0.0)), 0.0), row["var_items"])
+    return row["var_seeds"] + residual, row["var_items"] - residual
+
+
+def variances(ss: Sequence[float], row: Mapping) -> list[float]:
+    """The estimate's variance at seed factors `ss` (s = sum_c w_c^2 / k_c; the row's own
+    seeds have ss[-1]) under the crossed seeds x items model and the row's variance parts:
+    V(s) = (var_seeds + var_residual) * s / s_row + (var_items - var_residual), the items being
+    the same at every look."""
+    by_seeds, by_items = seed_and_item_parts(row)
+    by_seeds = by_seeds if math.isfinite(by_seeds) else 0.0
+    return [by_items + by_seeds * si / ss[-1] for si in ss]
+
+
 def fractions(ss: Sequence[float], row: Mapping) -> list[float]:
-    """Information at each analysed look relative to the last, from the seed factors `ss` and
-    the current variance components: V_i = var_items + var_seeds * s_i / s_last (increasing as
-    seeds only grow; the items' part is the same at every look, the items being the same)."""
-    vs = row["var_seeds"] if math.isfinite(row["var_seeds"]) else 0.0
-    v = [row["var_items"] + vs * si / ss[-1] for si in ss]
+    """Information at each analysed look relative to the last, I_i / I_last = V_last / V_i
+    (`variances`): increasing as seeds only grow. Without a measured spread, by look."""
+    v = variances(ss, row)
     if not all(x > 0 for x in v) or len(set(v)) < len(v):
         return [float(i + 1) / len(ss) for i in range(len(ss))]  # nothing measured: by look
     return [v[-1] / x for x in v]
-
-
-def seed_and_item_parts(
-    row: Mapping, weights: Mapping, seeds: Mapping, moments: tuple
-) -> tuple[float, float]:
-    """(the variance more seeds shrink, the variance they do not) of a contrast row. The row's
-    var_items (the items' spread of the mean-over-seeds difference) holds the seed x item
-    residual sum_c w_c^2 / k_c * MS_res / n, which more seeds shrink as well: it moves to the
-    seed part here (at 2 seeds it is most of var_items, and leaving it would call a question
-    that seeds decide 'items only')."""
-    if not math.isfinite(row["var_seeds"]):
-        return row["var_seeds"], row["var_items"]
-    inv_k = sum(w * w / seeds[c] for c, w in weights.items())
-    residual = min(inv_k * moments[2] / row["n_items"], row["var_items"])
-    return row["var_seeds"] + residual, row["var_items"] - residual
 
 
 def _family_sizes(questions_: Sequence[Question]) -> dict[str, int]:
@@ -242,6 +277,7 @@ def interim_look(
     spent: Mapping,
     floor=None,
     decided: Mapping | None = None,
+    earlier: Mapping | None = None,
 ) -> LookResult:
     """The look after the runs of `design: {cell: Y (k_c, n_items)}` (seeds in the order run).
 
@@ -250,16 +286,19 @@ def interim_look(
       budget_hours (None: no cap), max_runs; hours_per_run: {cell: projected hours of one run};
       spent: {hours, runs} of the campaign so far; floor: None or (key, Y (1, n_items)) of the best
       floor (no seed spread); decided: {question: decision} from earlier looks (kept: a question
-      decided at a look stays decided).
+      decided at a look stays decided); earlier: {question: [[look, z], ...]} the boundaries
+      the earlier looks recorded (their rows' `boundaries`): kept, this look's boundary is
+      solved conditional on them (None: the first look, or recomputed from the start).
     A question is decided when its repeated interval clears or rules out min_useful_effect
     (decide.effect); an open one asks for the seeds per cell that would decide it with
     probability `power` at a gap of at least min_useful_effect (decide.what_would_decide; an
-    estimate on the useful size itself would ask for unbounded seeds), spread over the looks
-    left, capped at max_seeds and given only where its cost fits what is left of budget_hours and
-    max_runs (cheapest first). A cell other than the control stops when its upper repeated bound
+    estimate on the useful size itself would ask for unbounded seeds; max_seeds while the seed
+    spread rests on fewer than SIZING_MIN_DF error df), spread over the looks left, capped at
+    max_seeds and given only where its cost fits what is left of budget_hours and max_runs
+    (cheapest first). A cell other than the control stops when its upper repeated bound
     against the best cell is below -min_useful_effect, or against the floor below 0.
     """
-    look = _Look(design, questions_, control, seed_history, settings)
+    look = _Look(design, questions_, control, seed_history, settings, earlier or {})
     look.stop_cells(floor)
     wants = [w for q in questions_ if (w := look.question(q, dict(decided or {}))) is not None]
     look.allocate(wants, hours_per_run, spent)
@@ -269,32 +308,55 @@ def interim_look(
 class _Look:
     """One interim look's context: the design, the seeds so far, the settings."""
 
-    def __init__(self, design, questions_, control, seed_history, settings) -> None:
+    def __init__(self, design, questions_, control, seed_history, settings, earlier) -> None:
         self.look = len(seed_history)
         self.max_looks = int(settings["max_looks"])
         if self.look < 1 or self.look > self.max_looks:
             raise ValueError(f"look {self.look} outside 1..{self.max_looks}")
         self.design, self.control, self.history = design, control, seed_history
-        self.settings = settings
+        self.settings, self.earlier = settings, earlier
         self.level = float(settings["confidence"])
         self.useful = float(settings["min_useful_effect"])
         self.alpha = 1 - self.level
         self.sizes = _family_sizes(questions_)
         self.out = LookResult(self.look, self.look == self.max_looks)
         self.seeds_now = {c: int(np.asarray(y).shape[0]) for c, y in design.items()}
-        self.moments = questions.cmp.design_moments(design)
 
-    def at_boundary(self, weights: Mapping, fam_alpha: float, fixed=frozenset(), data=None):
-        """(row, z, RCI, look it is of): the repeated interval at the contrast's last analysed
-        look (this one when its cells gained seeds)."""
+    def at_boundary(
+        self, weights: Mapping, fam_alpha: float, fixed=frozenset(), data=None, stored=None
+    ):
+        """(row, z, RCI, look it is of, record): the repeated interval at the contrast's last
+        analysed look (this one when its cells gained seeds). `stored`: [[look, z], ...] the
+        boundaries the earlier looks recorded for this contrast: kept as they were, and this
+        look's solved conditional on them. record: {boundaries (every analysed look's, this
+        one's last), alpha_spent (by this look, of fam_alpha), spending_time, info_fraction
+        (the information now over the information at max_seeds in every cell)}."""
         data = self.design if data is None else data
         row = questions.contrast_row(data, dict(weights), self.level, fixed, None)
         varying = {c: w for c, w in weights.items() if c not in fixed}
         looks = analysed_looks(self.history, varying) or [(self.look, 1.0)]
         times = [j / self.max_looks for j, _ in looks]
-        z = boundaries(fractions([x for _, x in looks], row), fam_alpha, times)[-1]
+        ss = [x for _, x in looks]
+        known = {int(j): math.inf if z is None else float(z) for j, z in (stored or [])}
+        if all(j in known for j, _ in looks):  # nothing new since the look that recorded it
+            zs = [known[j] for j, _ in looks]
+        else:
+            prior = [known.get(j) for j, _ in looks[:-1]]
+            earlier = prior if all(z is not None for z in prior) else None
+            zs = boundaries(fractions(ss, row), fam_alpha, times, earlier)
+        z = zs[-1]
+        s_max = sum(w * w for w in varying.values()) / int(self.settings["max_seeds"])
+        v_max, v_now = variances([min(s_max, ss[-1]), ss[-1]], row)
+        record = {
+            "boundaries": [
+                [j, zj if math.isfinite(zj) else None] for (j, _), zj in zip(looks, zs, strict=True)
+            ],
+            "alpha_spent": obf_spent(times[-1], fam_alpha),
+            "spending_time": times[-1],
+            "info_fraction": v_max / v_now if v_now > 0 else math.nan,
+        }
         lo, hi = row["_range"]
-        return row, z, repeated_interval(row, z, lo, hi), looks[-1][0]
+        return row, z, repeated_interval(row, z, lo, hi), looks[-1][0], record
 
     def stop_cells(self, floor) -> None:
         """Cells that stop: clearly worse than the best cell, or below the floor."""
@@ -303,7 +365,7 @@ class _Look:
         best = max(means, key=lambda c: (means[c], str(c)))
         others = [c for c in design if c != best and c != self.control]
         for c in others:
-            _, _, (_, high), _ = self.at_boundary(
+            _, _, (_, high), _, _ = self.at_boundary(
                 {c: 1.0, best: -1.0}, self.alpha / max(1, len(others))
             )
             if high < -useful:
@@ -315,7 +377,7 @@ class _Look:
         for c in design:
             if c == self.control or c in stopped:
                 continue
-            _, _, (_, high), _ = self.at_boundary(
+            _, _, (_, high), _, _ = self.at_boundary(
                 {c: 1.0, key: -1.0}, self.alpha / max(1, len(design)), frozenset([key]), with_floor
             )
             if high < 0:
@@ -325,7 +387,9 @@ class _Look:
         """Question q's row at this look (into out.rows); (cost, row, {cell: seeds}) when it
         asks for seeds."""
         fam_alpha = self.alpha / self.sizes[_family(q.kind)]
-        row, z, (low, high), of_look = self.at_boundary(q.weights, fam_alpha)
+        row, z, (low, high), of_look, record = self.at_boundary(
+            q.weights, fam_alpha, stored=self.earlier.get(q.name)
+        )
         n_seeds = min(self.seeds_now[c] for c in q.weights)
         if q.kind == "interaction":
             decision = "interaction" if low > 0 or high < 0 else "no interaction shown"
@@ -339,6 +403,7 @@ class _Look:
             "df": row["df"],
             "boundary": z,
             "of_look": of_look,
+            **record,
             "rci_low": low,
             "rci_high": high,
             "decision": decision,
@@ -370,17 +435,17 @@ class _Look:
         useful, family = self.useful, self.sizes[_family(q.kind)]
         # The gap to min_useful_effect at least min_useful_effect: the alternatives 0 and 2x.
         gap = max(abs(row["estimate"] - useful), useful)
-        var_seeds, var_items = seed_and_item_parts(row, q.weights, self.seeds_now, self.moments)
         wanted = decide.what_would_decide(
             useful + math.copysign(gap, row["estimate"] - useful),
-            var_seeds,
-            var_items,
+            row["var_seeds"],
+            row["var_items"],
             n_seeds,
             row["n_items"],
             decide.adjusted_level(self.level, family),
             float(self.settings["power"]),
             useful,
             row.get("seed_df", 0),
+            row.get("var_residual", 0.0),
         )
         need = wanted["seeds_needed"]
         if need is None:
@@ -391,6 +456,8 @@ class _Look:
         # interval stays open (few seed df, an early boundary): one more seed per cell.
         cap = int(self.settings["max_seeds"])
         need = min(max(int(need), n_seeds + 1), cap)
+        if row.get("seed_df", 0) < SIZING_MIN_DF:  # the spread is not yet a size to go by
+            need = cap
         r["seeds_target"] = need
         left = max(self.max_looks - self.look, 1)  # looks to come that may add (not the last)
         targets = {}

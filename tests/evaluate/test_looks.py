@@ -1,0 +1,73 @@
+"""The look stage's own bookkeeping (campaign.evaluate.looks): every contrast whose cells the
+looks gave seeds is decided on the looks' repeated intervals or not at all, and the runs a look
+appends are the seeds it counts (hand-made look records)."""
+
+from __future__ import annotations
+
+from campaign.evaluate import decide
+from campaign.evaluate.looks import NOT_ASKED, appended_runs, apply_last_look
+
+
+def _look(j: int, rows: list[dict]) -> dict:
+    return {"look": j, "max_looks": 2, "rows": rows, "decided": {}}
+
+
+def _row(name: str, low: float, high: float, of_look: int = 1) -> dict:
+    return {
+        "name": name,
+        "kind": "interaction",
+        "decision": "interaction" if low > 0 or high < 0 else "no interaction shown",
+        "rci_low": low,
+        "rci_high": high,
+        "of_look": of_look,
+        "n_seeds": 3,
+    }
+
+
+def _fixed(name: str, kind: str, decision: str) -> dict:
+    """A fixed design's row (Holm p, Bonferroni interval) before the looks are applied."""
+    return {
+        "kind": kind,
+        "subject": name,
+        "decision": decision,
+        "adj_low": 0.01,
+        "adj_high": 0.05,
+        "interval_over": "crossed",
+    }
+
+
+def test_interactions_are_decided_on_the_looks_repeated_intervals():
+    """'a x b' is shown by its fixed-design p (interval [0.01, 0.05]) but its repeated
+    intervals, [-0.02, 0.08] then [-0.01, 0.06], both hold 0: no interaction shown, on
+    [-0.01, 0.06]. 'a x c' excludes 0 at look 1 ([0.005, 0.09]) though look 2's alone does not
+    ([-0.002, 0.07]): the intersection [0.005, 0.07] shows it. 'b x c', which no look asked,
+    is not decided, and says why."""
+    looks = [
+        _look(1, [_row("a x b", -0.02, 0.08), _row("a x c", 0.005, 0.09)]),
+        _look(2, [_row("a x b", -0.01, 0.06, 2), _row("a x c", -0.002, 0.07, 2)]),
+    ]
+    rows = [
+        _fixed("a x b", "interaction", "interaction"),
+        _fixed("a x c", "interaction", "no interaction shown"),
+        _fixed("b x c", "interaction", "interaction"),
+        _fixed("lr up", "main", decide.ADOPT),
+        _fixed("v", "quantized", decide.ADOPT),
+    ]
+    apply_last_look(rows, looks)
+    ab, ac, bc, main, quantized = rows
+    assert (ab["decision"], ab["adj_low"], ab["adj_high"]) == ("no interaction shown", -0.01, 0.06)
+    assert (ac["decision"], ac["adj_low"], ac["adj_high"]) == ("interaction", 0.005, 0.07)
+    assert "repeated confidence interval" in ab["interval_over"] and ab["look"] == 2
+    assert bc["decision"] == "no interaction shown" and bc["undecided_reason"] == NOT_ASKED
+    assert main["decision"] == decide.INCONCLUSIVE and main["undecided_reason"] == NOT_ASKED
+    assert quantized["decision"] == decide.ADOPT and "undecided_reason" not in quantized
+
+
+def test_appended_runs_and_the_seeds_counted_are_one_list():
+    """c1 has 3 seeds (look 1 appended c1-s3) and wants 6, but only 2 candidates are left
+    (max_runs cut the rest): it gets c1-s4, c1-s5 and counts 5 seeds, not 6; c2 wants none."""
+    candidates = {"c1": ["c1-s3", "c1-s4", "c1-s5"], "c2": ["c2-s3"]}
+    runs = ["c1-s1", "c1-s2", "c1-s3", "c2-s1", "c2-s2"]
+    appended, seeds = appended_runs({"c1": 6, "c2": 2}, {"c1": 3, "c2": 2}, runs, candidates)
+    assert appended == ["c1-s4", "c1-s5"]
+    assert seeds == {"c1": 5, "c2": 2}
