@@ -91,9 +91,9 @@ def test_the_verdict_block_tells_the_looks_in_two_lines_and_a_fixed_campaign_in_
     assert adaptive[2:4] == [
         "  Looks: 2 of 2 taken; 2 seeds added, 1 cell stopped; 8 runs against the fixed "
         "design's 9 (every cell at the most seeds)",
-        "  After the looks: main effects and cells against the control decided on repeated "
-        "confidence intervals (O'Brien-Fleming), a cell against the floor tested Bonferroni "
-        "over the 2 planned looks",
+        "  After the looks: effects, interactions and cells against the control decided on "
+        "repeated confidence intervals (O'Brien-Fleming), a cell against the floor tested "
+        "Bonferroni over the 2 planned looks",
     ]
     assert look_summary([]) is None
 

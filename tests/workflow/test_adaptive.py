@@ -117,9 +117,9 @@ LOOKS_LINE = re.compile(
     r"against the fixed design's (\d+) \(every cell at the most seeds\)$"
 )
 AFTER_LOOKS = (
-    "After the looks: main effects and cells against the control decided on repeated "
-    "confidence intervals (O'Brien-Fleming), a cell against the floor tested Bonferroni over "
-    "the {k} planned looks"
+    "After the looks: effects, interactions and cells against the control decided on "
+    "repeated confidence intervals (O'Brien-Fleming), a cell against the floor tested "
+    "Bonferroni over the {k} planned looks"
 )
 
 

@@ -89,7 +89,7 @@ def verdict_look_lines(summary: dict | None) -> list[str]:
         f"Looks: {s['looks']} of {s['max_looks']} taken; {_count(s['seeds_added'], 'seed')} "
         f"added, {_count(len(s['cells_stopped']), 'cell')} stopped; {s['runs']} runs against "
         f"the fixed design's {s['fixed_runs']} (every cell at the most seeds)",
-        "After the looks: main effects and cells against the control decided on repeated "
-        "confidence intervals (O'Brien-Fleming), a cell against the floor tested Bonferroni "
-        f"over the {s['max_looks']} planned looks",
+        "After the looks: effects, interactions and cells against the control decided on "
+        "repeated confidence intervals (O'Brien-Fleming), a cell against the floor tested "
+        f"Bonferroni over the {s['max_looks']} planned looks",
     ]
