@@ -57,7 +57,7 @@ def test_the_last_look_lists_the_campaigns_runs(tmp_path):
     assert got.appended == {"a3": 1, "b3": 1, "a4": 2}
     assert got.not_asked == ("b4",)  # c is cut by the plan, not an adaptive candidate
     assert (got.looks, got.final) == (3, True)
-    assert got.state(3) == "adaptive: the last look (3 of at most 3) is taken"
+    assert got.state() == "adaptive: the last look (3 of at most 3) is taken"
     assert look_files(tmp_path / "adaptive") == paths
 
 
@@ -65,7 +65,7 @@ def test_between_looks_the_latest_look_asks_and_more_may_come(tmp_path):
     plan = write_plan(tmp_path)
     got = campaign_runs(plan, write_looks(tmp_path, LOOK_1))
     assert (got.runs, got.not_asked, got.final) == (tuple(LOOK_1[0]), ("a4", "b4"), False)
-    assert got.state(3) == (
+    assert got.state() == (
         "adaptive: between looks (1 of at most 3 taken); a later look may append up to 2 more "
         "run(s)"
     )

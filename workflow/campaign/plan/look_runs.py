@@ -34,12 +34,13 @@ class CampaignRuns:
     looks: int = 0
     final: bool = True
     adaptive: bool = False
+    max_looks: int | None = None
 
-    def state(self, max_looks: int | None = None) -> str:
+    def state(self) -> str:
         """The campaign's place in words: '' for a fixed campaign."""
         if not self.adaptive:
             return ""
-        of = f" of at most {max_looks}" if max_looks else ""
+        of = f" of at most {self.max_looks}" if self.max_looks else ""
         if self.final:
             return f"adaptive: the last look ({self.looks}{of}) is taken"
         if self.looks == 0:
@@ -97,4 +98,5 @@ def campaign_runs(plan_path: str | Path, look_paths: Iterable[str | Path] = ()) 
         len(records),
         final,
         adaptive=True,
+        max_looks=records[-1][0].get("max_looks") if records else None,
     )
