@@ -103,8 +103,8 @@ def test_an_adaptive_campaign_counts_the_runs_its_latest_look_asked_for(tmp_path
     (tmp_path / "look_1.json").write_text(json.dumps(look | {"max_looks": 3}))
     campaign = campaign_runs(tmp_path / "runs.tsv", [tmp_path / "look_1.json"])
     # a trained, b training (its progress file is live), e appended and not started.
-    states = {"a": "done", "b": "missing", "e": "missing"}
-    assert adaptive_line(campaign, states, {"b"}) == (
+    states = {"a": "done", "b": "running", "e": "missing"}
+    assert adaptive_line(campaign, states) == (
         "adaptive: look 1 asks for 3 runs (1 appended by the looks): 1 trained, 1 running, "
         "1 to do; a later look may append up to 1 more"
     )
@@ -118,8 +118,28 @@ def test_an_adaptive_campaign_counts_the_runs_its_latest_look_asked_for(tmp_path
     last = look | {"look": 2, "appended": [], "final": True}
     (tmp_path / "look_2.json").write_text(json.dumps(last))
     paths = [tmp_path / "look_1.json", tmp_path / "look_2.json"]
-    done = dict.fromkeys("abe", "done")
-    assert adaptive_line(campaign_runs(tmp_path / "runs.tsv", paths), done, set()) == (
-        "adaptive: look 2 (the last) asks for 3 runs (1 appended by the looks): 3 trained, "
-        "0 running, 0 to do"
+    states = {"a": "done", "b": "stale", "e": "done"}
+    assert adaptive_line(campaign_runs(tmp_path / "runs.tsv", paths), states) == (
+        "adaptive: look 2 (the last) asks for 3 runs (1 appended by the looks): 2 trained, "
+        "1 stale, 0 running, 0 to do"
     )
+
+
+def test_a_run_the_summary_does_not_list_is_told_by_its_job_record(tmp_path, monkeypatch):
+    from campaign.tools.status import run_states
+
+    # Snakemake's summary lists a (done) and b (stale); e and f, appended by a look, it does
+    # not: e's train job is recorded done with its manifest there, f's never started.
+    monkeypatch.chdir(tmp_path)
+    Path("results/runs/e").mkdir(parents=True)
+    Path("results/runs/e/run_manifest.json").write_text("{}")
+    records = {"results/runs/e/run_manifest.json": {"state": "done"}}
+    listed = {"a": "done", "b": "stale"}
+    assert run_states(["a", "b", "e", "f"], listed, records, {"g"}) == {
+        "a": "done",
+        "b": "stale",
+        "e": "done",
+        "f": "missing",
+    }
+    # A live progress file says running, whatever else says.
+    assert run_states(["b"], listed, records, {"b"}) == {"b": "running"}

@@ -19,7 +19,7 @@ from __future__ import annotations
 import socket
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from campaign.core.store import Store
@@ -42,6 +42,7 @@ __all__ = [
     "garbage_collect",
     "print_status",
     "progress_lines",
+    "run_states",
     "status_lines",
 ]
 
@@ -107,21 +108,50 @@ def progress_lines(
     return lines, etas
 
 
-def adaptive_line(campaign: CampaignRuns, states: Mapping[str, str], running: set[str]) -> str:
-    """The runs an adaptive campaign's latest look asked for, trained, running and to do
-    (states: {run: its training job's state}; running: runs with a live progress file), and
-    the candidates a later look may still append."""
-    state = {r: "running" if r in running else states.get(r, "missing") for r in campaign.runs}
-    done = sum(s == "done" for s in state.values())
-    busy = sum(s == "running" for s in state.values())
+def run_states(
+    runs: Sequence[str], listed: Mapping[str, str], records: Mapping[str, dict], live: set[str]
+) -> dict[str, str]:
+    """{run: its training job's state}: running when its progress file is live, else Snakemake's
+    where its summary lists the job (listed: {run: state}), else the job record of the train
+    stage's declared run manifest: done with the file there, running while its process lives,
+    missing otherwise. Snakemake's --summary does not list the runs an adaptive look appended
+    (it does not expand the looks' checkpoints); the job records do."""
+    from campaign.core.registry import get_stage
+    from campaign.tools.liveness import record_alive
+
+    manifest = get_stage("train").outputs["run_manifest"].path
+    out = {}
+    for run in runs:
+        path = manifest.format(run=run)
+        record = records.get(path) or {}
+        if run in live:
+            out[run] = "running"
+        elif run in listed:
+            out[run] = listed[run]
+        elif record.get("state") == "done" and Path(path).exists():
+            out[run] = "done"
+        elif record.get("state") == "running" and record_alive(record):
+            out[run] = "running"
+        else:
+            out[run] = "missing"
+    return out
+
+
+def adaptive_line(campaign: CampaignRuns, states: Mapping[str, str]) -> str:
+    """The runs an adaptive campaign's latest look asked for: trained, stale (Snakemake would
+    rerun them), running and to do (states: run_states'), and the candidates a later look may
+    still append."""
+    state = [states.get(r, "missing") for r in campaign.runs]
+    counts = {s: state.count(s) for s in ("done", "stale", "running")}
     if campaign.looks:
         asks = f"look {campaign.looks}{' (the last)' if campaign.final else ''} asks for"
     else:
         asks = "before the first look: the plan's kept runs,"
     appended = f" ({len(campaign.appended)} appended by the looks)" if campaign.appended else ""
+    stale = f", {counts['stale']} stale" if counts["stale"] else ""
     line = (
-        f"adaptive: {asks} {len(state)} runs{appended}: {done} trained, {busy} running, "
-        f"{len(state) - done - busy} to do"
+        f"adaptive: {asks} {len(state)} runs{appended}: {counts['done']} trained{stale}, "
+        f"{counts['running']} running, {len(state) - sum(counts.values())} to do"
     )
     if not campaign.final:
         line += f"; a later look may append up to {len(campaign.not_asked)} more"
@@ -154,7 +184,7 @@ def print_status(
         runs = [*plan_index(params).values(), *adaptive_runs(params)]
         cards = {r.run_id: int(r.spec["train"].get("devices", 1)) for r in runs}
         campaign = campaign_runs(plan_table, look_files(looks_folder))
-        states = train_states(rows, records)
+        states = run_states(campaign.runs, train_states(rows, records), records, set(etas))
         line = remaining_line(
             read_plan_table(Path(plan_table), campaign.runs),
             {r for r, state in states.items() if state == "done"},
@@ -165,7 +195,7 @@ def print_status(
         )
         print(line)
         if campaign.adaptive:
-            print(adaptive_line(campaign, states, set(etas)))
+            print(adaptive_line(campaign, states))
     else:
         print(f"remaining: unknown until the plan table ({plan_table}) is written")
     from campaign.evaluate import LOOKS_TITLE, look_lines, read_looks
