@@ -66,7 +66,7 @@ def campaign_runs(plan_path: str | Path, look_paths: Iterable[str | Path] = ()) 
     """The campaign's runs from the plan table and the look records given (every look so far,
     in any order). A look numbered out of sequence, a look after the final one, or a run no row
     of the plan table has is one error naming the file."""
-    table = read_plan(plan_path, ("run", "tier", "kept"))
+    table = read_plan(plan_path, ("run", "tier"))
     kept = table.kept()
     candidates = [r["run"] for r in table.rows if r["tier"] == ADAPTIVE_TIER]
     planned = {r["run"] for r in table.rows}
