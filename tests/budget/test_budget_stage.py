@@ -135,7 +135,7 @@ def write_inputs(
 
 
 def run_stage(
-    root: Path, inputs: dict, budget: dict = BUDGET, recipe: dict = RECIPE
+    root: Path, inputs: dict, budget: dict = BUDGET, recipe: dict = RECIPE, runs=RUNS
 ) -> dict[str, Path]:
     out = root / "out"
     out.mkdir(exist_ok=True)
@@ -146,7 +146,7 @@ def run_stage(
     }
     spec = {
         "budget": budget,
-        "recipes": dict.fromkeys(RUNS, recipe | {"lora": None}),
+        "recipes": dict.fromkeys(runs, recipe | {"lora": None}),
     }
     ctx = StageContext("budget", spec, inputs, outputs, root / "work", root)
     stage_budget(ctx)
@@ -408,3 +408,65 @@ def after_verdict(summary: str) -> str:
 def _mkdir(path):
     path.mkdir()
     return path
+
+
+def adaptive_inputs(root: Path, looks: list[dict], finished=("run-a", "run-b")) -> dict:
+    """write_inputs' plan with two adaptive candidates after it (run-e in run-a's cell, run-f
+    in run-c's, 1 h projected each, not kept), and the looks given as look_<j>.json."""
+    inputs = write_inputs(root, finished=finished)
+    with open(root / "runs.tsv", "a") as f:
+        for run, lr in (("run-e", "0.001"), ("run-f", "0.002")):
+            f.write(f"{run}\t{lr}\t5\tadaptive\t1.0\t5.0\t100\tfalse\n")
+    inputs["looks"] = []
+    for j, look in enumerate(looks, start=1):
+        (root / f"look_{j}.json").write_text(json.dumps({"look": j, **look}))
+        inputs["looks"].append(root / f"look_{j}.json")
+    return inputs
+
+
+ADAPTIVE_RUNS = [*RUNS, "run-e", "run-f"]
+ASKED = {"runs": ["run-a", "run-b", "run-c", "run-e"], "appended": ["run-e"], "final": False}
+
+
+def test_an_adaptive_campaign_prices_the_runs_its_last_look_lists(tmp_path):
+    # Look 1 appended run-e to run-a's cell; look 2 was the last. run-e is trained (2 h, as
+    # run-a and run-b); run-f no look asked for.
+    last = ASKED | {"appended": [], "final": True}
+    inputs = adaptive_inputs(tmp_path, [ASKED, last], finished=("run-a", "run-b", "run-e"))
+    out = run_stage(tmp_path, inputs, runs=ADAPTIVE_RUNS)
+    forecast = pd.read_parquet(out["forecast_parquet"]).set_index("run")
+    assert "run-f" not in forecast.index
+    assert forecast.loc["run-e", "kept"] and forecast.loc["run-e", "finished"]
+    plans = pd.read_csv(out["plans_csv"]).set_index(["scenario", "offer", "pricing"])
+    # The kept plan: run-a, b, e (2 h each, measured) and run-c (projected 1 h: steps x1.5 +
+    # 0.5 h = 2 h), +50 %: 12 card-hours, 24.00 at 2.00/h. The rest: run-c and run-d (cut by
+    # the plan), 6 card-hours, 12.00; run-f is not part of it.
+    assert plans.loc[("kept plan", "box", "hourly"), ["runs", "cost"]].tolist() == [4, 24.0]
+    assert plans.loc[("rest", "box", "hourly"), ["runs", "cost"]].tolist() == [2, 12.0]
+    summary = out["summary"].read_text()
+    assert "Measured: 3 finished run(s), 6.0 h, 12.00 EUR." in summary
+    assert (
+        "Adaptive campaign, last look (2) taken: the kept plan is the 4 run(s) it lists (1 "
+        "appended by the looks); 1 adaptive run(s) (1.0 h projected) no look asked for are "
+        "left out." in summary
+    )
+    assert "The rest: 2 run(s) (1 kept, 1 cut by the plan)" in summary
+
+
+def test_between_looks_an_appended_run_not_trained_is_the_rest(tmp_path):
+    out = run_stage(tmp_path, adaptive_inputs(tmp_path, [ASKED]), runs=ADAPTIVE_RUNS)
+    plans = pd.read_csv(out["plans_csv"]).set_index(["scenario", "offer", "pricing"])
+    # The rest: run-c, run-e (appended, 1 h projected: 2 h forecast) and run-d: 9 card-hours.
+    assert plans.loc[("rest", "box", "hourly"), ["runs", "cost"]].tolist() == [3, 18.0]
+    summary = out["summary"].read_text()
+    assert "The rest: 3 run(s) (2 kept, 1 cut by the plan)" in summary
+    assert (
+        "Adaptive campaign between looks (1 taken, not the last): the kept plan is the 4 run(s) "
+        "look 1 lists (1 appended by the looks); a later look may ask for any of 1 adaptive "
+        "run(s) (1.0 h projected) not asked for yet, left out here." in summary
+    )
+    # A run trained that no look asked for is refused.
+    (tmp_path / "x").mkdir()
+    inputs = adaptive_inputs(tmp_path / "x", [ASKED], finished=("run-a", "run-f"))
+    with pytest.raises(CampaignError, match=r"run run-f: measured but no look of the campaign"):
+        run_stage(tmp_path / "x", inputs, runs=ADAPTIVE_RUNS)

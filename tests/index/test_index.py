@@ -321,3 +321,26 @@ def test_a_metrics_table_without_ci_low_is_refused_in_one_line(finished, tmp_pat
     assert len(message.splitlines()) == 1, message
     assert str(bad) in message and "'ci_low'" in message
     assert not out.exists()
+
+
+def test_an_appended_run_is_the_campaigns_with_the_look_that_added_it(tmp_path):
+    from campaign.core.errors import CampaignError
+    from campaign.index.stage import added_at_look
+    from campaign.plan.look_runs import campaign_runs
+
+    # a: the plan's; e: appended by look 1 (kept false in runs.tsv, as every candidate); f: a
+    # candidate no look asked for.
+    (tmp_path / "runs.tsv").write_text(
+        "run\tseed\ttier\tkept\na\t1\tcontrol\ttrue\ne\t2\tadaptive\tfalse\nf\t2\tadaptive\tfalse\n"
+    )
+    looks = [tmp_path / "look_1.json", tmp_path / "look_2.json"]
+    looks[0].write_text(
+        json.dumps({"look": 1, "runs": ["a", "e"], "appended": ["e"], "final": False})
+    )
+    looks[1].write_text(json.dumps({"look": 2, "runs": ["a", "e"], "appended": [], "final": True}))
+    campaign = campaign_runs(tmp_path / "runs.tsv", looks)
+    manifest = Path("results/runs/x/run_manifest.json")
+    assert added_at_look(campaign, "e", manifest) == 1
+    assert added_at_look(campaign, "a", manifest) is None
+    with pytest.raises(CampaignError, match=r"run_manifest.json: run f was trained but no look"):
+        added_at_look(campaign, "f", manifest)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from pathlib import Path
@@ -86,3 +87,59 @@ def test_status_command_lists_jobs(tiny_project):
     assert sum(line.startswith("missing") for line in out.splitlines()) == jobs
     # Nothing has run: no plan table yet, so the remaining hours and money are not known.
     assert out.strip().splitlines()[-1].startswith("remaining: unknown until the plan table")
+
+
+def test_an_adaptive_campaign_counts_the_runs_its_latest_look_asked_for(tmp_path):
+    from campaign.plan.look_runs import campaign_runs
+    from campaign.tools.forecast import read_plan_table, remaining_line
+    from campaign.tools.status import adaptive_line
+
+    # a, b: the plan's kept runs (1 h each); e, f: adaptive candidates (2 h each). Look 1
+    # appended e; f no look asked for.
+    lines = ["run\tseed\ttier\tprojected_hours\tkept", "a\t1\tmain\t1.0\ttrue"]
+    lines += ["b\t2\tmain\t1.0\ttrue", "e\t3\tadaptive\t2.0\tfalse", "f\t3\tadaptive\t2.0\tfalse"]
+    (tmp_path / "runs.tsv").write_text("\n".join(lines) + "\n")
+    look = {"look": 1, "runs": ["a", "b", "e"], "appended": ["e"], "final": False}
+    (tmp_path / "look_1.json").write_text(json.dumps(look | {"max_looks": 3}))
+    campaign = campaign_runs(tmp_path / "runs.tsv", [tmp_path / "look_1.json"])
+    # a trained, b training (its progress file is live), e appended and not started.
+    states = {"a": "done", "b": "running", "e": "missing"}
+    assert adaptive_line(campaign, states) == (
+        "adaptive: look 1 asks for 3 runs (1 appended by the looks): 1 trained, 1 running, "
+        "1 to do; a later look may append up to 1 more"
+    )
+    # What is left: b (1 h) and the appended e (2 h), not f: 3 h, 3.00 EUR at 1/h.
+    plan = read_plan_table(tmp_path / "runs.tsv", campaign.runs)
+    budget = {"reference_offer": "box", "currency": "EUR", "offers": [{"name": "box", "hourly": 1}]}
+    assert remaining_line(plan, {"a"}, None, budget) == (
+        "remaining: 2 of 3 planned runs, 3 h 0 min (as projected; not yet calibrated by the "
+        "budget), 3.00 EUR on box (1 EUR/h)"
+    )
+    last = look | {"look": 2, "appended": [], "final": True}
+    (tmp_path / "look_2.json").write_text(json.dumps(last))
+    paths = [tmp_path / "look_1.json", tmp_path / "look_2.json"]
+    states = {"a": "done", "b": "stale", "e": "done"}
+    assert adaptive_line(campaign_runs(tmp_path / "runs.tsv", paths), states) == (
+        "adaptive: look 2 (the last) asks for 3 runs (1 appended by the looks): 2 trained, "
+        "1 stale, 0 running, 0 to do"
+    )
+
+
+def test_a_run_the_summary_does_not_list_is_told_by_its_job_record(tmp_path, monkeypatch):
+    from campaign.tools.status import run_states
+
+    # Snakemake's summary lists a (done) and b (stale); e and f, appended by a look, it does
+    # not: e's train job is recorded done with its manifest there, f's never started.
+    monkeypatch.chdir(tmp_path)
+    Path("results/runs/e").mkdir(parents=True)
+    Path("results/runs/e/run_manifest.json").write_text("{}")
+    records = {"results/runs/e/run_manifest.json": {"state": "done"}}
+    listed = {"a": "done", "b": "stale"}
+    assert run_states(["a", "b", "e", "f"], listed, records, {"g"}) == {
+        "a": "done",
+        "b": "stale",
+        "e": "done",
+        "f": "missing",
+    }
+    # A live progress file says running, whatever else says.
+    assert run_states(["b"], listed, records, {"b"}) == {"b": "running"}

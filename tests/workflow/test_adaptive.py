@@ -16,6 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -98,7 +99,34 @@ def test_adaptive_campaign_appends_seeds_to_the_open_contrast_then_reruns_as_sto
     rows = [next(r for r in look["rows"] if r["kind"] == "main") for look in (first, last)]
     low, high = max(r["rci_low"] for r in rows), min(r["rci_high"] for r in rows)
     assert [(d["adj_low"], d["adj_high"]) for d in main] == [(low, high)]
-    assert "Adaptive looks:" in campaign(finished_adaptive, "status", check=False).stdout
+    status = campaign(finished_adaptive, "status", check=False).stdout
+    assert "Adaptive looks:" in status
+    # The budget, the index and status count the last look's runs: the 2 appended ones too,
+    # not the 2 candidates (seed 4) no look asked for.
+    # (Snakemake's summary marks the plan's 4 training jobs stale here, and does not list the
+    # appended ones: their job records say they are trained.)
+    told = next(line for line in status.splitlines() if line.startswith("adaptive:"))
+    assert told.startswith(
+        "adaptive: look 2 (the last) asks for 6 runs (2 appended by the looks): "
+    ), status
+    trained = int(told.split(": ")[2].split(" trained")[0])
+    stale = int(told.split(" stale")[0].rsplit(" ", 1)[1]) if " stale" in told else 0
+    assert trained >= 2 and trained + stale == 6 and told.endswith("0 running, 0 to do"), told
+    results = finished_adaptive / "results"
+    summary = (results / "budget" / "summary.txt").read_text()
+    assert (
+        "Adaptive campaign, last look (2) taken: the kept plan is the 6 run(s) it lists (2 "
+        "appended by the looks); 2 adaptive run(s) (" in summary
+    )
+    forecast = pd.read_parquet(results / "budget" / "forecast.parquet").set_index("run")
+    assert sorted(forecast.index) == sorted(last["runs"])
+    assert forecast["kept"].all() and forecast["finished"].all()
+    index = pd.read_parquet(results / "index.parquet")
+    runs = index[index["kind"] == "run"].set_index("run")
+    looked = runs["added_at_look"]
+    assert sorted(looked.index) == sorted(last["runs"])
+    assert looked[first["appended"]].tolist() == [1, 1]
+    assert looked.drop(first["appended"]).isna().all()
 
     # Run again from no results (a copy): every stage, the looks and the appended runs too, a
     # store hit.

@@ -6,6 +6,7 @@ and predictions as the floor stage timed them)."""
 
 from campaign.core.lazy import exports
 from campaign.core.stage import (
+    EachLook,
     EachRun,
     File,
     From,
@@ -35,14 +36,15 @@ def _devices(train: dict) -> dict:
 
 
 def _budget_spec(params: dict) -> dict:
-    from campaign.plan import plan_index
+    from campaign.plan import adaptive_runs, plan_index
 
-    index = plan_index(params)
+    # The runs an adaptive campaign's looks may append are priced as any planned run.
+    runs = [*plan_index(params).values(), *adaptive_runs(params)]
     return {
         "budget": params["budget"],
         "recipes": {
-            rid: {k: run.spec["train"][k] for k in RECIPE_KEYS} | _devices(run.spec["train"])
-            for rid, run in index.items()
+            run.run_id: {k: run.spec["train"][k] for k in RECIPE_KEYS} | _devices(run.spec["train"])
+            for run in runs
         },
     }
 
@@ -123,6 +125,9 @@ PHASE = Phase(
                 "benchmarks": Nothing(),
                 "decisions": From("evaluate", "decisions"),
                 "metrics": From("evaluate", "metrics"),
+                # An adaptive campaign's looks: its runs are the last look's (appended ones
+                # kept, candidates no look asked for left out; campaign.plan.look_runs).
+                "looks": EachLook("look", "look"),
                 "variants": From("quantize_table", "table"),
                 "floor_timings": From("floor", "timings"),
             },

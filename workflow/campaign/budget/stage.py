@@ -48,6 +48,7 @@ from campaign.budget.offers import (
 from campaign.core.errors import CampaignError
 from campaign.core.io import read_json, read_table
 from campaign.core.io import read_plan as plan_table
+from campaign.plan.look_runs import CampaignRuns, campaign_runs
 
 HOUR_S = 3600.0
 
@@ -61,6 +62,18 @@ def read_plan(path: Path) -> list[dict]:
         rows.append(r | {"projected_hours": table.number(i, "projected_hours"),
                          "kept": r["kept"] == "true"})  # fmt: skip
     return rows
+
+
+def campaign_plan(plan: list[dict], campaign: CampaignRuns) -> tuple[list[dict], list[dict]]:
+    """(the plan rows the budget prices, the adaptive candidates no look asked for). In an
+    adaptive campaign a run is kept when the latest look lists it (the plan's kept runs and
+    the appended ones); a candidate no look asked for is neither kept nor the rest (a later
+    look may still ask for it: the summary says so)."""
+    if not campaign.adaptive:
+        return plan, []
+    asked, left_out = set(campaign.runs), set(campaign.not_asked)
+    rows = [r | {"kept": r["run"] in asked} for r in plan if r["run"] not in left_out]
+    return rows, [r for r in plan if r["run"] in left_out]
 
 
 def read_benchmark(path: Path) -> dict:
@@ -122,7 +135,8 @@ def stage_budget(ctx) -> None:
 
     b = ctx.spec["budget"]
     recipes = ctx.spec["recipes"]
-    plan = read_plan(ctx.inputs["runs"][0])
+    campaign = campaign_runs(ctx.inputs["runs"][0], ctx.inputs.get("looks", []))
+    plan, not_asked = campaign_plan(read_plan(ctx.inputs["runs"][0]), campaign)
     report = read_json(ctx.inputs["preflight_report"][0])
     measurements = read_json(ctx.inputs["preflight_measurements"][0])
     manifests = _by_run(ctx.inputs.get("run_manifests", []), "run manifest")
@@ -130,6 +144,8 @@ def stage_budget(ctx) -> None:
     benchmarks = _by_run(ctx.inputs.get("benchmarks", []), "benchmark file")
     planned = {r["run"] for r in plan}
     for run in [*manifests, *timings, *benchmarks]:
+        if run in {r["run"] for r in not_asked}:
+            raise CampaignError(f"run {run}: measured but no look of the campaign asked for it")
         if run not in planned:
             raise CampaignError(f"run {run}: measured but not in the plan table")
     offers = [Offer.from_params(o) for o in b["offers"]]
@@ -211,7 +227,8 @@ def stage_budget(ctx) -> None:
         frame.to_parquet(ctx.outputs[f"{name}_parquet"], index=False)
     decided = [read_json(p) for p in ctx.inputs.get("decisions", [])]
     text = words.summary(b, reference, jobs, forecast, cal, plan_rows, offer_rows, bar, equal,
-                         to_decide, decided[0] if decided else None)  # fmt: skip
+                         to_decide, decided[0] if decided else None,
+                         words.adaptive_words(campaign, not_asked))  # fmt: skip
     block = _verdict_block(ctx, b, reference, equal, to_decide)
     ctx.outputs["summary"].write_text("\n".join([*block, "", text]) if block else text)
 

@@ -141,10 +141,41 @@ def bar_lines(bar: dict | None, equal: list[dict], decisions: dict | None, money
     return lines
 
 
+def adaptive_words(campaign, not_asked: list[dict]) -> str | None:
+    """Which runs an adaptive campaign's budget counts (campaign: campaign.plan.look_runs'
+    CampaignRuns; not_asked: the plan rows of the candidates no look asked for, left out of
+    the kept plan and the rest); None for a fixed campaign."""
+    if not campaign.adaptive:
+        return None
+    n, j = len(campaign.runs), campaign.looks
+    others = (
+        f"{len(not_asked)} adaptive run(s) "
+        f"({format_hours(sum(r['projected_hours'] for r in not_asked))} projected)"
+    )
+    appended = f"({len(campaign.appended)} appended by the looks)"
+    if campaign.final:
+        return (
+            f"Adaptive campaign, last look ({j}) taken: the kept plan is the {n} run(s) it "
+            f"lists {appended}; {others} no look asked for are left out."
+        )
+    if j == 0:
+        return (
+            f"Adaptive campaign before its first look: the kept plan is the plan's {n} kept "
+            f"run(s); the looks may ask for any of {others}, left out here."
+        )
+    return (
+        f"Adaptive campaign between looks ({j} taken, not the last): the kept plan is the {n} "
+        f"run(s) look {j} lists {appended}; a later look may ask for any of {others} not asked "
+        "for yet, left out here."
+    )
+
+
 def summary(b, reference, jobs, forecast, cal: Calibration, plans, offers, bar, equal,
-            to_decide=(), decisions: dict | None = None) -> str:  # fmt: skip
+            to_decide=(), decisions: dict | None = None,
+            adaptive: str | None = None) -> str:  # fmt: skip
     """summary.txt after the verdict block. `decisions`: the evaluation's (decisions.json), so
-    that the option kept here is the verdict's."""
+    that the option kept here is the verdict's; `adaptive`: adaptive_words' line, before the
+    rest's."""
     cur = b["currency"]
     money = lambda x: format_money(x, cur)  # noqa: E731
     lines = [headline(bar, equal, b["predictions"], money, decisions)]
@@ -170,6 +201,8 @@ def summary(b, reference, jobs, forecast, cal: Calibration, plans, offers, bar, 
                 f"from the runs before it): {err['median_abs_error_projected']:.0%} as projected, "
                 f"{err['median_abs_error_calibrated']:.0%} calibrated."
             )
+    if adaptive:
+        lines.append(adaptive)
     rest = [r for r in forecast if not r["finished"]]
     scenario = "rest" if rest else "kept plan"
     if rest:

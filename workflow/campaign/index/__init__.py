@@ -8,7 +8,7 @@ from dataclasses import replace
 from campaign.core.errors import CampaignError
 from campaign.core.io import module_of
 from campaign.core.registry import merged_inputs
-from campaign.core.stage import EachJob, EachRun, File, From, IndexColumns, Phase, Stage
+from campaign.core.stage import EachJob, EachLook, EachRun, File, From, IndexColumns, Phase, Stage
 from campaign.data import SPLIT_FILES
 
 
@@ -62,6 +62,8 @@ PHASE = Phase(
                 "metrics": From("evaluate", "metrics"),
                 "comparisons": From("evaluate", "comparisons"),
                 "decisions": From("evaluate", "decisions"),
+                # An adaptive campaign's looks: which look appended each run.
+                "looks": EachLook("look", "look"),
             },
             # The columns the phases declare (Phase.index: the budget's cost, ...) after these.
             gather="campaign.index:gather",

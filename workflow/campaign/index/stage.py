@@ -4,6 +4,9 @@ per reference floor, built only from the files the rule gives it.
 Where each column comes from:
 - factor levels, seed, tier: the plan table (runs.tsv; the factor columns are the ones between
   `run` and `seed`, named as there).
+- added_at_look: in an adaptive campaign, the look that appended the run (its tier is
+  "adaptive"; results/adaptive/look_<j>.json, campaign.plan.look_runs); null for the plan's
+  own runs. A trained run is the campaign's whatever runs.tsv's kept says: the looks decide.
 - dataset_hash: results/data/summary.json (nothing else of it: campaign.index.views).
 - split hashes: each run's manifest records the hash of the train/validation/test files it was
   trained on; they must be the hashes of the split files given here (else the run is from
@@ -38,6 +41,7 @@ from campaign.core.hashing import ALGORITHM, hash_file, hash_value
 from campaign.core.io import get, number_or_none, read_json, read_table, resolve
 from campaign.core.io import read_plan as plan_table
 from campaign.index.views import summary_view
+from campaign.plan.look_runs import CampaignRuns, campaign_runs
 
 KINDS = ("run", "quantized", "floor")
 # A trained run's own row: not the quantize phase's "fp32" variant (the run reloaded and timed).
@@ -62,6 +66,7 @@ TAIL = [
     ("cell_id", "string"),
     ("seed", "int64"),
     ("tier", "string"),
+    ("added_at_look", "int64"),
     ("status", "string"),
     ("status_reason", "string"),
     ("dataset_hash", "string"),
@@ -308,6 +313,7 @@ def _run_rows(inputs, one, plan, ev: Evaluation, data_columns, splits) -> dict[s
     preds = {s: _by_run(inputs.get(f"predictions_{s}", []), f"{s} predictions") for s in SPLITS}
     controls = [r for r in plan.values() if r["tier"] == "control"]
     control_id = controls[0]["cell_id"] if controls else None
+    campaign = campaign_runs(one["runs"], inputs.get("looks", []))
     rows = {}
     for run, path in sorted(manifests.items()):
         if run not in plan:
@@ -330,6 +336,7 @@ def _run_rows(inputs, one, plan, ev: Evaluation, data_columns, splits) -> dict[s
             "cell_id": p["cell_id"],
             "seed": p["seed"],
             "tier": p["tier"],
+            "added_at_look": added_at_look(campaign, run, path),
             "status": "ok",
             "status_reason": None,
             **data_columns,
@@ -349,6 +356,14 @@ def _run_rows(inputs, one, plan, ev: Evaluation, data_columns, splits) -> dict[s
             "floor_verdict": ev.floor_verdicts.get(p["cell_id"]),
         }
     return rows
+
+
+def added_at_look(campaign: CampaignRuns, run: str, path: Path) -> int | None:
+    """The look that appended a trained run (None: one of the plan's runs); a run given that no
+    look asked for (an adaptive candidate) is one error naming its manifest."""
+    if run in campaign.not_asked:
+        raise CampaignError(f"{path}: run {run} was trained but no look asked for it")
+    return campaign.appended.get(run)
 
 
 def _quantized_rows(inputs, factors, run_rows, ev: Evaluation, data_columns) -> list[dict]:

@@ -13,6 +13,7 @@ _PUBLIC = {
     "Run": "planner",
     "TIERS": "order",
     "adaptive_runs": "planner",
+    "campaign_runs": "look_runs",
     "estimable_contrasts": "effects",
     "format_table": "columns",
     "identity": "ids",

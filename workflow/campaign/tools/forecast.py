@@ -4,7 +4,7 @@ own ETA), and the money at the reference offer."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,11 +12,17 @@ from campaign.core.errors import CampaignError
 from campaign.core.io import read_plan
 
 
-def read_plan_table(path: Path) -> list[dict]:
-    """The plan's kept runs (runs.tsv): run id and projected hours (None when not measured)."""
+def read_plan_table(path: Path, runs: Sequence[str] | None = None) -> list[dict]:
+    """The campaign's runs in runs.tsv: run id and projected hours (None when not measured).
+    The plan's kept runs, or `runs` in their order (an adaptive campaign's: the latest look's,
+    campaign.plan.look_runs)."""
     out = []
-    for row in read_plan(path, ("run", "projected_hours")).rows:
-        if str(row.get("kept", "true")).lower() != "true":
+    rows = read_plan(path, ("run", "projected_hours")).rows
+    if runs is not None:
+        by_run = {row["run"]: row for row in rows}
+        rows = tuple(by_run[r] for r in runs if r in by_run)
+    for row in rows:
+        if runs is None and str(row.get("kept", "true")).lower() != "true":
             continue
         try:
             hours = float(row["projected_hours"])

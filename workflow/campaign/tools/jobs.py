@@ -88,12 +88,12 @@ def job_state(rows: list[dict], record: dict | None) -> tuple[str, str]:
     return "done", ""
 
 
-def finished_runs(rows: list[dict], records: Mapping[str, dict]) -> set[str]:
-    """Run ids whose training job is done."""
-    done = set()
+def train_states(rows: list[dict], records: Mapping[str, dict]) -> dict[str, str]:
+    """{run id: its training job's state (one of STATES)} for the training jobs Snakemake
+    plans."""
+    states = {}
     for job in group_jobs(rows):
         match = _RUN_PART.search(job[0]["output_file"])
         if job[0]["rule"] == "train" and match:
-            if job_state(job, job_record(job, records))[0] == "done":
-                done.add(match.group(1))
-    return done
+            states[match.group(1)] = job_state(job, job_record(job, records))[0]
+    return states

@@ -5,7 +5,9 @@ records in the state folder know which store key made each output and whether it
 or failed. Together they answer "where is my campaign" without guessing a path. Status counts
 jobs, not output files: a training job's outputs are one job. It also shows each running job's
 progress file (step, elapsed, ETA; campaign.core.progress) and what the rest of the plan costs
-(campaign.tools.forecast).
+(campaign.tools.forecast). In an adaptive campaign the plan is the runs the latest look asked
+for (campaign.plan.look_runs: the kept runs and the appended ones), counted trained, running and
+to do, then each look in the evaluation's words (campaign.evaluate.look_lines).
 
 The jobs and their states: campaign.tools.jobs; whether a running job still runs:
 campaign.tools.liveness; `campaign gc`: campaign.tools.gc (its entry is re-exported here, where
@@ -17,23 +19,32 @@ from __future__ import annotations
 import socket
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from campaign.core.store import Store
+from campaign.plan.look_runs import CampaignRuns
 from campaign.tools.forecast import read_calibration, read_plan_table, remaining_line
 from campaign.tools.gc import collect_garbage, garbage_collect
 from campaign.tools.jobs import (
     STATES,
-    finished_runs,
     group_jobs,
     job_record,
     job_state,
     snakemake_summary,
+    train_states,
 )
 from campaign.tools.liveness import pid_alive
 
-__all__ = ["collect_garbage", "garbage_collect", "print_status", "progress_lines", "status_lines"]
+__all__ = [
+    "adaptive_line",
+    "collect_garbage",
+    "garbage_collect",
+    "print_status",
+    "progress_lines",
+    "run_states",
+    "status_lines",
+]
 
 
 def status_lines(rows: list[dict], records: Mapping[str, dict]) -> tuple[list[str], Counter]:
@@ -97,6 +108,56 @@ def progress_lines(
     return lines, etas
 
 
+def run_states(
+    runs: Sequence[str], listed: Mapping[str, str], records: Mapping[str, dict], live: set[str]
+) -> dict[str, str]:
+    """{run: its training job's state}: running when its progress file is live, else Snakemake's
+    where its summary lists the job (listed: {run: state}), else the job record of the train
+    stage's declared run manifest: done with the file there, running while its process lives,
+    missing otherwise. Snakemake's --summary does not list the runs an adaptive look appended
+    (it does not expand the looks' checkpoints); the job records do."""
+    from campaign.core.registry import get_stage
+    from campaign.tools.liveness import record_alive
+
+    manifest = get_stage("train").outputs["run_manifest"].path
+    out = {}
+    for run in runs:
+        path = manifest.format(run=run)
+        record = records.get(path) or {}
+        if run in live:
+            out[run] = "running"
+        elif run in listed:
+            out[run] = listed[run]
+        elif record.get("state") == "done" and Path(path).exists():
+            out[run] = "done"
+        elif record.get("state") == "running" and record_alive(record):
+            out[run] = "running"
+        else:
+            out[run] = "missing"
+    return out
+
+
+def adaptive_line(campaign: CampaignRuns, states: Mapping[str, str]) -> str:
+    """The runs an adaptive campaign's latest look asked for: trained, stale (Snakemake would
+    rerun them), running and to do (states: run_states'), and the candidates a later look may
+    still append."""
+    state = [states.get(r, "missing") for r in campaign.runs]
+    counts = {s: state.count(s) for s in ("done", "stale", "running")}
+    if campaign.looks:
+        asks = f"look {campaign.looks}{' (the last)' if campaign.final else ''} asks for"
+    else:
+        asks = "before the first look: the plan's kept runs,"
+    appended = f" ({len(campaign.appended)} appended by the looks)" if campaign.appended else ""
+    stale = f", {counts['stale']} stale" if counts["stale"] else ""
+    line = (
+        f"adaptive: {asks} {len(state)} runs{appended}: {counts['done']} trained{stale}, "
+        f"{counts['running']} running, {len(state) - sum(counts.values())} to do"
+    )
+    if not campaign.final:
+        line += f"; a later look may append up to {len(campaign.not_asked)} more"
+    return line
+
+
 def print_status(
     params_path: str,
     store: Store,
@@ -116,19 +177,25 @@ def print_status(
     if running:
         print("progress:\n" + "\n".join(f"  {line}" for line in running))
     if Path(plan_table).exists():
-        from campaign.plan import plan_index
+        from campaign.plan import adaptive_runs, plan_index
+        from campaign.plan.look_runs import campaign_runs, look_files
 
         params = load_params(params_path)
-        cards = {r: int(p.spec["train"].get("devices", 1)) for r, p in plan_index(params).items()}
+        runs = [*plan_index(params).values(), *adaptive_runs(params)]
+        cards = {r.run_id: int(r.spec["train"].get("devices", 1)) for r in runs}
+        campaign = campaign_runs(plan_table, look_files(looks_folder))
+        states = run_states(campaign.runs, train_states(rows, records), records, set(etas))
         line = remaining_line(
-            read_plan_table(Path(plan_table)),
-            finished_runs(rows, records),
+            read_plan_table(Path(plan_table), campaign.runs),
+            {r for r, state in states.items() if state == "done"},
             read_calibration(Path(forecast)),
             params.get("budget", {}),
             etas,
             cards,
         )
         print(line)
+        if campaign.adaptive:
+            print(adaptive_line(campaign, states))
     else:
         print(f"remaining: unknown until the plan table ({plan_table}) is written")
     from campaign.evaluate import LOOKS_TITLE, look_lines, read_looks
