@@ -29,7 +29,7 @@ LOOKS = [
             _row("lr up", "main", "inconclusive", "open", -0.04, 0.06, "adds seeds towards 3"),
             _row("lr down", "main", "reject", "decided", -0.4, -0.2, "the repeated interval"),
         ],
-        "stopped": {"c2": "below the best cell by more than 0.01 (-0.2000)"},
+        "stopped": {"c2": "below the best cell by more than 1 point (upper end -20.0 points)"},
         "appended": ["run-a", "run-b"],
         "runs": [*(f"run-{i}" for i in range(6)), "run-a", "run-b"],
         "add_hours": 0.5,
@@ -62,7 +62,8 @@ def test_each_look_says_what_was_open_added_stopped_and_the_total_against_fixed(
     lines = look_lines(LOOKS)
     assert lines[0] == "look 1 of 2: 6 runs (2 seeds per cell), 1.5 h projected"
     assert "  lr up: inconclusive [-4.0, +6.0] points; open (adds seeds towards 3)" in lines
-    assert "  stopped c2: below the best cell by more than 0.01 (-0.2000)" in lines
+    stopped = "  stopped c2: below the best cell by more than 1 point (upper end -20.0 points)"
+    assert stopped in lines
     assert "  added 2 runs (0.5 h projected)" in lines
     assert "look 2 of 2: 8 runs (2-3 seeds per cell), 2 h projected" in lines
     assert lines[-1] == (
@@ -156,3 +157,41 @@ def test_after_the_looks_a_cell_is_above_the_floor_only_at_alpha_over_the_looks(
     assert [r["p_holm"] for r in rows] == [0.06, 0.02, None]
     assert "Bonferroni over the 2 planned looks" in rows[0]["interval_over"]
     assert rows[2]["interval_over"] == "z"
+
+
+def test_a_question_whose_cell_a_look_stopped_is_open_but_not_priced_in_seeds():
+    """The last look stopped a cell of "lr up" (below the floor): the evaluation leaves it open
+    with the look's reason, says so instead of a seeds-needed, and the budget prices no seeds
+    for it (no look would add any); the other open question keeps its price."""
+    from campaign.budget.questions import price_to_decide
+    from campaign.evaluate.words import _open_words, open_questions
+
+    why = "cell c1 stopped: below the floor (upper end -30.0 points)"
+    last = {
+        **LOOKS[1],
+        "rows": [
+            _row("lr up", "main", "inconclusive", "stopped", -0.2, 0.2, why, 2),
+            _row("lr down", "main", "inconclusive", "open", -0.3, 0.01, "", 2),
+        ],
+        "decided": {},
+    }
+    rows = [
+        {"kind": "main", "subject": s, "decision": "inconclusive", "interval_over": "x"}
+        for s in ("lr up", "lr down")
+    ]
+    apply_last_look(rows, [LOOKS[0], last])
+    assert rows[0]["stopped_by_look"] == why and "stopped_by_look" not in rows[1]
+    decisions = {
+        "decisions": [{**r, "n_seeds": 3, "seeds_needed": 40, "items_needed": None} for r in rows]
+    }
+    questions = {q["subject"]: q for q in open_questions(decisions)}
+    assert questions["lr up"]["seeds_needed"] is None
+    assert _open_words(questions["lr up"], None, None) == (
+        f"  Open: lr up, inconclusive: not pursued, the looks stopped a cell of it ({why})"
+    )
+    assert questions["lr down"]["seeds_needed"] == 40
+    forecast = [{"run": f"r{i}", "kept": True, "forecast_hours": 1.0} for i in range(4)]
+    cells = {"r0": "c0", "r1": "c0", "r2": "c1", "r3": "c1"}
+    priced = price_to_decide(decisions, forecast, cells, 2.0, {"margin": 0.0, "currency": "EUR"})
+    # lr down only: 37 more seeds x 2 cells x 1 h x 2.00 = 148.00.
+    assert [(r["subject"], r["extra_runs"], r["cost"]) for r in priced] == [("lr down", 74, 148.0)]

@@ -44,8 +44,8 @@ def price_to_decide(
     asked = [d for d in decisions.get("decisions", []) if d.get("kind") == "main"]
     floor = floor_question(decisions)  # the best cell against the floor: its seeds only
     for d in ([floor] if floor is not None else []) + asked:
-        if d.get("decision") not in OPEN:
-            continue
+        if d.get("decision") not in OPEN or d.get("stopped_by_look"):
+            continue  # decided, or an adaptive look stopped a cell of it: no seeds to price
         n_cells = 1 if d["kind"] == "floor" else n_main_cells
         n_seeds, need = int(d.get("n_seeds") or 0), d.get("seeds_needed")
         if n_seeds < 2:

@@ -60,7 +60,9 @@ decisions.json
   adaptive_looks    NEW  ablation.adaptive only: the looks in words (campaign.evaluate.
                          look_words); summary.txt shows them after the verdict block. The
                          main and cell rows of the decision split then carry the last look's
-                         repeated interval as adj_low/adj_high and its decision (looks.py)
+                         repeated interval as adj_low/adj_high and its decision (looks.py),
+                         and a main effect a look stopped a cell of carries stopped_by_look
+                         (the reason): left open, it is not priced in seeds (no look adds any)
   adaptive          NEW  ablation.adaptive only: {looks, max_looks, seeds_added, cells_stopped,
                          runs, fixed_runs} (look_words.look_summary): the verdict block's
                          lines on the looks; absent in a fixed campaign

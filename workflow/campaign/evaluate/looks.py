@@ -271,6 +271,9 @@ def apply_last_look(rows: list[dict], looks: list[dict], alpha: float | None = N
             f"the earlier looks'"
         )
         r["look"] = found["of_look"]
+        if found.get("status") == "stopped":
+            # No look adds seeds to a stopped cell: left open, it is not priced in seeds.
+            r["stopped_by_look"] = found.get("reason") or "a cell of it stopped"
 
 
 # Every contrast whose cells the looks gave seeds: decided on the looks' repeated intervals only

@@ -369,7 +369,10 @@ class _Look:
                 {c: 1.0, best: -1.0}, self.alpha / max(1, len(others))
             )
             if high < -useful:
-                stopped[c] = f"below the best cell by more than {useful:g} ({high:+.4f})"
+                bar = f"{100 * useful:g} point{'' if 100 * useful == 1 else 's'}"
+                stopped[c] = (
+                    f"below the best cell by more than {bar} (upper end {100 * high:+.1f} points)"
+                )
         if floor is None:
             return
         key, y_floor = floor
@@ -381,7 +384,7 @@ class _Look:
                 {c: 1.0, key: -1.0}, self.alpha / max(1, len(design)), frozenset([key]), with_floor
             )
             if high < 0:
-                stopped[c] = f"below the floor ({high:+.4f})"
+                stopped[c] = f"below the floor (upper end {100 * high:+.1f} points)"
 
     def question(self, q: Question, decided: Mapping) -> tuple | None:
         """Question q's row at this look (into out.rows); (cost, row, {cell: seeds}) when it

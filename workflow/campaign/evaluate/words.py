@@ -46,6 +46,8 @@ def _value(row: dict | None) -> str:
 
 def _needs(r: dict) -> str:
     """What would decide an open effect, in one clause."""
+    if r.get("stopped_by_look"):
+        return f"not pursued: the looks stopped a cell of it ({r['stopped_by_look']})"
     if r["n_seeds"] < 2:
         return "one seed: the seed-to-seed spread is not measured; run a second seed"
     seeds, items = r.get("seeds_needed"), r.get("items_needed")
@@ -146,6 +148,7 @@ def decisions(
             "items_needed",
             "seeds_needed_low",
             "seeds_needed_high",
+            "stopped_by_look",
         )
         listed.append({k: r.get(k) for k in keys} | {"words": words})
         lines.append(words)
@@ -364,6 +367,8 @@ def _keep_words(keep: dict) -> str:
 
 def _open_words(q: dict, money, price_at: str | None) -> str:
     head = f"  {OPEN_PREFIX}{q['subject']}, {q['decision']}: "
+    if q.get("stopped"):
+        return head + f"not pursued, the looks stopped a cell of it ({q['stopped']})"
     ways = []
     if q.get("seeds_needed"):
         runs = q.get("extra_runs")
@@ -471,7 +476,12 @@ def open_questions(decisions: dict) -> list[dict]:
                 "subject": d["subject"],
                 "kind": d["kind"],
                 "decision": d["decision"],
-                "seeds_needed": d.get("seeds_needed") if d["kind"] == "main" else None,
+                "seeds_needed": (
+                    d.get("seeds_needed")
+                    if d["kind"] == "main" and not d.get("stopped_by_look")
+                    else None
+                ),
+                "stopped": d.get("stopped_by_look"),
                 "extra_runs": None,
                 "cost": None,
                 "items_needed": d.get("items_needed"),
