@@ -48,7 +48,7 @@ from campaign.budget.offers import (
 from campaign.core.errors import CampaignError
 from campaign.core.io import read_json, read_table
 from campaign.core.io import read_plan as plan_table
-from campaign.plan.look_runs import CampaignRuns, campaign_runs
+from campaign.plan import CampaignRuns, campaign_runs
 
 HOUR_S = 3600.0
 

@@ -41,7 +41,7 @@ from campaign.core.hashing import ALGORITHM, hash_file, hash_value
 from campaign.core.io import get, number_or_none, read_json, read_table, resolve
 from campaign.core.io import read_plan as plan_table
 from campaign.index.views import summary_view
-from campaign.plan.look_runs import CampaignRuns, campaign_runs
+from campaign.plan import CampaignRuns, campaign_runs
 
 KINDS = ("run", "quantized", "floor")
 # A trained run's own row: not the quantize phase's "fp32" variant (the run reloaded and timed).

@@ -8,6 +8,7 @@ from campaign.core.stage import File, From, Phase, Stage
 
 _PUBLIC = {
     "COST_COLUMNS": "columns",
+    "CampaignRuns": "look_runs",
     "ID_COLUMNS": "columns",
     "RUN_ID_PATTERN": "ids",
     "Run": "planner",
@@ -19,6 +20,7 @@ _PUBLIC = {
     "identity": "ids",
     "kept_in_table": "columns",
     "kept_runs": "planner",
+    "look_files": "look_runs",
     "plan_index": "planner",
     "plan_report": "planner",
     "plan_effects": "effects",

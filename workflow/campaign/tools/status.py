@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from campaign.core.store import Store
-from campaign.plan.look_runs import CampaignRuns
+from campaign.plan import CampaignRuns
 from campaign.tools.forecast import read_calibration, read_plan_table, remaining_line
 from campaign.tools.gc import collect_garbage, garbage_collect
 from campaign.tools.jobs import (
@@ -177,8 +177,7 @@ def print_status(
     if running:
         print("progress:\n" + "\n".join(f"  {line}" for line in running))
     if Path(plan_table).exists():
-        from campaign.plan import adaptive_runs, plan_index
-        from campaign.plan.look_runs import campaign_runs, look_files
+        from campaign.plan import adaptive_runs, campaign_runs, look_files, plan_index
 
         params = load_params(params_path)
         runs = [*plan_index(params).values(), *adaptive_runs(params)]
