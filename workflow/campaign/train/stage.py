@@ -149,6 +149,13 @@ def run_training(
     # Each split scored once, on the saved model: the last validation row comes from the
     # predictions' own scores.
     scores = trainer.final_scores()
+    if scores["validation"] is not None:  # the progress line of the last step has none
+        print(
+            f"train: validation accuracy {scores['validation'][1]:.4g} at step {trainer.step} "
+            "(the saved model)",
+            file=trainer.stream,
+            flush=True,
+        )
     for split in EVAL_SPLITS:
         write_parquet(trainer.predictions(split, scores[split]), outputs[f"predictions_{split}"])
     write_parquet(trainer.metrics_frame(), outputs["metrics"])
