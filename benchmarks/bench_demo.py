@@ -13,6 +13,9 @@ bring the demo toward 5 minutes on 2 cores, each against its baseline in the sam
             run(final_evaluation=False), save_model, final_scores) against the former end
             (the last step's validation scored in the loop on the unmerged LoRA model, then
             validation and test again on the saved one). Same predictions. Goal: <= 0.7.
+  levers    the preflight's lever costs (campaign.memory.costs.lever_costs, fresh trainers on
+            the preflight's 256 + 64 sample) timing one step per configuration against two
+            (the former TIMED_STEPS). Goal: <= 0.8.
 
 Both on the demo's data (data/raw/fortunes.jsonl: 3,221 quotations, median 25 tokens, 11 %
 longer than max_length 64) and model (all-MiniLM-L6-v2 with params.yaml's LoRA), one torch
@@ -22,7 +25,7 @@ candidate after an untimed warm-up, and the ratio is the median over rounds.
 
     .venv/bin/python benchmarks/bench_demo.py            # ~3 min of CPU
     .venv/bin/python benchmarks/bench_demo.py --rounds 5 --eval-items 400
-    .venv/bin/python benchmarks/bench_demo.py --only final --rounds 2
+    .venv/bin/python benchmarks/bench_demo.py --only final --only levers --rounds 2
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 
-GOALS = {"scoring": 0.6, "steps": 0.75, "final": 0.7}
+GOALS = {"scoring": 0.6, "steps": 0.75, "final": 0.7, "levers": 0.8}
 
 
 def load(n_train: int, n_eval: int, n_test: int = 0):
@@ -199,6 +202,36 @@ def bench_final(params, data, rounds: int) -> dict:
     }
 
 
+def bench_levers(params, rounds: int) -> dict:
+    """lever_costs with TIMED_STEPS 2 (base) and 1 (cand), alternating; same levers measured."""
+    from campaign.memory import costs
+
+    sample = load(n_train=256, n_eval=64)  # the preflight's sample sizes (params.yaml)
+    base, cand, rows = [], [], {}
+    with tempfile.TemporaryDirectory() as work:
+
+        def make(**overrides):
+            return trainer(params, sample, Path(work), **overrides)
+
+        for _ in range(rounds):
+            for steps, out in ((2, base), (1, cand)):
+                costs.measure_steps.__defaults__ = (steps,)
+                t = time.process_time()
+                rows[steps] = costs.lever_costs(
+                    make, params["train"], "cpu", task=params["model"]["task"]
+                )
+                out.append(time.process_time() - t)
+    costs.measure_steps.__defaults__ = (costs.TIMED_STEPS,)
+    measured = [r["lever"] for r in rows[1] if r["peak_bytes"] is not None]
+    assert measured == [r["lever"] for r in rows[2] if r["peak_bytes"] is not None]
+    return {
+        "what": f"lever costs, {len(measured)} levers measured",
+        "base": base,
+        "cand": cand,
+        "note": "one untimed step, then 2 + 2 (base) or 1 + 1 (cand) per configuration",
+    }
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -221,6 +254,7 @@ def main(argv=None) -> int:
         "scoring": lambda: bench_scoring(params, data, args.rounds),
         "steps": lambda: bench_steps(params, data, args.segments, args.steps),
         "final": lambda: bench_final(params, data, args.rounds),
+        "levers": lambda: bench_levers(params, args.rounds),
     }
     results = {name: run() for name, run in benches.items() if name in (args.only or benches)}
     print(f"{'cut':<8}  {'what':<36}  {'baseline s':>10}  {'cut s':>8}  {'ratio':>6}  goal")
@@ -235,8 +269,8 @@ def main(argv=None) -> int:
             f"{'met' if ok else 'MISSED'}  ({r['note']})"
         )
     print(
-        "(process CPU seconds: scoring and final, the median over rounds; steps, per step over "
-        "the run)"
+        "(process CPU seconds: scoring, final and levers, the median over rounds; steps, per "
+        "step over the run)"
     )
     return 1 if args.strict and not all(oks) else 0
 
