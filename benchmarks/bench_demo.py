@@ -1,5 +1,6 @@
-"""Measures where the demo campaign's training jobs spend their time, and the two cuts that
-bring the demo toward 5 minutes on 2 cores, each against its baseline in the same process:
+"""Measures where the demo campaign's training jobs and preflight spend their time, and the
+cuts that bring the demo toward 5 minutes on 2 cores, each against its baseline in the same
+process:
 
   scoring   campaign.train.scoring.classifier_scores (batches of similar length, rows put back
             in item order) against the same model scoring in file order (the former code: each
@@ -17,11 +18,12 @@ bring the demo toward 5 minutes on 2 cores, each against its baseline in the sam
             the preflight's 256 + 64 sample) timing one step per configuration against two
             (the former TIMED_STEPS). Goal: <= 0.8.
 
-Both on the demo's data (data/raw/fortunes.jsonl: 3,221 quotations, median 25 tokens, 11 %
+All on the demo's data (data/raw/fortunes.jsonl: 3,221 quotations, median 25 tokens, 11 %
 longer than max_length 64) and model (all-MiniLM-L6-v2 with params.yaml's LoRA), one torch
 thread, as a training job runs (2 jobs at a time on 2 cores). Times are process CPU seconds
 (steady on a loaded machine, where wall seconds are not); rounds alternate baseline and
-candidate after an untimed warm-up, and the ratio is the median over rounds.
+candidate (scoring after an untimed warm-up; final and levers build fresh trainers each round),
+and the ratio is the median over rounds.
 
     .venv/bin/python benchmarks/bench_demo.py            # ~3 min of CPU
     .venv/bin/python benchmarks/bench_demo.py --rounds 5 --eval-items 400
