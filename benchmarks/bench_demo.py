@@ -1,5 +1,6 @@
-"""Measures where the demo campaign's training jobs spend their time, and the two cuts that
-bring the demo toward 5 minutes on 2 cores, each against its baseline in the same process:
+"""Measures where the demo campaign's training jobs and preflight spend their time, and the
+cuts that bring the demo toward 5 minutes on 2 cores, each against its baseline in the same
+process:
 
   scoring   campaign.train.scoring.classifier_scores (batches of similar length, rows put back
             in item order) against the same model scoring in file order (the former code: each
@@ -9,15 +10,24 @@ bring the demo toward 5 minutes on 2 cores, each against its baseline in the sam
             longest first) against false: the demo recipe's first 50 steps (one whole window,
             in segments of 10 alternating between the two; a part of a window would hold
             longer or shorter examples than the plain order). Goal: grouped / plain <= 0.75.
+  final     a job's end, from its last step to its prediction tables (the stage's
+            run(final_evaluation=False), save_model, final_scores) against the former end
+            (the last step's validation scored in the loop on the unmerged LoRA model, then
+            validation and test again on the saved one). Same predictions. Goal: <= 0.7.
+  levers    the preflight's lever costs (campaign.memory.costs.lever_costs, fresh trainers on
+            the preflight's 256 + 64 sample) timing one step per configuration against two
+            (the former TIMED_STEPS; the two counted steps are the same). Goal: <= 0.85.
 
-Both on the demo's data (data/raw/fortunes.jsonl: 3,221 quotations, median 25 tokens, 11 %
+All on the demo's data (data/raw/fortunes.jsonl: 3,221 quotations, median 25 tokens, 11 %
 longer than max_length 64) and model (all-MiniLM-L6-v2 with params.yaml's LoRA), one torch
 thread, as a training job runs (2 jobs at a time on 2 cores). Times are process CPU seconds
 (steady on a loaded machine, where wall seconds are not); rounds alternate baseline and
-candidate after an untimed warm-up, and the ratio is the median over rounds.
+candidate (scoring after an untimed warm-up; final and levers build fresh trainers each round),
+and the ratio is the median over rounds.
 
     .venv/bin/python benchmarks/bench_demo.py            # ~3 min of CPU
     .venv/bin/python benchmarks/bench_demo.py --rounds 5 --eval-items 400
+    .venv/bin/python benchmarks/bench_demo.py --only final --only levers --rounds 2
 """
 
 from __future__ import annotations
@@ -33,21 +43,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 
-GOALS = {"scoring": 0.6, "steps": 0.75}
+GOALS = {"scoring": 0.6, "steps": 0.75, "final": 0.7, "levers": 0.85}
 
 
-def load(n_train: int, n_eval: int):
+def load(n_train: int, n_eval: int, n_test: int = 0):
     from campaign.train import Data, Split
 
     rows = [json.loads(x) for x in (ROOT / "data/raw/fortunes.jsonl").read_text().splitlines()]
     # Every 4th quotation to the evaluation set: a spread over the five files, as a split has.
     ev = [r for i, r in enumerate(rows) if i % 4 == 0][:n_eval]
-    tr = [r for i, r in enumerate(rows) if i % 4 != 0][:n_train]
+    rest = [r for i, r in enumerate(rows) if i % 4 != 0]
+    tr, te = rest[:n_train], rest[n_train : n_train + n_test]
 
     def split(rs):
         return Split([r["id"] for r in rs], [r["text"] for r in rs], [r["label"] for r in rs])
 
-    return Data(train=split(tr), validation=split(ev), test=Split([], [], []))
+    return Data(train=split(tr), validation=split(ev), test=split(te))
 
 
 def trainer(params: dict, data, work: Path, **train):
@@ -157,12 +168,83 @@ def bench_steps(params, data, segments: int, steps: int) -> dict:
     }
 
 
+def bench_final(params, data, rounds: int) -> dict:
+    """The end of a two-step job, former (base) and now (cand), alternating: each side trains
+    its own fresh run's first step untimed, then its last step (the same on both sides), its
+    last checkpoint, the model folder and the two prediction tables are timed."""
+    import pandas as pd
+
+    def end(work: Path, former: bool) -> tuple[float, dict]:
+        tr = trainer(
+            params, data, work, max_steps=2, warmup_steps=1, eval_every=2, checkpoint_every=2
+        )
+        tr.run(stop_after=1)
+        t = time.process_time()
+        tr.run(final_evaluation=former)
+        tr.save_model(work / "model")
+        scores = {} if former else tr.final_scores()
+        frames = {s: tr.predictions(s, scores.get(s)) for s in ("validation", "test")}
+        return time.process_time() - t, frames
+
+    base, cand = [], []
+    with tempfile.TemporaryDirectory() as work:
+        for i in range(rounds):
+            t, old = end(Path(work) / f"b{i}", True)
+            base.append(t)
+            t, new = end(Path(work) / f"c{i}", False)
+            cand.append(t)
+    for split in old:
+        pd.testing.assert_frame_equal(old[split], new[split])
+    n_val, n_test = len(data.validation), len(data.test)
+    return {
+        "what": f"job end: {n_val} validation + {n_test} test",
+        "base": base,
+        "cand": cand,
+        "note": "validation scored twice before, once now; same prediction tables",
+    }
+
+
+def bench_levers(params, rounds: int) -> dict:
+    """lever_costs with TIMED_STEPS 2 (base) and 1 (cand), alternating; same levers measured."""
+    from campaign.memory import costs
+
+    sample = load(n_train=256, n_eval=64)  # the preflight's sample sizes (params.yaml)
+    base, cand, rows = [], [], {}
+    with tempfile.TemporaryDirectory() as work:
+
+        def make(**overrides):
+            return trainer(params, sample, Path(work), **overrides)
+
+        for _ in range(rounds):
+            for steps, out in ((2, base), (1, cand)):
+                costs.measure_steps.__defaults__ = (steps, costs.COUNTED_STEPS)
+                t = time.process_time()
+                rows[steps] = costs.lever_costs(
+                    make, params["train"], "cpu", task=params["model"]["task"]
+                )
+                out.append(time.process_time() - t)
+    costs.measure_steps.__defaults__ = (costs.TIMED_STEPS, costs.COUNTED_STEPS)
+    measured = [r["lever"] for r in rows[1] if r["peak_bytes"] is not None]
+    # The counted steps are the same: the same bytes (only the step times differ).
+    assert [(r["peak_bytes"], r["saves_bytes"]) for r in rows[1]] == [
+        (r["peak_bytes"], r["saves_bytes"]) for r in rows[2]
+    ], "a lever's bytes changed"
+    return {
+        "what": f"lever costs, {len(measured)} levers measured",
+        "base": base,
+        "cand": cand,
+        "note": "one untimed step, 2 counted, then 2 (base) or 1 (cand) timed; same bytes",
+    }
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--eval-items", type=int, default=805)  # the demo's validation split
     parser.add_argument("--segments", type=int, default=5, help="train segments per side")
     parser.add_argument("--steps", type=int, default=10, help="train steps per segment")
+    parser.add_argument("--test-items", type=int, default=483)  # the demo's test split
+    parser.add_argument("--only", choices=sorted(GOALS), action="append", help="run only these")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a goal is MISSED")
     args = parser.parse_args(argv)
 
@@ -172,11 +254,14 @@ def main(argv=None) -> int:
 
     execution.pin(execution.settings(1))  # as the runner pins a training job
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    data = load(n_train=2000, n_eval=args.eval_items)
-    results = {
-        "scoring": bench_scoring(params, data, args.rounds),
-        "steps": bench_steps(params, data, args.segments, args.steps),
+    data = load(n_train=2000, n_eval=args.eval_items, n_test=args.test_items)
+    benches = {
+        "scoring": lambda: bench_scoring(params, data, args.rounds),
+        "steps": lambda: bench_steps(params, data, args.segments, args.steps),
+        "final": lambda: bench_final(params, data, args.rounds),
+        "levers": lambda: bench_levers(params, args.rounds),
     }
+    results = {name: run() for name, run in benches.items() if name in (args.only or benches)}
     print(f"{'cut':<8}  {'what':<36}  {'baseline s':>10}  {'cut s':>8}  {'ratio':>6}  goal")
     oks = []
     for name, r in results.items():
@@ -188,7 +273,10 @@ def main(argv=None) -> int:
             f"{statistics.median(r['cand']):>8.3f}  {ratio:>6.2f}  <= {GOALS[name]} "
             f"{'met' if ok else 'MISSED'}  ({r['note']})"
         )
-    print("(process CPU seconds: scoring, the median over rounds; steps, per step over the run)")
+    print(
+        "(process CPU seconds: scoring, final and levers, the median over rounds; steps, per "
+        "step over the run)"
+    )
     return 1 if args.strict and not all(oks) else 0
 
 

@@ -85,7 +85,7 @@ def main() -> None:
                 spec_for(mb, packing), data, folder / f"w{mb}{packing}", stream=io.StringIO()
             )
             pad = pad_share(t)
-            m = measure_steps(t, timed_steps=3)
+            m = measure_steps(t, timed_steps=3, counted_steps=3)
             row = (mb, packing, pad, m["peak_bytes"], m["seconds_per_step"])
             if base is None:
                 base = row

@@ -218,9 +218,20 @@ def _run(spec, inputs, folder: Path) -> StageContext:
     return ctx
 
 
-def test_stage_outputs_are_complete_and_byte_deterministic(small_inputs, tmp_path):
+def test_stage_outputs_are_complete_and_byte_deterministic(small_inputs, tmp_path, monkeypatch):
     spec = tiny_spec()
+    scored = []
+    real_scores = Trainer.scores
+
+    def counted(self, split):
+        scored.append((self.step, split))
+        return real_scores(self, split)
+
+    monkeypatch.setattr(Trainer, "scores", counted)
     a = _run(spec, small_inputs, tmp_path / "a")
+    monkeypatch.undo()
+    # Validation at step 6 and, once, at the last step on the saved model; test once.
+    assert scored == [(6, "validation"), (12, "validation"), (12, "test")]
     b = _run(spec, small_inputs, tmp_path / "b")
     # Everything but the timings is the same bytes (what `campaign reproduce` compares).
     for name in OUTPUTS:
@@ -243,6 +254,9 @@ def test_stage_outputs_are_complete_and_byte_deterministic(small_inputs, tmp_pat
     assert "seconds" not in metrics.columns and "tokens_per_s" not in metrics.columns
     val = metrics[metrics.split == "validation"]
     assert val.step.tolist() == [6, 12] and val.accuracy.between(0, 1).all()
+    # The run's final validation accuracy is that of the predictions it wrote.
+    pred_val = pd.read_parquet(a.outputs["predictions_validation"])
+    assert val.accuracy.iloc[-1] == (pred_val.prediction == pred_val.label).mean()
 
     pred = pd.read_parquet(a.outputs["predictions_test"])
     assert list(pred.columns[:3]) == ["id", "label", "prediction"]

@@ -377,11 +377,19 @@ class Trainer:
             "samples_per_s": len(indices) / seconds,
         }
 
-    def run(self, stop_after: int | None = None, after_step: Callable[[int], None] | None = None):
+    def run(
+        self,
+        stop_after: int | None = None,
+        after_step: Callable[[int], None] | None = None,
+        final_evaluation: bool = True,
+    ):
         """Train up to max_steps (or `stop_after` more steps), evaluating and checkpointing.
 
         after_step(step) is called after each step's checkpoint, if any (tests use it to stop a
-        job at a known point).
+        job at a known point). final_evaluation False: the last step's validation is left to
+        final_scores(), which the train stage calls on the model it saved, so that the split is
+        scored once on the model its predictions come from (the last checkpoint then holds no
+        row for it, and a job resumed there scores it the same way).
         """
         r = self.recipe
         progress = (
@@ -400,25 +408,11 @@ class Trainer:
                 done += 1
                 last = self.step == r.max_steps
                 fields = {"loss": row["loss"], "lr": row["lr"]}
-                if self.rank == 0 and (self.step % r.eval_every == 0 or last):
-                    t0 = time.perf_counter()
-                    result = self.evaluate("validation")
+                due = self.step % r.eval_every == 0 or last
+                if self.rank == 0 and due and (final_evaluation or not last):
+                    result = self._validate()
                     if result is not None:
-                        loss, accuracy, _ = result
-                        seconds = time.perf_counter() - t0
-                        n = len(self.examples["validation"])
-                        self.history.append(
-                            {
-                                **dict.fromkeys(METRIC_COLUMNS + TIMING_COLUMNS),
-                                "step": self.step,
-                                "split": "validation",
-                                "loss": loss,
-                                "accuracy": accuracy,
-                                "seconds": seconds,
-                                "samples_per_s": n / seconds,
-                            }
-                        )
-                        fields["val_acc"] = accuracy
+                        fields["val_acc"] = result[1]
                 if self.rank == 0 and (self.step % r.checkpoint_every == 0 or last):
                     self.save()
                 progress.update(self.step, **fields)
@@ -426,6 +420,39 @@ class Trainer:
                     after_step(self.step)
 
     # -------------------------------------------------------------- evaluation
+    def _validate(self) -> tuple[float, float, np.ndarray] | None:
+        """Score the validation split now and append its row (step, loss, accuracy) to history."""
+        t0 = time.perf_counter()
+        result = self.evaluate("validation")
+        if result is not None:
+            loss, accuracy, _ = result
+            seconds = time.perf_counter() - t0
+            self.history.append(
+                {
+                    **dict.fromkeys(METRIC_COLUMNS + TIMING_COLUMNS),
+                    "step": self.step,
+                    "split": "validation",
+                    "loss": loss,
+                    "accuracy": accuracy,
+                    "seconds": seconds,
+                    "samples_per_s": len(self.examples["validation"]) / seconds,
+                }
+            )
+        return result
+
+    def final_scores(self) -> dict[str, tuple[float, float, np.ndarray] | None]:
+        """{split: evaluate(split)} for EVAL_SPLITS, each scored once on the model as it is now;
+        the last step's validation row comes from the same scores when run() left it here
+        (final_evaluation False)."""
+        scored = {row["step"] for row in self.history if row["split"] == "validation"}
+        out = {}
+        for split in EVAL_SPLITS:
+            if split == "validation" and self.step not in scored:
+                out[split] = self._validate()
+            else:
+                out[split] = self.evaluate(split)
+        return out
+
     @torch.no_grad()
     def scores(self, split: str) -> tuple[np.ndarray, float, int]:
         """Class probabilities (n, n_labels) for a split, with the summed loss and target count.
@@ -467,9 +494,11 @@ class Trainer:
         # Plain floats: rows go into checkpoints, which load with weights_only (no numpy types).
         return (float(loss) / count if count else float("nan")), accuracy, probs
 
-    def predictions(self, split: str):
-        """DataFrame: id, label, prediction, then score_<label> (probability) per class."""
-        result = self.evaluate(split)
+    def predictions(self, split: str, result: tuple | None = None):
+        """DataFrame: id, label, prediction, then score_<label> (probability) per class.
+        result: the split's evaluate() on the current model, when the caller has it."""
+        if result is None:
+            result = self.evaluate(split)
         return prediction_frame(
             getattr(self.data, split), self.labels, result[2] if result is not None else None
         )

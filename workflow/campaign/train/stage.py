@@ -137,7 +137,7 @@ def run_training(
         spec, data, work_dir, root=root, base_model=base[0] if base else None, stream=stream
     )
     trainer.resume()
-    trainer.run(after_step=after_step)
+    trainer.run(after_step=after_step, final_evaluation=False)
     if trainer.step < trainer.recipe.max_steps:
         raise CampaignError(
             f"training stopped at step {trainer.step} of {trainer.recipe.max_steps}"
@@ -146,8 +146,18 @@ def run_training(
         return trainer  # rank 0 writes the run's outputs
     device = devices.device_info(trainer.device, lease)
     trainer.save_model(outputs["model"])  # and merges a LoRA adapter for the predictions
+    # Each split scored once, on the saved model: the last validation row comes from the
+    # predictions' own scores.
+    scores = trainer.final_scores()
+    if scores["validation"] is not None:  # the progress line of the last step has none
+        print(
+            f"train: validation accuracy {scores['validation'][1]:.4g} at step {trainer.step} "
+            "(the saved model)",
+            file=trainer.stream,
+            flush=True,
+        )
     for split in EVAL_SPLITS:
-        write_parquet(trainer.predictions(split), outputs[f"predictions_{split}"])
+        write_parquet(trainer.predictions(split, scores[split]), outputs[f"predictions_{split}"])
     write_parquet(trainer.metrics_frame(), outputs["metrics"])
     manifest = run_manifest(trainer, inputs, execution)
     manifest["store_key"] = key
