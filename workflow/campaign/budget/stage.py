@@ -130,6 +130,17 @@ def run_flops(recipe: dict, n_params: float, n_trainable: float, eval_examples: 
     return (4 * n_params + 2 * n_trainable) * train_tokens + 2 * n_params * eval_tokens
 
 
+def _check_measured(measured: list[str], plan: list[dict], not_asked: list[dict]) -> None:
+    """A measured run must be one of the campaign's: in the plan table and, in an adaptive
+    campaign, asked for by a look."""
+    planned, asked_not = {r["run"] for r in plan}, {r["run"] for r in not_asked}
+    for run in measured:
+        if run in asked_not:
+            raise CampaignError(f"run {run}: measured but no look of the campaign asked for it")
+        if run not in planned:
+            raise CampaignError(f"run {run}: measured but not in the plan table")
+
+
 def stage_budget(ctx) -> None:
     import pandas as pd
 
@@ -142,12 +153,7 @@ def stage_budget(ctx) -> None:
     manifests = _by_run(ctx.inputs.get("run_manifests", []), "run manifest")
     timings = _by_run(ctx.inputs.get("timings", []), "timings file")
     benchmarks = _by_run(ctx.inputs.get("benchmarks", []), "benchmark file")
-    planned = {r["run"] for r in plan}
-    for run in [*manifests, *timings, *benchmarks]:
-        if run in {r["run"] for r in not_asked}:
-            raise CampaignError(f"run {run}: measured but no look of the campaign asked for it")
-        if run not in planned:
-            raise CampaignError(f"run {run}: measured but not in the plan table")
+    _check_measured([*manifests, *timings, *benchmarks], plan, not_asked)
     offers = [Offer.from_params(o) for o in b["offers"]]
     reference = next(o for o in offers if o.name == b["reference_offer"])
 

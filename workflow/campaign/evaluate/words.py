@@ -99,6 +99,28 @@ def _quantized_line(r: dict, split: str, metric: str, s: dict) -> str:
     return words + f" (non-inferiority, Tango score over the same items, Holm p {r['p_holm']:.3g})"
 
 
+# What decisions.json keeps of each main effect's and quantized variant's comparison row.
+DECISION_KEYS = (
+    "kind",
+    "subject",
+    "reference",
+    "decision",
+    "estimate",
+    "ci_low",
+    "ci_high",
+    "p_holm",
+    "n_seeds",
+    "adj_low",
+    "adj_high",
+    "dominant",
+    "seeds_needed",
+    "items_needed",
+    "seeds_needed_low",
+    "seeds_needed_high",
+    "stopped_by_look",
+)
+
+
 def decisions(
     spec: dict, comparison_rows: list, metric_rows: list, variants: list, best_floor: str | None
 ) -> dict:
@@ -131,26 +153,7 @@ def decisions(
         if r["kind"] not in ("main", "quantized"):
             continue
         words = (_effect_line if r["kind"] == "main" else _quantized_line)(r, split, metric, s)
-        keys = (
-            "kind",
-            "subject",
-            "reference",
-            "decision",
-            "estimate",
-            "ci_low",
-            "ci_high",
-            "p_holm",
-            "n_seeds",
-            "adj_low",
-            "adj_high",
-            "dominant",
-            "seeds_needed",
-            "items_needed",
-            "seeds_needed_low",
-            "seeds_needed_high",
-            "stopped_by_look",
-        )
-        listed.append({k: r.get(k) for k in keys} | {"words": words})
+        listed.append({k: r.get(k) for k in DECISION_KEYS} | {"words": words})
         lines.append(words)
     vs_floor = [r for r in on if r["kind"] == "floor"]
     flagged = [r for r in vs_floor if r["decision"] != decide.ABOVE]
