@@ -156,11 +156,34 @@ def test_the_last_planned_look_adds_nothing():
 def test_information_fractions_count_the_residual_that_more_seeds_shrink():
     """Hand-computed: seed part 1e-4, var_items 3e-4 of which the seed x item residual 2e-4, at
     s = 0.5 (the row's seeds) after s = 1: V = (1e-4 + 2e-4) * s / 0.5 + 1e-4, i.e. 7e-4 then
-    4e-4, fractions 4/7 and 1 (the residual taken as fixed gave 4/5)."""
+    4e-4, an estimated fraction of 4/7 (the residual taken as fixed gave 4/5). The boundaries
+    take the seeds' share, 0.5 / 1 = 1/2: no larger than the estimate whatever the split."""
     row = {"var_seeds": 1e-4, "var_items": 3e-4, "var_residual": 2e-4}
     assert sequential.variances([1.0, 0.5], row) == pytest.approx([7e-4, 4e-4])
-    assert sequential.fractions([1.0, 0.5], row) == pytest.approx([4 / 7, 1.0])
+    assert sequential.fractions([1.0, 0.5], row) == pytest.approx([1 / 2, 1.0])
     assert sequential.seed_and_item_parts(row) == pytest.approx((3e-4, 1e-4))
+
+
+def test_fractions_taken_too_large_would_spend_more_than_alpha():
+    """Why the boundaries take the seeds' share: looks at 2 -> 3 -> 4 seeds with no item part
+    have fractions 1/2, 3/4, 1. Boundaries solved as if the fractions were 0.95, 0.97, 1 (a
+    seed part estimated near zero on few df) cross more than alpha = 0.05 on paths with the
+    true correlations (2,000,000 Brownian paths: 0.052); those of the seeds' share do not."""
+    rng = np.random.default_rng(3)
+    true = np.array([0.5, 0.75, 1.0])
+    times = [1 / 3, 2 / 3, 1.0]
+    steps = rng.standard_normal((2_000_000, 3)) * np.sqrt(np.diff(true, prepend=0.0))
+    z = np.abs(np.cumsum(steps, axis=1) / np.sqrt(true))
+
+    def crossing(b) -> float:
+        return float(np.mean((z >= np.asarray(b)).any(axis=1)))
+
+    too_large = sequential.boundaries([0.95, 0.97, 1.0], 0.05, times)
+    seeds_share = sequential.boundaries(
+        sequential.fractions([1 / 2, 1 / 3, 1 / 4], {}), 0.05, times
+    )
+    assert crossing(too_large) > 0.0510  # MC se 0.00015
+    assert crossing(seeds_share) == pytest.approx(0.05, abs=0.0006)
 
 
 def test_information_fractions_match_the_simulated_variance_of_the_estimate():
@@ -201,6 +224,8 @@ def test_information_fractions_match_the_simulated_variance_of_the_estimate():
         for i in range(300)
     ]
     assert true[0] == pytest.approx(0.26, abs=0.03)  # far from the 0.5 of the fixed residual
+    # The boundaries' fractions (the seeds' share: 1/4, 1/2, 1) are at most the true ones.
+    assert np.all(np.array(got) <= true + 0.02)
     assert np.mean(got, axis=0) == pytest.approx(true, abs=0.03)
 
 
@@ -283,3 +308,25 @@ def test_an_open_question_is_sized_on_the_seed_spread_only_once_it_has_the_df():
         row["var_residual"],
     )["seeds_needed"]
     assert r["seeds_target"] == max(need, 13) < 500
+
+
+def test_a_cell_an_earlier_look_stopped_stays_stopped_and_its_question_too():
+    """Look 1 stopped "bad"; at look 2 its data alone would not stop it (equal to the control),
+    yet it gets no seed, and its question is "stopped" even at the last planned look."""
+    rng = np.random.default_rng(5)
+    design = _design(rng, 3, 400, {"control": 0.7, "bad": 0.7})
+    qs = [sequential.Question("bad", "cell", {"bad": 1.0, "control": -1.0})]
+    history = [{"control": 2, "bad": 2}, {"control": 3, "bad": 3}]
+    why = {"bad": "below the floor (upper end -3.0 points)"}
+    for looks in (history, [*history, {"control": 3, "bad": 3}]):  # look 2, then the last
+        result = sequential.interim_look(
+            design, qs, "control", looks, SETTINGS, dict.fromkeys(design, 0.5),
+            {"hours": 3.0, "runs": 6}, stopped=why,
+        )  # fmt: skip
+        assert result.stopped == why and result.seeds["bad"] == 3
+        assert result.rows[0]["status"] == "stopped", result.rows[0]
+    fresh = sequential.interim_look(
+        design, qs, "control", history, SETTINGS, dict.fromkeys(design, 0.5),
+        {"hours": 3.0, "runs": 6},
+    )  # fmt: skip
+    assert fresh.stopped == {} and fresh.seeds["bad"] > 3  # without the record: open

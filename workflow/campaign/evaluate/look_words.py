@@ -4,16 +4,19 @@ evaluation's summary and the report; the records are campaign.evaluate.looks' lo
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 LOOKS_TITLE = "Adaptive looks"
 
 
 def read_looks(folder: Path) -> list[dict]:
-    """The look records in `folder` (results/adaptive), in look order; [] when there are none."""
-    paths = sorted(Path(folder).glob("look_*.json"), key=lambda p: int(p.stem.split("_")[1]))
-    return [json.loads(p.read_text(encoding="utf-8")) for p in paths]
+    """The look records in `folder` (results/adaptive), in look order (campaign.plan's
+    look_files: the one list of them); [] when there are none. A record that is not JSON is
+    one error naming the file."""
+    from campaign.core.io import read_json
+    from campaign.plan import look_files
+
+    return [read_json(p) for p in look_files(folder)]
 
 
 def _interval(row: dict) -> str:
@@ -28,6 +31,7 @@ def look_lines(looks: list[dict]) -> list[str]:
     if not looks:
         return []
     lines = []
+    before: dict = {}
     for rec in looks:
         seeds = sorted(set(rec["history"][-1].values()))
         spread = f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}"
@@ -39,7 +43,9 @@ def look_lines(looks: list[dict]) -> list[str]:
             what = f"{row['decision']}{_interval(row)}"
             lines.append(f"  {row['name']}: {what}; {row['status']} ({row['reason']})")
         for cell, why in sorted(rec["stopped"].items()):
-            lines.append(f"  stopped {cell}: {why}")
+            if cell not in before:  # a record lists the earlier looks' stops too
+                lines.append(f"  stopped {cell}: {why}")
+        before = rec["stopped"]
         if rec["appended"]:
             lines.append(
                 f"  added {len(rec['appended'])} runs ({rec['add_hours']:.3g} h projected)"

@@ -170,6 +170,7 @@ def stage_look(ctx) -> None:
         _floor(ctx, spec["evaluation"]["decide_on"], items),
         previous.get("decided", {}),
         {r["name"]: r["boundaries"] for r in previous.get("rows", []) if r.get("boundaries")},
+        previous.get("stopped", {}),
     )
     appended, seeds = appended_runs(result.seeds, seeds_now, runs, spec["candidates"])
     out = {

@@ -247,12 +247,16 @@ def variances(ss: Sequence[float], row: Mapping) -> list[float]:
 
 
 def fractions(ss: Sequence[float], row: Mapping) -> list[float]:
-    """Information at each analysed look relative to the last, I_i / I_last = V_last / V_i
-    (`variances`): increasing as seeds only grow. Without a measured spread, by look."""
-    v = variances(ss, row)
-    if not all(x > 0 for x in v) or len(set(v)) < len(v):
-        return [float(i + 1) / len(ss) for i in range(len(ss))]  # nothing measured: by look
-    return [v[-1] / x for x in v]
+    """Information at each analysed look relative to the last, as the boundaries take it: the
+    seeds' share s_last / s_i, the smallest the crossed model allows (every variance part
+    shrinking with seeds). The estimated fraction V_last / V_i (`variances`) is larger by the
+    items' part, but that part's split rests on a few seed df, and a fraction taken too large
+    (looks taken as more correlated than they are) lowers the later boundaries below what
+    alpha allows; one taken too small only widens them. `row` is kept for the record."""
+    del row
+    if len(set(ss)) < len(ss) or not all(x > 0 for x in ss):
+        return [float(i + 1) / len(ss) for i in range(len(ss))]  # nothing to go by: by look
+    return [ss[-1] / x for x in ss]
 
 
 def _family_sizes(questions_: Sequence[Question]) -> dict[str, int]:
@@ -278,6 +282,7 @@ def interim_look(
     floor=None,
     decided: Mapping | None = None,
     earlier: Mapping | None = None,
+    stopped: Mapping | None = None,
 ) -> LookResult:
     """The look after the runs of `design: {cell: Y (k_c, n_items)}` (seeds in the order run).
 
@@ -288,7 +293,8 @@ def interim_look(
       floor (no seed spread); decided: {question: decision} from earlier looks (kept: a question
       decided at a look stays decided); earlier: {question: [[look, z], ...]} the boundaries
       the earlier looks recorded (their rows' `boundaries`): kept, this look's boundary is
-      solved conditional on them (None: the first look, or recomputed from the start).
+      solved conditional on them (None: the first look, or recomputed from the start);
+      stopped: {cell: reason} the earlier looks stopped (kept: a stopped cell gets no seed again).
     A question is decided when its repeated interval clears or rules out min_useful_effect
     (decide.effect); an open one asks for the seeds per cell that would decide it with
     probability `power` at a gap of at least min_useful_effect (decide.what_would_decide; an
@@ -299,6 +305,7 @@ def interim_look(
     against the best cell is below -min_useful_effect, or against the floor below 0.
     """
     look = _Look(design, questions_, control, seed_history, settings, earlier or {})
+    look.out.stopped.update(stopped or {})
     look.stop_cells(floor)
     wants = [w for q in questions_ if (w := look.question(q, dict(decided or {}))) is not None]
     look.allocate(wants, hours_per_run, spent)
@@ -365,6 +372,8 @@ class _Look:
         best = max(means, key=lambda c: (means[c], str(c)))
         others = [c for c in design if c != best and c != self.control]
         for c in others:
+            if c in stopped:
+                continue
             _, _, (_, high), _, _ = self.at_boundary(
                 {c: 1.0, best: -1.0}, self.alpha / max(1, len(others))
             )
@@ -423,11 +432,11 @@ class _Look:
             r["status"], r["reason"] = "decided", "interactions are reported, not given seeds"
         elif decision in CLOSED:
             r["status"], r["reason"] = "decided", "the repeated interval decides it"
-        elif self.out.final:
-            r["status"], r["reason"] = "open", "the last planned look"
         elif halted:
             r["status"] = "stopped"
             r["reason"] = f"cell {halted[0]} stopped: {self.out.stopped[halted[0]]}"
+        elif self.out.final:
+            r["status"], r["reason"] = "open", "the last planned look"
         else:
             return self.seeds_wanted(q, row, r, n_seeds)
         return None
