@@ -195,3 +195,26 @@ def test_a_question_whose_cell_a_look_stopped_is_open_but_not_priced_in_seeds():
     priced = price_to_decide(decisions, forecast, cells, 2.0, {"margin": 0.0, "currency": "EUR"})
     # lr down only: 37 more seeds x 2 cells x 1 h x 2.00 = 148.00.
     assert [(r["subject"], r["extra_runs"], r["cost"]) for r in priced] == [("lr down", 74, 148.0)]
+
+
+def test_after_the_looks_an_effect_shows_no_fixed_design_p_or_detectable_size():
+    """The Holm p and the detectable size of the fixed design are not valid over seeds the
+    looks chose: the row drops them and its line names the repeated interval instead."""
+    import math
+
+    from campaign.evaluate.words import _effect_line
+
+    row = {
+        "kind": "main", "subject": "lr up", "decision": "inconclusive", "interval_over": "x",
+        "p_holm": 0.004, "mde": 0.02, "n_seeds": 3, "estimate": 0.03, "ci_low": 0.01,
+        "ci_high": 0.05, "dominant": "seeds", "seeds_needed": 5,
+    }  # fmt: skip
+    fixed = _effect_line(dict(row, adj_low=0.0, adj_high=0.06), "validation", "accuracy",
+                         {"min_useful_effect": 0.01})  # fmt: skip
+    assert "Holm p 0.004" in fixed and "detectable from 2.0 points" in fixed
+    rows = [row]
+    apply_last_look(rows, LOOKS)
+    assert math.isnan(rows[0]["p_holm"]) and math.isnan(rows[0]["mde"])
+    line = _effect_line(rows[0], "validation", "accuracy", {"min_useful_effect": 0.01})
+    assert "Holm p" not in line and "detectable" not in line
+    assert "repeated interval to look 2 [1.2, 5.0], useful from 1.0 points" in line, line

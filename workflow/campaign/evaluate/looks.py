@@ -272,6 +272,8 @@ def apply_last_look(rows: list[dict], looks: list[dict], alpha: float | None = N
             f"the earlier looks'"
         )
         r["look"] = found["of_look"]
+        # The fixed design's Holm p and detectable size are not valid over seeds the looks chose.
+        r["p_holm"] = r["mde"] = math.nan
         if found.get("status") == "stopped":
             # No look adds seeds to a stopped cell: left open, it is not priced in seeds.
             r["stopped_by_look"] = found.get("reason") or "a cell of it stopped"

@@ -72,11 +72,17 @@ def _effect_line(r: dict, split: str, metric: str, s: dict) -> str:
     words = f"{r['subject']}: {interval_words(r)} {split} {metric}, {r['decision']}"
     if r["n_seeds"] < 2:
         return words + " (one seed: the seed-to-seed spread is not measured; run more seeds)"
-    words += (
-        f" ({r['n_seeds']} seeds, Holm p {r['p_holm']:.3g}, adjusted interval "
-        f"[{r['adj_low'] * 100:.1f}, {r['adj_high'] * 100:.1f}], useful from "
-        f"{s['min_useful_effect'] * 100:.1f} points; detectable from {r['mde'] * 100:.1f} points"
-    )
+    adjusted = f"[{r['adj_low'] * 100:.1f}, {r['adj_high'] * 100:.1f}]"
+    useful = f"useful from {s['min_useful_effect'] * 100:.1f} points"
+    if r.get("look") is not None:  # an adaptive campaign: decided on the looks (looks.py)
+        words += (
+            f" ({r['n_seeds']} seeds, repeated interval to look {r['look']} {adjusted}, {useful}"
+        )
+    else:
+        words += (
+            f" ({r['n_seeds']} seeds, Holm p {r['p_holm']:.3g}, adjusted interval {adjusted}, "
+            f"{useful}; detectable from {r['mde'] * 100:.1f} points"
+        )
     if r["decision"] in (decide.INCONCLUSIVE, decide.ADOPT_SMALL):
         words += "; " + _needs(r)
     return words + ")"
