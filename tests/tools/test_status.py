@@ -143,3 +143,58 @@ def test_a_run_the_summary_does_not_list_is_told_by_its_job_record(tmp_path, mon
     }
     # A live progress file says running, whatever else says.
     assert run_states(["b"], listed, records, {"b"}) == {"b": "running"}
+
+
+def test_a_stale_run_whose_key_has_a_store_entry_counts_trained_and_costs_nothing(
+    tmp_path, monkeypatch
+):
+    import yaml
+
+    from campaign.core.params import validate
+    from campaign.core.registry import get_stage
+    from campaign.core.runner import job_key
+    from campaign.core.store import Store
+    from campaign.plan import plan_index, run_spec_of
+    from campaign.plan.look_runs import CampaignRuns
+    from campaign.tools.forecast import remaining_line
+    from campaign.tools.status import adaptive_line, stored_runs, train_inputs
+    from conftest import FIXTURES
+
+    monkeypatch.chdir(tmp_path)
+    params = validate(yaml.safe_load((FIXTURES / "tiny_params.yaml").read_text()))
+    a, b, c = list(plan_index(params))[:3]
+    for paths in train_inputs({"run": a}).values():
+        paths[0].parent.mkdir(parents=True, exist_ok=True)
+        paths[0].write_bytes(paths[0].name.encode())  # the split files (content is all it takes)
+    # Run a was trained before: the store holds the entry its key names now (outputs stand-ins;
+    # the runner commits the same way). b and c never trained.
+    store = Store(tmp_path / ".campaign")
+    store.ensure()
+    key = job_key(get_stage("train"), run_spec_of(params, a), train_inputs({"run": a}), store,
+                  Path("."), 1)[3]  # fmt: skip
+    staging = store.new_staging(key)
+    for name in get_stage("train").outputs:
+        (staging / "outputs" / name).write_text(name)
+    store.commit(key, staging, {"stage": "train", "key_material": {"execution": {"threads": 1}}})
+    record = {f"results/runs/{a}/run_manifest.json": {"state": "done", "key": key}}
+    # Snakemake marks a stale (its inputs' mtimes are newer, say a copied project) and c missing.
+    states = {a: "stale", b: "stale", c: "missing"}
+    assert stored_runs([a, b, c], states, params, store, record) == {a}
+    for paths in train_inputs({}).values():
+        os.utime(paths[0], (1, 1))  # a checkout's or a copy's times
+    assert stored_runs([a, b, c], states, params, store, {}) == {a}  # mtimes don't count
+    # Priced: b and c only (1 h each at 1 EUR/h), a costs a store hit.
+    plan = [{"run": r, "projected_hours": 1.0} for r in (a, b, c)]
+    budget = {"reference_offer": "box", "currency": "EUR", "offers": [{"name": "box", "hourly": 1}]}
+    assert remaining_line(plan, {a}, None, budget).startswith(
+        "remaining: 2 of 3 planned runs, 2 h 0 min (as projected; not yet calibrated by the "
+        "budget), 2.00 EUR"
+    )
+    look = CampaignRuns((a, b, c), looks=1, final=True, adaptive=True)
+    assert adaptive_line(look, states, {a}) == (
+        "adaptive: look 1 (the last) asks for 3 runs: 1 trained (1 of them store hits), 1 stale, "
+        "0 running, 1 to do"
+    )
+    # New split content: a's key changes, so its rerun trains; nothing is a hit.
+    train_inputs({})["validation"][0].write_bytes(b"other rows")
+    assert stored_runs([a, b, c], states, params, store, record) == set()

@@ -223,6 +223,51 @@ def _entry_meta(job: _Job, wall: float) -> dict:
     }
 
 
+def job_key(
+    stage: Stage, spec: Any, inputs: dict[str, list[Path]], store: Store, root: Path, threads: int
+) -> tuple[dict[str, list[Path]], dict[str, list[dict]], dict | None, str, dict]:
+    """(inputs resolved, their hashes, execution settings, key, key material) of one job: what
+    run_stage hashes before it looks in the store, and what `stored_key` asks of a job not run."""
+    cache = HashCache(store.root / "hashcache.sqlite")
+    try:
+        resolved = resolve_inputs(stage, spec, inputs, root)
+        input_hashes = hash_inputs(resolved, cache, dict(stage.input_views))
+        execution = execution_settings(stage, threads)
+        key, material = content_key(stage, spec, input_hashes, execution)
+    finally:
+        cache.close()
+    return resolved, input_hashes, execution, key, material
+
+
+def stored_key(
+    stage_name: str,
+    spec: Any,
+    inputs: dict[str, list[Path]],
+    store: Store,
+    root: Path = Path("."),
+    threads: int = DEFAULT_THREADS,
+) -> str | None:
+    """The key a run of the stage would compute now, when the store holds its entry (entry.json
+    names the key and every output is there), else None: a job Snakemake would rerun because
+    an input's mtime changed costs a store hit then, not a computation. The entry's outputs are
+    re-hashed when it is used (Store.lookup), not here: one corrupted since it was committed is
+    recomputed then (`campaign verify` finds it beforehand). None too when an input is absent
+    or the params name other inputs than those given (the job cannot run as it stands)."""
+    stage = get_stage(stage_name)
+    if not store.entries.is_dir():
+        return None
+    try:
+        key = job_key(stage, spec, inputs, store, root, threads)[3]
+    except CampaignError:
+        return None
+    entry = store.read_entry(key)
+    if entry is None or entry.meta.get("key") != key:
+        return None
+    outputs = entry.meta.get("outputs", {})
+    whole = set(outputs) == set(stage.outputs)
+    return key if whole and all(entry.output_path(n).exists() for n in outputs) else None
+
+
 def run_stage(
     stage_name: str,
     spec: Any,
@@ -260,15 +305,10 @@ def run_stage(
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "started": round(started, 3),
     }
-    cache = HashCache(store.root / "hashcache.sqlite")
     try:
-        try:
-            resolved = resolve_inputs(stage, spec, inputs, root)
-            input_hashes = hash_inputs(resolved, cache, dict(stage.input_views))
-            execution = execution_settings(stage, threads)
-            key, material = content_key(stage, spec, input_hashes, execution)
-        finally:
-            cache.close()
+        resolved, input_hashes, execution, key, material = job_key(
+            stage, spec, inputs, store, root, threads
+        )
         job["key"] = key
         store.write_job(job_id, {**job, "state": "running"})
         with store.lock(key):

@@ -44,6 +44,9 @@ __all__ = [
     "progress_lines",
     "run_states",
     "status_lines",
+    "stored_line",
+    "stored_runs",
+    "train_inputs",
 ]
 
 
@@ -137,20 +140,79 @@ def run_states(
     return out
 
 
-def adaptive_line(campaign: CampaignRuns, states: Mapping[str, str]) -> str:
-    """The runs an adaptive campaign's latest look asked for: trained, stale (Snakemake would
-    rerun them), running and to do (states: run_states'), and the candidates a later look may
-    still append."""
-    state = [states.get(r, "missing") for r in campaign.runs]
-    counts = {s: state.count(s) for s in ("done", "stale", "running")}
+def train_inputs(wildcards: Mapping[str, str]) -> dict[str, list[Path]]:
+    """The train stage's inputs for one run as its rule gives them: each From input's path
+    (the split files); the Derived one (the base model folder) the runner derives itself."""
+    from campaign.core.registry import get_stage, produced
+    from campaign.core.stage import From
+
+    stage = get_stage("train")
+    return {
+        name: [Path(produced(source).path.format(**wildcards))]
+        for name, source in stage.inputs.items()
+        if isinstance(source, From)
+    }
+
+
+def stored_runs(
+    runs: Sequence[str],
+    states: Mapping[str, str],
+    params: dict,
+    store: Store,
+    records: Mapping[str, dict],
+) -> set[str]:
+    """The runs not trained or running (states: run_states') whose training job would be a
+    store hit now (campaign.core.runner.stored_key: the key of its params, code and inputs as
+    they are has an entry): Snakemake reruns them (an input's mtime changed, the outputs were
+    deleted) at the cost of a store hit, no training. Threads as the run's last job recorded
+    them (its entry's execution settings), else a rule's default."""
+    from campaign.core.registry import get_stage
+    from campaign.core.runner import DEFAULT_THREADS, stored_key
+    from campaign.plan import run_spec_of
+
+    manifest = get_stage("train").outputs["run_manifest"].path
+    found = set()
+    for run in runs:
+        if states.get(run, "missing") in ("done", "running"):
+            continue
+        record = records.get(manifest.format(run=run)) or {}
+        entry = store.read_entry(record["key"]) if record.get("key") else None
+        execution = (entry.meta.get("key_material", {}) if entry else {}).get("execution") or {}
+        threads = int(execution.get("threads", DEFAULT_THREADS))
+        spec = run_spec_of(params, run)
+        if stored_key("train", spec, train_inputs({"run": run}), store, threads=threads):
+            found.add(run)
+    return found
+
+
+def stored_line(stored: set[str], states: Mapping[str, str]) -> str:
+    """`store hits: ...`: the runs Snakemake would rerun that cost a store hit, by state."""
+    by = Counter(states.get(r, "missing") for r in stored)
+    how = ", ".join(f"{n} {state}" for state, n in sorted(by.items()))
+    return (
+        f"store hits: {len(stored)} run(s) Snakemake would rerun ({how}) are in the store: "
+        "the rerun materializes them, no training; counted trained, not priced"
+    )
+
+
+def adaptive_line(
+    campaign: CampaignRuns, states: Mapping[str, str], stored: set[str] = frozenset()
+) -> str:
+    """The runs an adaptive campaign's latest look asked for: trained (the store hits among
+    them: `stored`, stored_runs'), stale (Snakemake would rerun and train them), running and
+    to do (states: run_states'), and the candidates a later look may still append."""
+    state = ["stored" if r in stored else states.get(r, "missing") for r in campaign.runs]
+    counts = {s: state.count(s) for s in ("done", "stored", "stale", "running")}
     if campaign.looks:
         asks = f"look {campaign.looks}{' (the last)' if campaign.final else ''} asks for"
     else:
         asks = "before the first look: the plan's kept runs,"
     appended = f" ({len(campaign.appended)} appended by the looks)" if campaign.appended else ""
+    hits = f" ({counts['stored']} of them store hits)" if counts["stored"] else ""
     stale = f", {counts['stale']} stale" if counts["stale"] else ""
     line = (
-        f"adaptive: {asks} {len(state)} runs{appended}: {counts['done']} trained{stale}, "
+        f"adaptive: {asks} {len(state)} runs{appended}: "
+        f"{counts['done'] + counts['stored']} trained{hits}{stale}, "
         f"{counts['running']} running, {len(state) - sum(counts.values())} to do"
     )
     if not campaign.final:
@@ -184,17 +246,20 @@ def print_status(
         cards = {r.run_id: int(r.spec["train"].get("devices", 1)) for r in runs}
         campaign = campaign_runs(plan_table, look_files(looks_folder))
         states = run_states(campaign.runs, train_states(rows, records), records, set(etas))
+        stored = stored_runs(campaign.runs, states, params, store, records)
         line = remaining_line(
             read_plan_table(Path(plan_table), campaign.runs),
-            {r for r, state in states.items() if state == "done"},
+            stored | {r for r, state in states.items() if state == "done"},
             read_calibration(Path(forecast)),
             params.get("budget", {}),
             etas,
             cards,
         )
         print(line)
+        if stored:
+            print(stored_line(stored, states))
         if campaign.adaptive:
-            print(adaptive_line(campaign, states))
+            print(adaptive_line(campaign, states, stored))
     else:
         print(f"remaining: unknown until the plan table ({plan_table}) is written")
     from campaign.evaluate import LOOKS_TITLE, look_lines, read_looks
