@@ -190,8 +190,8 @@ def test_a_question_whose_cell_a_look_stopped_is_open_but_not_priced_in_seeds():
         f"  Open: lr up, inconclusive: not pursued, the looks stopped a cell of it ({why})"
     )
     assert questions["lr down"]["seeds_needed"] == 40
-    forecast = [{"run": f"r{i}", "kept": True, "forecast_hours": 1.0} for i in range(4)]
-    cells = {"r0": "c0", "r1": "c0", "r2": "c1", "r3": "c1"}
+    forecast = [{"run": f"r{i}", "kept": True, "forecast_hours": 1.0} for i in range(6)]
+    cells = {f"r{i}": f"c{i // 3}" for i in range(6)}  # 3 seeds a cell, as n_seeds says
     priced = price_to_decide(decisions, forecast, cells, 2.0, {"margin": 0.0, "currency": "EUR"})
     # lr down only: 37 more seeds x 2 cells x 1 h x 2.00 = 148.00.
     assert [(r["subject"], r["extra_runs"], r["cost"]) for r in priced] == [("lr down", 74, 148.0)]

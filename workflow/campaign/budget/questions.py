@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import Counter
 
 from campaign.evaluate import NOT_SHOWN, floor_question
 
@@ -28,35 +29,41 @@ def price_to_decide(
     forecast: the budget's forecast rows (forecast_hours per planned run, kept flag); cells:
     {run id: cell id} of the planned runs (the plan table's cell_id); price: the reference
     offer's price per card-hour.
-    A seed more per cell is one run per cell of the kept plan, each at the median calibrated
-    card-hours of the kept runs (forecast hours x cards), plus `b["margin"]`; cost_low/cost_high
-    price the seeds needed at the ends of the seed variance's interval (seeds_needed_low/high).
-    With one seed, the price of a second one (it measures the seed spread; whether it decides
-    is not known yet).
+    The runs a question needs are each of its cells' own: from the cell's seeds now (its runs in
+    the kept plan; an adaptive campaign's looks leave cells with uneven seeds) up to
+    seeds_needed, summed over the cells of the kept plan (a main effect) or the best cell alone
+    (the floor question); each run at the median calibrated card-hours of the kept runs
+    (forecast hours x cards), plus `b["margin"]`. cost_low/cost_high price the seeds needed at
+    the ends of the seed variance's interval (seeds_needed_low/high). With one seed, the price
+    of a second one (it measures the seed spread; whether it decides is not known yet).
     """
     kept = [r for r in forecast if r["kept"]]
     hours = [
         r["forecast_hours"] * r.get("cards", 1) for r in kept if math.isfinite(r["forecast_hours"])
     ]
     per_run = statistics.median(hours) * (1 + b["margin"]) if hours else math.nan
-    n_main_cells = len({cells[r["run"]] for r in kept if r["run"] in cells})
+    per_cell = Counter(cells[r["run"]] for r in kept if r["run"] in cells)  # {cell: seeds now}
     rows = []
     asked = [d for d in decisions.get("decisions", []) if d.get("kind") == "main"]
     floor = floor_question(decisions)  # the best cell against the floor: its seeds only
     for d in ([floor] if floor is not None else []) + asked:
         if d.get("decision") not in OPEN or d.get("stopped_by_look"):
             continue  # decided, or an adaptive look stopped a cell of it: no seeds to price
-        n_cells = 1 if d["kind"] == "floor" else n_main_cells
         n_seeds, need = int(d.get("n_seeds") or 0), d.get("seeds_needed")
+        seeds = (
+            _best_cell_seeds(decisions, per_cell, n_seeds)
+            if d["kind"] == "floor"
+            else list(per_cell.values())
+        )
         if n_seeds < 2:
             need = 2  # a second seed measures the seed spread; what would decide is unknown
-        extra = max(int(need) - n_seeds, 0) * n_cells if need else None
+        extra = _runs_to(int(need), seeds) if need else None
         extra_hours = extra * per_run if extra is not None else math.nan
         # The seeds needed at the ends of the seed variance's interval (its uncertainty).
         ends = [d.get("seeds_needed_low"), d.get("seeds_needed_high")] if n_seeds >= 2 else []
-        costs = [
-            max(int(k) - n_seeds, 0) * n_cells * per_run * price if k else math.nan for k in ends
-        ] or [math.nan, math.nan]
+        costs = [_runs_to(int(k), seeds) * per_run * price if k else math.nan for k in ends]
+        costs = costs or [math.nan, math.nan]
+        n_cells = len(seeds)
         rows.append(
             {
                 "subject": d["subject"],
@@ -78,3 +85,18 @@ def price_to_decide(
             }
         )
     return rows
+
+
+def _runs_to(seeds_needed: int, seeds: list[int]) -> int:
+    """The runs that bring each cell from its seeds now (`seeds`: one count a cell) up to
+    seeds_needed: a cell already there needs none."""
+    return sum(max(seeds_needed - n, 0) for n in seeds)
+
+
+def _best_cell_seeds(decisions: dict, per_cell: Counter, n_seeds: int) -> list[int]:
+    """[the best cell's seeds now]: its runs in the kept plan (by cell id), else the runs the
+    evaluation names for it, else the floor row's n_seeds."""
+    best = decisions.get("best_cell") or {}
+    if best.get("cell_id") in per_cell:
+        return [per_cell[best["cell_id"]]]
+    return [len(best["runs"]) if best.get("runs") else n_seeds]
