@@ -86,6 +86,8 @@ def adaptive(full: dict, looks: int, max_seeds: int, cells=CELLS) -> tuple[dict,
     history: list[dict] = []
     decided: dict = {}
     earlier: dict = {}  # the boundaries each look used: the next keeps them
+    stops: dict = {}  # the stop contrasts' boundaries, kept likewise
+    stopped: dict = {}  # a stopped cell stays stopped (as the look stage passes them on)
     qs = _questions(cells)
     hours = dict.fromkeys(cells, 1.0)
     for _ in range(looks):
@@ -103,9 +105,13 @@ def adaptive(full: dict, looks: int, max_seeds: int, cells=CELLS) -> tuple[dict,
             None,
             decided,
             earlier,
+            stopped,
+            stops,
         )
         decided = {r["name"]: r["decision"] for r in result.rows}
         earlier = {r["name"]: r["boundaries"] for r in result.rows}
+        stops = {r["name"]: r["boundaries"] for r in result.stop_rows}
+        stopped = dict(result.stopped)
         if result.add_runs == 0:
             break
         seeds = result.seeds

@@ -330,3 +330,39 @@ def test_a_cell_an_earlier_look_stopped_stays_stopped_and_its_question_too():
         {"hours": 3.0, "runs": 6},
     )  # fmt: skip
     assert fresh.stopped == {} and fresh.seeds["bad"] > 3  # without the record: open
+
+
+def test_a_stop_contrast_keeps_the_boundary_its_earlier_look_recorded():
+    """Cell "mid" against the best cell "good": look 1 (3 seeds) records the stop contrast's
+    boundary; look 2 (5 seeds) keeps the one recorded (here 3.5, as if look 1's variance parts
+    had given it) and solves its own given it, as the questions' boundaries are kept. Without
+    the record it solves both afresh, and look 1's is not 3.5."""
+    rng = np.random.default_rng(5)
+    full = _design(rng, 5, 400, {"control": 0.7, "good": 0.8, "mid": 0.7})
+    first = {c: y[:3] for c, y in full.items()}
+    one = {r["name"]: r for r in _look(first).stop_rows}
+    assert set(one) == {"mid - good"}  # the control never stops, the best is not tested
+    assert one["mid - good"]["boundaries"] == [[1, one["mid - good"]["boundary"]]]
+    assert not one["mid - good"]["stops"]
+    history = [{c: 3 for c in full}, {c: 5 for c in full}]
+
+    def look_2(earlier_stops):
+        result = sequential.interim_look(
+            full, [], "control", history, SETTINGS, dict.fromkeys(full, 0.5),
+            {"hours": 7.5, "runs": 15}, earlier_stops=earlier_stops,
+        )  # fmt: skip
+        return {r["name"]: r for r in result.stop_rows}["mid - good"]
+
+    kept = look_2({"mid - good": [[1, 3.5]]})
+    row = sequential.questions.contrast_row(full, {"mid": 1.0, "good": -1.0}, 0.95)
+    want = sequential.boundaries(
+        sequential.fractions([2 / 3, 2 / 5], row), 0.05, [1 / 3, 2 / 3], [3.5]
+    )
+    assert kept["boundaries"] == [[1, 3.5], [2, pytest.approx(want[1])]]
+    assert kept["rci_high"] == pytest.approx(
+        row["estimate"] + sequential.stats.t.isf(sequential.stats.norm.sf(want[1]), row["df"])
+        * row["se"]
+    )  # fmt: skip
+    fresh = look_2(None)
+    assert fresh["boundaries"][0][1] != pytest.approx(3.5, abs=0.05)
+    assert fresh["boundary"] != pytest.approx(kept["boundary"])

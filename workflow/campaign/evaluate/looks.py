@@ -18,6 +18,11 @@ look_<j>.json
               spending_time, info_fraction: what the boundary used. The next look keeps
               these boundaries and solves its own conditional on them
   stopped     {cell_id: reason}; open_cost_hours {question: hours}
+  stop_contrasts  one per stop contrast tested (a cell not stopped against the best cell or
+              the floor): name, cell, against, estimate, boundary, of_look, boundaries,
+              alpha_spent, spending_time, info_fraction, rci_high, stops (sequential.LookResult
+              stop_rows); the next look keeps these boundaries as it keeps the rows'. Records
+              written before this key had it not: their stop contrasts are solved afresh
   add_runs, add_hours  the appended runs' count and projected hours (seeds, add_runs and
               appended come from one list: a cell whose candidate runs ran out counts only
               those it got)
@@ -171,6 +176,7 @@ def stage_look(ctx) -> None:
         previous.get("decided", {}),
         {r["name"]: r["boundaries"] for r in previous.get("rows", []) if r.get("boundaries")},
         previous.get("stopped", {}),
+        {r["name"]: r["boundaries"] for r in previous.get("stop_contrasts", [])},
     )
     appended, seeds = appended_runs(result.seeds, seeds_now, runs, spec["candidates"])
     out = {
@@ -186,6 +192,7 @@ def stage_look(ctx) -> None:
         },
         "rows": [_clean(r) for r in result.rows],
         "stopped": result.stopped,
+        "stop_contrasts": [_clean(r) for r in result.stop_rows],
         "add_runs": len(appended),
         "add_hours": sum((k - seeds_now.get(c, 0)) * cell_hours[c] for c, k in seeds.items()),
         "open_cost_hours": result.open_cost_hours,

@@ -196,6 +196,11 @@ class LookResult:
       rci_high, decision (decide.effect on the RCI), status (open | decided | stopped |
       over budget | items), seeds_target (per cell, or None), reason.
     stopped: {cell: reason}: cells that get no more seeds.
+    stop_rows: one dict per stop contrast tested (a cell not yet stopped against the best cell,
+      or against the floor): name ("<cell> - <best cell or floor>"), cell, against, estimate,
+      boundary, of_look, boundaries, alpha_spent, spending_time, info_fraction (as in rows),
+      rci_high, stops (whether it stopped the cell). The next look keeps its boundaries as
+      the questions' are kept; a new best cell is a new contrast, solved afresh.
     seeds: {cell: total seeds after the look}; add_runs / add_hours: what that costs.
     open_cost_hours: {question: hours} of open questions that did not fit the budget or runs.
     """
@@ -204,6 +209,7 @@ class LookResult:
     final: bool
     rows: list[dict] = field(default_factory=list)
     stopped: dict = field(default_factory=dict)
+    stop_rows: list = field(default_factory=list)
     seeds: dict = field(default_factory=dict)
     add_runs: int = 0
     add_hours: float = 0.0
@@ -283,6 +289,7 @@ def interim_look(
     decided: Mapping | None = None,
     earlier: Mapping | None = None,
     stopped: Mapping | None = None,
+    earlier_stops: Mapping | None = None,
 ) -> LookResult:
     """The look after the runs of `design: {cell: Y (k_c, n_items)}` (seeds in the order run).
 
@@ -294,7 +301,9 @@ def interim_look(
       decided at a look stays decided); earlier: {question: [[look, z], ...]} the boundaries
       the earlier looks recorded (their rows' `boundaries`): kept, this look's boundary is
       solved conditional on them (None: the first look, or recomputed from the start);
-      stopped: {cell: reason} the earlier looks stopped (kept: a stopped cell gets no seed again).
+      stopped: {cell: reason} the earlier looks stopped (kept: a stopped cell gets no seed again);
+      earlier_stops: {stop contrast: [[look, z], ...]} the boundaries the earlier looks recorded
+      for their stop contrasts (their stop_rows' `boundaries`): kept like `earlier`.
     A question is decided when its repeated interval clears or rules out min_useful_effect
     (decide.effect); an open one asks for the seeds per cell that would decide it with
     probability `power` at a gap of at least min_useful_effect (decide.what_would_decide; an
@@ -306,7 +315,7 @@ def interim_look(
     """
     look = _Look(design, questions_, control, seed_history, settings, earlier or {})
     look.out.stopped.update(stopped or {})
-    look.stop_cells(floor)
+    look.stop_cells(floor, earlier_stops or {})
     wants = [w for q in questions_ if (w := look.question(q, dict(decided or {}))) is not None]
     look.allocate(wants, hours_per_run, spent)
     return look.out
@@ -365,8 +374,10 @@ class _Look:
         lo, hi = row["_range"]
         return row, z, repeated_interval(row, z, lo, hi), looks[-1][0], record
 
-    def stop_cells(self, floor) -> None:
-        """Cells that stop: clearly worse than the best cell, or below the floor."""
+    def stop_cells(self, floor, earlier: Mapping) -> None:
+        """Cells that stop: clearly worse than the best cell, or below the floor. Each stop
+        contrast's boundaries are kept from the look that recorded them (`earlier`: {name:
+        [[look, z], ...]}) and recorded in out.stop_rows for the next look."""
         design, useful, stopped = self.design, self.useful, self.out.stopped
         means = {c: float(np.asarray(y).mean()) for c, y in design.items()}
         best = max(means, key=lambda c: (means[c], str(c)))
@@ -374,14 +385,15 @@ class _Look:
         for c in others:
             if c in stopped:
                 continue
-            _, _, (_, high), _, _ = self.at_boundary(
-                {c: 1.0, best: -1.0}, self.alpha / max(1, len(others))
+            high = self.stop_contrast(
+                c, best, self.alpha / max(1, len(others)), earlier, frozenset(), design
             )
             if high < -useful:
                 bar = f"{100 * useful:g} point{'' if 100 * useful == 1 else 's'}"
                 stopped[c] = (
                     f"below the best cell by more than {bar} (upper end {100 * high:+.1f} points)"
                 )
+                self.out.stop_rows[-1]["stops"] = True
         if floor is None:
             return
         key, y_floor = floor
@@ -389,11 +401,34 @@ class _Look:
         for c in design:
             if c == self.control or c in stopped:
                 continue
-            _, _, (_, high), _, _ = self.at_boundary(
-                {c: 1.0, key: -1.0}, self.alpha / max(1, len(design)), frozenset([key]), with_floor
+            high = self.stop_contrast(
+                c, key, self.alpha / max(1, len(design)), earlier, frozenset([key]), with_floor
             )
             if high < 0:
                 stopped[c] = f"below the floor (upper end {100 * high:+.1f} points)"
+                self.out.stop_rows[-1]["stops"] = True
+
+    def stop_contrast(self, cell, against, alpha, earlier: Mapping, fixed, data) -> float:
+        """The upper repeated bound of `cell` minus `against` at family alpha `alpha`, its
+        boundaries kept from `earlier` (by the contrast's name); its row into out.stop_rows."""
+        name = f"{cell} - {against}"
+        row, z, (_, high), of_look, record = self.at_boundary(
+            {cell: 1.0, against: -1.0}, alpha, fixed, data, earlier.get(name)
+        )
+        self.out.stop_rows.append(
+            {
+                "name": name,
+                "cell": cell,
+                "against": against,
+                "estimate": row["estimate"],
+                "boundary": z,
+                "of_look": of_look,
+                **record,
+                "rci_high": high,
+                "stops": False,
+            }
+        )
+        return high
 
     def question(self, q: Question, decided: Mapping) -> tuple | None:
         """Question q's row at this look (into out.rows); (cost, row, {cell: seeds}) when it
