@@ -71,3 +71,53 @@ def test_appended_runs_and_the_seeds_counted_are_one_list():
     appended, seeds = appended_runs({"c1": 6, "c2": 2}, {"c1": 3, "c2": 2}, runs, candidates)
     assert appended == ["c1-s4", "c1-s5"]
     assert seeds == {"c1": 5, "c2": 2}
+
+
+def test_looks_whose_intervals_do_not_overlap_decide_on_their_span_and_say_so():
+    """'lr up': look 1's repeated interval [4.0, 9.0] points adopted it (useful from 3), look 2's
+    [-1.0, 2.5] misses look 1's: at least one misses the true gain. The row shows their span
+    [-1.0, 9.0] and decides on it: inconclusive, not the look-1 adopt nor look 2's reject of
+    the useful size. The flag and the note (each look's interval) are in the row, and its line
+    says it. 'lr down' overlaps ([1.0, 5.0] and [2.0, 6.0]): intersected, no flag."""
+    from campaign.evaluate.words import _effect_line
+
+    def cell(name, low, high, decision, j):
+        return {"name": name, "kind": "main", "decision": decision, "rci_low": low,
+                "rci_high": high, "of_look": j, "n_seeds": 4}  # fmt: skip
+
+    first = _look(
+        1,
+        [
+            cell("lr up", 0.04, 0.09, decide.ADOPT, 1),
+            cell("lr down", 0.01, 0.05, decide.INCONCLUSIVE, 1),
+        ],
+    )
+    last = _look(
+        2,
+        [
+            cell("lr up", -0.01, 0.025, decide.REJECT, 2),
+            cell("lr down", 0.02, 0.06, decide.INCONCLUSIVE, 2),
+        ],
+    )
+    first["decided"] = last["decided"] = {"lr up": decide.ADOPT}
+    rows = [_fixed("lr up", "main", decide.ADOPT), _fixed("lr down", "main", decide.ADOPT)]
+    apply_last_look(rows, [first, last], useful=0.03)
+    up, down = rows
+    assert (up["adj_low"], up["adj_high"]) == (-0.01, 0.09)
+    assert up["decision"] == decide.INCONCLUSIVE and up["intervals_disagree"] is True
+    assert "look 1 [4.0, 9.0], look 2 [-1.0, 2.5]" in up["interval_note"]
+    assert "their span" in up["interval_over"]
+    assert (down["adj_low"], down["adj_high"]) == (0.02, 0.05) and "intervals_disagree" not in down
+    assert down["decision"] == decide.INCONCLUSIVE  # the last look's
+    line = _effect_line(
+        {**up, "estimate": 0.01, "ci_low": -0.01, "ci_high": 0.03, "n_seeds": 4,
+         "dominant": None},
+        "validation", "accuracy", {"min_useful_effect": 0.03},
+    )  # fmt: skip
+    assert "do not overlap (look 1 [4.0, 9.0], look 2 [-1.0, 2.5])" in line
+    # Both looks clear the useful size though apart: the span adopts.
+    clear = [_look(1, [cell("lr up", 0.04, 0.05, decide.ADOPT, 1)]),
+             _look(2, [cell("lr up", 0.06, 0.08, decide.ADOPT, 2)])]  # fmt: skip
+    (row,) = [_fixed("lr up", "main", decide.ADOPT)]
+    apply_last_look([row], clear, useful=0.03)
+    assert row["decision"] == decide.ADOPT and row["intervals_disagree"] is True

@@ -62,7 +62,10 @@ decisions.json
                          main and cell rows of the decision split then carry the last look's
                          repeated interval as adj_low/adj_high and its decision (looks.py),
                          and a main effect a look stopped a cell of carries stopped_by_look
-                         (the reason): left open, it is not priced in seeds (no look adds any)
+                         (the reason): left open, it is not priced in seeds (no look adds any);
+                         a row whose looks' repeated intervals do not overlap carries
+                         intervals_disagree true and interval_note (each look's interval):
+                         adj_low/adj_high are then their span and the decision is read off it
   adaptive          NEW  ablation.adaptive only: {looks, max_looks, seeds_added, cells_stopped,
                          runs, fixed_runs} (look_words.look_summary): the verdict block's
                          lines on the looks; absent in a fixed campaign

@@ -234,7 +234,9 @@ ADAPTIVE_OVER = "repeated confidence interval at the last look (group-sequential
 FLOOR_OVER = "Bonferroni over the {k} planned looks: the looks chose the seeds"
 
 
-def apply_last_look(rows: list[dict], looks: list[dict], alpha: float | None = None) -> None:
+def apply_last_look(
+    rows: list[dict], looks: list[dict], alpha: float | None = None, useful: float | None = None
+) -> None:
     """An adaptive campaign's decisions on the decision split: each effect, interaction and
     cell-against-control row takes the looks' repeated intervals (intersected) as its adjusted
     interval, and the look's decision (a question closed at an earlier look keeps that
@@ -247,7 +249,11 @@ def apply_last_look(rows: list[dict], looks: list[dict], alpha: float | None = N
     A cell-against-floor row (what the verdict keeps rests on it; the looks stop cells on it)
     is tested at alpha / max_looks: its Holm p times the planned looks (Bonferroni over the
     looks, more conservative than the O'Brien-Fleming boundary at any look), `alpha` being the
-    level its fixed-design decision used."""
+    level its fixed-design decision used.
+
+    Looks whose repeated intervals do not overlap (`_intersection`): the row shows their span,
+    is decided on it (decide.effect at `useful`, min_useful_effect; without it, inconclusive)
+    and says so: intervals_disagree true and interval_note naming each look's interval."""
     if not looks:
         return
     last = looks[-1]
@@ -269,14 +275,25 @@ def apply_last_look(rows: list[dict], looks: list[dict], alpha: float | None = N
             r["undecided_reason"] = NOT_ASKED
             r["interval_over"] = f"{r['interval_over']}; {NOT_ASKED}"
             continue
-        r["adj_low"], r["adj_high"] = _intersection(looks, r["kind"], found)
+        r["adj_low"], r["adj_high"], apart = _intersection(looks, r["kind"], found)
         if r["kind"] == "interaction":
             r["decision"] = _interaction(r["adj_low"], r["adj_high"], found)
+        elif apart:
+            r["decision"] = (
+                decide.INCONCLUSIVE
+                if useful is None
+                else decide.effect(r["adj_low"], r["adj_high"], int(found["n_seeds"]), useful)
+            )
         else:
             r["decision"] = last["decided"].get(found["name"], found["decision"])
+        if apart:
+            r["intervals_disagree"] = True
+            r["interval_note"] = DISAGREE.format(
+                looks=", ".join(f"look {j} [{lo * 100:.1f}, {hi * 100:.1f}]" for j, lo, hi in apart)
+            )
+        joined = "their span: they do not overlap" if apart else "intersected with the earlier"
         r["interval_over"] = (
-            f"{r['interval_over']}; adjusted: {ADAPTIVE_OVER} {last['look']}, intersected with "
-            f"the earlier looks'"
+            f"{r['interval_over']}; adjusted: {ADAPTIVE_OVER} {last['look']}, {joined} looks'"
         )
         r["look"] = found["of_look"]
         # The fixed design's Holm p and detectable size are not valid over seeds the looks chose.
@@ -309,19 +326,47 @@ def _interaction(low, high, found: dict) -> str:
     return "interaction" if low > 0 or high < 0 else "no interaction shown"
 
 
-def _intersection(looks: list[dict], kind: str, found: dict) -> tuple[float, float]:
-    """The question's repeated intervals at every look, intersected: they cover together, so the
+DISAGREE = (
+    "the looks' repeated intervals do not overlap ({looks}): at least one misses the true "
+    "value, which all of them together do with probability at most alpha, so no look's "
+    "decision stands; shown: their span, decided on it"
+)
+
+
+def _intersection(
+    looks: list[dict], kind: str, found: dict
+) -> tuple[float, float, list[tuple[int, float, float]]]:
+    """(low, high, apart): the question's repeated intervals at every look intersected, apart
+    []; or, where they do not overlap, their span, apart [(look, low, high), ...].
+
+    The intervals cover the true value together with probability >= 1 - alpha, so their
     intersection is as valid as each, and a question an earlier look closed keeps an interval
-    that agrees with its decision (the last look's alone may not). An empty intersection (the
-    looks disagree beyond their coverage) leaves the last look's."""
-    lows, highs = [found["rci_low"]], [found["rci_high"]]
+    that agrees with its decision (the last look's alone may not). An empty intersection is
+    that event failing (or a seed spread estimated too small at a look): the data say nothing
+    consistent, and picking one look's interval (the last, say) would choose among conflicting
+    answers after seeing them. The span (the smallest interval holding every look's) is the
+    defensible choice: it holds the true value whenever any one look's interval does, a
+    decision read off it is one every look's own interval agrees with (adopt only if every
+    look's lower end clears the useful size), so it can only be more cautious than any look's,
+    and the coverage of the rule as a whole stays >= 1 - alpha (it is the intersection whenever
+    all intervals cover). Infinite or missing ends (a look that could not cross) are left out."""
+    found_at = int(found.get("of_look") or looks[-1]["look"])
+    seen = [(found_at, found["rci_low"], found["rci_high"])]
     for look in looks[:-1]:
         for row in look["rows"]:
             if (row["kind"], row["name"]) == (kind, found["name"]):
-                lows.append(row["rci_low"])
-                highs.append(row["rci_high"])
-    lows = [x for x in lows if x is not None and math.isfinite(x)]
-    highs = [x for x in highs if x is not None and math.isfinite(x)]
+                seen.append(
+                    (int(row.get("of_look") or look["look"]), row["rci_low"], row["rci_high"])
+                )
+    lows = [x for _, x, _ in seen if _finite(x)]
+    highs = [x for _, _, x in seen if _finite(x)]
     low = max(lows) if lows else found["rci_low"]
     high = min(highs) if highs else found["rci_high"]
-    return (low, high) if low <= high else (found["rci_low"], found["rci_high"])
+    if low <= high:
+        return low, high, []
+    finite = [(j, lo, hi) for j, lo, hi in seen if _finite(lo) and _finite(hi)]
+    return min(lows), max(highs), sorted(set(finite))
+
+
+def _finite(x) -> bool:
+    return x is not None and math.isfinite(x)

@@ -243,7 +243,8 @@ def _decide(rows, split, conf, power, s, look_paths) -> None:
     accuracy (what the looks score), the last look's repeated intervals decide instead."""
     questions.decide_family(rows, conf, power, s)
     if look_paths and split == s["decide_on"] and s["metric"] == "accuracy":
-        looks.apply_last_look(rows, [read_json(p) for p in look_paths], 1 - conf)
+        records = [read_json(p) for p in look_paths]
+        looks.apply_last_look(rows, records, 1 - conf, s["min_useful_effect"])
 
 
 # The budget runs after the evaluation: the verdict here says where its costs are.

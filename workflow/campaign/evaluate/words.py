@@ -83,6 +83,8 @@ def _effect_line(r: dict, split: str, metric: str, s: dict) -> str:
             f" ({r['n_seeds']} seeds, Holm p {r['p_holm']:.3g}, adjusted interval {adjusted}, "
             f"{useful}; detectable from {r['mde'] * 100:.1f} points"
         )
+    if r.get("interval_note"):  # the looks' repeated intervals do not overlap (looks.py)
+        words += "; " + r["interval_note"]
     if r["decision"] in (decide.INCONCLUSIVE, decide.ADOPT_SMALL):
         words += "; " + _needs(r)
     return words + ")"
@@ -124,6 +126,8 @@ DECISION_KEYS = (
     "seeds_needed_low",
     "seeds_needed_high",
     "stopped_by_look",
+    "intervals_disagree",
+    "interval_note",
 )
 
 
