@@ -249,9 +249,29 @@ def test_a_look_keeps_the_boundaries_the_earlier_looks_used():
         sequential.boundaries(info, 0.05, times, [3.0, 2.0])
 
 
+def _obf(t: float, alpha: float = 0.05) -> float:
+    """Lan-DeMets O'Brien-Fleming-type two-sided spending, written out: 4 (1 - Phi(z / sqrt t)),
+    z the normal quantile at 1 - alpha / 4."""
+    from scipy import stats
+
+    return 4 * stats.norm.sf(stats.norm.isf(alpha / 4) / math.sqrt(t))
+
+
+def _continue_then_cross(info, c1: float, c2: float, paths: int = 1_000_000) -> float:
+    """P(|Z1| < c1, |Z2| >= c2) on `paths` simulated Brownian score paths at information
+    `info` (2,): Z_j = W(info_j) / sqrt(info_j), corr(Z1, Z2) = sqrt(info_1 / info_2)."""
+    rng = np.random.default_rng(7)
+    steps = rng.standard_normal((paths, 2)) * np.sqrt(np.diff(info, prepend=0.0))
+    z = np.abs(np.cumsum(steps, axis=1) / np.sqrt(info))
+    return float(((z[:, 0] < c1) & (z[:, 1] >= c2)).mean())
+
+
 def test_interim_look_records_its_boundary_and_the_next_look_keeps_it():
     """Look 1 at 3 seeds records [[1, z1]], its alpha spent and information fraction; look 2
-    (5 seeds, the variance parts re-estimated) keeps z1 as recorded and solves z2 given it."""
+    (5 seeds, the variance parts re-estimated) keeps z1 as recorded and solves z2 given it:
+    continuing past 3.5 at look 1 and crossing z2 at look 2 has probability look 2's share of
+    alpha, obf(2/3) - obf(1/3) = 0.0119, on 1,000,000 Brownian paths at the seeds' share of
+    information, (2/5) / (2/3) = 0.6 then 1 (Monte Carlo se 0.0001; tolerance 0.0005)."""
     rng = np.random.default_rng(5)
     full = _design(rng, 5, 400, {"control": 0.7, "same": 0.7})
     first = {c: y[:3] for c, y in full.items()}
@@ -271,43 +291,44 @@ def test_interim_look_records_its_boundary_and_the_next_look_keeps_it():
         {"hours": 5.0, "runs": 10},
         earlier=recorded,
     ).rows
-    row = sequential.questions.contrast_row(full, {"same": 1.0, "control": -1.0}, 0.95)
-    want = sequential.boundaries(
-        sequential.fractions([2 / 3, 2 / 5], row), 0.05, [1 / 3, 2 / 3], [3.5]
-    )
-    assert r2["boundaries"] == [[1, 3.5], [2, pytest.approx(want[1])]]
-    assert r2["boundary"] == pytest.approx(want[1])
+    assert r2["boundaries"] == [[1, 3.5], [2, r2["boundary"]]]
+    share = _obf(2 / 3) - _obf(1 / 3)
+    assert share == pytest.approx(0.0119, abs=0.00005)
+    assert _continue_then_cross([0.6, 1.0], 3.5, r2["boundary"]) == pytest.approx(share, abs=5e-4)
+    # The simulation tells boundaries 0.05 apart.
+    assert _continue_then_cross([0.6, 1.0], 3.5, r2["boundary"] + 0.05) < share - 5e-4
     assert r2["info_fraction"] > r1["info_fraction"]
 
 
 def test_an_open_question_is_sized_on_the_seed_spread_only_once_it_has_the_df():
     """3 seeds in 2 cells (4 error df): the spread is no size to go by, the open question heads
     for max_seeds (8), half the way at this first of 3 looks (3 + ceil(5 / 2) = 6). 12 seeds
-    (22 df): its seeds-needed (decide.what_would_decide at a gap of min_useful_effect from the
-    useful size, the family's level), at least one more seed than it has."""
+    (22 df), useful from 2 points: the fewest seeds per cell at which the interval would clear
+    the useful size with probability 0.8 at a gap of max(|estimate - useful|, useful), found
+    here by scanning k:
+    se(k)^2 = (var_seeds + var_residual) 12 / k + var_items - var_residual (the crossed model;
+    the residual shrinks with seeds), power(k) = Phi(gap / se(k) - z_0.975) (a family of one)."""
+    from scipy import stats
+
     rng = np.random.default_rng(5)
     few = _look(_design(rng, 3, 400, {"control": 0.7, "same": 0.7}))
     assert few.rows[0]["seeds_target"] == 8 and few.seeds == {"control": 6, "same": 6}
     design = _design(rng, 12, 400, {"control": 0.7, "same": 0.7})
-    wide = {**SETTINGS, "max_seeds": 500, "max_looks": 5, "max_runs": 10_000}
-    (r,) = _look(design, wide).rows
+    useful = 0.02  # small enough that the sizing, not the one-more-seed floor (13), decides
+    wide = {**SETTINGS, "min_useful_effect": useful, "max_seeds": 500, "max_looks": 5}
+    (r,) = _look(design, wide | {"max_runs": 10_000}).rows
     row = sequential.questions.contrast_row(design, {"same": 1.0, "control": -1.0}, 0.95)
     assert row["seed_df"] == 22 >= sequential.SIZING_MIN_DF
-    useful = SETTINGS["min_useful_effect"]
     gap = max(abs(row["estimate"] - useful), useful)
-    need = decide.what_would_decide(
-        useful + math.copysign(gap, row["estimate"] - useful),
-        row["var_seeds"],
-        row["var_items"],
-        12,
-        400,
-        0.95,
-        0.8,
-        useful,
-        22,
-        row["var_residual"],
-    )["seeds_needed"]
-    assert r["seeds_target"] == max(need, 13) < 500
+    by_seeds = (row["var_seeds"] + row["var_residual"]) * 12
+    beyond = row["var_items"] - row["var_residual"]
+
+    def power(k: int) -> float:
+        return float(stats.norm.cdf(gap / math.sqrt(by_seeds / k + beyond) - 1.959964))
+
+    need = next(k for k in range(2, 10_000) if power(k) >= 0.8)
+    assert power(need - 1) < 0.8 <= power(need)
+    assert r["status"] == "open" and r["seeds_target"] == need and 13 < need < 500
 
 
 def test_a_cell_an_earlier_look_stopped_stays_stopped_and_its_question_too():
@@ -354,15 +375,13 @@ def test_a_stop_contrast_keeps_the_boundary_its_earlier_look_recorded():
         return {r["name"]: r for r in result.stop_rows}["mid - good"]
 
     kept = look_2({"mid - good": [[1, 3.5]]})
+    assert kept["boundaries"] == [[1, 3.5], [2, kept["boundary"]]]
+    # Solved given 3.5 (one contrast: the whole alpha), as test_interim_look_records_... checks.
+    share = _obf(2 / 3) - _obf(1 / 3)
+    assert _continue_then_cross([0.6, 1.0], 3.5, kept["boundary"]) == pytest.approx(share, abs=5e-4)
     row = sequential.questions.contrast_row(full, {"mid": 1.0, "good": -1.0}, 0.95)
-    want = sequential.boundaries(
-        sequential.fractions([2 / 3, 2 / 5], row), 0.05, [1 / 3, 2 / 3], [3.5]
-    )
-    assert kept["boundaries"] == [[1, 3.5], [2, pytest.approx(want[1])]]
-    assert kept["rci_high"] == pytest.approx(
-        row["estimate"] + sequential.stats.t.isf(sequential.stats.norm.sf(want[1]), row["df"])
-        * row["se"]
-    )  # fmt: skip
+    t = sequential.stats.t.isf(sequential.stats.norm.sf(kept["boundary"]), row["df"])
+    assert kept["rci_high"] == pytest.approx(row["estimate"] + t * row["se"])
     fresh = look_2(None)
     assert fresh["boundaries"][0][1] != pytest.approx(3.5, abs=0.05)
     assert fresh["boundary"] != pytest.approx(kept["boundary"])
