@@ -213,9 +213,10 @@ def test_a_run_on_two_cards_is_paid_and_scheduled_on_both(tmp_path):
     assert hourly["why_not"] == "a run takes 2 cards, the offer rents 1 by the hour"
     package = rest.loc[("cloud", "3-day package x1 + hourly")]
     assert package["why_not"].startswith("2 run(s) do not fit its 1 card(s) x 72 h")
-    # A seed more: 2 h x 2 cards +50 % = 6 card-hours a run; 6 runs, 36 card-hours, 72.00.
+    # 2 h x 2 cards +50 % = 6 card-hours a run; to 5 seeds, 3 + 4 runs (test_what_deciding_...):
+    # 42 card-hours, 84.00.
     lr = pd.read_csv(out["to_decide_csv"]).set_index("subject").loc["train.lr"]
-    assert (lr["hours_per_run"], lr["extra_hours"], lr["cost"]) == (6.0, 36.0, 72.0)
+    assert (lr["hours_per_run"], lr["extra_hours"], lr["cost"]) == (6.0, 42.0, 84.0)
     summary = out["summary"].read_text()
     assert (
         "Measured: 2 finished run(s), 4.0 h (8 card-hours: runs on several cards), 16.00 EUR."
@@ -352,21 +353,21 @@ def test_what_deciding_an_open_effect_would_cost(tmp_path):
     out = run_stage(tmp_path, write_inputs(tmp_path))
     rows = pd.read_csv(out["to_decide_csv"]).set_index("subject")
     # Kept runs a, b (2 h each, measured) and c (forecast 2 h): 2 h a run, +50 % margin = 3 h,
-    # in 2 cells (run-d's is cut). 5 seeds per cell from 2: 3 more x 2 cells = 6 runs, 18 h,
-    # 36.00 EUR at 2.00/h. One seed: a second one, 2 runs, 6 h, 12.00 EUR. A rejected effect
-    # is decided: not listed.
+    # in 2 cells (run-d's is cut): lr 0.001 has 2 seeds (a, b), lr 0.002 one (c). 5 seeds per
+    # cell: 3 + 4 = 7 runs, 21 h, 42.00 EUR at 2.00/h. One seed: a second one where a cell has
+    # one, 1 run, 3 h, 6.00 EUR. A rejected effect is decided: not listed.
     assert sorted(rows.index) == ["train.lr", "train.max_length", "train.warmup"]
     lr = rows.loc["train.lr"]
-    assert (lr["extra_runs"], lr["extra_hours"], lr["cost"]) == (6, 18.0, 36.0)
-    # 3 to 12 seeds with the seed spread's uncertainty: 1 or 10 more per cell, 2 or 20 runs.
-    assert (lr["cost_low"], lr["cost_high"]) == (12.0, 120.0)
-    assert rows.loc["train.max_length", "cost"] == 12.0
+    assert (lr["extra_runs"], lr["extra_hours"], lr["cost"]) == (7, 21.0, 42.0)
+    # 3 to 12 seeds with the seed spread's uncertainty: 1 + 2 = 3 or 10 + 11 = 21 runs.
+    assert (lr["cost_low"], lr["cost_high"]) == (18.0, 126.0)
+    assert rows.loc["train.max_length", "cost"] == 6.0
     assert pd.isna(rows.loc["train.warmup", "extra_runs"])
     text = out["summary"].read_text()
     assert (
         "To decide train.lr (inconclusive; seeds dominate its variance): 5 seeds per cell (3 to "
-        "12 with the spread's error): 6 more run(s) (2 cell(s)), 18.0 h on cpu, 36.00 EUR "
-        "(12.00 EUR to 120.00 EUR) at box; or 4,000 evaluation items (labelling not priced)."
+        "12 with the spread's error): 7 more run(s) (2 cell(s)), 21.0 h on cpu, 42.00 EUR "
+        "(18.00 EUR to 126.00 EUR) at box; or 4,000 evaluation items (labelling not priced)."
         in text
     )
     assert (

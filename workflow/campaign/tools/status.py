@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from campaign.core.errors import CampaignError
 from campaign.core.store import Store
 from campaign.plan import CampaignRuns
 from campaign.tools.forecast import read_calibration, read_plan_table, remaining_line
@@ -179,7 +180,10 @@ def stored_runs(
         entry = store.read_entry(record["key"]) if record.get("key") else None
         execution = (entry.meta.get("key_material", {}) if entry else {}).get("execution") or {}
         threads = int(execution.get("threads", DEFAULT_THREADS))
-        spec = run_spec_of(params, run)
+        try:
+            spec = run_spec_of(params, run)
+        except CampaignError:  # a run the params no longer plan: Snakemake would not rerun it
+            continue
         if stored_key("train", spec, train_inputs({"run": run}), store, threads=threads):
             found.add(run)
     return found
