@@ -7,7 +7,9 @@ jobs, not output files: a training job's outputs are one job. It also shows each
 progress file (step, elapsed, ETA; campaign.core.progress) and what the rest of the plan costs
 (campaign.tools.forecast). In an adaptive campaign the plan is the runs the latest look asked
 for (campaign.plan.look_runs: the kept runs and the appended ones), counted trained, running and
-to do, then each look in the evaluation's words (campaign.evaluate.look_lines).
+to do, then each look in the evaluation's words (campaign.evaluate.look_lines). A run Snakemake
+would rerun (stale, or its outputs gone) whose training key, as its params, code and inputs are
+now, has a store entry (stored_runs) is counted trained and not priced: its rerun is a store hit.
 
 The jobs and their states: campaign.tools.jobs; whether a running job still runs:
 campaign.tools.liveness; `campaign gc`: campaign.tools.gc (its entry is re-exported here, where
