@@ -207,7 +207,7 @@ def test_touching_inputs_costs_a_store_hit_and_a_corrupted_entry_is_recomputed(f
     assert planned_jobs(snakemake(finished_project, "-n")) == []
 
 
-@pytest.mark.slow(minutes=3)
+@pytest.mark.slow(minutes=2)
 def test_kill_9_then_the_documented_recovery_finishes_without_recomputing(
     tmp_path, finished_campaign
 ):
