@@ -6,8 +6,11 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -269,9 +272,15 @@ def finished_campaign(tmp_path_factory) -> Path:
     return project
 
 
-def warm_store(project: Path, finished: Path, cold: frozenset[str] = frozenset()) -> int:
-    """Copy the finished campaign's store entries, but those of the ``cold`` stages, into the
-    project's store, as two campaigns sharing one store would hold them; return how many.
+def warm_store(
+    project: Path,
+    finished: Path,
+    cold: frozenset[str] = frozenset(),
+    cold_keys: frozenset[str] = frozenset(),
+) -> int:
+    """Copy the finished campaign's store entries, but those of the ``cold`` stages and the
+    ``cold_keys``, into the project's store, as two campaigns sharing one store would hold them;
+    return how many.
 
     The project still starts without results: Snakemake plans and runs every job, and a job
     whose key the finished campaign computed is a store hit (its outputs copied from the entry,
@@ -289,13 +298,139 @@ def warm_store(project: Path, finished: Path, cold: frozenset[str] = frozenset()
     copied = 0
     for entry in sorted(source.iterdir()):
         stage = json.loads((entry / "entry.json").read_text(encoding="utf-8"))["stage"]
-        if stage not in cold:
+        if stage not in cold and entry.name not in cold_keys:
             shutil.copytree(entry, dest / entry.name, symlinks=True)
             copied += 1
     return copied
+
+
+def stage_keys(project: Path, stage: str) -> list[str]:
+    """The keys of a project's store entries of one stage, sorted."""
+    store = project / ".campaign" / "store"
+    return sorted(
+        p.name
+        for p in store.iterdir()
+        if json.loads((p / "entry.json").read_text(encoding="utf-8"))["stage"] == stage
+    )
 
 
 @pytest.fixture()
 def finished_project(finished_campaign: Path, tmp_path: Path) -> Path:
     """This test's own copy of the finished tiny campaign, to edit and rerun."""
     return copy_finished(finished_campaign, tmp_path / "project")
+
+
+# Killing a Snakemake run with kill -9 while a training job is mid-run (the tests that show a
+# killed campaign resumes: tests/workflow/test_e2e.py, tests/workflow/test_adaptive.py).
+
+
+@dataclass(frozen=True)
+class Killed:
+    """The training job that was running when the campaign was killed."""
+
+    key: str  # its store key (no entry under it: it had not finished)
+    run: str  # its run id (results/runs/<run>/...)
+    steps: list[int]  # the steps of the checkpoints in its work folder after the kill
+
+
+def checkpoint_steps(work: Path) -> list[int]:
+    """The steps of the complete checkpoints in a work folder; [] when the folder is not there
+    (yet, or any more: a run that finished cleaned it up while it was listed)."""
+    from campaign.train.checkpoint import checkpoint_files
+
+    try:
+        return [step for step, _ in checkpoint_files(work)]
+    except FileNotFoundError:
+        return []
+
+
+def run_of(record: dict) -> str | None:
+    """The run id a train job's record names in its outputs (results/runs/<run>/...)."""
+    for out in record.get("outputs", []):
+        parts = Path(out).parts
+        if "runs" in parts and parts.index("runs") + 1 < len(parts):
+            return parts[parts.index("runs") + 1]
+    return None
+
+
+def _stopped(pid: int, timeout_s: float = 10) -> bool:
+    """Wait until a process is stopped (state T) or gone; True when it is stopped."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            return False
+        if fields[0] in ("T", "t"):
+            return True
+        if fields[0] in ("Z", "X"):
+            return False
+        time.sleep(0.005)
+    raise AssertionError(f"process {pid} did not stop within {timeout_s} s of SIGSTOP")
+
+
+def _candidate(store, runs: list[str] | None, tried: set[str]) -> dict | None:
+    """The record of a running train job (of one of `runs` when given) with a checkpoint in its
+    work folder and no entry in `store` (a campaign.core.store.Store) yet, not tried before."""
+    for record in store.job_records():
+        key = record.get("key")
+        if record.get("stage") != "train" or record.get("state") != "running" or not key:
+            continue
+        if key in tried or (runs is not None and run_of(record) not in runs):
+            continue
+        if checkpoint_steps(store.work_root / key) and not store.entry_path(key).exists():
+            return record
+    return None
+
+
+def kill_9_mid_training(
+    project: Path, runs: list[str] | None = None, timeout_s: float = 600
+) -> Killed:
+    """Start `snakemake --cores 1` in `project` and kill -9 it and every job it started as soon
+    as a training job (of one of `runs` when given) has written its first checkpoint.
+
+    The race between seeing that checkpoint and the kill (a tiny run can finish in between) is
+    closed: the whole process group is stopped (SIGSTOP, and the job seen to be stopped) before
+    the job is checked again, so what the check sees is what the kill leaves. A job that
+    finished in between is let go (SIGCONT) and the next one is waited for; a campaign that ends
+    without one running with a checkpoint fails the test, never passes it.
+    """
+    from campaign.core.store import Store
+
+    store = Store(project / ".campaign")
+    proc = subprocess.Popen(
+        [str(BIN / "snakemake"), "--cores", "1"],
+        cwd=project,
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    tried: set[str] = set()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            record = _candidate(store, runs, tried)
+            if record is None:
+                time.sleep(0.02)
+                continue
+            key = record["key"]
+            tried.add(key)
+            os.killpg(proc.pid, signal.SIGSTOP)
+            # Frozen: nothing of the campaign moves until the kill or the SIGCONT.
+            if _stopped(record["pid"]) and not store.entry_path(key).exists():
+                steps = checkpoint_steps(store.work_root / key)
+                if steps:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                    return Killed(key=key, run=run_of(record), steps=steps)
+            os.killpg(proc.pid, signal.SIGCONT)  # it finished first: wait for the next one
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    raise AssertionError(
+        f"no training job{f' of {runs}' if runs else ''} was caught mid-run with a checkpoint "
+        f"(snakemake exited {proc.returncode}; tried {sorted(tried) or 'none'}): the kill would "
+        "not have landed mid-run"
+    )

@@ -11,9 +11,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -22,8 +19,15 @@ import yaml
 
 from campaign.core.io import cell_id
 from campaign.evaluate.look_words import read_looks
-from campaign.plan import plan_runs
-from conftest import BIN, campaign, copy_finished, env, events, result_hashes, snakemake
+from campaign.plan import plan_runs, run_id
+from conftest import (
+    campaign,
+    copy_finished,
+    events,
+    kill_9_mid_training,
+    result_hashes,
+    snakemake,
+)
 
 ADAPTIVE = {"enabled": True, "max_looks": 3, "max_seeds": 4}
 
@@ -66,10 +70,8 @@ def adaptive_events(project: Path) -> list[dict]:
     return events(project)[int((project.parent / "done").read_text()) :]
 
 
-@pytest.mark.slow(minutes=5)  # with the session's adaptive campaign (finished_adaptive)
-def test_adaptive_campaign_appends_seeds_to_the_open_contrast_then_reruns_as_store_hits(
-    finished_adaptive, tmp_path
-):
+@pytest.mark.slow(minutes=3)  # builds the session's adaptive campaign (finished_adaptive)
+def test_adaptive_campaign_appends_seeds_to_the_open_contrast(finished_adaptive):
     params = yaml.safe_load((finished_adaptive / "params.yaml").read_text())
     looks = finished_adaptive / "results" / "adaptive"
     first = json.loads((looks / "look_1.json").read_text())
@@ -127,17 +129,8 @@ def test_adaptive_campaign_appends_seeds_to_the_open_contrast_then_reruns_as_sto
     assert sorted(looked.index) == sorted(last["runs"])
     assert looked[first["appended"]].tolist() == [1, 1]
     assert looked.drop(first["appended"]).isna().all()
-
-    # Run again from no results (a copy): every stage, the looks and the appended runs too, a
-    # store hit.
-    project = copy_finished(finished_adaptive, tmp_path / "project")
-    shutil.rmtree(project / "results")
-    n_events = len(events(project))
-    snakemake(project, timeout=900)
-    again = events(project)[n_events:]
-    assert [e for e in again if e["event"] != "hit"] == []
-    assert sum(e["stage"] == "train" for e in again) == 6
-    assert sum(e["stage"] == "look" for e in again) == 2
+    # (Run again from no results, every stage is a store hit: on the kill test's recovered
+    # campaign, the reference's bytes; test_kill_9_during_an_appended_run_...)
 
 
 LOOKS_LINE = re.compile(
@@ -199,36 +192,14 @@ def test_the_verdict_block_tells_the_looks_with_the_look_records_numbers(
         assert not [x for x in fixed if x.startswith(("Looks: ", "After the looks: "))]
 
 
-def _job_records(project: Path) -> list[dict]:
-    out = []
-    for path in (project / ".campaign" / "jobs").glob("*.json"):
-        try:
-            out.append(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
-            continue  # replaced while listed (the writes are atomic renames)
-    return out
-
-
-def checkpoint_steps(work: Path) -> list[int]:
-    """The steps of the checkpoints in a work folder (ckpt-<step>.<digest>.pt); [] when the
-    folder is not there (yet, or any more)."""
-    try:
-        return sorted(int(p.name.split(".")[0].removeprefix("ckpt-")) for p in work.glob("ckpt-*"))
-    except FileNotFoundError:
-        return []
-
-
-def running_with_checkpoint(project: Path, runs: list[str]) -> tuple[str, str] | None:
-    """(run, key) of a train job of one of `runs` that is running (its job record says so) and
-    has written a checkpoint in its work folder; None while there is none."""
-    for record in _job_records(project):
-        if record.get("stage") != "train" or record.get("state") != "running":
-            continue
-        mine = [r for r in runs if any(f"/{r}/" in out for out in record["outputs"])]
-        work = project / ".campaign" / "work" / str(record.get("key"))
-        if mine and record.get("key") and checkpoint_steps(work):
-            return mine[0], record["key"]
-    return None
+def trained_keys(project: Path) -> dict[str, str]:
+    """The store key of every training entry in a project's store, by run id."""
+    keys = {}
+    for entry in sorted((project / ".campaign" / "store").iterdir()):
+        meta = json.loads((entry / "entry.json").read_text(encoding="utf-8"))
+        if meta["stage"] == "train":
+            keys[run_id(meta["spec"])] = entry.name
+    return keys
 
 
 @pytest.mark.slow(minutes=3)
@@ -236,41 +207,30 @@ def test_kill_9_during_an_appended_run_resumes_it_from_its_checkpoint_to_the_sam
     tmp_path, finished_campaign, finished_adaptive
 ):
     # The session's adaptive campaign is the uninterrupted reference. This one starts where it
-    # started (the finished fixed campaign, made adaptive) with the reference's store entries but
-    # its appended runs' training: look 1 and the appended runs' specs are store hits, the two
-    # appended runs train here (20 steps, a checkpoint every 5), and everything after them is a
-    # store hit only where its inputs are the reference's bytes.
+    # started (the finished fixed campaign, made adaptive) with the reference's store entries
+    # but one appended run's training: look 1, the appended runs' specs and the other appended
+    # run's training are store hits, that one run trains here (20 steps, a checkpoint every 5),
+    # and everything after it is a store hit only where its inputs are the reference's bytes.
+    reference = finished_adaptive
+    looks = read_looks(reference / "results" / "adaptive")
+    appended = looks[0]["appended"]
+    keys = trained_keys(reference)
+    assert sorted(keys) == sorted(looks[-1]["runs"])  # the plan's 4 and the 2 appended
+    cold = appended[-1]
     killed = copy_finished(finished_campaign, tmp_path / "killed")
     make_adaptive(killed)
-    source, dest = finished_adaptive / ".campaign" / "store", killed / ".campaign" / "store"
+    source, dest = reference / ".campaign" / "store", killed / ".campaign" / "store"
     for entry in sorted(source.iterdir()):
-        stage = json.loads((entry / "entry.json").read_text(encoding="utf-8"))["stage"]
-        if not (dest / entry.name).exists() and stage != "train":
+        if not (dest / entry.name).exists() and entry.name != keys[cold]:
             shutil.copytree(entry, dest / entry.name, symlinks=True)
-    appended = json.loads((finished_adaptive / "results/adaptive/look_1.json").read_text())[
-        "appended"
-    ]
 
     n_events = len(events(killed))  # the fixed campaign's
-    proc = subprocess.Popen(
-        [str(BIN / "snakemake"), "--cores", "1"],
-        cwd=killed,
-        env=env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    # Kill while an appended run trains: right after its first checkpoint lands.
-    found, deadline = None, time.time() + 600
-    while found is None and proc.poll() is None and time.time() < deadline:
-        found = running_with_checkpoint(killed, appended)
-        time.sleep(0.02)
-    os.killpg(proc.pid, signal.SIGKILL)  # Snakemake and every job it started
-    proc.wait()
-    assert found is not None, "no appended run was seen training with a checkpoint"
-    run, key = found
-    saved = checkpoint_steps(killed / ".campaign" / "work" / key)
+    # Kill while the appended run trains: right after its first checkpoint lands (the helper
+    # makes sure it had not finished).
+    caught = kill_9_mid_training(killed, runs=[cold])
+    run, key, saved = caught.run, caught.key, caught.steps
     assert saved, "the killed run's checkpoint survives in its work folder"
+    assert (run, key) == (cold, keys[cold])  # the reference's key: same spec, same inputs
     before = events(killed)
     done = {e["key"] for e in before if e["event"] in ("hit", "commit")}
     killed_run = before[n_events:]
@@ -283,22 +243,27 @@ def test_kill_9_during_an_appended_run_resumes_it_from_its_checkpoint_to_the_sam
     after = events(killed)[len(before) :]
     missed = [e for e in after if e["event"] == "miss"]
     assert not {e["key"] for e in missed} & done, "a finished stage was computed again"
-    # Only the appended runs not finished before the kill train: the killed one resumes from
-    # its newest checkpoint (the project's promise: a killed run continues, byte for byte).
-    trained = {e["key"] for e in missed if e["stage"] == "train"}
-    unfinished = len(appended) - sum(
-        e["stage"] == "train" and e["event"] == "commit" for e in killed_run
-    )
-    assert key in trained and len(trained) == unfinished
+    # Only the killed run trains, resumed from its newest checkpoint (the project's promise: a
+    # killed run continues, byte for byte).
+    assert {e["key"] for e in missed if e["stage"] == "train"} == {key}
     log = (killed / "logs" / "train" / f"{run}.log").read_text(encoding="utf-8")
     assert f"train: resumed from step {saved[-1]}" in log
     # What reads the runs' weights and predictions (look 2, the quantized variants, the
-    # evaluation) is a store hit: its inputs are the uninterrupted run's bytes.
+    # evaluation) is a store hit: its inputs are the uninterrupted run's bytes. (The budget,
+    # the report and the index read the runs' timings: this campaign's own.)
     for stage in ("look", "quantize", "evaluate"):
         ran = [e["event"] for e in after if e["stage"] == stage]
         assert "miss" not in ran, (stage, ran)
     assert "evaluate" in {e["stage"] for e in after}
-    assert read_looks(killed / "results/adaptive") == read_looks(
-        finished_adaptive / "results/adaptive"
-    )
-    assert result_hashes(killed, timed=False) == result_hashes(finished_adaptive, timed=False)
+    assert read_looks(killed / "results/adaptive") == looks
+    assert result_hashes(killed, timed=False) == result_hashes(reference, timed=False)
+
+    # Run again from no results (the recovered campaign, the reference's bytes and looks):
+    # every stage, the looks and the appended runs too, a store hit.
+    shutil.rmtree(killed / "results")
+    n_events = len(events(killed))
+    snakemake(killed, timeout=900)
+    again = events(killed)[n_events:]
+    assert [e for e in again if e["event"] != "hit"] == []
+    assert sum(e["stage"] == "train" for e in again) == 6
+    assert sum(e["stage"] == "look" for e in again) == 2

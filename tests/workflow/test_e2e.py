@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -14,14 +11,14 @@ import pytest
 import yaml
 
 from conftest import (
-    BIN,
     campaign,
     copy_project,
-    env,
     events,
+    kill_9_mid_training,
     planned_jobs,
     result_hashes,
     snakemake,
+    stage_keys,
     warm_store,
 )
 
@@ -166,89 +163,13 @@ def test_editing_one_param_reruns_exactly_its_dependents(finished_project):
     assert summary["per_licence"] == {"CC-BY-4.0": summary["records"]}
 
 
-def test_touching_inputs_costs_a_store_hit_not_a_recomputation(finished_project):
+def test_touching_inputs_costs_a_store_hit_and_a_corrupted_entry_is_recomputed(finished_project):
     # A copy of the finished campaign is a finished campaign (what every copy-based test assumes).
     assert planned_jobs(snakemake(finished_project, "-n")) == []
     before = result_hashes(finished_project)
     n_events = len(events(finished_project))
-    # What `git checkout` or `dvc pull` does: same bytes, new mtimes.
-    for path in [
-        finished_project / "data" / "raw" / "demo.jsonl",
-        *(finished_project / "workflow" / "campaign").glob("*.py"),
-    ]:
-        os.utime(path)
-    jobs = planned_jobs(snakemake(finished_project, "-n"))
-    assert ("manifest", "results/data/manifest.parquet") in jobs
-    snakemake(finished_project)
-    new = events(finished_project)[n_events:]
-    assert [e for e in new if e["event"] == "miss"] == []
-    assert sum(e["event"] == "hit" for e in new) >= len(jobs) - 1
-    assert result_hashes(finished_project) == before
-    assert planned_jobs(snakemake(finished_project, "-n")) == []
-
-
-def checkpoints_in(work: Path) -> list[Path]:
-    """The checkpoints in the work folders now; a folder that goes while it is listed (a run
-    that finished and cleaned up) is no error."""
-    try:
-        return list(work.glob("*/ckpt-*"))
-    except FileNotFoundError:
-        return []
-
-
-@pytest.mark.slow(minutes=3)
-def test_kill_9_then_the_documented_recovery_finishes_without_recomputing(
-    tmp_path, finished_campaign
-):
-    # The tiny campaign (4 training jobs of 20 steps, a checkpoint every 5): killed at its first
-    # training checkpoint, 15 steps remain, seconds of work against a 20 ms poll. The session's
-    # uninterrupted run of the same params is the clean reference. Its store entries of the
-    # stages this test is not about (the preflight and all after training) are in the killed
-    # campaign's store: those jobs are hits when their inputs are the clean run's bytes, so the
-    # outputs compared below are this campaign's own data, plan and training, and every job
-    # downstream of a training output that differed would compute and differ too.
-    killed = copy_project(tmp_path / "killed")
-    clean = finished_campaign
-    warm_store(
-        killed, clean, cold=frozenset({"manifest", "split", "plan_table", "run_spec", "train"})
-    )
-
-    proc = subprocess.Popen(
-        [str(BIN / "snakemake"), "--cores", "1"],
-        cwd=killed,
-        env=env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    # Kill while a training job is mid-run: right after its first checkpoint lands.
-    work = killed / ".campaign" / "work"
-    deadline = time.time() + 300
-    while time.time() < deadline and not checkpoints_in(work):
-        time.sleep(0.02)
-    os.killpg(proc.pid, signal.SIGKILL)  # Snakemake and every job it started
-    proc.wait()
-    before_kill = events(killed)
-    committed = {e["key"] for e in before_kill if e["event"] == "commit"}
-    interrupted = {e["key"] for e in before_kill if e["event"] == "miss"} - committed
-    assert committed and interrupted, "the kill must land mid-campaign"
-    assert list(work.glob("*/ckpt-*")), "a checkpoint survives in the work folder"
-
-    # The recovery command from README.md.
-    snakemake(killed, "--unlock")
-    snakemake(killed, timeout=900)  # the rest of the campaign: minutes on a loaded machine
-
-    after = events(killed)[len(before_kill) :]
-    recomputed = {e["key"] for e in after if e["event"] == "miss"} & committed
-    assert recomputed == set(), "a finished stage was computed again"
-    logs = "".join(p.read_text() for p in (killed / "logs" / "train").glob("*.log"))
-    assert "train: resumed from step" in logs
-    # Bit for bit: models, predictions, splits, manifests (timings aside).
-    assert result_hashes(killed, timed=False) == result_hashes(clean, timed=False)
-    assert planned_jobs(snakemake(killed, "-n")) == []
-
-
-def test_corrupted_store_entry_is_recomputed_in_a_snakemake_run(finished_project):
+    # One store entry corrupted (a byte of the manifest's summary flipped): `campaign verify`
+    # names it.
     manifest_key = next(e["key"] for e in events(finished_project) if e["stage"] == "manifest")
     stored = finished_project / ".campaign" / "store" / manifest_key / "outputs" / "summary"
     good = stored.read_bytes()
@@ -261,13 +182,71 @@ def test_corrupted_store_entry_is_recomputed_in_a_snakemake_run(finished_project
     verify = campaign(finished_project, "verify", check=False)
     assert verify.returncode == 1
     assert f"CORRUPT  manifest     {manifest_key}/outputs/summary" in verify.stdout
-    os.utime(finished_project / "data" / "raw" / "demo.jsonl")  # make Snakemake look again
+    # What `git checkout` or `dvc pull` does: same bytes, new mtimes.
+    for path in [
+        finished_project / "data" / "raw" / "demo.jsonl",
+        *(finished_project / "workflow" / "campaign").glob("*.py"),
+    ]:
+        os.utime(path)
+    jobs = planned_jobs(snakemake(finished_project, "-n"))
+    assert ("manifest", "results/data/manifest.parquet") in jobs
     out = snakemake(finished_project)
+    # Every job Snakemake reruns for the new mtimes is a store hit, but the corrupted entry's:
+    # detected on use and recomputed under the same key, to the same bytes.
+    new = events(finished_project)[n_events:]
+    assert [(e["stage"], e["key"]) for e in new if e["event"] == "miss"] == [
+        ("manifest", manifest_key)
+    ]
+    assert sum(e["event"] == "hit" for e in new) >= len(jobs) - 2  # `all`, and the manifest
     log = (finished_project / "logs" / "manifest" / "manifest.log").read_text()
     assert f"corrupt entry {manifest_key}/outputs/summary" in log
     assert stored.read_bytes() == good
     assert campaign(finished_project, "verify").returncode == 0
     assert out.returncode == 0
+    assert result_hashes(finished_project) == before
+    assert planned_jobs(snakemake(finished_project, "-n")) == []
+
+
+@pytest.mark.slow(minutes=2)
+def test_kill_9_then_the_documented_recovery_finishes_without_recomputing(
+    tmp_path, finished_campaign
+):
+    # The tiny campaign (4 training jobs of 20 steps, a checkpoint every 5): killed at a
+    # training job's first checkpoint, 15 steps remain. The session's uninterrupted run of the
+    # same params is the clean reference. Its store entries of the stages this test is not about
+    # (the preflight, three of the four runs' training, all after training) are in the killed
+    # campaign's store: those jobs are hits when their inputs are the clean run's bytes, so the
+    # outputs compared below are this campaign's own data, plan and the one run it trains (that
+    # every training entry recomputes bit for bit is test_reproduce's), and every job downstream
+    # of an output that differed would compute and differ too.
+    killed = copy_project(tmp_path / "killed")
+    clean = finished_campaign
+    (cold_train, *_) = stage_keys(clean, "train")
+    cold = frozenset({"manifest", "split", "plan_table", "run_spec"})
+    warm_store(killed, clean, cold=cold, cold_keys=frozenset({cold_train}))
+
+    # Kill while a training job is mid-run: right after its first checkpoint lands (the
+    # helper makes sure it had not finished).
+    caught = kill_9_mid_training(killed)
+    before_kill = events(killed)
+    committed = {e["key"] for e in before_kill if e["event"] == "commit"}
+    interrupted = {e["key"] for e in before_kill if e["event"] == "miss"} - committed
+    assert committed and caught.key in interrupted, "the kill must land mid-campaign"
+    assert caught.key == cold_train  # the run's key is the clean run's: same spec, same data
+    assert caught.steps, "a checkpoint survives in the work folder"
+
+    # The recovery command from README.md.
+    snakemake(killed, "--unlock")
+    snakemake(killed, timeout=900)  # the rest of the campaign: minutes on a loaded machine
+
+    after = events(killed)[len(before_kill) :]
+    recomputed = {e["key"] for e in after if e["event"] == "miss"} & committed
+    assert recomputed == set(), "a finished stage was computed again"
+    log = (killed / "logs" / "train" / f"{caught.run}.log").read_text(encoding="utf-8")
+    assert f"train: resumed from step {caught.steps[-1]}" in log
+    # Bit for bit: models, predictions, splits, manifests (timings aside).
+    assert result_hashes(killed, timed=False) == result_hashes(clean, timed=False)
+    assert planned_jobs(snakemake(killed, "-n")) == []
 
 
 def test_status_gc_and_reproduce(finished_project):
