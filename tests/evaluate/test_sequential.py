@@ -380,8 +380,33 @@ def test_a_stop_contrast_keeps_the_boundary_its_earlier_look_recorded():
     share = _obf(2 / 3) - _obf(1 / 3)
     assert _continue_then_cross([0.6, 1.0], 3.5, kept["boundary"]) == pytest.approx(share, abs=5e-4)
     row = sequential.questions.contrast_row(full, {"mid": 1.0, "good": -1.0}, 0.95)
-    t = sequential.stats.t.isf(sequential.stats.norm.sf(kept["boundary"]), row["df"])
+    df = min(row["df"], row["seed_df"])  # sequential.interval_df
+    t = sequential.stats.t.isf(sequential.stats.norm.sf(kept["boundary"]), df)
     assert kept["rci_high"] == pytest.approx(row["estimate"] + t * row["se"])
     fresh = look_2(None)
     assert fresh["boundaries"][0][1] != pytest.approx(3.5, abs=0.05)
     assert fresh["boundary"] != pytest.approx(kept["boundary"])
+
+
+def test_a_repeated_interval_reads_its_quantile_on_at_most_the_seed_df():
+    """2 seeds in 2 cells (2 seed error df) with no run-level spread: the seed part comes out
+    near 0 and the Satterthwaite df far above 2, which at the first of 3 looks (z 3.710,
+    one-sided 1.04e-4) would read t on hundreds of df (about 3.8) instead of on 2 (about 69).
+    The look's interval is the estimate -/+ t_2 at that tail times se, and its row says df 2.
+    One seed (no seed level measured) keeps the items' df."""
+    from scipy import stats
+
+    rng = np.random.default_rng(5)
+    design = _design(rng, 2, 400, {"control": 0.7, "same": 0.7})
+    row = sequential.questions.contrast_row(design, {"same": 1.0, "control": -1.0}, 0.95)
+    assert row["seed_df"] == 2 and row["df"] > 50
+    (r,) = _look(design).rows
+    assert r["boundary"] == pytest.approx(3.710, abs=1e-3) and r["df"] == 2
+    t = stats.t.isf(stats.norm.sf(r["boundary"]), 2)
+    assert t == pytest.approx(69, abs=2)
+    assert r["rci_low"] == pytest.approx(max(-1.0, row["estimate"] - t * row["se"]))
+    assert r["rci_high"] == pytest.approx(min(1.0, row["estimate"] + t * row["se"]))
+    one = sequential.questions.contrast_row(
+        {c: y[:1] for c, y in design.items()}, {"same": 1.0, "control": -1.0}, 0.95
+    )
+    assert one["seed_df"] == 0 and sequential.interval_df(one) == one["df"] == 399

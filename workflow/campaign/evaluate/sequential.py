@@ -32,9 +32,11 @@ Repeated confidence intervals (Jennison and Turnbull 1989): est_j +/- c_j * se_j
 contrast at every look at once with probability >= 1 - alpha, so a decision read off them at any
 look, however the looks were chosen to stop or add seeds, keeps its error rate; the campaign's
 final intervals are the RCIs of its last look. With a seed level measured on few runs the z
-boundary is carried to the estimate's Satterthwaite df at the same tail probability (the
-"significance level" approach). Families are split by Bonferroni as in the fixed design
-(decide.adjusted_level): alpha / m per contrast, m = the family's size.
+boundary is carried to a t quantile at the same tail probability (the "significance level"
+approach) on the estimate's Satterthwaite df, at most the seed level's error df (interval_df:
+the Satterthwaite df estimated on few seed df is largest where the seed part came out low).
+Families are split by Bonferroni as in the fixed design (decide.adjusted_level): alpha / m per
+contrast, m = the family's size.
 """
 
 from __future__ import annotations
@@ -164,13 +166,29 @@ def _boundaries(info: tuple, alpha: float, times: tuple, prior: tuple = ()) -> t
     return tuple(out)
 
 
+def interval_df(row: Mapping) -> float:
+    """The df a repeated interval reads its quantile on: the row's Satterthwaite df, at most the
+    seed level's error df (`seed_df`) where that is measured. The Satterthwaite df of a positive
+    sum of mean squares lies between its smallest component's df and their sum; estimated on the
+    look's own parts it is largest exactly where the few-df seed part came out low, so the
+    interval is then too narrow twice, and at an early look's boundary the quantile is far out
+    (one-sided 1e-4 at the first of 3 looks: t 70 on 2 df, 3.8 on 300). The smallest
+    component's df (as Welch's min(n1 - 1, n2 - 1)) is the conservative end: one cell at a true
+    gain of exactly min_useful_effect, 3 looks, 2 -> 12 seeds, 3,000 items, was adopted 3.15 %
+    (0.5 % at the first look, whose share is 0.01 %) and is 2.65 % (one-sided nominal 2.5 %,
+    4,000 replications, benchmarks/bench_adaptive.py)."""
+    df = float(row["df"])
+    seed_df = row.get("seed_df", 0)
+    return min(df, float(seed_df)) if seed_df and seed_df > 0 else df
+
+
 def repeated_interval(row: Mapping, z: float, lo: float, hi: float) -> tuple[float, float]:
-    """The repeated confidence interval of a contrast row (estimate, se, df) at boundary z,
-    clipped to the contrast's range [lo, hi]."""
+    """The repeated confidence interval of a contrast row (estimate, se, df, seed_df) at
+    boundary z, on interval_df(row), clipped to the contrast's range [lo, hi]."""
     if not math.isfinite(z):
         return lo, hi
     tail = float(stats.norm.sf(z))
-    df = row["df"]
+    df = interval_df(row)
     q = float(stats.norm.isf(tail) if not math.isfinite(df) else stats.t.isf(tail, df))
     return max(lo, row["estimate"] - q * row["se"]), min(hi, row["estimate"] + q * row["se"])
 
@@ -447,7 +465,7 @@ class _Look:
             "kind": q.kind,
             "estimate": row["estimate"],
             "se": row["se"],
-            "df": row["df"],
+            "df": interval_df(row),  # the one its repeated interval is read on
             "boundary": z,
             "of_look": of_look,
             **record,
