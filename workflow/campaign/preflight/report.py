@@ -55,7 +55,7 @@ def _jsonable(value: Any) -> Any:
 
 def _run_one(name: str, bench: Bench, blocking: bool, process: int = 1) -> dict:
     """One check's entry of the report; `process`: which of the job's processes ran it."""
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     try:
         result = checks.load()[name].run(bench)
     except CampaignError as e:
@@ -73,6 +73,7 @@ def _run_one(name: str, bench: Bench, blocking: bool, process: int = 1) -> dict:
         "summary": summary,
         "details": _jsonable(result.details),
         "seconds": round(time.perf_counter() - t0, 3),
+        "cpu_seconds": round(time.process_time() - cpu0, 3),  # of its process
         "process": process,
     }
 
@@ -220,6 +221,7 @@ def split_report(report: dict) -> tuple[dict, dict]:
         measured[name] = {
             "summary": check["summary"],
             "seconds": check["seconds"],
+            "cpu_seconds": check.get("cpu_seconds"),
             "process": check.get("process", 1),
             "details": {k: v for k, v in details.items() if k in volatile},
         }
