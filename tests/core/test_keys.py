@@ -302,10 +302,14 @@ def test_the_code_version_covers_the_modules_that_pin_execution_and_derive_input
     from campaign.core.code import import_closure, module_hashes
     from campaign.core.registry import get_stage
 
-    for name in ("train", "preflight"):
+    # The preflight pins through its own module (one thread a check, its cores: checks at once).
+    for name, pins in (
+        ("train", "campaign.train.execution"),
+        ("preflight", "campaign.preflight.execution"),
+    ):
         stage = get_stage(name)
-        assert stage.execution == "campaign.train.execution"
-        assert "campaign.train.execution" in module_hashes(*stage.code_modules), name
+        assert stage.execution == pins
+        assert {pins, "campaign.train.execution"} <= set(module_hashes(*stage.code_modules)), name
     train = get_stage("train")
     assert "campaign.train.execution" not in import_closure(train.module)  # what was missed
     assert train.derive_inputs.partition(":")[0] in module_hashes(*train.code_modules)

@@ -151,6 +151,28 @@ def test_sound_classifier_passes_every_check(classification):
     assert not (ctx.work_dir / "preflight").exists()  # scratch folders are cleaned up
 
 
+def test_two_checks_at_a_time_write_the_same_report(classification, inputs, tmp_path):
+    """The job's two cores (workers 2: a spawned second process) change no byte of the report,
+    and the throughput check, which times the step, runs after the others have finished."""
+    ctx, sequential = classification
+    cheap = ("tokenization", "grad_accumulation", "throughput")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CUDA_VISIBLE_DEVICES", "")
+        report = preflight_report.run_preflight(
+            spec(grad_accum=3), inputs, cfg(), tmp_path / "work", REPO, only=cheap, workers=2
+        )
+    stable, _ = preflight_report.split_report(report)
+    assert list(report) == [*cheap, "passed"]
+    for name in cheap:
+        assert json.dumps(stable[name], sort_keys=True) == json.dumps(
+            sequential[name], sort_keys=True
+        ), name
+    assert report["tokenization"]["process"] == 2  # the first check: the second process's
+    assert report["throughput"]["process"] == 1
+    assert getattr(checks.load()["throughput"], "ALONE", False)
+    assert not (tmp_path / "work" / "preflight").exists()  # both processes' scratch is gone
+
+
 def test_sound_causal_lm_passes_and_masks_the_prompt(inputs, tmp_path):
     report = run(inputs, tmp_path, spec(**CAUSAL))
     assert report["passed"] and all(report[n]["passed"] for n in CHECKS)

@@ -13,6 +13,10 @@ rule preflight:
         "logs/benchmarks/preflight/preflight.tsv"
     conda:
         CONDA_ENV
+    # Two checks at a time, one torch thread each, as a training job runs (threads is not in
+    # the key: campaign.preflight.execution); the throughput check runs alone after them.
+    # Snakemake gives fewer where --cores is lower.
+    threads: 2
     params:
         **stage_params("preflight"),
     shell:

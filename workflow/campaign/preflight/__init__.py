@@ -84,7 +84,10 @@ PHASE = Phase(
             key_view=_preflight_key,
             volatile=("measurements", "report_text"),
             derive_inputs=MODEL_INPUTS,
-            execution=EXECUTION,
+            # One thread a check, the job's cores: checks at once; it pins through the training
+            # jobs' module (EXECUTION), whose code decides the result too.
+            execution="campaign.preflight.execution",
+            code=(EXECUTION,),
         ),
     ),
 )

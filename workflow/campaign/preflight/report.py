@@ -1,11 +1,21 @@
 """The preflight report: run the checks, collect their results, decide whether the campaign may
-spend money, and write the report as text."""
+spend money, and write the report as text.
+
+With workers > 1 (on a CPU) the checks run two at a time, the second in a spawned process that
+takes the next check from the same queue; a check that times the training step (`ALONE` in its
+module: throughput, whose rate feeds the forecast) runs last, after the other process has ended,
+so it times a step with a training job's threads on otherwise idle cores. Each check builds its
+own Trainer from the seeded sample, so the report is the same, byte for byte, either way.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import io
 import math
+import multiprocessing
+import queue
+import sys
 import time
 import traceback
 from collections.abc import Sequence
@@ -22,6 +32,7 @@ from campaign.preflight.config import check_config
 from campaign.train import read_data
 
 COULD_NOT_RUN = "could not run: "
+_WAIT_S = 1.0  # how often the main process looks whether the other one is still alive
 
 
 def _jsonable(value: Any) -> Any:
@@ -42,8 +53,9 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def _run_one(name: str, bench: Bench, blocking: bool) -> dict:
-    t0 = time.perf_counter()
+def _run_one(name: str, bench: Bench, blocking: bool, process: int = 1) -> dict:
+    """One check's entry of the report; `process`: which of the job's processes ran it."""
+    t0, cpu0 = time.perf_counter(), time.process_time()
     try:
         result = checks.load()[name].run(bench)
     except CampaignError as e:
@@ -61,6 +73,8 @@ def _run_one(name: str, bench: Bench, blocking: bool) -> dict:
         "summary": summary,
         "details": _jsonable(result.details),
         "seconds": round(time.perf_counter() - t0, 3),
+        "cpu_seconds": round(time.process_time() - cpu0, 3),  # of its process
+        "process": process,
     }
 
 
@@ -74,15 +88,20 @@ def run_preflight(
     only: Sequence[str] | None = None,
     hooks: Hooks | None = None,
     stream=None,
+    workers: int = 1,
+    execution: dict | None = None,
 ) -> dict:
     """Run the checks on the baseline run `spec` ({model, train, seed}) and its split files.
 
     data: {"train", "validation", "test": [Parquet paths]} (and "base_model" for a pretrained
     source). Returns {check: {passed, blocking, summary, details, seconds}, ..., "passed"}:
     "passed" is False when a blocking check failed. `only` runs a subset (in report order).
+    workers: how many checks run at once (2 at most; 1 with test hooks or on CUDA, where the
+    card is one); `execution`: the settings the second process pins (the job's).
     """
     check_config(cfg)
-    order = list(checks.load())
+    loaded = checks.load()
+    order = list(loaded)
     unknown = [c for c in only or () if c not in order]
     if unknown:
         raise CampaignError(f"preflight: unknown check {unknown[0]!r} (known: {', '.join(order)})")
@@ -97,16 +116,87 @@ def run_preflight(
         hooks or Hooks(),
         io.StringIO() if stream is None else stream,
     )
-    report: dict[str, Any] = {}
+    wanted = [n for n in order if only is None or n in only]
+    alone = [n for n in wanted if getattr(loaded[n], "ALONE", False)]
+    shared = [n for n in wanted if n not in alone]
+    parallel = workers > 1 and hooks is None and bench.device.type == "cpu" and len(shared) > 1
+    results: dict[str, dict] = {}
     try:
-        for name in order:
-            if only is None or name in only:
-                report[name] = _run_one(name, bench, name in cfg["blocking"])
+        if parallel:
+            args = (spec, data, cfg, Path(work_dir), Path(root), execution, stream is sys.stderr)
+            results.update(_run_two_at_a_time(shared, bench, args))
+        else:
+            results.update({n: _run_one(n, bench, n in cfg["blocking"]) for n in shared})
+        results.update({n: _run_one(n, bench, n in cfg["blocking"]) for n in alone})
     finally:
         with contextlib.suppress(OSError):
             remove_tree(Path(work_dir) / "preflight")
+    report: dict[str, Any] = {n: results[n] for n in wanted}
     report["passed"] = not failed_blocking(report)
     return report
+
+
+def _run_two_at_a_time(names: list[str], bench: Bench, args: tuple) -> dict[str, dict]:
+    """{check: result} of `names`, run by this process and a spawned one (a fork would copy
+    torch's thread pools: spawn starts clean). The spawned one runs the first check (this one
+    starts on the second while it imports), then each takes the next name from one queue."""
+    context = multiprocessing.get_context("spawn")
+    tasks, done = context.Queue(), context.Queue()
+    for name in names[1:]:
+        tasks.put(name)
+    for _ in range(2):
+        tasks.put(None)  # one end mark for each process
+    other = context.Process(target=_worker, args=(*args, names[0], tasks, done), daemon=True)
+    other.start()
+    results: dict[str, dict] = {}
+    try:
+        while (name := tasks.get()) is not None:
+            results[name] = _run_one(name, bench, name in bench.cfg["blocking"])
+        while len(results) < len(names):
+            try:
+                name, result = done.get(timeout=_WAIT_S)
+                results[name] = result
+            except queue.Empty:
+                if other.is_alive():
+                    continue
+                with contextlib.suppress(queue.Empty):  # its last results may still be queued
+                    while True:
+                        name, result = done.get(timeout=_WAIT_S)
+                        results[name] = result
+                break
+    finally:
+        other.join(timeout=_WAIT_S)
+        if other.is_alive():
+            other.terminate()
+            other.join()
+    for name in names:
+        if name not in results:  # the other process ended before its check did: run it here,
+            results[name] = _run_one(name, bench, name in bench.cfg["blocking"])  # as if alone
+    return results
+
+
+def _worker(spec, data, cfg, work_dir, root, execution, to_stderr, first, tasks, done) -> None:
+    """The second process: pin the job's execution settings, build its own Bench (its scratch
+    folders apart from the first process's), run `first`, then checks until the end mark."""
+    if execution is not None:
+        from campaign.preflight import execution as preflight_execution
+
+        preflight_execution.pin(execution)
+    base = data.get("base_model")
+    bench = Bench(
+        spec,
+        read_data(data),
+        cfg,
+        work_dir / "preflight" / "second",
+        root,
+        Path(base[0]) if base else None,
+        Hooks(),
+        sys.stderr if to_stderr else io.StringIO(),
+    )
+    name = first
+    while name is not None:
+        done.put((name, _run_one(name, bench, name in cfg["blocking"], process=2)))
+        name = tasks.get()
 
 
 def split_report(report: dict) -> tuple[dict, dict]:
@@ -131,6 +221,8 @@ def split_report(report: dict) -> tuple[dict, dict]:
         measured[name] = {
             "summary": check["summary"],
             "seconds": check["seconds"],
+            "cpu_seconds": check.get("cpu_seconds"),
+            "process": check.get("process", 1),
             "details": {k: v for k, v in details.items() if k in volatile},
         }
     return stable, measured

@@ -6,6 +6,7 @@ import json
 import sys
 
 from campaign.core.fsutil import atomic_write_text
+from campaign.preflight import execution
 from campaign.preflight.report import check_report, format_report, run_preflight, split_report
 from campaign.train import lease_from_env
 
@@ -14,7 +15,8 @@ def stage(ctx) -> None:
     """Stage entry (campaign.core.runner): ctx.spec = {run, preflight}; inputs train,
     validation, test (and base_model); outputs report (JSON: verdicts and exact findings),
     measurements (JSON: timings, memory peaks, free disk, host facts, the summaries) and
-    report_text (both together, readable).
+    report_text (both together, readable). The checks run as many at a time as the job holds
+    cores (campaign.preflight.execution: workers), each on ctx.execution's threads.
 
     Every output is written and the text printed before a failed blocking check raises, so the
     stage log keeps the report of a failed preflight.
@@ -29,6 +31,8 @@ def stage(ctx) -> None:
             ctx.work_dir,
             ctx.root,
             stream=sys.stderr,
+            workers=execution.workers(),
+            execution=ctx.execution,
         )
     finally:
         lease.release()

@@ -1,7 +1,8 @@
 """The preflight checks, a registry: one module per check, named after it.
 
 A check module defines `ORDER` (its place in the report), `run(bench) -> Result` and, if its
-details deserve more than the summary line, `describe(details) -> list[str]` for the text report.
+details deserve more than the summary line, `describe(details) -> list[str]` for the text report;
+`ALONE = True` when it times something and must run with no other check beside it.
 A new check is a new module here (and, if it has settings, a key in the `preflight` schema); the
 names `preflight.blocking` accepts come from this folder.
 """

@@ -18,6 +18,9 @@ from campaign.train import save_checkpoint
 
 ORDER = 70  # place in the report
 VOLATILE = ("rates",)  # details that differ between identical runs (timings)
+# Run with no other check beside it (campaign.preflight.report): it times the training step
+# that the forecast scales, at a training job's threads, on cores nothing else is using.
+ALONE = True
 
 
 def run(bench: Bench) -> Result:
