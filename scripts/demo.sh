@@ -13,13 +13,21 @@ campaign validate
 campaign plan
 # profiles/default is Snakemake's workflow profile: applied without --profile.
 snakemake "$@"
-campaign status
-echo "results: results/ (report: results/report/index.html, index: results/index.parquet," \
-  "metrics: results/metrics.json, manifest: results/data/)"
 dry_run=0
 for arg in "$@"; do
   case "$arg" in -n | --dry-run | --dryrun | -[a-zA-Z]*n) dry_run=1 ;; esac
 done
+# The results and the store as they are now, in dvc.lock (what `dvc push` uploads): recorded
+# while `campaign status` runs (it reads, dvc hashes; neither writes what the other reads).
+dvc_commit=
+if [ "$dry_run" = 0 ] && [ -d .dvc ] && git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  dvc_log=$(mktemp)
+  dvc commit --force --quiet campaign >"$dvc_log" 2>&1 &
+  dvc_commit=$!
+fi
+campaign status
+echo "results: results/ (report: results/report/index.html, index: results/index.parquet," \
+  "metrics: results/metrics.json, manifest: results/data/)"
 # What to act on: the decisions, and what the campaign cost and what the rest would cost.
 if [ "$dry_run" = 0 ]; then
   for summary in results/evaluation/summary.txt results/budget/summary.txt; do
@@ -29,9 +37,15 @@ if [ "$dry_run" = 0 ]; then
     fi
   done
 fi
-if [ "$dry_run" = 0 ] && [ -d .dvc ] && git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-  # The results and the store as they are now, in dvc.lock: what `dvc push` uploads.
-  dvc commit --force --quiet campaign
+if [ -n "$dvc_commit" ]; then
+  status=0
+  wait "$dvc_commit" || status=$?
+  cat "$dvc_log"
+  rm -f "$dvc_log"
+  if [ "$status" != 0 ]; then
+    echo "dvc commit failed (exit $status)" >&2
+    exit "$status"
+  fi
   echo "recorded in dvc.lock; to share: dvc remote add -d <name> <url> && dvc push, then" \
     "git add dvc.lock .dvc/config && git commit"
 fi

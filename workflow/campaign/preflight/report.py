@@ -32,6 +32,20 @@ from campaign.preflight.config import check_config
 from campaign.train import read_data
 
 COULD_NOT_RUN = "could not run: "
+# The order two processes take the checks in, longest first (CPU seconds on the demo: memory
+# 20, overfit 13, resume 7, environment 4, disk 2, grad_accumulation 1, tokenization 1). The
+# spawned process, which starts a few seconds late (its imports), takes the first; this one
+# starts on the second. Checks not listed follow in report order. Results are keyed by check,
+# so the order changes no byte of the report, only the time to it (28.6 s to about 26 s).
+TWO_AT_A_TIME_ORDER = (
+    "overfit",
+    "memory",
+    "resume",
+    "environment",
+    "disk",
+    "grad_accumulation",
+    "tokenization",
+)
 _WAIT_S = 1.0  # how often the main process looks whether the other one is still alive
 
 
@@ -124,7 +138,9 @@ def run_preflight(
     try:
         if parallel:
             args = (spec, data, cfg, Path(work_dir), Path(root), execution, stream is sys.stderr)
-            results.update(_run_two_at_a_time(shared, bench, args))
+            rank = {n: i for i, n in enumerate(TWO_AT_A_TIME_ORDER)}
+            by_cost = sorted(shared, key=lambda n: rank.get(n, len(rank)))  # stable: report order
+            results.update(_run_two_at_a_time(by_cost, bench, args))
         else:
             results.update({n: _run_one(n, bench, n in cfg["blocking"]) for n in shared})
         results.update({n: _run_one(n, bench, n in cfg["blocking"]) for n in alone})
