@@ -25,7 +25,8 @@ if [ "$dry_run" = 0 ] && [ -d .dvc ] && git rev-parse --is-inside-work-tree >/de
   dvc commit --force --quiet campaign >"$dvc_log" 2>&1 &
   dvc_commit=$!
 fi
-campaign status
+status_rc=0
+campaign status || status_rc=$?  # a failure is reported after dvc commit has been waited for
 echo "results: results/ (report: results/report/index.html, index: results/index.parquet," \
   "metrics: results/metrics.json, manifest: results/data/)"
 # What to act on: the decisions, and what the campaign cost and what the rest would cost.
@@ -48,6 +49,10 @@ if [ -n "$dvc_commit" ]; then
   fi
   echo "recorded in dvc.lock; to share: dvc remote add -d <name> <url> && dvc push, then" \
     "git add dvc.lock .dvc/config && git commit"
+fi
+if [ "$status_rc" != 0 ]; then
+  echo "campaign status failed (exit $status_rc)" >&2
+  exit "$status_rc"
 fi
 elapsed=$((SECONDS - started))
 echo "demo: validate, plan, campaign and summaries took $((elapsed / 60)) min $((elapsed % 60)) s" \

@@ -121,3 +121,33 @@ def test_looks_whose_intervals_do_not_overlap_decide_on_their_span_and_say_so():
     (row,) = [_fixed("lr up", "main", decide.ADOPT)]
     apply_last_look([row], clear, useful=0.03)
     assert row["decision"] == decide.ADOPT and row["intervals_disagree"] is True
+
+
+def test_an_adaptive_floor_row_is_tested_on_the_seed_df_holm_then_times_the_looks():
+    """Two cells against the floor, 2 seeds each (seed_df 2) but a Satterthwaite df of 300 (the
+    seed part came out small): t 5 and t 2.5. On 2 df, t's two-sided p is 1 - t / sqrt(t^2 + 2):
+    0.03775 and 0.12961; Holm over the two, 0.0755 and 0.12961; times 3 planned looks, 0.2265
+    and 0.3888: neither is shown above the floor at alpha 0.05 (on 300 df the t 5 cell's
+    p, about 1e-6, would have been)."""
+    rows = [
+        {
+            "kind": "floor",
+            "subject": f"cell {i}",
+            "estimate": est,
+            "se": 0.02,
+            "df": 300.0,
+            "seed_df": 2,
+            "p_holm": 1e-6,
+            "decision": decide.ABOVE,
+            "interval_over": "crossed",
+        }
+        for i, est in ((1, 0.10), (2, 0.05))
+    ]
+    last = {"look": 3, "max_looks": 3, "rows": [], "decided": {}}
+    apply_last_look(rows, [last], alpha=0.05)
+    # Holm: the smaller p times 2, the larger times 1 (not below the smaller's); then x 3.
+    expected = [3 * 2 * (1 - 5 / 27**0.5), 3 * (1 - 2.5 / 8.25**0.5)]
+    assert abs(rows[0]["p_holm"] - expected[0]) < 1e-9
+    assert abs(rows[1]["p_holm"] - expected[1]) < 1e-9
+    assert [r["decision"] for r in rows] == [decide.NOT_SHOWN, decide.NOT_SHOWN]
+    assert all("planned looks" in r["interval_over"] for r in rows)

@@ -36,6 +36,7 @@ import json
 import math
 
 import numpy as np
+from scipy import stats
 
 from campaign.core.errors import CampaignError
 from campaign.core.fsutil import atomic_write_text
@@ -44,6 +45,7 @@ from campaign.evaluate import decide, sequential
 from campaign.evaluate.effects import contrasts
 from campaign.evaluate.items import SPLITS, campaign_labels, read_items, read_probs
 from campaign.evaluate.plan_table import read_plan
+from campaign.evaluate.stats import holm
 
 
 def look_spec(params: dict, look: str | int) -> dict:
@@ -247,9 +249,10 @@ def apply_last_look(
     over the same plan and runs.
 
     A cell-against-floor row (what the verdict keeps rests on it; the looks stop cells on it)
-    is tested at alpha / max_looks: its Holm p times the planned looks (Bonferroni over the
-    looks, more conservative than the O'Brien-Fleming boundary at any look), `alpha` being the
-    level its fixed-design decision used.
+    is tested at alpha / max_looks: its p on the df capped at the seed df (interval_df), Holm
+    over the floor family, times the planned looks (Bonferroni over the looks, more conservative
+    than the O'Brien-Fleming boundary at any look), `alpha` being the level its fixed-design
+    decision used.
 
     Looks whose repeated intervals do not overlap (`_intersection`): the row shows their span,
     is decided on it (decide.effect at `useful`, min_useful_effect; without it, inconclusive)
@@ -259,12 +262,7 @@ def apply_last_look(
     last = looks[-1]
     k = int(last.get("max_looks", 1))
     if alpha is not None and k > 1:
-        for r in rows:
-            p = r.get("p_holm")
-            if r["kind"] == "floor" and p is not None and math.isfinite(p):
-                r["p_holm"] = min(1.0, p * k)
-                r["decision"] = decide.against_floor(r["estimate"], r["p_holm"], alpha)
-                r["interval_over"] = f"{r['interval_over']}; test: {FLOOR_OVER.format(k=k)}"
+        _floor_rows_over_looks(rows, k, alpha)
     by_name = {(r["kind"], r["name"]): r for r in last["rows"]}
     for r in rows:
         if r["kind"] not in SEEDED_KINDS:
@@ -315,6 +313,36 @@ NOT_ASKED = (
     "not decided: the looks chose its cells' seeds but did not ask it, so no repeated "
     "interval covers it"
 )
+
+
+def _floor_rows_over_looks(rows: list[dict], k: int, alpha: float) -> None:
+    """The cell-against-floor rows of an adaptive campaign: each p on the estimate's df capped
+    at the seed level's error df (sequential.interval_df, as the looks' intervals read theirs:
+    on few seed df the Satterthwaite df is largest where the seed part came out low), Holm over
+    the family, times the `k` planned looks; in place."""
+    family = [
+        r
+        for r in rows
+        if r["kind"] == "floor" and r.get("p_holm") is not None and math.isfinite(r["p_holm"])
+    ]
+    if not family:
+        return
+    raw = np.array([_p_on_capped_df(r) for r in family], dtype=np.float64)
+    for r, p in zip(family, holm(raw), strict=True):
+        r["p_holm"] = min(1.0, float(p) * k)
+        r["decision"] = decide.against_floor(r["estimate"], r["p_holm"], alpha)
+        r["interval_over"] = f"{r['interval_over']}; test: {FLOOR_OVER.format(k=k)}"
+
+
+def _p_on_capped_df(row: dict) -> float:
+    """Two-sided p that the row's contrast is 0, t on sequential.interval_df(row)."""
+    se, est = float(row["se"]), float(row["estimate"])
+    if not se > 0:
+        return 1.0 if est == 0 else 0.0
+    df = sequential.interval_df(row)
+    t = abs(est) / se
+    sf = stats.norm.sf(t) if not math.isfinite(df) else stats.t.sf(t, df)
+    return float(min(1.0, 2 * sf))
 
 
 def _interaction(low, high, found: dict) -> str:

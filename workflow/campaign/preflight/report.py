@@ -185,9 +185,16 @@ def _run_two_at_a_time(names: list[str], bench: Bench, args: tuple) -> dict[str,
         if other.is_alive():
             other.terminate()
             other.join()
-    for name in names:
-        if name not in results:  # the other process ended before its check did: run it here,
-            results[name] = _run_one(name, bench, name in bench.cfg["blocking"])  # as if alone
+    lost = [name for name in names if name not in results]
+    if lost:  # the other process ended before its checks did: run them here, as if alone
+        print(
+            f"preflight: the second process exited (code {other.exitcode}) before "
+            f"{', '.join(lost)}; running them in this process",
+            file=sys.stderr,
+            flush=True,
+        )
+    for name in lost:
+        results[name] = _run_one(name, bench, name in bench.cfg["blocking"])
     return results
 
 
