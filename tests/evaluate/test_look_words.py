@@ -139,22 +139,32 @@ def test_the_report_shows_the_looks_of_an_adaptive_campaign_only(tmp_path):
 
 
 def test_after_the_looks_a_cell_is_above_the_floor_only_at_alpha_over_the_looks():
-    """Holm p 0.03 against the floor is "above floor" in a fixed design (alpha 0.05); after 2
-    planned looks it is tested at 0.05 / 2 (p 0.06): not shown. p 0.01 stays above (0.02);
-    a row without a p (no floor test) is left alone."""
-    rows = [
-        {"kind": "floor", "subject": "c1 against floor/t", "estimate": 0.02, "p_holm": 0.03,
-         "decision": "above floor", "interval_over": "z"},
-        {"kind": "floor", "subject": "c2 against floor/t", "estimate": 0.05, "p_holm": 0.01,
-         "decision": "above floor", "interval_over": "z"},
-        {"kind": "floor", "subject": "c3 against floor/t", "estimate": 0.05, "p_holm": None,
-         "decision": "not shown above floor", "interval_over": "z"},
-    ]  # fmt: skip
+    """Two-sided p 0.03 and 0.01 against the floor (items only: normal, no seed df to cap at)
+    are "above floor" in a fixed design (alpha 0.05). After the looks they are Holm-adjusted
+    over the family (0.03 and 0.02) and then times the 2 planned looks: 0.06, not shown, and
+    0.04, above. A row without a p (no floor test) is left alone."""
+    from scipy import stats
+
+    def row(name: str, estimate: float, p: float | None) -> dict:
+        se = 0.01 if p is None else estimate / float(stats.norm.isf(p / 2))
+        return {
+            "kind": "floor",
+            "subject": f"{name} against floor/t",
+            "estimate": estimate,
+            "se": se,
+            "df": float("inf"),
+            "seed_df": 0,
+            "p_holm": p,
+            "decision": "above floor" if p else "not shown above floor",
+            "interval_over": "z",
+        }
+
+    rows = [row("c1", 0.02, 0.03), row("c2", 0.05, 0.01), row("c3", 0.05, None)]  # fmt: skip
     apply_last_look(rows, LOOKS, alpha=0.05)
     assert [r["decision"] for r in rows] == [
         "not shown above floor", "above floor", "not shown above floor",
     ]  # fmt: skip
-    assert [r["p_holm"] for r in rows] == [0.06, 0.02, None]
+    assert [round(r["p_holm"], 9) for r in rows[:2]] == [0.06, 0.04] and rows[2]["p_holm"] is None
     assert "Bonferroni over the 2 planned looks" in rows[0]["interval_over"]
     assert rows[2]["interval_over"] == "z"
 
