@@ -145,9 +145,11 @@ def test_a_run_the_summary_does_not_list_is_told_by_its_job_record(tmp_path, mon
     assert run_states(["b"], listed, records, {"b"}) == {"b": "running"}
 
 
-def test_a_stale_run_whose_key_has_a_store_entry_counts_trained_and_costs_nothing(
-    tmp_path, monkeypatch
-):
+def trained_run(tmp_path: Path):
+    """(params, its first 3 runs a b c, the store, a's key, a's job record) in tmp_path (the
+    working directory): the split files written, run a trained before (the store holds the
+    entry its key names now, outputs stand-ins committed as the runner commits them: the model
+    a folder holding a weights file), b and c never trained."""
     import yaml
 
     from campaign.core.params import validate
@@ -155,19 +157,14 @@ def test_a_stale_run_whose_key_has_a_store_entry_counts_trained_and_costs_nothin
     from campaign.core.runner import job_key
     from campaign.core.store import Store
     from campaign.plan import plan_index, run_spec_of
-    from campaign.plan.look_runs import CampaignRuns
-    from campaign.tools.forecast import remaining_line
-    from campaign.tools.status import adaptive_line, stored_runs, train_inputs
+    from campaign.tools.status import train_inputs
     from conftest import FIXTURES
 
-    monkeypatch.chdir(tmp_path)
     params = validate(yaml.safe_load((FIXTURES / "tiny_params.yaml").read_text()))
     a, b, c = list(plan_index(params))[:3]
     for paths in train_inputs({"run": a}).values():
         paths[0].parent.mkdir(parents=True, exist_ok=True)
         paths[0].write_bytes(paths[0].name.encode())  # the split files (content is all it takes)
-    # Run a was trained before: the store holds the entry its key names now (outputs stand-ins;
-    # the runner commits the same way). b and c never trained.
     store = Store(tmp_path / ".campaign")
     store.ensure()
     key = job_key(get_stage("train"), run_spec_of(params, a), train_inputs({"run": a}), store,
@@ -175,8 +172,23 @@ def test_a_stale_run_whose_key_has_a_store_entry_counts_trained_and_costs_nothin
     staging = store.new_staging(key)
     for name in get_stage("train").outputs:
         (staging / "outputs" / name).write_text(name)
+    (staging / "outputs" / "model").unlink()
+    (staging / "outputs" / "model").mkdir()
+    (staging / "outputs" / "model" / "model.safetensors").write_bytes(b"w" * 1000)
     store.commit(key, staging, {"stage": "train", "key_material": {"execution": {"threads": 1}}})
     record = {f"results/runs/{a}/run_manifest.json": {"state": "done", "key": key}}
+    return params, (a, b, c), store, key, record
+
+
+def test_a_stale_run_whose_key_has_a_store_entry_counts_trained_and_costs_nothing(
+    tmp_path, monkeypatch
+):
+    from campaign.plan.look_runs import CampaignRuns
+    from campaign.tools.forecast import remaining_line
+    from campaign.tools.status import adaptive_line, stored_runs, train_inputs
+
+    monkeypatch.chdir(tmp_path)
+    params, (a, b, c), store, key, record = trained_run(tmp_path)
     # Snakemake marks a stale (its inputs' mtimes are newer, say a copied project) and c missing.
     states = {a: "stale", b: "stale", c: "missing"}
     assert stored_runs([a, b, c], states, params, store, record) == {a}
@@ -198,3 +210,62 @@ def test_a_stale_run_whose_key_has_a_store_entry_counts_trained_and_costs_nothin
     # New split content: a's key changes, so its rerun trains; nothing is a hit.
     train_inputs({})["validation"][0].write_bytes(b"other rows")
     assert stored_runs([a, b, c], states, params, store, record) == set()
+
+
+def test_no_run_is_a_store_hit_while_a_job_upstream_of_train_is_pending(tmp_path, monkeypatch):
+    from campaign.tools.status import stored_runs
+
+    monkeypatch.chdir(tmp_path)
+    params, (a, b, c), store, key, record = trained_run(tmp_path)
+    states = {a: "stale", b: "stale", c: "missing"}
+    split = "results/data/splits/train.parquet"
+    done = [row(split, "split"), row("results/plan/runs.tsv", "plan_table")]
+    # A finished campaign: the split is up to date; a's rerun is a store hit. Pending jobs
+    # downstream of train (evaluate, report) change nothing.
+    downstream = [row("results/eval/metrics.parquet", "evaluate", "update pending")]
+    assert stored_runs([a, b, c], states, params, store, record, done + downstream) == {a}
+    # split.stratify_tolerance edited: Snakemake will rewrite the split before any run trains,
+    # so the split files on disk (which a's old entry matches) are not what the runs will read.
+    edited = [{**done[0], "status": "params changed", "plan": "update pending"}, done[1]]
+    assert stored_runs([a, b, c], states, params, store, record, edited) == set()
+    # So is a stale manifest, or a preflight to rerun (the plan table it feeds may keep others).
+    for rule in ("manifest", "preflight"):
+        pending = [*done, row(f"results/{rule}.out", rule, "update pending")]
+        assert stored_runs([a, b, c], states, params, store, record, pending) == set()
+
+
+def test_a_truncated_or_foreign_store_entry_is_no_store_hit(tmp_path, monkeypatch):
+    import json
+    import shutil
+
+    from campaign.core.runner import stored_key
+    from campaign.plan import run_spec_of
+    from campaign.tools.status import stored_runs, train_inputs
+
+    monkeypatch.chdir(tmp_path)
+    params, (a, b, c), store, key, record = trained_run(tmp_path)
+    states = {a: "stale"}
+    sound = tmp_path / "sound"
+    shutil.copytree(store.entry_path(key), sound)
+    spec, inputs = run_spec_of(params, a), train_inputs({"run": a})
+    assert stored_key("train", spec, inputs, store, threads=1) == key
+    # The model's weights file cut to 999 of its 1000 bytes: the rerun would train, priced.
+    weights = store.entry_path(key) / "outputs" / "model" / "model.safetensors"
+    weights.chmod(0o600)
+    weights.write_bytes(b"w" * 999)
+    assert stored_key("train", spec, inputs, store, threads=1) is None
+    assert stored_runs([a], states, params, store, record) == set()
+    # A file where the entry records a folder, of the same bytes, is no hit either.
+    shutil.rmtree(store.entry_path(key) / "outputs" / "model")
+    (store.entry_path(key) / "outputs" / "model").write_bytes(b"w" * 1000)
+    assert stored_key("train", spec, inputs, store, threads=1) is None
+    # The sound copy back: a hit; then an entry.json of another hash algorithm or format is not.
+    shutil.rmtree(store.entry_path(key))
+    shutil.copytree(sound, store.entry_path(key))
+    assert stored_runs([a], states, params, store, record) == {a}
+    meta_path = store.entry_path(key) / "entry.json"
+    meta = json.loads(meta_path.read_text())
+    for other in ({"algorithm": "md5"}, {"format": meta["format"] + 1}):
+        meta_path.chmod(0o600)
+        meta_path.write_text(json.dumps(meta | other))
+        assert stored_key("train", spec, inputs, store, threads=1) is None, other

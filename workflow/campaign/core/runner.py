@@ -25,7 +25,7 @@ from typing import Any
 from campaign.core.errors import CampaignError, Interrupted, Preempted
 from campaign.core.fsutil import remove_tree
 from campaign.core.hashcache import HashCache
-from campaign.core.hashing import hash_tree
+from campaign.core.hashing import ALGORITHM, hash_tree
 from campaign.core.io import resolve
 from campaign.core.keys import (
     code_version,
@@ -38,7 +38,7 @@ from campaign.core.keys import (
 )
 from campaign.core.registry import get_stage
 from campaign.core.stage import Stage
-from campaign.core.store import Store
+from campaign.core.store import ENTRY_FORMAT, Store
 
 DEFAULT_THREADS = 1  # a stage command run by hand computes like a rule with no `threads:`
 
@@ -247,12 +247,14 @@ def stored_key(
     root: Path = Path("."),
     threads: int = DEFAULT_THREADS,
 ) -> str | None:
-    """The key a run of the stage would compute now, when the store holds its entry (entry.json
-    names the key and every output is there), else None: a job Snakemake would rerun because
-    an input's mtime changed costs a store hit then, not a computation. The entry's outputs are
-    re-hashed when it is used (Store.lookup), not here: one corrupted since it was committed is
-    recomputed then (`campaign verify` finds it beforehand). None too when an input is absent
-    or the params name other inputs than those given (the job cannot run as it stands)."""
+    """The key a run of the stage would compute now, when the store holds its entry, else None:
+    a job Snakemake would rerun because an input's mtime changed costs a store hit then, not a
+    computation. The entry must look sound without re-hashing: entry.json names the key, this
+    store's hash algorithm and entry format, and every output is there as the file or folder it
+    recorded, of the bytes it recorded (a truncated model file is no hit). The outputs are
+    re-hashed when the entry is used (Store.lookup), not here: one corrupted since, at the same
+    size, is recomputed then (`campaign verify` finds it beforehand). None too when an input is
+    absent or the params name other inputs than those given (the job cannot run as it stands)."""
     stage = get_stage(stage_name)
     if not store.entries.is_dir():
         return None
@@ -263,9 +265,25 @@ def stored_key(
     entry = store.read_entry(key)
     if entry is None or entry.meta.get("key") != key:
         return None
-    outputs = entry.meta.get("outputs", {})
-    whole = set(outputs) == set(stage.outputs)
-    return key if whole and all(entry.output_path(n).exists() for n in outputs) else None
+    meta = entry.meta
+    if meta.get("algorithm") != ALGORITHM or meta.get("format") != ENTRY_FORMAT:
+        return None
+    outputs = meta.get("outputs", {})
+    if set(outputs) != set(stage.outputs):
+        return None
+    sound = all(_as_recorded(entry.output_path(n), info) for n, info in outputs.items())
+    return key if sound else None
+
+
+def _as_recorded(path: Path, info: dict) -> bool:
+    """Whether a store output is the kind (file, dir) and size in bytes its entry.json records."""
+    if path.is_file():
+        kind, size = "file", path.stat().st_size
+    elif path.is_dir():
+        kind, size = "dir", sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    else:
+        return False
+    return info.get("kind") == kind and info.get("bytes") == size
 
 
 def run_stage(

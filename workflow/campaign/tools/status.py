@@ -9,7 +9,9 @@ progress file (step, elapsed, ETA; campaign.core.progress) and what the rest of 
 for (campaign.plan.look_runs: the kept runs and the appended ones), counted trained, running and
 to do, then each look in the evaluation's words (campaign.evaluate.look_lines). A run Snakemake
 would rerun (stale, or its outputs gone) whose training key, as its params, code and inputs are
-now, has a store entry (stored_runs) is counted trained and not priced: its rerun is a store hit.
+now, has a sound store entry (stored_runs) is counted trained and not priced: its rerun is a
+store hit. Not while a job upstream of train (split, manifest, ...) is pending: then every run
+stays priced.
 
 The jobs and their states: campaign.tools.jobs; whether a running job still runs:
 campaign.tools.liveness; `campaign gc`: campaign.tools.gc (its entry is re-exported here, where
@@ -50,6 +52,7 @@ __all__ = [
     "stored_line",
     "stored_runs",
     "train_inputs",
+    "upstream_stages",
 ]
 
 
@@ -157,22 +160,46 @@ def train_inputs(wildcards: Mapping[str, str]) -> dict[str, list[Path]]:
     }
 
 
+def upstream_stages(stage: str = "train") -> set[str]:
+    """The stages whose outputs the stage's job reads, and theirs, and so on (its `after` files
+    included): for train the split, the manifest, the plan table and the preflight."""
+    from campaign.core.registry import get_stage
+
+    found: set[str] = set()
+    todo = [stage]
+    while todo:
+        declared = get_stage(todo.pop())
+        for source in {**declared.inputs, **declared.after}.values():
+            name = getattr(source, "stage", None)
+            if name is not None and name not in found:
+                found.add(name)
+                todo.append(name)
+    return found
+
+
 def stored_runs(
     runs: Sequence[str],
     states: Mapping[str, str],
     params: dict,
     store: Store,
     records: Mapping[str, dict],
+    rows: Sequence[dict] = (),
 ) -> set[str]:
     """The runs not trained or running (states: run_states') whose training job would be a
     store hit now (campaign.core.runner.stored_key: the key of its params, code and inputs as
     they are has an entry): Snakemake reruns them (an input's mtime changed, the outputs were
     deleted) at the cost of a store hit, no training. Threads as the run's last job recorded
-    them (its entry's execution settings), else a rule's default."""
+    them (its entry's execution settings), else a rule's default. None while a job upstream of
+    train is pending in Snakemake's summary (rows: a split param edited, the manifest stale):
+    the split files on disk are not the ones the runs will read, so no key hashed from them
+    tells a hit; the runs stay stale and priced."""
     from campaign.core.registry import get_stage
     from campaign.core.runner import DEFAULT_THREADS, stored_key
     from campaign.plan import run_spec_of
 
+    upstream = upstream_stages("train")
+    if any(r["rule"] in upstream and r.get("plan", "") != "no update" for r in rows):
+        return set()
     manifest = get_stage("train").outputs["run_manifest"].path
     found = set()
     for run in runs:
@@ -252,7 +279,7 @@ def print_status(
         cards = {r.run_id: int(r.spec["train"].get("devices", 1)) for r in runs}
         campaign = campaign_runs(plan_table, look_files(looks_folder))
         states = run_states(campaign.runs, train_states(rows, records), records, set(etas))
-        stored = stored_runs(campaign.runs, states, params, store, records)
+        stored = stored_runs(campaign.runs, states, params, store, records, rows)
         line = remaining_line(
             read_plan_table(Path(plan_table), campaign.runs),
             stored | {r for r, state in states.items() if state == "done"},
