@@ -248,28 +248,38 @@ def copy_finished(source: Path, dest: Path) -> Path:
     return dest
 
 
-@pytest.fixture(scope="session")
-def finished_campaign(tmp_path_factory) -> Path:
-    """The tiny campaign run to its end once per session: read it, never change it (a test that
-    changes it takes ``finished_project``, its own copy).
-
-    Under pytest-xdist the first worker to ask runs it; the others wait on a lock and read it.
-    """
+def session_project(tmp_path_factory, name: str, build) -> Path:
+    """A project built once per session under `name` and shared by every test (and, under
+    pytest-xdist, by every worker: the first to ask builds it, the others wait on a lock).
+    `build(project)` makes it and returns the text its `done` file keeps; a project a failed
+    build left half-made is removed and built again."""
     from filelock import FileLock
 
     shared = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         shared = shared.parent  # the folder all workers of this session share
-    project = shared / "finished_campaign" / "project"
-    with FileLock(str(shared / "finished_campaign.lock")):
+    project = shared / name / "project"
+    with FileLock(str(shared / f"{name}.lock")):
         done = project.parent / "done"
         if not done.exists():
             if project.exists():
                 shutil.rmtree(project)  # a run that failed half-way in another worker
-            copy_project(project)
-            snakemake(project, timeout=1500)
-            done.write_text("finished\n")
+            done_text = build(project)
+            done.write_text(done_text)
     return project
+
+
+@pytest.fixture(scope="session")
+def finished_campaign(tmp_path_factory) -> Path:
+    """The tiny campaign run to its end once per session: read it, never change it (a test that
+    changes it takes ``finished_project``, its own copy). Shared as session_project says."""
+
+    def build(project: Path) -> str:
+        copy_project(project)
+        snakemake(project, timeout=1500)
+        return "finished\n"
+
+    return session_project(tmp_path_factory, "finished_campaign", build)
 
 
 def warm_store(

@@ -8,7 +8,6 @@ while an appended run trains resumes that run from its checkpoint to the same re
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 from pathlib import Path
@@ -26,6 +25,7 @@ from conftest import (
     events,
     kill_9_mid_training,
     result_hashes,
+    session_project,
     snakemake,
 )
 
@@ -46,23 +46,15 @@ def finished_adaptive(finished_campaign, tmp_path_factory) -> Path:
     """The finished tiny campaign made adaptive and run to its end, once per session: read it,
     never change it. Its `done` file holds how many store events the fixed campaign had (the
     adaptive run's are those after). Under pytest-xdist the workers share it (a lock)."""
-    from filelock import FileLock
 
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent
-    project = shared / "finished_adaptive" / "project"
-    with FileLock(str(shared / "finished_adaptive.lock")):
-        done = project.parent / "done"
-        if not done.exists():
-            if project.exists():
-                shutil.rmtree(project)  # a run that failed half-way in another worker
-            copy_finished(finished_campaign, project)
-            make_adaptive(project)
-            n_events = len(events(project))
-            snakemake(project, timeout=1500)
-            done.write_text(f"{n_events}\n")
-    return project
+    def build(project: Path) -> str:
+        copy_finished(finished_campaign, project)
+        make_adaptive(project)
+        n_events = len(events(project))
+        snakemake(project, timeout=1500)
+        return f"{n_events}\n"
+
+    return session_project(tmp_path_factory, "finished_adaptive", build)
 
 
 def adaptive_events(project: Path) -> list[dict]:
