@@ -42,6 +42,15 @@ def test_a_key_learned_as_a_token_is_found(tmp_path) -> None:
     assert row["path"] == str(path) and row["unit"] == "token"
     assert row["findings"].get("api_key", 0) >= 1
     assert KEY not in json.dumps(report)
+    # A copy (every run of a campaign copies its tokenizer) is reported as the original is: a
+    # line's findings are reused within a scan, never dropped.
+    copy = tmp_path / "copy" / "tokenizer.json"
+    copy.parent.mkdir()
+    copy.write_bytes(path.read_bytes())
+    again = scan_artifacts([tmp_path])
+    rows = {r["path"]: {k: v for k, v in r.items() if k != "path"} for r in again["artifacts"]}
+    assert rows == {str(path): rows[str(path)], str(copy): rows[str(path)]}
+    assert rows[str(path)] == {k: v for k, v in row.items() if k != "path"}
 
 
 def test_predictions_and_logs_are_scanned_and_the_report_names_them(tmp_path, capsys) -> None:

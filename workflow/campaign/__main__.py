@@ -1,7 +1,6 @@
-"""python -m campaign: the same as the `campaign` console script."""
+"""python -m campaign: the same as the `campaign` console script, as every rule runs a stage,
+ending without the interpreter's teardown (cli.exit_without_teardown)."""
 
-import sys
+from campaign.cli import exit_without_teardown, main
 
-from campaign.cli import main
-
-sys.exit(main())
+exit_without_teardown(main())
