@@ -23,6 +23,17 @@ process:
             after another). Wall seconds (the cut uses the idle core: CPU does not shrink; its
             CPU, this process's and its children's, is in the note). Same report bytes.
             Goal: <= 0.65 (wall; two free cores needed: on a loaded machine it shows the load).
+  exit      a stage job's end: a child process that imports what a training job imports (torch,
+            the transformers model class, peft, campaign.train) ends by
+            campaign.cli.exit_without_teardown (what `python -m campaign` does) against
+            sys.exit (the former end: the interpreter's teardown). CPU seconds from the child's
+            last statement to its end (its total CPU, RUSAGE_CHILDREN, less what it reported
+            just before ending). Goal: <= 0.2.
+  scan      the artifact scan (campaign.data.artifacts.scan_artifacts) over what the demo's
+            artifact_scan stage reads most of: four runs' tokenizer files (vocab.txt and
+            tokenizer.json of the pretrained model, as each run's model folder copies them)
+            and four prediction tables, one scan sharing a line's findings (the cut) against
+            each file scanned on its own (the former cost). Same report. Goal: <= 0.4.
 
 All on the demo's data (data/raw/fortunes.jsonl: 3,221 quotations, median 25 tokens, 11 %
 longer than max_length 64) and model (all-MiniLM-L6-v2 with params.yaml's LoRA), one torch
@@ -35,6 +46,7 @@ and the ratio is the median over rounds.
     .venv/bin/python benchmarks/bench_demo.py --rounds 5 --eval-items 400
     .venv/bin/python benchmarks/bench_demo.py --only final --only levers --rounds 2
     .venv/bin/python benchmarks/bench_demo.py --only preflight --rounds 1   # ~2 min of CPU
+    .venv/bin/python benchmarks/bench_demo.py --only exit --only scan        # ~1 min
 """
 
 from __future__ import annotations
@@ -50,7 +62,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 
-GOALS = {"scoring": 0.6, "steps": 0.75, "final": 0.7, "levers": 0.85, "preflight": 0.65}
+GOALS = {
+    "scoring": 0.6,
+    "steps": 0.75,
+    "final": 0.7,
+    "levers": 0.85,
+    "preflight": 0.65,
+    "exit": 0.2,
+    "scan": 0.4,
+}
 
 
 def load(n_train: int, n_eval: int, n_test: int = 0):
@@ -307,6 +327,95 @@ def bench_preflight(params, data, rounds: int) -> dict:
     }
 
 
+# A training job's imports, then its end either way; the child prints its CPU seconds so far.
+EXIT_CHILD = """
+import sys, time
+sys.path.insert(0, {workflow!r})
+import torch, peft, transformers
+from transformers import AutoModelForSequenceClassification
+import campaign.train
+from campaign.cli import exit_without_teardown
+print(time.process_time(), flush=True)
+exit_without_teardown(0) if {fast} else sys.exit(0)
+"""
+
+
+def bench_exit(rounds: int) -> dict:
+    """Children ending by sys.exit (base) and exit_without_teardown (cand), alternating."""
+    import resource
+    import subprocess
+
+    def children_cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime
+
+    def end_cpu(fast: bool) -> float:
+        code = EXIT_CHILD.format(workflow=str(ROOT / "workflow"), fast=fast)
+        before = children_cpu()
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        )
+        reported = float(out.stdout.split()[-1])
+        return children_cpu() - before - reported
+
+    base, cand = [], []
+    for _ in range(rounds):
+        base.append(end_cpu(False))
+        cand.append(end_cpu(True))
+    return {
+        "what": "a training job's end (CPU s)",
+        "base": base,
+        "cand": cand,
+        "note": "torch, transformers, peft, campaign.train imported; exit handlers run both ways",
+    }
+
+
+def bench_scan(params, data, rounds: int) -> dict:
+    """scan_artifacts over four runs' copies of the pretrained tokenizer files and prediction
+    tables: one scan (cand) against one scan_artifact per file, nothing shared (base)."""
+    import shutil
+
+    import pandas as pd
+
+    from campaign.data.artifacts import scan_artifact, scan_artifacts
+
+    source = ROOT / params["model"]["source"]
+    with tempfile.TemporaryDirectory() as work:
+        root = Path(work)
+        labels = sorted(set(data.validation.labels))
+        for run in range(4):
+            folder = root / f"run-{run}"
+            folder.mkdir()
+            for name in ("vocab.txt", "tokenizer.json"):
+                shutil.copy(source / name, folder / name)
+            n = len(data.validation.ids)
+            predicted = [labels[(i + run) % len(labels)] for i in range(n)]
+            frame = pd.DataFrame(
+                {
+                    "id": data.validation.ids,
+                    "label": data.validation.labels,
+                    "prediction": predicted,
+                }
+            )
+            frame.to_parquet(folder / "predictions_validation.parquet")
+        files = sorted(p for p in root.rglob("*") if p.is_file())
+        base, cand = [], []
+        for _ in range(rounds):
+            t, rows = cpu(lambda: [scan_artifact(p) for p in files])
+            base.append(t)
+            t, report = cpu(lambda: scan_artifacts([root]))
+            cand.append(t)
+        flagged = [r for r in rows if r["findings"]]
+        assert report["artifacts"] == flagged, "sharing findings changed the report"
+        assert report["scanned"] == len(files)
+    return {
+        "what": f"scan {len(files)} artifacts, 4 runs",
+        "base": base,
+        "cand": cand,
+        "note": f"{len(flagged)} flagged either way",
+    }
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -331,6 +440,8 @@ def main(argv=None) -> int:
         "final": lambda: bench_final(params, data, args.rounds),
         "levers": lambda: bench_levers(params, args.rounds),
         "preflight": lambda: bench_preflight(params, data, args.rounds),
+        "exit": lambda: bench_exit(args.rounds),
+        "scan": lambda: bench_scan(params, data, args.rounds),
     }
     results = {name: run() for name, run in benches.items() if name in (args.only or benches)}
     print(f"{'cut':<8}  {'what':<36}  {'baseline s':>10}  {'cut s':>8}  {'ratio':>6}  goal")
@@ -345,8 +456,8 @@ def main(argv=None) -> int:
             f"{'met' if ok else 'MISSED'}  ({r['note']})"
         )
     print(
-        "(process CPU seconds: scoring, final and levers, the median over rounds; steps, per "
-        "step over the run; preflight: wall seconds)"
+        "(process CPU seconds: scoring, final, levers, exit and scan, the median over rounds; "
+        "steps, per step over the run; preflight: wall seconds)"
     )
     return 1 if args.strict and not all(oks) else 0
 

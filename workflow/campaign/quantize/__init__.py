@@ -143,7 +143,7 @@ PHASE = Phase(
             },
             spec=quantize_spec,
             key_view=_key_view,
-            derive_inputs="campaign.quantize.stage:derive_inputs",
+            derive_inputs="campaign.quantize.inputs:derive_inputs",
             libraries=LIBRARIES,
             volatile=("measurements",),
             execution=EXECUTION,

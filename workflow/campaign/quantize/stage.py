@@ -5,7 +5,8 @@ and measure what the variant costs.
 Inputs (ctx.inputs): model (the run's model folder), run_manifest (its labels), the run's
 predictions_validation / predictions_test (the reference), the train / validation / test
 splits (calibration reads the train split only; scoring the held-out splits), and base_model
-(the pretrained folder, for a LoRA run whose model folder is its adapter: merged in memory).
+(the pretrained folder, for a LoRA run whose model folder is its adapter: merged in memory;
+campaign.quantize.inputs derives it).
 Outputs (ctx.outputs): model (folder: model.safetensors or state_dict.pt, and config.json),
 predictions_validation / predictions_test (the training run's columns), result (JSON, the same
 bytes on every identical run: identity, status, sizes, agreement, generations) and measurements
@@ -51,13 +52,6 @@ class Context:
     device: torch.device
     saved: SavedModel
     calibration: list[dict] = field(default_factory=list)
-
-
-def derive_inputs(spec: dict, root: Path) -> dict[str, list[Path]]:
-    """The base_model input (Stage.derive_inputs): the pretrained folder a run was trained on, or
-    nothing for a from_config run. A LoRA run's model folder holds only the adapter."""
-    source = spec.get("base_source")
-    return {"base_model": [] if source is None else [Path(root) / source]}
 
 
 def calibration_sample(train, size: int, seed: int):
