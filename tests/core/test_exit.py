@@ -1,7 +1,7 @@
 """`python -m campaign` (how every rule runs a stage) ends without the interpreter's teardown
-(campaign.cli.exit_without_teardown): what a user or Snakemake reads of the process must be the
-same as with sys.exit. Its exit code, every line it printed into a pipe (block-buffered), the
-exit handlers' work, and a profiler's output file."""
+(campaign.core.exiting): what a user or Snakemake reads of the process must be the same as with
+sys.exit. Its exit code, every line it printed into a pipe (block-buffered), the exit handlers'
+work, and a profiler's output file."""
 
 from __future__ import annotations
 
@@ -40,8 +40,8 @@ def test_an_error_exits_2_with_its_one_line(tmp_path) -> None:
 def test_exit_handlers_run_and_the_code_is_kept() -> None:
     code = (
         "import atexit\n"
-        "atexit.register(lambda: print('handler ran', flush=True))\n"
-        "from campaign.cli import exit_without_teardown\n"
+        "atexit.register(lambda: print('handler ran'))\n"
+        "from campaign.core.exiting import exit_without_teardown\n"
         "print('before')\n"
         "exit_without_teardown(3)\n"
         "print('not reached')\n"

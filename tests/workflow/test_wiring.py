@@ -233,16 +233,22 @@ def test_the_index_adds_the_declared_columns_row_by_row(tmp_path, monkeypatch):
 
 def test_a_jobs_key_is_computed_without_the_heavy_libraries() -> None:
     """A store hit (a rerun after one parameter changed, `campaign status`) computes the job's
-    key: the stage's derived inputs are resolved, and no stage's derive function may import
-    torch, transformers or peft (a quantize hit took 2.7 s, its torch import, instead of 0.4)."""
+    key: the stage's derived inputs are resolved, its execution settings read and its input
+    views run. None of it may import torch, transformers or peft (a quantize hit took 2.7 s,
+    its torch import, instead of 0.4)."""
     import subprocess
     import sys
 
-    refs = sorted({s.derive_inputs for s in stages().values() if s.derive_inputs is not None})
+    refs, modules = set(), set()
+    for s in stages().values():
+        refs |= {s.derive_inputs} - {None} | {view for _, view in s.input_views}
+        modules |= {s.execution} - {None}
     assert "campaign.quantize.inputs:derive_inputs" in refs
+    assert "campaign.train.execution" in modules
     code = (
-        "import sys\nfrom campaign.core.io import resolve\n"
-        f"for ref in {refs!r}:\n    resolve(ref)\n"
+        "import importlib, sys\nfrom campaign.core.io import resolve\n"
+        f"for ref in {sorted(refs)!r}:\n    resolve(ref)\n"
+        f"for name in {sorted(modules)!r}:\n    importlib.import_module(name).settings(1)\n"
         "print(sorted(m for m in ('torch', 'transformers', 'peft') if m in sys.modules))"
     )
     out = subprocess.run(

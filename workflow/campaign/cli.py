@@ -8,14 +8,13 @@ inputs as `--in NAME=PATH` and outputs as `--out NAME=PATH`. Paths are always ar
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
 
 from campaign.core.errors import CampaignError
+from campaign.core.exiting import exit_without_teardown
 
 
 def _pairs(values: list | None, flag: str, many: bool = False) -> dict[str, list[Path]]:
@@ -442,28 +441,6 @@ def _on_sigterm(signum, _frame) -> None:
     from campaign.core.errors import Interrupted
 
     raise Interrupted(signum)
-
-
-def exit_without_teardown(code: int | None) -> NoReturn:
-    """End the process with `code` as sys.exit would, less the interpreter's teardown: once a
-    stage has returned, every output is written and closed, and what is left is finalizing
-    modules and objects, about 2 s of CPU after torch and transformers are imported (a stage
-    job's end; benchmarks/bench_demo.py, "exit"). The exit handlers still run first (logging,
-    multiprocessing, temporary folders, MLflow, coverage), then the streams are flushed. Under
-    a profiler or tracer (`python -m cProfile -m campaign ...`), which writes its results after
-    this returns, the usual sys.exit."""
-    import atexit
-
-    code = 0 if code is None else code
-    run_handlers = getattr(atexit, "_run_exitfuncs", None)
-    watched = sys.getprofile() is not None or sys.gettrace() is not None
-    if run_handlers is None or not isinstance(code, int) or watched:
-        sys.exit(code)
-    run_handlers()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):  # a closed or broken pipe: nothing more to say
-            stream.flush()
-    os._exit(code)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,6 +32,7 @@ TEXT_SUFFIXES = {".log", ".txt", ".json", ".jsonl", ".tsv", ".csv", ".md", ".yam
 VOCAB_NAMES = {"tokenizer.json", "vocab.txt", "vocab.json"}
 MARKERS = ("Ġ", "▁", "##")
 MAX_WHERE = 20  # locations listed per artifact
+MAX_SEEN = 1_000_000  # distinct lines whose findings a scan keeps for reuse
 
 
 def vocab_tokens(path: Path) -> list[str]:
@@ -102,6 +103,8 @@ def scan_artifact(path: Path, seen: dict[str, tuple] | None = None) -> dict | No
     for i, line in enumerate(lines):
         found = seen.get(line)
         if found is None:
+            if len(seen) >= MAX_SEEN:  # a scan of many large logs: bounded memory
+                seen.clear()
             found = seen[line] = tuple(scan_text(line))
         for finding in found:
             counts[finding.kind] += 1

@@ -14,7 +14,6 @@ import contextlib
 import io
 import math
 import multiprocessing
-import os
 import queue
 import sys
 import time
@@ -26,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from campaign.core.errors import CampaignError
+from campaign.core.exiting import exit_without_teardown
 from campaign.core.fsutil import remove_tree
 from campaign.preflight import checks
 from campaign.preflight.bench import Bench, Hooks, Result
@@ -221,15 +221,12 @@ def _worker(spec, data, cfg, work_dir, root, execution, to_stderr, first, tasks,
     while name is not None:
         done.put((name, _run_one(name, bench, name in cfg["blocking"], process=2)))
         name = tasks.get()
-    # Its results flushed to the pipe, the process ends without the interpreter's teardown
+    # Its results flushed into the pipe, the process ends without the interpreter's teardown
     # (about 2 s of CPU after torch and transformers), which the first process would wait for
     # before it times the throughput check alone.
     done.close()
     done.join_thread()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(0)
+    exit_without_teardown(0)
 
 
 def split_report(report: dict) -> tuple[dict, dict]:
