@@ -32,7 +32,7 @@ def _flush_streams(code: int) -> int:
         import ctypes
 
         ctypes.CDLL(None).fflush(None)
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # no C library to name (not POSIX)
         pass
     return code
 
