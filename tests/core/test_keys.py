@@ -201,7 +201,12 @@ def test_an_input_rewritten_while_the_stage_runs_is_not_committed(tmp_path, monk
     monkeypatch.chdir(tmp_path)
     data = tmp_path / "data" / "demo.jsonl"
     data.parent.mkdir()
-    data.write_bytes(DEMO.read_bytes())
+    # Three copies of the demo's records (new ids): the split computes for several seconds, so
+    # the signal lands while it computes even when the test's process runs late on a loaded
+    # machine (one copy computes in about 1.4 s; a CI run once signalled after it finished).
+    rows = [json.loads(line) for line in DEMO.read_text().splitlines()]
+    copies = [{**r, "id": f"{r['id']}-{k}"} for k in range(3) for r in rows]
+    data.write_text("".join(json.dumps(r) + "\n" for r in copies))
     p = params()
     spec = get_stage("split").spec(p)
     spec["sources"][0]["path"] = "data/demo.jsonl"
@@ -266,7 +271,12 @@ def test_records_equal_after_redaction_form_one_unit(tmp_path, monkeypatch):
 def test_sigterm_and_ctrl_c_are_recorded_as_interrupted(tmp_path, sig, code):
     data = tmp_path / "data" / "demo.jsonl"
     data.parent.mkdir()
-    data.write_bytes(DEMO.read_bytes())
+    # Three copies of the demo's records (new ids): the split computes for several seconds, so
+    # the signal lands while it computes even when the test's process runs late on a loaded
+    # machine (one copy computes in about 1.4 s; a CI run once signalled after it finished).
+    rows = [json.loads(line) for line in DEMO.read_text().splitlines()]
+    copies = [{**r, "id": f"{r['id']}-{k}"} for k in range(3) for r in rows]
+    data.write_text("".join(json.dumps(r) + "\n" for r in copies))
     p = params()
     spec = get_stage("split").spec(p)
     spec["sources"][0]["path"] = "data/demo.jsonl"
@@ -288,8 +298,9 @@ def test_sigterm_and_ctrl_c_are_recorded_as_interrupted(tmp_path, sig, code):
         time.sleep(0.05)
     time.sleep(0.2)
     job.send_signal(sig)
-    assert job.wait(timeout=60) == code
+    got = job.wait(timeout=60)
     records = store.job_records()
+    assert got == code, (records, store.events())
     assert [r["state"] for r in records] == ["interrupted"], records
     assert [e["event"] for e in store.events()] == ["miss", "interrupted"]
     assert store.keys() == [] and list(store.tmp.glob("commit-*")) == []
