@@ -3,7 +3,8 @@
 How values are read, the same for every format:
 - id and group: a string, or an integer written in decimal; label: a string, or a number or boolean
   written as JSON writes it (``3`` -> "3", ``3.0`` -> "3.0", ``true`` -> "true"). CSV cells are
-  always strings. Strings are kept exactly; empty or whitespace-only ones are errors.
+  always strings. Strings are kept exactly; empty ones, and ones of whitespace or invisible format
+  characters only (zero-width space, joiners), are errors.
 - timestamp: an ISO 8601 string, or a Parquet timestamp/date; converted to UTC and kept to the
   microsecond (finer digits are dropped). A time without an offset is read as UTC.
 - CSV: comma-separated, first row is the header, quoted fields may span lines, blank lines are
@@ -20,6 +21,7 @@ import csv
 import io
 import json
 import math
+import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -295,9 +297,15 @@ def first_line(error: BaseException) -> str:
 # One record's values -> normalized values
 
 
+def _blank(value: str) -> bool:
+    """No visible character: only whitespace and format characters (Unicode category Cf: zero-width
+    space, joiners, word joiner, byte-order mark, soft hyphen), which str.strip keeps."""
+    return all(ch.isspace() or unicodedata.category(ch) == "Cf" for ch in value)
+
+
 def _check_string(value: str, where: str) -> str:
-    if not value.strip():
-        raise CampaignError(f"{where} is empty")
+    if _blank(value):
+        raise CampaignError(f"{where} is empty (whitespace or invisible characters only)")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
