@@ -37,12 +37,21 @@ def _load(args) -> dict:
     return load_params(args.params)
 
 
+def _state_dir(args, params: dict | None = None) -> Path:
+    """The state folder (`--state-dir`, else params campaign.state_dir), refused in one line when
+    it is `/`, the home folder, a file or a folder of something else (core.store)."""
+    from campaign.core.store import check_state_dir
+
+    if getattr(args, "state_dir", None):
+        return check_state_dir(args.state_dir, "--state-dir")
+    params = _load(args) if params is None else params
+    return check_state_dir(params["campaign"]["state_dir"])
+
+
 def _store(args):
     from campaign.core.store import Store
 
-    if getattr(args, "state_dir", None):
-        return Store(args.state_dir)
-    return Store(_load(args)["campaign"]["state_dir"])
+    return Store(_state_dir(args))
 
 
 # ------------------------------------------------------------------ stage commands
@@ -56,14 +65,14 @@ def cmd_stage(args) -> int:
             spec = json.loads(args.spec)
         except json.JSONDecodeError as e:
             raise CampaignError(f"--spec: not valid JSON ({e.msg} at char {e.pos})") from None
-        state_dir = args.state_dir
-        if state_dir is None:
+        if args.state_dir is None:
             raise CampaignError("--state-dir is required with --spec")
+        state_dir = _state_dir(args)
     else:
         params = _load(args)
         wildcards = {"run": args.run} if args.run else {}
         spec = stage.spec(params, **wildcards)
-        state_dir = args.state_dir or params["campaign"]["state_dir"]
+        state_dir = _state_dir(args, params)
     outputs = {name: paths[0] for name, paths in _pairs(args.out, "--out").items()}
     missing = [n for n in stage.outputs if n not in outputs]
     if missing:
@@ -83,6 +92,7 @@ def cmd_validate(args) -> int:
     params = _load(args)
     try:
         files = expand_sources(params["data"]["sources"], Path("."))
+        _state_dir(args, params)
     except CampaignError as e:
         raise CampaignError(f"{args.params}: {e}") from None
     print(f"{args.params}: ok ({len(files)} data file(s), {len(plan_index(params))} planned runs)")
@@ -204,7 +214,7 @@ def cmd_backup(args) -> int:
         new_identity(Path(args.key_file))
         print(f"wrote a new key to {args.key_file}: keep a copy apart from the backups")
     identity = load_identity(args.key_file)
-    state_dir = args.state_dir or params["campaign"]["state_dir"]
+    state_dir = _state_dir(args, params)
     out, n_files = backup(Path("."), Path(state_dir), Path(args.to), identity)
     print(f"backup: {n_files} files (results, logs, store, snakemake metadata) -> {out}")
     return 0
@@ -215,7 +225,7 @@ def cmd_restore(args) -> int:
 
     params = _load(args)
     identity = load_identity(args.key_file)
-    state_dir = args.state_dir or params["campaign"]["state_dir"]
+    state_dir = _state_dir(args, params)
     n_files = restore(Path(args.archive), Path("."), Path(state_dir), identity)
     print(f"restore: {n_files} files checked against the manifest and put in place")
     return 0

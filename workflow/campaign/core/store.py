@@ -13,6 +13,14 @@ Layout under the state folder (params `campaign.state_dir`):
     locks/<key>.lock                one computation per key at a time (flock)
     jobs/<id>.json                  the last state of the job that makes a set of outputs
     events.jsonl                    one line per hit / miss / commit / corrupt / fail
+    hashcache.sqlite                input hashes by path, size and mtime (core/hashcache)
+
+The store recognizes what it wrote by its names: an entry, a work folder and a lock file are
+named by a content key (64 lowercase hex digits, `is_key`), a staging, quarantined or retired
+folder by its prefix and the key after it. gc, `verify --remove` and retention act only on names
+of that shape; anything else under the state folder (a user's folder, a file) is foreign: it is
+listed (`Store.foreign`) and never removed. `check_state_dir` refuses a state folder that is `/`,
+the home folder, a file, or a non-empty folder holding anything but these names.
 
 Only store/ is shared (DVC tracks it); everything else is local to a checkout.
 
@@ -61,12 +69,67 @@ def flock_enabled(env: Mapping[str, str] | None = None) -> bool:
     raise CampaignError(f"{FLOCK_ENV}={env.get(FLOCK_ENV)!r}: expected on or off")
 
 
+_KEY_LENGTH = 64  # hex digits of a BLAKE3 digest (core/hashing)
+_HEX = frozenset("0123456789abcdef")
+_CORRUPT_PREFIX = "corrupt-"
+# The names a state folder holds (the layout above); SQLite adds its journal files beside its db.
+STATE_NAMES = frozenset(
+    {"store", "work", "tmp", "locks", "jobs", "events.jsonl"}
+    | {f"hashcache.sqlite{s}" for s in ("", "-wal", "-shm", "-journal")}
+)
+
+
+def is_key(name: str) -> bool:
+    """Whether a name is a content key: what every entry, work folder and lock file is named."""
+    return len(name) == _KEY_LENGTH and set(name) <= _HEX
+
+
+def _keyed(name: str, prefix: str) -> str | None:
+    """The key in `<prefix><key>-<suffix>` (the store's staging, quarantined and retired folders),
+    or None for a name the store did not make."""
+    if not name.startswith(prefix):
+        return None
+    key, dash = name[len(prefix) : len(prefix) + _KEY_LENGTH], name[len(prefix) + _KEY_LENGTH :]
+    return key if is_key(key) and dash.startswith("-") and len(dash) > 1 else None
+
+
 def staging_key(path: Path) -> str | None:
     """The key a staging folder (tmp/commit-<key>-<pid>.<id>) was made for; None for others."""
-    if not path.name.startswith(_COMMIT_PREFIX):
+    return _keyed(path.name, _COMMIT_PREFIX)
+
+
+def state_dir_problem(path: str | os.PathLike) -> str | None:
+    """Why `path` cannot be a campaign's state folder, or None. gc deletes what it finds there, so
+    a folder that holds anything else (the project, a home folder, the root) is refused before
+    any command writes or removes a byte; a missing or empty folder is fine (it is created)."""
+    folder = Path(path).expanduser()
+    resolved = folder.resolve()
+    if resolved == Path(resolved.anchor):
+        return "is the file system's root; use a folder of its own, e.g. .campaign"
+    if resolved == Path.home().resolve():
+        return "is the home folder; use a folder of its own, e.g. .campaign"
+    if folder.exists() and not folder.is_dir():
+        return "is a file, not a folder"
+    if not folder.is_dir():
         return None
-    key, sep, _suffix = path.name[len(_COMMIT_PREFIX) :].rpartition("-")
-    return key if sep and key else None
+    foreign = sorted(p.name for p in folder.iterdir() if p.name not in STATE_NAMES)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (
+            f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+        )
+        return (
+            f"is not a campaign state folder (it holds {shown}); name an empty or new folder, "
+            "e.g. .campaign"
+        )
+    return None
+
+
+def check_state_dir(path: str | os.PathLike, key: str = "campaign.state_dir") -> Path:
+    """`path`, or a one-line CampaignError naming `key` when it cannot be a state folder."""
+    problem = state_dir_problem(path)
+    if problem is not None:
+        raise CampaignError(f"{key}: {os.fspath(path)} {problem}")
+    return Path(path)
 
 
 def _same_file(fd: int, path: Path) -> bool:
@@ -170,15 +233,16 @@ class Store:
         return path
 
     def keys(self) -> list[str]:
+        """Keys of the entry folders (a folder not named by a key is foreign: never listed)."""
         if not self.entries.exists():
             return []
-        return sorted(p.name for p in self.entries.iterdir() if p.is_dir())
+        return sorted(p.name for p in self.entries.iterdir() if is_key(p.name) and p.is_dir())
 
     def work_keys(self) -> list[str]:
         """Keys that have a work folder (without creating one)."""
         if not self.work_root.exists():
             return []
-        return sorted(p.name for p in self.work_root.iterdir() if p.is_dir())
+        return sorted(p.name for p in self.work_root.iterdir() if is_key(p.name) and p.is_dir())
 
     def staged_commits(self) -> list[Path]:
         """Staging folders under tmp/: commits under way, or left by a killed job."""
@@ -190,13 +254,40 @@ class Store:
         """Corrupt entries moved aside, and work folders of committed keys left half-deleted."""
         if not self.tmp.exists():
             return []
-        return sorted([*self.tmp.glob("corrupt-*"), *self.tmp.glob(f"{_RETIRED_PREFIX}*")])
+        return sorted(
+            p
+            for p in self.tmp.iterdir()
+            if _keyed(p.name, _CORRUPT_PREFIX) or _keyed(p.name, _RETIRED_PREFIX)
+        )
 
     def lock_keys(self) -> list[str]:
         """Keys that have a lock file (held or not)."""
         if not self.locks.exists():
             return []
-        return sorted(p.name.removesuffix(".lock") for p in self.locks.glob("*.lock"))
+        names = (p.name.removesuffix(".lock") for p in self.locks.glob("*.lock") if p.is_file())
+        return sorted(name for name in names if is_key(name))
+
+    def foreign(self) -> list[str]:
+        """What lies under the state folder that the store did not make (paths relative to it):
+        gc, verify and retention leave it alone and say so."""
+        if not self.root.is_dir():
+            return []
+        found = [p.name for p in self.root.iterdir() if p.name not in STATE_NAMES]
+        made_here = {
+            self.entries: lambda p: is_key(p.name) and p.is_dir(),
+            self.work_root: lambda p: is_key(p.name) and p.is_dir(),
+            self.tmp: lambda p: any(
+                _keyed(p.name, prefix)
+                for prefix in (_COMMIT_PREFIX, _CORRUPT_PREFIX, _RETIRED_PREFIX)
+            ),
+            self.locks: lambda p: p.name.endswith(".lock") and is_key(p.name[:-5]),
+        }
+        for folder, ours in made_here.items():
+            if folder.is_dir():
+                found += [f"{folder.name}/{p.name}" for p in folder.iterdir() if not ours(p)]
+            elif folder.exists():
+                found.append(folder.name)
+        return sorted(found)
 
     # ---------------------------------------------------------------- events
     def log_event(self, event: str, key: str, stage: str, **extra: Any) -> None:
@@ -355,7 +446,9 @@ class Store:
         """Move a corrupt entry out of the store (kept under tmp/ for inspection)."""
         self.tmp.mkdir(parents=True, exist_ok=True, mode=_DIR_MODE)
         with contextlib.suppress(FileNotFoundError):
-            os.rename(self.entry_path(key), self.tmp / f"corrupt-{key}-{uuid.uuid4().hex[:8]}")
+            os.rename(
+                self.entry_path(key), self.tmp / f"{_CORRUPT_PREFIX}{key}-{uuid.uuid4().hex[:8]}"
+            )
 
     def lookup(self, key: str, stage: str) -> Entry | None:
         """A verified entry, or None; a corrupt one is reported, quarantined, treated as absent."""

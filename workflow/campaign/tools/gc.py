@@ -1,5 +1,7 @@
 """`campaign gc`: drop what nothing needs: entries and work folders the plan does not reference,
 staging folders of killed commits, quarantined entries, lock files with nothing left to guard.
+Only what the store made (named by a content key, core/store.py) is ever removed; anything else
+under the state folder is listed as left alone.
 It takes each key's lock first (without waiting): a key a running job holds is skipped and
 reported.
 """
@@ -22,6 +24,7 @@ from campaign.core.store import Entry, Store, staging_key
 from campaign.plan import Run, run_id
 from campaign.tools.jobs import snakemake_summary
 from campaign.tools.liveness import record_alive
+from campaign.tools.verify import say_left_alone
 
 
 def referenced_keys(params_path: str, store: Store, snakefile: str) -> tuple[set[str], list[str]]:
@@ -287,6 +290,7 @@ def collect_garbage(
             else ""
         )
     )
+    say_left_alone(store)
     return 0
 
 
