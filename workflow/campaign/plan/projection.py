@@ -8,9 +8,9 @@ predictions at the measured seconds per example; its checkpoint writes at the me
 per write (those are rank 0's: the other processes wait). Its disk: the checkpoints it keeps, the
 model, predictions and logs, at the sizes the preflight wrote, against the free disk measured
 when the plan is made (`free_bytes`, from the caller): the preflight's own measurement is of the
-day its entry was made, and a store hit brings it back unchanged after space was freed. One run at a time on the
-preflight's device (a projection per target card needs each card's throughput, which params do
-not give yet).
+day its entry was made, and a store hit brings it back unchanged after space was freed. One run
+at a time on the preflight's device (a projection per target card needs each card's throughput,
+which params do not give yet).
 
 The hours are wall hours of a run on its cards: a run with train.devices N holds N cards for
 them, N x its hours in card-hours (what the budget prices). The preflight measures the
