@@ -73,4 +73,3 @@ def free_disk_bytes(path: str | os.PathLike) -> int:
     while not path.exists():
         path = path.parent
     return shutil.disk_usage(path).free
-
