@@ -88,10 +88,12 @@ def cmd_stage(args) -> int:
 def cmd_validate(args) -> int:
     from campaign.data import expand_sources
     from campaign.plan import plan_index
+    from campaign.train import check_model_folder
 
     params = _load(args)
     try:
         files = expand_sources(params["data"]["sources"], Path("."))
+        check_model_folder(params["model"], Path("."))
         _state_dir(args, params)
     except CampaignError as e:
         raise CampaignError(f"{args.params}: {e}") from None

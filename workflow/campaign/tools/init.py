@@ -122,6 +122,10 @@ def model_config(folder: Path) -> dict:
         raise CampaignError(f"{path}: not valid JSON ({e})") from None
     if not isinstance(config, dict) or not isinstance(config.get("model_type"), str):
         raise CampaignError(f"{path}: has no model_type (which family of model is this?)")
+    from campaign.train import tokenizer_problem
+
+    if (problem := tokenizer_problem(folder)) is not None:
+        raise CampaignError(f"--model {folder}: {problem}")
     return config
 
 

@@ -1,5 +1,6 @@
 """tokenization: formatted examples as tokens, with the positions that carry loss; every example
-has a target and (causal_lm) the loss covers exactly the response."""
+has a target and (causal_lm) the loss covers exactly the response; the tokenizer knows the text
+(the share of unknown tokens on the train sample is at most preflight.max_unknown_token_share)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,17 @@ def _loss_positions(example: dict, task: str, architecture: str | None) -> list[
         return []
     # The sequence label is read at [CLS] (BERT) or at the last token (GPT-2's pooling).
     return [0] if architecture != "gpt2" else [len(example["input_ids"]) - 1]
+
+
+def unknown_share(tok, texts: list[str]) -> float:
+    """The share of the texts' tokens (special tokens left out) that are the unknown token; 0 for
+    a tokenizer without one (byte-level BPE spells any text). A tokenizer that is not the model's
+    or the data's (an empty vocabulary, another language) shows here before any training."""
+    if tok.unk_token_id is None or not texts:
+        return 0.0
+    ids = tok(list(texts), add_special_tokens=False, verbose=False)["input_ids"]
+    total = sum(len(row) for row in ids)
+    return sum(row.count(tok.unk_token_id) for row in ids) / total if total else 0.0
 
 
 def _architecture(trainer: Trainer) -> str:
@@ -112,6 +124,14 @@ def run(bench: Bench) -> Result:
         problems.append(
             f"{len(wrong)} examples' loss mask is not 'prompt masked, response carries loss'"
         )
+    unknown = unknown_share(tok, list(data.texts))
+    details["unknown_token_share"] = unknown
+    most = bench.cfg["max_unknown_token_share"]
+    if unknown > most:
+        problems.append(
+            f"{unknown:.1%} of the train sample's tokens are unknown ({tok.unk_token}), over "
+            f"preflight.max_unknown_token_share {most:g}: the tokenizer does not know this text"
+        )
     if problems:
         return Result(False, "; ".join(problems), details)
     carried = sum(len(_loss_positions(e, task, arch)) for e in examples)
@@ -119,7 +139,8 @@ def run(bench: Bench) -> Result:
     return Result(
         True,
         f"every example carries loss ({carried} {what} in {len(examples)} examples); "
-        f"{truncated} texts truncated to fit max_length {bench.recipe.max_length}",
+        f"{truncated} texts truncated to fit max_length {bench.recipe.max_length}; "
+        f"{unknown:.1%} unknown tokens",
         details,
     )
 
