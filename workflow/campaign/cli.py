@@ -455,6 +455,27 @@ def _on_sigterm(signum, _frame) -> None:
     raise Interrupted(signum)
 
 
+def _disk_full(error: BaseException) -> str | None:
+    """The one-line message for a failure caused by a full disk (or quota), else None. Looked for
+    along the exception's chain: a library may wrap the OSError (torch.save raises RuntimeError)."""
+    import errno
+
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        full = isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
+        if full or "No space left on device" in str(error):
+            where = getattr(error, "filename", None)
+            return (
+                "error: the disk is full"
+                + (f" (writing {where})" if where else "")
+                + ": free space and run again; what was committed to the store is kept, and a "
+                "training job resumes from its last checkpoint"
+            )
+        error = error.__cause__ or error.__context__
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     import signal
 
@@ -485,7 +506,12 @@ def main(argv: list[str] | None = None) -> int:
         return PREEMPTED_EXIT
     except Interrupted as e:
         return 128 + e.signum
-    except Exception:
+    except Exception as e:
+        if (line := _disk_full(e)) is not None:
+            print(line, file=sys.stderr, flush=True)
+            if saved is not None:
+                os.write(saved[1], (line + "\n").encode())
+            return 2
         if saved is None:
             raise
         import traceback

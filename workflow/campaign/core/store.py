@@ -43,6 +43,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,24 @@ def _keyed(name: str, prefix: str) -> str | None:
 def staging_key(path: Path) -> str | None:
     """The key a staging folder (tmp/commit-<key>-<pid>.<id>) was made for; None for others."""
     return _keyed(path.name, _COMMIT_PREFIX)
+
+
+_COPY_SUFFIX = ".tmp"
+
+
+def unfinished_copies(dest: Path) -> list[Path]:
+    """Copies of an output being materialized (`.<name>.<8 hex>.tmp` beside it): left behind
+    when the job was killed mid-copy; any other name is not the store's."""
+    dest = Path(dest)
+    if not dest.parent.is_dir():
+        return []
+    prefix = f".{dest.name}."
+    found = []
+    for path in dest.parent.glob(f".{glob_escape(dest.name)}.*{_COPY_SUFFIX}"):
+        middle = path.name[len(prefix) : -len(_COPY_SUFFIX)]
+        if len(middle) == 8 and set(middle) <= _HEX:
+            found.append(path)
+    return sorted(found)
 
 
 def state_dir_problem(path: str | os.PathLike) -> str | None:
@@ -534,7 +553,8 @@ class Store:
     def materialize(self, entry: Entry, outputs: dict[str, Path]) -> None:
         """Place each output at its path: a private copy of the entry's files (a reflink where
         the filesystem has them), with a fresh mtime, so Snakemake sees the output as newer than
-        its inputs. Written beside the output and renamed over it."""
+        its inputs. Written beside the output and renamed over it; copies of the same output
+        that a killed job left beside it go first (one job at a time makes an output)."""
         now = time.time()
         for name, dest in outputs.items():
             src = entry.output_path(name)
@@ -543,7 +563,9 @@ class Store:
             dest = Path(dest)
             dest.parent.mkdir(parents=True, exist_ok=True)
             _owner_only_parents(dest)
-            tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}.tmp")
+            for leftover in unfinished_copies(dest):
+                remove_tree(leftover)
+            tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}{_COPY_SUFFIX}")
             if src.is_dir():
                 tmp.mkdir(mode=_DIR_MODE)
                 for dirpath, dirs, files in os.walk(src):

@@ -36,6 +36,30 @@ def unknown_share(tok, texts: list[str]) -> float:
     return sum(row.count(tok.unk_token_id) for row in ids) / total if total else 0.0
 
 
+def _problems(no_loss, cut, wrong, n_examples, ids, tok, unknown: float, cfg: dict) -> list[str]:
+    """What fails the check: examples without loss, cut targets, wrong masks (lists of example
+    indices), and a share of unknown tokens over preflight.max_unknown_token_share."""
+    problems = []
+    if no_loss:
+        problems.append(
+            f"{len(no_loss)} of {n_examples} examples carry no loss (labels masked everywhere; "
+            f"first: {ids[no_loss[0]]})"
+        )
+    if cut:
+        problems.append(f"truncation cut the target of {len(cut)} examples")
+    if wrong:
+        problems.append(
+            f"{len(wrong)} examples' loss mask is not 'prompt masked, response carries loss'"
+        )
+    most = cfg["max_unknown_token_share"]
+    if unknown > most:
+        problems.append(
+            f"{unknown:.1%} of the train sample's tokens are unknown ({tok.unk_token}), over "
+            f"preflight.max_unknown_token_share {most:g}: the tokenizer does not know this text"
+        )
+    return problems
+
+
 def _architecture(trainer: Trainer) -> str:
     return trainer.model.config.model_type
 
@@ -112,26 +136,8 @@ def run(bench: Bench) -> Result:
     if task == "causal_lm":
         details["prompt_budget"] = limit
         details["separator"] = tok.decode(trainer.fmt.sep_ids)
-    problems = []
-    if no_loss:
-        problems.append(
-            f"{len(no_loss)} of {len(examples)} examples carry no loss (labels masked everywhere; "
-            f"first: {data.ids[no_loss[0]]})"
-        )
-    if cut:
-        problems.append(f"truncation cut the target of {len(cut)} examples")
-    if wrong:
-        problems.append(
-            f"{len(wrong)} examples' loss mask is not 'prompt masked, response carries loss'"
-        )
-    unknown = unknown_share(tok, list(data.texts))
-    details["unknown_token_share"] = unknown
-    most = bench.cfg["max_unknown_token_share"]
-    if unknown > most:
-        problems.append(
-            f"{unknown:.1%} of the train sample's tokens are unknown ({tok.unk_token}), over "
-            f"preflight.max_unknown_token_share {most:g}: the tokenizer does not know this text"
-        )
+    details["unknown_token_share"] = unknown = unknown_share(tok, list(data.texts))
+    problems = _problems(no_loss, cut, wrong, len(examples), data.ids, tok, unknown, bench.cfg)
     if problems:
         return Result(False, "; ".join(problems), details)
     carried = sum(len(_loss_positions(e, task, arch)) for e in examples)
