@@ -150,3 +150,21 @@ def test_a_state_folder_the_store_made_is_accepted(tmp_path, capsys):
     assert main(["validate", "--params", str(params)]) == 0
     assert main(["verify", "--params", str(params)]) == 0
     assert "1 of 1 entries sound" in capsys.readouterr().out
+
+
+def test_a_state_folder_the_store_marked_keeps_its_extras(tmp_path, capsys):
+    """Once the store has made its layout (and its CAMPAIGN_STATE mark), a folder a tool puts
+    beside it (a benchmark's cache) does not make the folder foreign: gc lists it, leaves it."""
+    store = Store(tmp_path / "state")
+    store.ensure()
+    (store.root / "bench_quant").mkdir()
+    (store.root / "bench_quant" / "cached.json").write_text("{}")
+    params = state_params(tmp_path, str(store.root))
+    assert main(["validate", "--params", str(params)]) == 0
+    collect_garbage(store, set(), dry_run=False)
+    assert (store.root / "bench_quant" / "cached.json").exists()
+    assert f"left alone    {store.root / 'bench_quant'}" in capsys.readouterr().out
+    # The same folder without the mark is refused: it is not recognisably a campaign's.
+    (store.root / "CAMPAIGN_STATE").unlink()
+    assert main(["validate", "--params", str(params)]) == 2
+    assert "is not a campaign state folder (it holds bench_quant)" in capsys.readouterr().err

@@ -20,7 +20,8 @@ named by a content key (64 lowercase hex digits, `is_key`), a staging, quarantin
 folder by its prefix and the key after it. gc, `verify --remove` and retention act only on names
 of that shape; anything else under the state folder (a user's folder, a file) is foreign: it is
 listed (`Store.foreign`) and never removed. `check_state_dir` refuses a state folder that is `/`,
-the home folder, a file, or a non-empty folder holding anything but these names.
+the home folder, a file, or a non-empty folder that is not a state folder: neither marked by the
+store (CAMPAIGN_STATE, written when it makes the layout) nor holding only these names.
 
 Only store/ is shared (DVC tracks it); everything else is local to a checkout.
 
@@ -73,9 +74,17 @@ def flock_enabled(env: Mapping[str, str] | None = None) -> bool:
 _KEY_LENGTH = 64  # hex digits of a BLAKE3 digest (core/hashing)
 _HEX = frozenset("0123456789abcdef")
 _CORRUPT_PREFIX = "corrupt-"
-# The names a state folder holds (the layout above); SQLite adds its journal files beside its db.
+# Written into the state folder by the store: the folder is a campaign's, whatever else a
+# user or a tool (a benchmark's cache) puts beside the store's own folders later.
+STATE_MARKER = "CAMPAIGN_STATE"
+_MARKER_TEXT = (
+    "A campaign's state folder (campaign.state_dir): the store and its work folders. `campaign "
+    "gc` removes only what the store made here.\n"
+)
+# The names a state folder holds (the layout above); SQLite adds its journal files beside its db,
+# DVC a .gitignore beside the store it tracks.
 STATE_NAMES = frozenset(
-    {"store", "work", "tmp", "locks", "jobs", "events.jsonl"}
+    {"store", "work", "tmp", "locks", "jobs", "events.jsonl", STATE_MARKER, ".gitignore"}
     | {f"hashcache.sqlite{s}" for s in ("", "-wal", "-shm", "-journal")}
 )
 
@@ -129,7 +138,7 @@ def state_dir_problem(path: str | os.PathLike) -> str | None:
         return "is the home folder; use a folder of its own, e.g. .campaign"
     if folder.exists() and not folder.is_dir():
         return "is a file, not a folder"
-    if not folder.is_dir():
+    if not folder.is_dir() or (folder / STATE_MARKER).is_file():
         return None
     foreign = sorted(p.name for p in folder.iterdir() if p.name not in STATE_NAMES)
     if foreign:
@@ -242,6 +251,8 @@ class Store:
     def ensure(self) -> None:
         for d in (self.root, self.entries, self.work_root, self.tmp, self.locks, self.jobs):
             d.mkdir(parents=True, exist_ok=True, mode=_DIR_MODE)
+        if not (self.root / STATE_MARKER).is_file():
+            atomic_write_text(self.root / STATE_MARKER, _MARKER_TEXT, mode=0o600)
 
     def entry_path(self, key: str) -> Path:
         return self.entries / key
