@@ -168,3 +168,6 @@ def test_a_state_folder_the_store_marked_keeps_its_extras(tmp_path, capsys):
     (store.root / "CAMPAIGN_STATE").unlink()
     assert main(["validate", "--params", str(params)]) == 2
     assert "is not a campaign state folder (it holds bench_quant)" in capsys.readouterr().err
+    # A state folder from before the mark: its event log says the store made it.
+    store.log_event("hit", "ab" * 32, "manifest")
+    assert main(["validate", "--params", str(params)]) == 0

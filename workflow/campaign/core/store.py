@@ -21,7 +21,8 @@ folder by its prefix and the key after it. gc, `verify --remove` and retention a
 of that shape; anything else under the state folder (a user's folder, a file) is foreign: it is
 listed (`Store.foreign`) and never removed. `check_state_dir` refuses a state folder that is `/`,
 the home folder, a file, or a non-empty folder that is not a state folder: neither marked by the
-store (CAMPAIGN_STATE, written when it makes the layout) nor holding only these names.
+store (CAMPAIGN_STATE, written when it makes the layout; or events.jsonl, which every stage run
+writes) nor holding only these names.
 
 Only store/ is shared (DVC tracks it); everything else is local to a checkout.
 
@@ -138,7 +139,8 @@ def state_dir_problem(path: str | os.PathLike) -> str | None:
         return "is the home folder; use a folder of its own, e.g. .campaign"
     if folder.exists() and not folder.is_dir():
         return "is a file, not a folder"
-    if not folder.is_dir() or (folder / STATE_MARKER).is_file():
+    # Marked by the store; or made before the mark existed: every stage run logs an event there.
+    if not folder.is_dir() or any((folder / n).is_file() for n in (STATE_MARKER, "events.jsonl")):
         return None
     foreign = sorted(p.name for p in folder.iterdir() if p.name not in STATE_NAMES)
     if foreign:
