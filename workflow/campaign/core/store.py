@@ -253,8 +253,14 @@ class Store:
     def ensure(self) -> None:
         for d in (self.root, self.entries, self.work_root, self.tmp, self.locks, self.jobs):
             d.mkdir(parents=True, exist_ok=True, mode=_DIR_MODE)
-        if not (self.root / STATE_MARKER).is_file():
-            atomic_write_text(self.root / STATE_MARKER, _MARKER_TEXT, mode=0o600)
+        # Written in place, not through a temporary name: a job checking the folder meanwhile
+        # (check_state_dir) must find only the store's names there; the mark's presence counts.
+        with contextlib.suppress(FileExistsError):
+            fd = os.open(self.root / STATE_MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.write(fd, _MARKER_TEXT.encode("utf-8"))
+            finally:
+                os.close(fd)
 
     def entry_path(self, key: str) -> Path:
         return self.entries / key

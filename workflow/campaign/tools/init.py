@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from campaign.core.errors import CampaignError
+from campaign.train import tokenizer_problem
 
 TEMPLATE = Path(__file__).resolve().parents[3] / "params.yaml"
 
@@ -122,8 +123,6 @@ def model_config(folder: Path) -> dict:
         raise CampaignError(f"{path}: not valid JSON ({e})") from None
     if not isinstance(config, dict) or not isinstance(config.get("model_type"), str):
         raise CampaignError(f"{path}: has no model_type (which family of model is this?)")
-    from campaign.train import tokenizer_problem
-
     if (problem := tokenizer_problem(folder)) is not None:
         raise CampaignError(f"--model {folder}: {problem}")
     return config
