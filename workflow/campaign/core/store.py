@@ -228,6 +228,22 @@ def _private_copy(src: Path, dst: Path) -> None:
     os.chmod(dst, _RESULT_MODE)
 
 
+def _copy_out(src: Path, tmp: Path, now: float) -> None:
+    """A private copy of an entry's output (file or folder) at `tmp`, its files' mtime `now`."""
+    if src.is_dir():
+        tmp.mkdir(mode=_DIR_MODE)
+        for dirpath, dirs, files in os.walk(src):
+            rel = Path(dirpath).relative_to(src)
+            for d in dirs:
+                (tmp / rel / d).mkdir(mode=_DIR_MODE)
+            for f in files:
+                _private_copy(Path(dirpath, f), tmp / rel / f)
+                os.utime(tmp / rel / f, (now, now))
+    else:
+        _private_copy(src, tmp)
+        os.utime(tmp, (now, now))
+
+
 @dataclass(frozen=True)
 class Entry:
     key: str
@@ -585,18 +601,11 @@ class Store:
             for leftover in unfinished_copies(dest):
                 remove_tree(leftover)
             tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}{_COPY_SUFFIX}")
-            if src.is_dir():
-                tmp.mkdir(mode=_DIR_MODE)
-                for dirpath, dirs, files in os.walk(src):
-                    rel = Path(dirpath).relative_to(src)
-                    for d in dirs:
-                        (tmp / rel / d).mkdir(mode=_DIR_MODE)
-                    for f in files:
-                        _private_copy(Path(dirpath, f), tmp / rel / f)
-                        os.utime(tmp / rel / f, (now, now))
-            else:
-                _private_copy(src, tmp)
-                os.utime(tmp, (now, now))
+            try:
+                _copy_out(src, tmp, now)
+            except BaseException:
+                remove_tree(tmp)  # a full disk, Ctrl-C: no half copy stays beside the output
+                raise
             if dest.is_dir() and not dest.is_symlink():
                 remove_tree(dest)
             os.replace(tmp, dest)
