@@ -133,6 +133,7 @@ def test_an_unknown_model_family_is_refused_naming_model_type(user_project, tmp_
     folder = tmp_path / "odd-model"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({"model_type": "mamba"}))
+    (folder / "vocab.txt").write_text("[PAD]\n[UNK]\nthe\n")  # a tokenizer: init reads on
     write_csv(user_project / "fam.csv", demo_rows(20))
     line = refused(user_project, *init_args("fam.csv", str(folder), "fam.yaml"))
     assert "model_type 'mamba' has no known LoRA target modules" in line
