@@ -1,0 +1,295 @@
+"""The generation task: prompt → free-form response, formatted with a chat template, trained with
+the loss on the assistant's tokens only, judged on what the model generates.
+
+The canonical record is a conversation: a list of {"role", "content"} messages whose last entry is
+the assistant's reference response (TRL's conversational format). A prompt/response pair becomes
+[{"role": "user", ...}, {"role": "assistant", ...}], after an optional system message.
+
+Formatting: the tokenizer's chat template (model.chat_template: model), a Jinja template file (a
+path), or PLAIN_TEMPLATE (none: for base models without a template, and for the from_config
+models of tests and demos, whose tokenizers are trained on the split and have none). Which tokens
+are the assistant's is found on the rendered text, not by the template's cooperation: the
+conversation up to an assistant turn, rendered with add_generation_prompt=True, must be a text
+prefix of the conversation rendered with that turn; the characters between the two are the turn's,
+and every token overlapping them is a target. Templates without `{% generation %}` markers (most
+of them, SmolLM2's included) work that way; one that rewrites earlier turns is refused by name.
+
+Every assistant turn is a target (TRL's assistant_only_loss does the same): earlier turns of a
+conversation are answers too. The last turn is the reference that evaluation compares against.
+
+transformers and torch are imported inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from campaign.core.errors import CampaignError
+
+IGNORE = -100  # the label value cross-entropy skips (same as train/batches.py)
+ROLES = ("system", "user", "assistant")
+MESSAGE_KEYS = ("role", "content")
+
+# model.chat_template: none. Role names as plain words; the assistant's turn ends with EOS so the
+# model learns to stop, and the generation prompt is the same "Assistant:" line the turns start
+# with (a newline, not a space, before the answer: byte-level BPE would fold a space into it).
+PLAIN_TEMPLATE = (
+    "{% for m in messages %}"
+    "{% if m['role'] == 'assistant' %}Assistant:\n{{ m['content'] }}{{ eos_token }}\n"
+    "{% elif m['role'] == 'system' %}System: {{ m['content'] }}\n"
+    "{% else %}User: {{ m['content'] }}\n{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}Assistant:\n{% endif %}"
+)
+TEMPLATE_SETTINGS = ("model", "none")  # or a path to a Jinja file
+
+
+# ------------------------------------------------------------------ records
+def _message(entry: Any, where: str, index: int) -> dict[str, str]:
+    at = f"{where}: messages[{index}]"
+    if not isinstance(entry, dict):
+        raise CampaignError(f"{at} must be an object with role and content, got {entry!r:.60}")
+    extra = sorted(set(entry) - set(MESSAGE_KEYS))
+    if extra:
+        raise CampaignError(f"{at} has unknown key(s) {', '.join(extra)} (expected role, content)")
+    role, content = entry.get("role"), entry.get("content")
+    if role not in ROLES:
+        raise CampaignError(f"{at}.role is {role!r}; expected one of {', '.join(ROLES)}")
+    if not isinstance(content, str) or not content.strip():
+        raise CampaignError(f"{at}.content must be a non-empty string, got {content!r:.60}")
+    return {"role": role, "content": content}
+
+
+def parse_messages(value: Any, where: str) -> list[dict[str, str]]:
+    """A conversation from a `messages` field (a JSON string or an already decoded list), checked.
+
+    `where` names the file and record ("data/raw/chat.jsonl:12: field 'messages'"); every error is
+    one line starting with it. Rules: a non-empty list of {role, content}; roles system, user,
+    assistant; a system message only first; at least one user message; the last message is the
+    assistant's (the reference response).
+    """
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as e:
+            raise CampaignError(f"{where}: not a JSON list of messages ({e})") from None
+    if hasattr(value, "tolist"):  # a Parquet list column arrives as a numpy array
+        value = value.tolist()
+    if not isinstance(value, list) or not value:
+        raise CampaignError(f"{where}: expected a non-empty list of messages, got {value!r:.60}")
+    messages = [_message(entry, where, i) for i, entry in enumerate(value)]
+    roles = [m["role"] for m in messages]
+    if "system" in roles[1:]:
+        raise CampaignError(
+            f"{where}: messages[{roles.index('system', 1)}] is a system message "
+            "after the first position"
+        )
+    if "user" not in roles:
+        raise CampaignError(f"{where}: no user message (a prompt is needed)")
+    if roles[-1] != "assistant":
+        raise CampaignError(
+            f"{where}: the last message is the {roles[-1]}'s; it must be the assistant's "
+            "(the reference response)"
+        )
+    return messages
+
+
+def from_prompt_response(prompt: str, response: str, system: str | None = None) -> list[dict]:
+    """The conversation of a prompt/response pair, after an optional system message."""
+    head = [{"role": "system", "content": system}] if system else []
+    return [*head, {"role": "user", "content": prompt}, {"role": "assistant", "content": response}]
+
+
+def prompt_messages(messages: Sequence[dict]) -> list[dict]:
+    """What the model is given at evaluation: every message before the last (assistant) one."""
+    return list(messages[:-1])
+
+
+def reference(messages: Sequence[dict]) -> str:
+    """The reference response evaluation compares a generation against."""
+    return messages[-1]["content"]
+
+
+def dedup_text(messages: Sequence[dict]) -> str:
+    """The text duplicate detection compares: prompt and response together, so two records with
+    one prompt and different answers are not called copies, and a copied pair is."""
+    return "\n".join(m["content"] for m in messages)
+
+
+def dump_messages(messages: Sequence[dict]) -> str:
+    """The split file's `messages` cell: JSON, keys sorted, non-ASCII kept."""
+    return json.dumps(list(messages), ensure_ascii=False, sort_keys=True)
+
+
+# ------------------------------------------------------------------ templates
+def resolve_template(setting: str, tokenizer, root: Path) -> str:
+    """The Jinja chat template that model.chat_template names: the tokenizer's (model), the plain
+    one (none), or a file's (a path relative to the project root)."""
+    if setting == "model":
+        template = getattr(tokenizer, "chat_template", None)
+        if not template:
+            raise CampaignError(
+                "model.chat_template: model, but this tokenizer has no chat template; set none "
+                "(plain 'User:/Assistant:' text) or the path of a Jinja template file"
+            )
+        return template
+    if setting == "none":
+        return PLAIN_TEMPLATE
+    path = Path(setting)
+    path = path if path.is_absolute() else Path(root) / path
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise CampaignError(
+            f"model.chat_template: {setting} is neither model, none nor a readable template file "
+            f"({e.strerror})"
+        ) from None
+
+
+def render(tokenizer, template: str, messages: Sequence[dict], generation_prompt: bool) -> str:
+    """The conversation as text, by `template` (the tokenizer's special tokens are in scope)."""
+    try:
+        return tokenizer.apply_chat_template(
+            list(messages),
+            chat_template=template,
+            tokenize=False,
+            add_generation_prompt=generation_prompt,
+        )
+    except Exception as e:  # a Jinja error in a user's template: name the key, one line
+        raise CampaignError(f"model.chat_template: the template fails to render ({e})") from None
+
+
+def _assistant_spans(tokenizer, template: str, messages: Sequence[dict]) -> tuple[str, list]:
+    """The full text and the character span [start, end) of every assistant turn in it."""
+    full = render(tokenizer, template, messages, generation_prompt=False)
+    spans = []
+    for i, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        before = render(tokenizer, template, messages[:i], generation_prompt=True)
+        upto = render(tokenizer, template, messages[: i + 1], generation_prompt=False)
+        if not upto.startswith(before) or not full.startswith(upto):
+            raise CampaignError(
+                "model.chat_template: the template renders earlier turns differently once a "
+                "later turn follows, so the assistant's tokens cannot be located; use another "
+                "template (a path) or none"
+            )
+        spans.append((len(before), len(upto)))
+    return full, spans
+
+
+# ------------------------------------------------------------------ examples
+@dataclass(frozen=True)
+class Example:
+    """One formatted conversation: token ids, labels (IGNORE where the loss does not look) and
+    whether max_length cut a target token (a truncated answer teaches the model to stop early)."""
+
+    input_ids: list[int]
+    labels: list[int]
+    truncated: bool
+
+    @property
+    def targets(self) -> int:
+        return sum(label != IGNORE for label in self.labels)
+
+
+def _pieces(tokenizer, template: str, messages: Sequence[dict]) -> list[tuple[list[int], bool]]:
+    """The formatted conversation as token pieces, (ids, is an assistant turn), in order.
+
+    Each piece is tokenized on its own, so the ids before an answer are exactly the ids of the
+    prompt the model later generates from: tokenizing the whole text at once would let a BPE merge
+    cross the boundary (a prompt's trailing space joined to the answer's first word) and training
+    would see a prompt that generation never gives."""
+    text, spans = _assistant_spans(tokenizer, template, messages)
+    pieces, at = [], 0
+    for start, end in spans:
+        for lo, hi, answer in ((at, start, False), (start, end, True)):
+            if hi > lo:
+                ids = tokenizer(text[lo:hi], add_special_tokens=False)["input_ids"]
+                pieces.append((list(ids), answer))
+        at = end
+    if at < len(text):
+        pieces.append((list(tokenizer(text[at:], add_special_tokens=False)["input_ids"]), False))
+    return pieces
+
+
+def encode(tokenizer, template: str, messages: Sequence[dict], max_length: int) -> Example:
+    """Token ids of the formatted conversation, the loss on the assistant's tokens only, cut to
+    `max_length` from the right. Every assistant turn must contain an EOS token: a model never
+    shown where an answer ends does not stop generating."""
+    ids: list[int] = []
+    labels: list[int] = []
+    for piece, answer in _pieces(tokenizer, template, messages):
+        ends = [i for i, t in enumerate(piece) if t == tokenizer.eos_token_id]
+        if answer and not ends:
+            raise CampaignError(
+                f"model.chat_template: the assistant's turn does not end with the EOS token "
+                f"{tokenizer.eos_token!r}, so a trained model would not stop; use a template "
+                "that ends it (none does)"
+            )
+        # Up to the turn's EOS: what a template writes after it (a newline) is never generated.
+        last = ends[-1] if answer else -1
+        ids += piece
+        labels += [t if i <= last else IGNORE for i, t in enumerate(piece)]
+    cut = any(label != IGNORE for label in labels[max_length:])
+    return Example(ids[:max_length], labels[:max_length], truncated=cut)
+
+
+def encode_all(tokenizer, template: str, conversations, max_length: int) -> list[Example]:
+    return [encode(tokenizer, template, m, max_length) for m in conversations]
+
+
+def truncated_share(examples: Sequence[Example]) -> float:
+    """The share of examples whose answer max_length cut (0 for none)."""
+    return sum(e.truncated for e in examples) / len(examples) if examples else 0.0
+
+
+def check_truncation(examples: Sequence[Example], max_share: float, where: str) -> None:
+    """Refuse a training set where more than `max_share` of the answers are cut: the model would
+    learn to end answers early. `where` names the key to change (train.max_length)."""
+    n_cut = sum(e.truncated for e in examples)
+    if examples and n_cut / len(examples) > max_share:
+        longest = max(len(e.labels) for e in examples)
+        raise CampaignError(
+            f"{where}: {n_cut} of {len(examples)} responses ({n_cut / len(examples):.0%}) are cut "
+            f"(allowed {max_share:.0%}); raise it (examples are up to {longest} tokens here)"
+        )
+
+
+def prompt_ids(tokenizer, template: str, messages: Sequence[dict]) -> list[int]:
+    """The ids the model generates from: the conversation before the reference response, with the
+    template's generation prompt, tokenized piece by piece as training tokenized it."""
+    pieces = _pieces(tokenizer, template, messages)
+    while pieces and not pieces[-1][1]:  # what follows the last answer (a trailing newline)
+        pieces.pop()
+    return [t for piece, _answer in pieces[:-1] for t in piece]
+
+
+def full_length(tokenizer, template: str, messages: Sequence[dict]) -> int:
+    """Tokens of the whole formatted conversation (what train.max_length must hold)."""
+    return sum(len(piece) for piece, _answer in _pieces(tokenizer, template, messages))
+
+
+def response_length(tokenizer, messages: Sequence[dict]) -> int:
+    """Tokens of the reference response plus EOS (what max_new_tokens must hold)."""
+    return len(tokenizer(reference(messages), add_special_tokens=False)["input_ids"]) + 1
+
+
+def show_example(tokenizer, example: Example, limit: int = 400) -> str:
+    """An example as text with the masked tokens marked: [prompt tokens] in brackets, targets
+    bare, so a reader sees at a glance what the loss covers (the preflight's tokenization view)."""
+    parts, masked = [], None
+    for token, label in zip(example.input_ids, example.labels, strict=True):
+        now = label == IGNORE
+        if now != masked:
+            parts.append("[" if now else "]" if masked else "")
+            masked = now
+        parts.append(tokenizer.decode([token]))
+    if masked:
+        parts.append("]")
+    text = "".join(parts)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
