@@ -46,6 +46,9 @@ PLAIN_TEMPLATE = (
     "{% if add_generation_prompt %}Assistant:\n{% endif %}"
 )
 TEMPLATE_SETTINGS = ("model", "none")  # or a path to a Jinja file
+# The label of a conversation when data.fields.label names no column: one stratum, so the split
+# balances sizes only (there is no label whose shares could be kept).
+UNSTRATIFIED = "(all)"
 
 
 # ------------------------------------------------------------------ records
