@@ -296,3 +296,161 @@ def show_example(tokenizer, example: Example, limit: int = 400) -> str:
         parts.append("]")
     text = "".join(parts)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# ------------------------------------------------------------------ split files
+@dataclass(frozen=True)
+class Conversations:
+    """One split's conversations, in file order (the split files' id and messages columns)."""
+
+    ids: list[str]
+    messages: list[list[dict]]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def read_conversations(paths: Sequence[Path], name: str) -> Conversations:
+    """The conversations of split files (`name`: the stage input, for messages); a file without
+    a messages column comes from a data section that names no conversation."""
+    import pandas as pd
+
+    ids: list[str] = []
+    talks: list[list[dict]] = []
+    for path in paths:
+        try:
+            frame = pd.read_parquet(path)
+        except (OSError, ValueError) as e:
+            raise CampaignError(
+                f"input '{name}': {path} is not a readable Parquet file ({e})"
+            ) from None
+        if "messages" not in frame.columns or "id" not in frame.columns:
+            raise CampaignError(
+                f"input '{name}': {path} has no messages column; the generation task needs "
+                "data.fields.messages, or data.fields.prompt and data.fields.response"
+            )
+        for record_id, cell in zip(frame["id"], frame["messages"], strict=True):
+            ids.append(str(record_id))
+            talks.append(parse_messages(cell, f"{path}: record {record_id}"))
+    return Conversations(ids, talks)
+
+
+# ------------------------------------------------------------------ generating and scoring
+PREDICTION_COLUMNS = (
+    "id",
+    "reference",
+    "prediction",
+    "score",
+    "new_tokens",
+    "stopped_at_eos",
+    "seconds",
+)
+
+
+def eos_token_ids(tokenizer, model) -> list[int]:
+    """Where generation stops: the tokenizer's EOS and every EOS the model's generation config
+    names (an instruct model can end a turn with a token other than its tokenizer's EOS)."""
+    ids = {tokenizer.eos_token_id}
+    config = getattr(model, "generation_config", None)
+    extra = getattr(config, "eos_token_id", None)
+    ids.update(extra if isinstance(extra, list) else [extra])
+    return sorted(i for i in ids if i is not None)
+
+
+def predict(
+    model,
+    tokenizer,
+    template: str,
+    split: Conversations,
+    *,
+    metric: str,
+    max_new_tokens: int,
+    batch_size: int,
+):
+    """Generate from every conversation's prompt with the shared engine (train/generate.py) and
+    score each output against its reference. Returns (predictions frame with
+    PREDICTION_COLUMNS, one row per item in split order; the engine's Generated record)."""
+    import pandas as pd
+
+    from campaign.evaluate.text_scores import score_items
+    from campaign.train.generate import generate
+
+    prompts = [prompt_ids(tokenizer, template, m) for m in split.messages]
+    out = generate(
+        model,
+        tokenizer,
+        prompts,
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
+        eos_token_ids=eos_token_ids(tokenizer, model),
+    )
+    references = [reference(m) for m in split.messages]
+    scores = score_items(metric, out.texts, references)
+    frame = pd.DataFrame(
+        {
+            "id": pd.array(split.ids, dtype="str"),
+            "reference": pd.array(references, dtype="str"),
+            "prediction": pd.array(out.texts, dtype="str"),
+            "score": scores,
+            "new_tokens": [len(t) for t in out.new_tokens],
+            "stopped_at_eos": out.stopped_at_eos,
+            "seconds": out.item_seconds,
+        }
+    )
+    return frame, out
+
+
+# ------------------------------------------------------------------ preflight
+@dataclass(frozen=True)
+class Overfit:
+    """The overfit check's result: the loss after each step, and whether greedy generation
+    reproduces each sample response exactly (normalized exact match)."""
+
+    losses: list[float]
+    reproduced: list[bool]
+
+    @property
+    def passed(self) -> bool:
+        return all(self.reproduced)
+
+
+def overfit(
+    model, tokenizer, template: str, sample, *, steps: int, lr: float, seed: int
+) -> Overfit:
+    """Train `model` (in place) on `sample` conversations alone for `steps` full-batch steps,
+    then generate from their prompts: a pipeline whose masks, template and generation agree
+    reproduces every response; one that trains on the wrong tokens or stops in the wrong place
+    does not. Uses the training loop's own loss (train/steps.py) and collate."""
+    import torch
+
+    from campaign.evaluate.text_scores import exact_match
+    from campaign.train.batches import collate
+    from campaign.train.generate import generate
+
+    torch.manual_seed(seed)
+    examples = [encode(tokenizer, template, m, 10**9) for m in sample]
+    pad = tokenizer.pad_token_id
+    batch = collate([{"input_ids": e.input_ids, "labels": e.labels} for e in examples], pad)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+    from campaign.train.steps import accumulate
+
+    model.train()
+    losses = []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss, count = accumulate(model, [batch], "causal_lm")
+        optimizer.step()
+        losses.append(float(loss) / count)
+    model.eval()
+    out = generate(
+        model,
+        tokenizer,
+        [prompt_ids(tokenizer, template, m) for m in sample],
+        max_new_tokens=max(response_length(tokenizer, m) for m in sample) + 2,
+        batch_size=len(sample),
+        eos_token_ids=eos_token_ids(tokenizer, model),
+    )
+    reproduced = [
+        exact_match(text, reference(m)) == 1.0 for text, m in zip(out.texts, sample, strict=True)
+    ]
+    return Overfit(losses, reproduced)
