@@ -49,6 +49,16 @@ TASKS: dict[str, Task] = {
 }
 
 
+def trainer_module(name: str):
+    """The module whose hooks the training loop calls for this task (setup, encode_split,
+    evaluate, predictions), or None for the tasks the loop still handles itself
+    (sequence_classification and the label-scoring causal_lm)."""
+    from importlib import import_module
+
+    task = TASKS.get(name)
+    return None if task is None else import_module(task.module)
+
+
 def get(name: str) -> Task:
     """The task named by model.task, or a one-line error listing the known ones."""
     try:

@@ -194,6 +194,7 @@ class Example:
     input_ids: list[int]
     labels: list[int]
     truncated: bool
+    length: int  # tokens of the whole conversation, before max_length cut it
 
     @property
     def targets(self) -> int:
@@ -239,7 +240,7 @@ def encode(tokenizer, template: str, messages: Sequence[dict], max_length: int) 
         ids += piece
         labels += [t if i <= last else IGNORE for i, t in enumerate(piece)]
     cut = any(label != IGNORE for label in labels[max_length:])
-    return Example(ids[:max_length], labels[:max_length], truncated=cut)
+    return Example(ids[:max_length], labels[:max_length], truncated=cut, length=len(ids))
 
 
 def encode_all(tokenizer, template: str, conversations, max_length: int) -> list[Example]:
@@ -256,10 +257,10 @@ def check_truncation(examples: Sequence[Example], max_share: float, where: str) 
     learn to end answers early. `where` names the key to change (train.max_length)."""
     n_cut = sum(e.truncated for e in examples)
     if examples and n_cut / len(examples) > max_share:
-        longest = max(len(e.labels) for e in examples)
+        longest = max(e.length for e in examples)
         raise CampaignError(
             f"{where}: {n_cut} of {len(examples)} responses ({n_cut / len(examples):.0%}) are cut "
-            f"(allowed {max_share:.0%}); raise it (examples are up to {longest} tokens here)"
+            f"(allowed {max_share:.0%}); raise it (the longest example is {longest} tokens)"
         )
 
 
@@ -454,3 +455,117 @@ def overfit(
         exact_match(text, reference(m)) == 1.0 for text, m in zip(out.texts, sample, strict=True)
     ]
     return Overfit(losses, reproduced)
+
+
+# ------------------------------------------------------------------ the training loop's hooks
+# model.generation's keys, each with its default written once here (the schema documents them).
+CHAT_TEMPLATE_DEFAULT = "model"  # model.chat_template when the params leave it out
+GENERATION_DEFAULTS = {
+    "metric": "token_f1",
+    "max_new_tokens": 64,
+    "batch_size": 8,
+    "max_truncated_share": 0.02,
+}
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What a run of this task fixes before it trains: the template and model.generation."""
+
+    template: str
+    metric: str
+    max_new_tokens: int
+    batch_size: int
+    max_truncated_share: float
+
+
+def setup(model_spec: dict, tokenizer, root: Path) -> Setup:
+    """The run's template (model.chat_template) and generation settings (model.generation)."""
+    settings = {**GENERATION_DEFAULTS, **(model_spec.get("generation") or {})}
+    unknown = sorted(set(settings) - set(GENERATION_DEFAULTS))
+    if unknown:
+        raise CampaignError(f"model.generation.{unknown[0]}: unknown key")
+    template = resolve_template(
+        model_spec.get("chat_template", CHAT_TEMPLATE_DEFAULT), tokenizer, root
+    )
+    return Setup(template=template, **settings)
+
+
+def encode_split(run: Setup, tokenizer, split, max_length: int) -> list[dict]:
+    """A split's examples as the loop batches them ({input_ids, labels}, loss on the answers)."""
+    if split.messages is None:
+        raise CampaignError(
+            "model.task: generation, but the split files have no messages column; name "
+            "data.fields.messages, or data.fields.prompt and data.fields.response"
+        )
+    out = []
+    for record_id, cell in zip(split.ids, split.messages, strict=True):
+        example = encode(
+            tokenizer, run.template, parse_messages(cell, f"record {record_id}"), max_length
+        )
+        out.append(
+            {
+                "input_ids": example.input_ids,
+                "labels": example.labels,
+                "example": example,  # the whole record, for check_train_examples
+            }
+        )
+    return out
+
+
+def check_train_examples(run: Setup, examples: Sequence[dict]) -> None:
+    """Refuse to train when more than model.generation.max_truncated_share of the answers are
+    cut by train.max_length (check_truncation; the preflight calls the same function)."""
+    check_truncation(
+        [e["example"] for e in examples],
+        run.max_truncated_share,
+        "train.max_length",
+    )
+
+
+def evaluate(
+    model, tokenizer, run: Setup, split, examples, *, micro_batch, pad_id, device, final: bool
+):
+    """(mean loss per answer token, mean per-item score or None, predictions frame or None).
+
+    During training (final False) only the loss: generating every eval_every steps would cost
+    more than the steps. On the saved model (final True) the split is generated and scored."""
+    import torch
+
+    from campaign.train.batches import collate, count_targets
+    from campaign.train.steps import loss_sum
+
+    model.eval()
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for i in range(0, len(examples), micro_batch):
+            chunk = [
+                {"input_ids": e["input_ids"], "labels": e["labels"]}
+                for e in examples[i : i + micro_batch]
+            ]
+            batch = {k: v.to(device) for k, v in collate(chunk, pad_id).items()}
+            total += float(loss_sum(model, batch, "causal_lm"))
+            count += count_targets(batch)
+    loss = total / count if count else float("nan")
+    if not final:
+        return loss, None, None
+    talks = Conversations(
+        list(split.ids),
+        [parse_messages(c, f"record {i}") for i, c in zip(split.ids, split.messages, strict=True)],
+    )
+    frame, _out = predict(
+        model,
+        tokenizer,
+        run.template,
+        talks,
+        metric=run.metric,
+        max_new_tokens=run.max_new_tokens,
+        batch_size=run.batch_size,
+    )
+    return loss, float(frame["score"].mean()), frame
+
+
+def empty_predictions():
+    import pandas as pd
+
+    return pd.DataFrame({c: [] for c in PREDICTION_COLUMNS})

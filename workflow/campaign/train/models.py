@@ -12,7 +12,8 @@ from typing import Any
 
 from campaign.core.errors import CampaignError
 
-TASKS = ("sequence_classification", "causal_lm")
+TASKS = ("sequence_classification", "causal_lm", "generation")
+DECODER_TASKS = ("causal_lm", "generation")  # a causal LM head; the loss on response tokens
 ARCHITECTURES = ("bert", "gpt2", "llama")
 # llama: a decoder with grouped-query attention (num_key_value_heads < num_attention_heads), the
 # layout of today's instruct models, small enough from a config for tests on a CPU.
@@ -80,6 +81,10 @@ def check_model_spec(model_spec: dict) -> None:
                 f"{', '.join(ARCHITECTURES)}"
             )
         _need(config, CONFIG_KEYS + ARCH_KEYS.get(config["architecture"], ()), "model.config")
+        if task in DECODER_TASKS and config["architecture"] == "bert":
+            raise CampaignError(
+                f"model.config.architecture: {task} needs gpt2 or llama (a decoder)"
+            )
         if task == "causal_lm" and config["architecture"] != "gpt2":
             raise CampaignError("model.config.architecture: causal_lm needs gpt2 (a decoder)")
         if config["architecture"] == "llama" and task != "generation":
@@ -203,7 +208,7 @@ def load_tokenizer(path: Path, task: str):
         if tok.eos_token_id is None:
             raise CampaignError(f"model.source: the tokenizer in {path} has no pad or EOS token")
         tok.pad_token = tok.eos_token
-    if task == "causal_lm" and tok.eos_token_id is None:
+    if task in DECODER_TASKS and tok.eos_token_id is None:
         # An encoder tokenizer ([SEP] ends every sequence) can still end a response.
         tok.eos_token = tok.sep_token
     return tok
@@ -269,7 +274,7 @@ def _from_config(model_spec: dict, tokenizer, labels: list[str]):
         pad_token_id=tokenizer.pad_token_id,
         **label_map,
     )
-    if task == "causal_lm":
+    if task in DECODER_TASKS:
         return tf.GPT2LMHeadModel(config)
     return tf.GPT2ForSequenceClassification(config)
 
