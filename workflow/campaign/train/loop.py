@@ -126,21 +126,7 @@ class Trainer:
         self.tokenizer = models.make_tokenizer(self.model_spec, data.train.texts, source)
         self.labels = models.label_names(data.train.labels)
         self.label_ids = {name: i for i, name in enumerate(self.labels)}
-        self.fmt = None
-        # A task with its own module (campaign/tasks/) formats, scores and predicts through it.
-        self.hooks = trainer_module(self.task)
-        self.run_setup = None
-        if self.hooks is not None:
-            self.run_setup = self.hooks.setup(self.model_spec, self.tokenizer, root)
-        elif self.task == "causal_lm":
-            self.fmt = CausalFormat.build(self.tokenizer, self.labels, self.recipe.max_length)
-        self.examples = {
-            name: self._encode(getattr(data, name)) for name in ("train", *EVAL_SPLITS)
-        }
-        if self.hooks is not None:
-            self.hooks.check_train_examples(self.run_setup, self.examples["train"])
-        # What a split's final score is: accuracy, or the task's per-item metric averaged.
-        self.score_name = "accuracy" if self.run_setup is None else f"mean {self.run_setup.metric}"
+        self._prepare_examples(data, root)
         self.pad_id = self.tokenizer.pad_token_id
 
         model = models.build_model(self.model_spec, self.tokenizer, self.labels, self.seed, source)
@@ -184,6 +170,24 @@ class Trainer:
         self.stop_signal: int | None = None  # set by a PREEMPT_SIGNALS handler during run()
 
     # -------------------------------------------------------------- data
+    def _prepare_examples(self, data: Data, root: Path) -> None:
+        """The task's format and every split's examples. A task with its own module
+        (campaign/tasks/) formats, scores and predicts through its hooks."""
+        self.fmt = None
+        self.hooks = trainer_module(self.task)
+        self.run_setup = None
+        if self.hooks is not None:
+            self.run_setup = self.hooks.setup(self.model_spec, self.tokenizer, root)
+        elif self.task == "causal_lm":
+            self.fmt = CausalFormat.build(self.tokenizer, self.labels, self.recipe.max_length)
+        self.examples = {
+            name: self._encode(getattr(data, name)) for name in ("train", *EVAL_SPLITS)
+        }
+        if self.hooks is not None:
+            self.hooks.check_train_examples(self.run_setup, self.examples["train"])
+        # What a split's final score is: accuracy, or the task's per-item metric averaged.
+        self.score_name = "accuracy" if self.run_setup is None else f"mean {self.run_setup.metric}"
+
     def _check_length(self, config) -> None:
         limit = getattr(config, "max_position_embeddings", None)
         if limit is not None and self.recipe.max_length > limit:
