@@ -5,6 +5,7 @@ duplicates found on prompt + response, the split balanced on sizes unless a labe
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -15,6 +16,8 @@ from campaign.data.readers import load_records
 from campaign.data.sources import check_fields
 from campaign.tasks import generation as gen
 from campaign.tools.demo_data import generate_corpus
+
+REPO = Path(__file__).resolve().parents[2]
 
 SEED = 7
 SPLIT = {
@@ -157,3 +160,81 @@ def test_redact_masks_a_secret_inside_the_conversation_too(tmp_path):
     assert masked[0] == records["messages"][0]
     answer = gen.reference(json.loads(masked[1]))
     assert "jane.doe@example.org" not in answer and answer.startswith("Write to ")
+
+
+STATUS = """Package: adduser
+Status: install ok installed
+Priority: important
+Section: admin
+Architecture: all
+Version: 3.134
+Description: add and remove users and groups
+ This package includes the 'adduser' and 'deluser' commands for creating
+ and removing users.
+ .
+ Adding users with 'adduser' is much easier than adding them manually.
+
+Package: libfoo1
+Source: foo (1.2-1)
+Priority: optional
+Section: libs
+Architecture: amd64
+Version: 1.2-1+b1
+Description: foo library
+ Short.
+"""
+
+
+def test_the_debian_description_corpora_read_as_conversations(tmp_path):
+    """scripts/corpora/debian_descriptions.py on a two-stanza status file: a summary task (a
+    description too short to summarize is left out) and an extraction task whose answer is JSON
+    taken from the stanza; both load as conversations grouped by source package."""
+    import importlib.util
+
+    from campaign.evaluate.text_scores import json_fields
+
+    path = REPO / "scripts" / "corpora" / "debian_descriptions.py"
+    spec = importlib.util.spec_from_file_location("debian_descriptions", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    (tmp_path / "status").write_text(STATUS)
+    for task, n in (("describe", 1), ("extract", 2)):
+        assert (
+            script.main(
+                [
+                    str(tmp_path / f"{task}.jsonl"),
+                    "--task",
+                    task,
+                    "--status",
+                    str(tmp_path / "status"),
+                    "--min-records",
+                    "1",
+                ]
+            )
+            == 0
+        )
+        fields = {**TALK_FIELDS, "prompt": "prompt", "response": "response", "group": "source"}
+        records = load_records(_source(f"{task}.jsonl", "jsonl"), fields, tmp_path)
+        assert len(records) == n
+    assert records["group"].tolist() == ["adduser", "foo"]
+    answer = gen.reference(json.loads(records["messages"][1]))
+    truth = (
+        '{"architecture": "amd64", "package": "libfoo1", "priority": "optional", '
+        '"section": "libs", "version": "1.2-1+b1"}'
+    )
+    assert json_fields(answer, truth) == 1.0
+    assert (
+        script.main(
+            [
+                str(tmp_path / "x.jsonl"),
+                "--task",
+                "describe",
+                "--status",
+                str(tmp_path / "status"),
+                "--min-records",
+                "5",
+            ]
+        )
+        == 3
+    )
+    assert not (tmp_path / "x.jsonl").exists()
