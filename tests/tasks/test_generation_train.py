@@ -144,3 +144,53 @@ def test_a_split_without_conversations_is_refused(tmp_path):
     inputs = write_splits(tmp_path / "splits", 8, 4)
     with pytest.raises(CampaignError, match=r"model.task: generation, but the split files"):
         Trainer(_spec(lr=3e-3), read_data(inputs), tmp_path / "work")
+
+
+def _preflight(spec, splits, tmp_path):
+    from trainkit import REPO
+
+    from campaign.preflight import bench
+    from campaign.preflight import report as preflight_report
+
+    config = {  # the preflight section (tests/preflight's), the sample sized to these splits
+        "blocking": ["tokenization"],
+        "sample": {"train_examples": 6, "validation_examples": 4},
+        "inspect_examples": 2,
+        "target_cards": [{"name": "L4", "memory_gib": 24}],
+        "memory_margin": 0.1,
+        "activation_tolerance": 0.02,
+        "overfit": {"examples": 4, "steps": 150, "max_final_loss": 0.1},
+        "grad_accum_tolerance": 1.0e-9,
+        "resume": {"steps_before": 2, "steps_after": 2},
+        "throughput": {"warmup_steps": 2, "window_steps": 4},
+        "max_hours": None,
+        "disk_margin": 0.2,
+    }
+    return preflight_report.run_preflight(
+        spec,
+        splits,
+        config,
+        tmp_path / "work",
+        REPO,
+        only=("tokenization",),
+        hooks=bench.Hooks(device=torch.device("cpu")),
+    )["tokenization"]
+
+
+def test_the_preflight_shows_formatted_examples_with_the_masked_tokens(splits, tmp_path):
+    from campaign.preflight.checks import tokenization
+
+    result = _preflight(_spec(lr=3e-3), splits, tmp_path)
+    assert result["passed"], result["summary"]
+    assert "every example carries loss" in result["summary"]
+    shown = tokenization.describe(result["details"])
+    # a multi-turn example: both answers bare (targets), the rest in brackets
+    first = next(e for e in result["details"]["inspected"] if e["id"] == "q0")
+    assert "]Rome.<|endoftext|>[" in first["marked"] and "]Paris.<|endoftext|>[" in first["marked"]
+    assert first["marked"].startswith("[System: Answer in one word.")
+    assert any("q0" in line for line in shown)
+    cut = _spec(lr=3e-3)
+    cut["train"]["max_length"] = 12
+    result = _preflight(cut, splits, tmp_path / "cut")
+    assert not result["passed"]
+    assert "train.max_length" in result["summary"] and "are cut" in result["summary"]

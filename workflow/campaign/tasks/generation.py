@@ -569,3 +569,47 @@ def empty_predictions():
     import pandas as pd
 
     return pd.DataFrame({c: [] for c in PREDICTION_COLUMNS})
+
+
+def tokenization_check(trainer, split, inspect: int) -> tuple[bool, str, dict]:
+    """The preflight's tokenization check for this task: (passed, summary, details). Fails when
+    an example carries no loss (its answers all cut, or a template that marks none); more than
+    max_truncated_share of the answers cut already stopped the Trainer (check_train_examples),
+    which fails the check with that message. Shows `inspect` formatted examples with the masked
+    tokens in [brackets]."""
+    tok = trainer.tokenizer
+    examples = [e["example"] for e in trainer.examples["train"]]
+    no_loss = [split.ids[i] for i, e in enumerate(examples) if e.targets == 0]
+    cut = sum(e.truncated for e in examples)
+    details = {
+        "task": "generation",
+        "max_length": trainer.recipe.max_length,
+        "examples": len(examples),
+        "target_truncated": cut,
+        "no_loss": len(no_loss),
+        "longest": max((e.length for e in examples), default=0),
+        "inspected": [
+            {
+                "id": split.ids[i],
+                "marked": show_example(tok, e),
+                "n_tokens": len(e.input_ids),
+                "targets": e.targets,
+                "truncated": e.truncated,
+            }
+            for i, e in enumerate(examples[:inspect])
+        ],
+    }
+    problems = []
+    if no_loss:
+        problems.append(
+            f"{len(no_loss)} of {len(examples)} examples carry no loss (first: {no_loss[0]})"
+        )
+    if problems:
+        return False, "; ".join(problems), details
+    targets = sum(e.targets for e in examples)
+    return (
+        True,
+        f"every example carries loss ({targets} assistant tokens in {len(examples)} examples); "
+        f"{cut} answers cut by max_length {trainer.recipe.max_length}",
+        details,
+    )
