@@ -146,20 +146,20 @@ def test_a_split_without_conversations_is_refused(tmp_path):
         Trainer(_spec(lr=3e-3), read_data(inputs), tmp_path / "work")
 
 
-def _preflight(spec, splits, tmp_path):
+def _preflight(spec, splits, tmp_path, check="tokenization", transform=None):
     from trainkit import REPO
 
     from campaign.preflight import bench
     from campaign.preflight import report as preflight_report
 
     config = {  # the preflight section (tests/preflight's), the sample sized to these splits
-        "blocking": ["tokenization"],
+        "blocking": [check],
         "sample": {"train_examples": 6, "validation_examples": 4},
         "inspect_examples": 2,
         "target_cards": [{"name": "L4", "memory_gib": 24}],
         "memory_margin": 0.1,
         "activation_tolerance": 0.02,
-        "overfit": {"examples": 4, "steps": 150, "max_final_loss": 0.1},
+        "overfit": {"examples": 4, "steps": 120, "max_final_loss": 0.05},
         "grad_accum_tolerance": 1.0e-9,
         "resume": {"steps_before": 2, "steps_after": 2},
         "throughput": {"warmup_steps": 2, "window_steps": 4},
@@ -172,9 +172,9 @@ def _preflight(spec, splits, tmp_path):
         config,
         tmp_path / "work",
         REPO,
-        only=("tokenization",),
-        hooks=bench.Hooks(device=torch.device("cpu")),
-    )["tokenization"]
+        only=(check,),
+        hooks=bench.Hooks(device=torch.device("cpu"), transform_examples=transform),
+    )[check]
 
 
 def test_the_preflight_shows_formatted_examples_with_the_masked_tokens(splits, tmp_path):
@@ -194,3 +194,29 @@ def test_the_preflight_shows_formatted_examples_with_the_masked_tokens(splits, t
     result = _preflight(cut, splits, tmp_path / "cut")
     assert not result["passed"]
     assert "train.max_length" in result["summary"] and "are cut" in result["summary"]
+
+
+def test_the_overfit_check_gives_the_answers_back_by_generation(splits, tmp_path):
+    result = _preflight(_spec(lr=3e-3), splits, tmp_path, check="overfit")
+    assert result["passed"], result["summary"]
+    generated = result["details"]["generated"]
+    assert len(generated) == 4
+    assert all(g["prediction"] == g["reference"] for g in generated)
+
+
+def test_the_overfit_check_fails_when_the_answers_never_learn_to_stop(splits, tmp_path):
+    """A broken formatter that masks every answer's EOS: the loss on the rest still falls below
+    the threshold, but generation runs past the answers, and the check fails on that."""
+
+    def mask_the_eos(examples):
+        out = []
+        for e in examples:
+            labels = list(e["labels"])
+            eos = [t for t in labels if t != gen.IGNORE][-1]  # every answer ends with it
+            out.append({**e, "labels": [gen.IGNORE if t == eos else t for t in labels]})
+        return out
+
+    result = _preflight(_spec(lr=3e-3), splits, tmp_path, check="overfit", transform=mask_the_eos)
+    assert not result["passed"], (result["summary"], result["details"].get("generated"))
+    assert "greedy generation reproduced" in result["summary"]
+    assert result["details"]["final_loss"] <= 0.05

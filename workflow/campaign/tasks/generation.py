@@ -405,7 +405,7 @@ def predict(
 @dataclass(frozen=True)
 class Overfit:
     """The overfit check's result: the loss after each step, and whether greedy generation
-    reproduces each sample response exactly (normalized exact match)."""
+    reproduces each sample response exactly and stops at EOS."""
 
     losses: list[float]
     reproduced: list[bool]
@@ -424,7 +424,6 @@ def overfit(
     does not. Uses the training loop's own loss (train/steps.py) and collate."""
     import torch
 
-    from campaign.evaluate.text_scores import exact_match
     from campaign.train.batches import collate
     from campaign.train.generate import generate
 
@@ -451,8 +450,10 @@ def overfit(
         batch_size=len(sample),
         eos_token_ids=eos_token_ids(tokenizer, model),
     )
+    # The exact text and a stop at EOS (normalized exact match would forgive a trailing run).
     reproduced = [
-        exact_match(text, reference(m)) == 1.0 for text, m in zip(out.texts, sample, strict=True)
+        text.strip() == reference(m).strip() and stopped
+        for text, m, stopped in zip(out.texts, sample, out.stopped_at_eos, strict=True)
     ]
     return Overfit(losses, reproduced)
 
@@ -612,4 +613,42 @@ def tokenization_check(trainer, split, inspect: int) -> tuple[bool, str, dict]:
         f"every example carries loss ({targets} assistant tokens in {len(examples)} examples); "
         f"{cut} answers cut by max_length {trainer.recipe.max_length}",
         details,
+    )
+
+
+def not_reproduced(trainer, split, n: int, details: dict) -> str | None:
+    """The preflight overfit check's second half: after the loss fell on the first `n` sample
+    conversations, greedy generation from their prompts must give their answers back exactly,
+    stopping at EOS (a mask, template or EOS fault that the loss alone hides shows here). Adds
+    the outputs to `details`; returns what went wrong in words, or None."""
+    talks = Conversations(
+        list(split.ids[:n]),
+        [
+            parse_messages(c, f"record {i}")
+            for i, c in zip(split.ids[:n], split.messages[:n], strict=True)
+        ],
+    )
+    longest = max(response_length(trainer.tokenizer, m) for m in talks.messages)
+    frame, _ = predict(
+        trainer.model,
+        trainer.tokenizer,
+        trainer.run_setup.template,
+        talks,
+        metric="exact_match",
+        max_new_tokens=longest + 2,
+        batch_size=n,
+    )
+    details["generated"] = frame[["id", "reference", "prediction", "stopped_at_eos"]].to_dict(
+        "records"
+    )
+    # The exact text and a stop at EOS: normalized exact match would forgive "Lima........",
+    # the trail of a model that never learned to end its answer.
+    same = frame["prediction"].str.strip() == frame["reference"].str.strip()
+    wrong = frame[~(same & frame["stopped_at_eos"])]
+    if wrong.empty:
+        return None
+    first = wrong.iloc[0]
+    return (
+        f"greedy generation reproduced {n - len(wrong)} of {n} answers (first miss "
+        f"{first['id']}: {first['prediction'][:40]!r} for {first['reference'][:40]!r})"
     )
