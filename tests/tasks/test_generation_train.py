@@ -220,3 +220,10 @@ def test_the_overfit_check_fails_when_the_answers_never_learn_to_stop(splits, tm
     assert not result["passed"], (result["summary"], result["details"].get("generated"))
     assert "greedy generation reproduced" in result["summary"]
     assert result["details"]["final_loss"] <= 0.05
+
+
+def test_save_reload_generate_in_the_preflight_compares_the_generations(splits, tmp_path):
+    result = _preflight(_spec(lr=3e-3), splits, tmp_path, check="resume")
+    assert result["passed"], result["summary"]
+    details = result["details"]
+    assert details["predictions_identical"] and details["predicted_examples"] == 4
