@@ -227,3 +227,9 @@ def test_save_reload_generate_in_the_preflight_compares_the_generations(splits, 
     assert result["passed"], result["summary"]
     details = result["details"]
     assert details["predictions_identical"] and details["predicted_examples"] == 4
+
+
+def test_the_memory_check_says_it_does_not_cover_generation_yet(splits, tmp_path):
+    result = _preflight(_spec(lr=3e-3), splits, tmp_path, check="memory")
+    assert not result["passed"]
+    assert "model.task generation: the memory estimate and probe do not cover" in result["summary"]
