@@ -82,3 +82,13 @@ def test_generation_flags_are_checked_in_one_line(tmp_path):
     with pytest.raises(CampaignError, match=r"--text-column: required for --task"):
         init_tool.init(_args(*base, "--label-column", "who"))
     assert not (tmp_path / "x.yaml").exists()
+
+
+def test_max_length_for_generation_cuts_no_more_answers_than_training_allows():
+    """On the Debian descriptions with SmolLM2's template, the 95th percentile cut 4.9 % of the
+    answers, more than the 2 % training accepts: generation sizes on 1 - max_truncated_share."""
+    lengths = list(range(1, 1001))  # one conversation of each length
+    share = gen.GENERATION_DEFAULTS["max_truncated_share"]
+    chosen = init_tool.choose_max_length(lengths, 10**6, 1.0 - share)
+    assert sum(n > chosen for n in lengths) / len(lengths) <= share
+    assert init_tool.choose_max_length(lengths, 10**6) < chosen  # the label tasks' 95 %

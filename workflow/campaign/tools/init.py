@@ -211,11 +211,13 @@ def token_lengths(texts: list[str], folder: Path | None) -> list[int]:
     return [math.ceil(len(t.split()) * WORDS_TO_TOKENS) + 2 for t in texts]
 
 
-def choose_max_length(lengths: list[int], max_positions: int) -> int:
-    """The LENGTH_QUANTILE of the token lengths, rounded up to LENGTH_STEP, within
-    [MIN_LENGTH, max_positions]."""
+def choose_max_length(
+    lengths: list[int], max_positions: int, quantile: float = LENGTH_QUANTILE
+) -> int:
+    """The `quantile` of the token lengths, rounded up to LENGTH_STEP, within
+    [MIN_LENGTH, max_positions]: at most 1 - quantile of them are longer."""
     ordered = sorted(lengths)
-    at = ordered[min(len(ordered) - 1, math.ceil(LENGTH_QUANTILE * len(ordered)) - 1)]
+    at = ordered[min(len(ordered) - 1, math.ceil(quantile * len(ordered)) - 1)]
     rounded = LENGTH_STEP * math.ceil(at / LENGTH_STEP)
     return max(min(MIN_LENGTH, max_positions), min(rounded, max_positions))
 
@@ -261,8 +263,8 @@ def generation_choices(records, folder: Path | None) -> tuple[dict, list[int]]:
 
     A pretrained folder: its tokenizer and its chat template (none when it has no template);
     lengths are of the tokenized template, prompt and response. from_config: the plain template
-    and the whitespace estimate (no tokenizer is trained yet). max_new_tokens: the responses'
-    LENGTH_QUANTILE token length plus EOS, rounded up to LENGTH_STEP."""
+    and the whitespace estimate (no tokenizer is trained yet). max_new_tokens: the longest
+    response's tokens plus EOS, rounded up to LENGTH_STEP."""
     from campaign.tasks import generation as gen
 
     talks = [json.loads(cell) for cell in records["messages"]]
@@ -283,7 +285,8 @@ def generation_choices(records, folder: Path | None) -> tuple[dict, list[int]]:
     settings = {
         **gen.GENERATION_DEFAULTS,
         "chat_template": setting,
-        "max_new_tokens": choose_max_length(answers, 10**6),
+        # The longest response: a cut generation scores lower for no fault of the model.
+        "max_new_tokens": choose_max_length(answers, 10**6, quantile=1.0),
     }
     return settings, lengths
 
@@ -667,12 +670,14 @@ def init(args) -> int:
     else:
         targets = None
     max_positions = max_positions_of(config) if config is not None else FROM_CONFIG_MAX_POSITIONS
-    generation = None
+    generation, quantile = None, LENGTH_QUANTILE
     if args.task == "generation":
         generation, lengths = generation_choices(records, folder)
+        # A cut answer teaches the model to stop early: no more may be cut than training allows.
+        quantile = 1.0 - generation["max_truncated_share"]
     else:
         lengths = token_lengths(list(records["text"]), folder)
-    max_length = choose_max_length(lengths, max_positions)
+    max_length = choose_max_length(lengths, max_positions, quantile)
     metric = choose_metric({str(k): int(v) for k, v in labels.items()})
 
     chosen = {
