@@ -10,31 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from campaign.memory import kv_cache_bytes
-from campaign.quantize.measure import tensor_bytes
-
-
-def cache_bytes(cache) -> int:
-    """Bytes of every tensor a transformers cache holds, layer by layer: keys and values of a
-    DynamicCache; for a QuantizedCache the quantized keys/values (with their scales) plus the
-    residual full-precision tokens not yet quantized."""
-    if cache is None:
-        return 0
-    total = 0
-    for layer in cache.layers:
-        for value in vars(layer).values():
-            if torch.is_tensor(value):
-                total += tensor_bytes(value)
-    return total
-
-
-def cache_estimate(config, tokens: int, dtype_bytes: int = 4) -> int:
-    """The calculator's bytes for `tokens` cached positions of one sequence (fp32 by default)."""
-    layers = config.num_hidden_layers
-    heads = config.num_attention_heads
-    kv_heads = getattr(config, "num_key_value_heads", None) or heads
-    head_dim = config.hidden_size // heads
-    return kv_cache_bytes(layers, kv_heads, head_dim, tokens, 1, dtype_bytes)
+# The cache's measured bytes and the calculator's estimate: one definition, the engine's.
+from campaign.train.generate import cache_bytes, cache_estimate
 
 
 def generate(model, saved, split, prompts: int, max_new_tokens: int, device, cache=None) -> list:

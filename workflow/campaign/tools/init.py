@@ -129,9 +129,9 @@ def model_config(folder: Path) -> dict:
 
 
 def check_task(folder: Path, config: dict, task: str) -> None:
-    if task == "causal_lm" and config["model_type"] in ENCODERS:
+    if task in ("causal_lm", "generation") and config["model_type"] in ENCODERS:
         raise CampaignError(
-            f"--task causal_lm: {folder} is a {config['model_type']} model (an encoder, no "
+            f"--task {task}: {folder} is a {config['model_type']} model (an encoder, no "
             "language-model head); use a decoder (gpt2, llama, mistral, qwen2) or "
             "--task sequence_classification"
         )
@@ -214,11 +214,13 @@ def token_lengths(texts: list[str], folder: Path | None) -> list[int]:
     return [math.ceil(len(t.split()) * WORDS_TO_TOKENS) + 2 for t in texts]
 
 
-def choose_max_length(lengths: list[int], max_positions: int) -> int:
-    """The LENGTH_QUANTILE of the token lengths, rounded up to LENGTH_STEP, within
-    [MIN_LENGTH, max_positions]."""
+def choose_max_length(
+    lengths: list[int], max_positions: int, quantile: float = LENGTH_QUANTILE
+) -> int:
+    """The `quantile` of the token lengths, rounded up to LENGTH_STEP, within
+    [MIN_LENGTH, max_positions]: at most 1 - quantile of them are longer."""
     ordered = sorted(lengths)
-    at = ordered[min(len(ordered) - 1, math.ceil(LENGTH_QUANTILE * len(ordered)) - 1)]
+    at = ordered[min(len(ordered) - 1, math.ceil(quantile * len(ordered)) - 1)]
     rounded = LENGTH_STEP * math.ceil(at / LENGTH_STEP)
     return max(min(MIN_LENGTH, max_positions), min(rounded, max_positions))
 
@@ -230,7 +232,117 @@ def max_positions_of(config: dict) -> int:
     return FROM_CONFIG_MAX_POSITIONS
 
 
+def task_fields(args) -> dict:
+    """data.fields from the flags: text and label for the label tasks; for generation either
+    --messages-column or --prompt-column and --response-column (the label column, if any, only
+    stratifies the split)."""
+    fields = {
+        "id": args.id_column,
+        "text": args.text_column,
+        "label": args.label_column,
+        "group": args.group_column,
+        "timestamp": args.timestamp_column,
+    }
+    if args.task != "generation":
+        for key in ("text", "label"):
+            if not fields[key]:
+                raise CampaignError(f"--{key}-column: required for --task {args.task}")
+        return fields
+    talk = {"prompt": args.prompt_column, "response": args.response_column}
+    if args.messages_column:
+        talk = {"messages": args.messages_column}
+    if not all(talk.values()) or (args.messages_column and args.prompt_column):
+        raise CampaignError(
+            "--task generation: name --messages-column, or both --prompt-column and "
+            "--response-column"
+        )
+    if args.text_column:
+        raise CampaignError("--text-column: not used by --task generation (the prompt is)")
+    return {**fields, **talk}
+
+
+def generation_choices(records, folder: Path | None) -> tuple[dict, list[int]]:
+    """(model.generation with model.chat_template, the formatted conversations' token lengths).
+
+    A pretrained folder: its tokenizer and its chat template (none when it has no template);
+    lengths are of the tokenized template, prompt and response. from_config: the plain template
+    and the whitespace estimate (no tokenizer is trained yet). max_new_tokens: the longest
+    response's tokens plus EOS, rounded up to LENGTH_STEP."""
+    from campaign.tasks import generation as gen
+
+    talks = [json.loads(cell) for cell in records["messages"]]
+    tok = None
+    if folder is not None and (folder / "tokenizer_config.json").is_file():
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(str(folder))
+    if tok is not None:
+        setting = "model" if getattr(tok, "chat_template", None) else "none"
+        template = gen.resolve_template(setting, tok, Path("."))
+        lengths = [gen.full_length(tok, template, t) for t in talks]
+        answers = [gen.response_length(tok, t) for t in talks]
+    else:
+        setting = "none"
+        lengths = [token_lengths([gen.dedup_text(t)], None)[0] + 4 * len(t) for t in talks]
+        answers = [token_lengths([gen.reference(t)], None)[0] for t in talks]
+    settings = {
+        **gen.GENERATION_DEFAULTS,
+        "chat_template": setting,
+        # The longest response: a cut generation scores lower for no fault of the model.
+        "max_new_tokens": choose_max_length(answers, 10**6, quantile=1.0),
+    }
+    return settings, lengths
+
+
+def generation_text(model: dict) -> list[str]:
+    """The generation task's keys of the model section (none for the label tasks)."""
+    if "generation" not in model:
+        return []
+    rows = [
+        f"  chat_template: {_flow(model['chat_template'])}   # model | none | a Jinja file",
+        "  # Generation on validation and test at the end of each run, scored per item.",
+        "  generation:",
+    ]
+    return rows + [f"    {k}: {_flow(v)}" for k, v in model["generation"].items()]
+
+
 # ------------------------------------------------------------------ the params
+def model_section(template: dict, args, choices_in: dict) -> dict:
+    """The model section: the task, the source, a small config for from_config (a Llama with
+    grouped-query attention for generation), the tokenizer, and generation's own keys."""
+    pretrained = args.model != "from_config"
+    task = args.task
+    source = args.model if not pretrained else project_path(args.model)
+    model: dict[str, Any] = {"task": task, "source": source}
+    if pretrained:
+        model["tokenizer"] = {"source": "model"}
+    else:
+        config = copy.deepcopy(template["model"].get("config") or {})
+        config.update(
+            architecture={"causal_lm": "gpt2", "generation": "llama"}.get(task, "bert"),
+            hidden_size=config.get("hidden_size", 64),
+            num_hidden_layers=config.get("num_hidden_layers", 2),
+            num_attention_heads=config.get("num_attention_heads", 2),
+            intermediate_size=config.get("intermediate_size", 128),
+            dropout=config.get("dropout", 0.1),
+            max_position_embeddings=max(128, choices_in["max_length"]),
+        )
+        if task == "generation":  # a small Llama: grouped-query attention, 2 key/value heads
+            config.update(num_attention_heads=4, num_key_value_heads=2)
+        model["config"] = config
+        tokenizer = dict(template["model"].get("tokenizer") or {})
+        model["tokenizer"] = {
+            "source": "train_split",
+            "vocab_size": tokenizer.get("vocab_size", 2000),
+            "min_frequency": tokenizer.get("min_frequency", 2),
+            "lowercase": tokenizer.get("lowercase", True) and task != "generation",
+        }
+    if choices_in.get("generation") is not None:
+        model["chat_template"] = choices_in["generation"].pop("chat_template")
+        model["generation"] = choices_in["generation"]
+    return model
+
+
 def build_params(template: dict, args, records, choices_in: dict) -> dict:
     """The template's params with the user's data, model and a first small design."""
     p = copy.deepcopy(template)
@@ -245,31 +357,7 @@ def build_params(template: dict, args, records, choices_in: dict) -> dict:
     split["previous"] = None
 
     pretrained = args.model != "from_config"
-    task = args.task
-    source = args.model if not pretrained else project_path(args.model)
-    model: dict[str, Any] = {"task": task, "source": source}
-    if pretrained:
-        model["tokenizer"] = {"source": "model"}
-    else:
-        config = copy.deepcopy(template["model"].get("config") or {})
-        config.update(
-            architecture="gpt2" if task == "causal_lm" else "bert",
-            hidden_size=config.get("hidden_size", 64),
-            num_hidden_layers=config.get("num_hidden_layers", 2),
-            num_attention_heads=config.get("num_attention_heads", 2),
-            intermediate_size=config.get("intermediate_size", 128),
-            dropout=config.get("dropout", 0.1),
-            max_position_embeddings=max(128, choices_in["max_length"]),
-        )
-        model["config"] = config
-        tokenizer = dict(template["model"].get("tokenizer") or {})
-        model["tokenizer"] = {
-            "source": "train_split",
-            "vocab_size": tokenizer.get("vocab_size", 2000),
-            "min_frequency": tokenizer.get("min_frequency", 2),
-            "lowercase": tokenizer.get("lowercase", True),
-        }
-    p["model"] = model
+    p["model"] = model_section(template, args, choices_in)
 
     mode = "from_config" if not pretrained else ("lora" if choices_in["lora"] else "full")
     lr, levels = LR_LEVELS[mode]
@@ -499,7 +587,7 @@ def model_text(model: dict) -> list[str]:
     tok = model["tokenizer"]
     rows = [
         "model:",
-        f"  task: {model['task']}   # or causal_lm (prompt -> response, loss on response tokens)",
+        f"  task: {model['task']}   # sequence_classification | causal_lm | generation",
         f"  source: {_flow(model['source'])}",
     ]
     if pretrained:
@@ -508,7 +596,7 @@ def model_text(model: dict) -> list[str]:
             "  tokenizer:",
             "    source: model   # its own tokenizer: the embeddings are indexed by it",
         ]
-        return [*rows, ""]
+        return [*rows, *generation_text(model), ""]
     rows[-1] += "   # or a local folder with a pretrained model (config.json ...)"
     rows.append("  # The small transformers config of a from_config model (trained from scratch).")
     rows.append("  config:")
@@ -516,7 +604,7 @@ def model_text(model: dict) -> list[str]:
     rows.append("  # A tokenizer trained on the train split only.")
     rows.append("  tokenizer:")
     rows += [f"    {k}: {_flow(v)}" for k, v in tok.items()]
-    return [*rows, ""]
+    return [*rows, *generation_text(model), ""]
 
 
 # ------------------------------------------------------------------ the command
@@ -556,13 +644,7 @@ def init(args) -> int:
         "licence": args.licence.strip(),
         "origin": (args.origin or f"local file {data.name} (campaign init)").strip(),
     }
-    fields = {
-        "id": args.id_column,
-        "text": args.text_column,
-        "label": args.label_column,
-        "group": args.group_column,
-        "timestamp": args.timestamp_column,
-    }
+    fields = task_fields(args)
     flags = {k: f"--{k}-column" for k in fields}
     folder = None if args.model == "from_config" else Path(args.model)
     config = model_config(folder) if folder is not None else None
@@ -570,7 +652,7 @@ def init(args) -> int:
         check_task(folder, config, args.task)
     records = read_records(source, fields, flags)
     labels = records["label"].value_counts().sort_index()
-    if len(labels) < 2:
+    if len(labels) < 2 and args.task != "generation":
         raise CampaignError(
             f"--label-column {args.label_column!r}: {data} has {len(labels)} distinct label(s) "
             f"({', '.join(map(str, labels.index))}); a classifier needs at least 2"
@@ -586,11 +668,19 @@ def init(args) -> int:
         if config is not None:
             targets = lora_targets(folder, config, given)
         else:
-            targets = given or LORA_TARGETS["gpt2" if args.task == "causal_lm" else "bert"]
+            family = {"causal_lm": "gpt2", "generation": "llama"}.get(args.task, "bert")
+            targets = given or LORA_TARGETS[family]
     else:
         targets = None
     max_positions = max_positions_of(config) if config is not None else FROM_CONFIG_MAX_POSITIONS
-    max_length = choose_max_length(token_lengths(list(records["text"]), folder), max_positions)
+    generation, quantile = None, LENGTH_QUANTILE
+    if args.task == "generation":
+        generation, lengths = generation_choices(records, folder)
+        # A cut answer teaches the model to stop early: no more may be cut than training allows.
+        quantile = 1.0 - generation["max_truncated_share"]
+    else:
+        lengths = token_lengths(list(records["text"]), folder)
+    max_length = choose_max_length(lengths, max_positions, quantile)
     metric = choose_metric({str(k): int(v) for k, v in labels.items()})
 
     chosen = {
@@ -599,6 +689,7 @@ def init(args) -> int:
         "lora": targets,
         "max_length": max_length,
         "metric": metric,
+        "generation": generation,
     }
     params = build_params(template, args, records, chosen)
     params["split"]["salt"] = params["campaign"]["name"]
@@ -624,7 +715,8 @@ def init(args) -> int:
         max_length=max_length,
         lora_targets=targets,
         salt_note=salt_note,
-        metric=metric,
+        # A generation campaign is judged on its per-item metric of the generated text.
+        metric=metric if generation is None else params["model"]["generation"]["metric"],
     )
     print(summary(out, params, choices))
     return 0
@@ -664,8 +756,17 @@ def add_parser(sub) -> None:
     p = sub.add_parser("init", help=text, description=text)
     p.add_argument("--data", required=True, help="the data file (CSV, JSON Lines or Parquet)")
     p.add_argument("--format", choices=["csv", "jsonl", "parquet"], help="default: from the suffix")
-    p.add_argument("--text-column", required=True)
-    p.add_argument("--label-column", required=True)
+    p.add_argument("--text-column", help="the text (required unless --task generation)")
+    p.add_argument(
+        "--label-column",
+        help="the label (required unless --task generation; there, a column to stratify on)",
+    )
+    p.add_argument("--prompt-column", help="--task generation: the prompt (with --response-column)")
+    p.add_argument("--response-column", help="--task generation: the reference response")
+    p.add_argument(
+        "--messages-column",
+        help="--task generation: a list of {role, content} ending with the assistant's answer",
+    )
     p.add_argument("--id-column", required=True, help="a unique id per record")
     p.add_argument(
         "--group-column",
@@ -680,7 +781,7 @@ def add_parser(sub) -> None:
     )
     p.add_argument(
         "--task",
-        choices=["sequence_classification", "causal_lm"],
+        choices=["sequence_classification", "causal_lm", "generation"],
         default="sequence_classification",
     )
     p.add_argument(
