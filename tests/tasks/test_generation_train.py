@@ -161,6 +161,7 @@ def _preflight(spec, splits, tmp_path, check="tokenization", transform=None):
         "activation_tolerance": 0.02,
         "overfit": {"examples": 4, "steps": 120, "max_final_loss": 0.05},
         "grad_accum_tolerance": 1.0e-9,
+        "max_unknown_token_share": 0.05,
         "resume": {"steps_before": 2, "steps_after": 2},
         "throughput": {"warmup_steps": 2, "window_steps": 4},
         "max_hours": None,
