@@ -31,7 +31,8 @@ from scipy.special import expit, logit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 
-from campaign.evaluate import questions  # noqa: E402
+from campaign.evaluate import questions, stage, words  # noqa: E402
+from campaign.evaluate.stats import mean_interval, resample_indices  # noqa: E402
 
 LEVEL, POWER = 0.95, 0.8
 POLICY = {"min_useful_effect": 0.01, "max_quality_loss": 0.01}
@@ -149,6 +150,179 @@ def seeds_needed_power(k: int, n: int, reps: int, seed: int, effect: float = 0.0
     k_need = int(min(k_need, MAX_SEEDS_CHECKED))
     made = [_rows(campaign(rng, [0.0, tau], k_need, n))[0]["decision"] for _ in range(reps)]
     return k_need, sum(d == "adopt" for d in made) / reps
+
+
+# The verdict path (issue 33): whole campaigns through the stage's own comparison rows
+# (stage._comparisons, stage._decide) and the verdict (words.decisions), on a seed-dominated
+# generator: seed sd of a run's accuracy about 4.8 points (run noise 0.32 on the logit), a
+# validation and a test split scored by the same runs (the same run noise), and a floor whose
+# logit spread equals a cell's (item x floor with the cells' item x cell and run variance
+# together), so that "all equal" is exact in the populations.
+VERDICT_RUN_SD, VERDICT_ITEMS = 0.32, (1000, 1000)
+FLOOR_SD = math.hypot(INTERACTION_SD, VERDICT_RUN_SD)
+SPEC = {
+    "task": "classification",
+    "evaluation": {
+        **POLICY,
+        "confidence": LEVEL,
+        "power": POWER,
+        "metric": "accuracy",
+        "decide_on": "validation",
+        "floor_changes": False,
+    },
+}
+
+
+def _verdict_truth(tau: float, draws: int = 400_000) -> float:
+    """A cell's mean accuracy over the item, item x cell and seed populations at logit `tau`."""
+    rng = np.random.default_rng(54321)
+    sd = math.sqrt(ITEM_SD**2 + INTERACTION_SD**2 + VERDICT_RUN_SD**2)
+    return float(expit(logit(BASE) + tau + sd * rng.standard_normal(draws)).mean())
+
+
+def _verdict_tau(gap: float) -> float:
+    """The logit shift whose true accuracy is `gap` above the unshifted cell's (bisection)."""
+    base, lo, hi = _verdict_truth(0.0), -3.0, 3.0
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _verdict_truth(mid) - base < gap else (lo, mid)
+    return (lo + hi) / 2
+
+
+def verdict_campaign(rng, taus: list[float], k: int, floor: bool = True) -> tuple:
+    """(variants, {split: {variant: {"correct", "point", "draws"}}}) of a one-factor campaign:
+    cell c0 the control, cell c<j> at logit shift taus[j], k seeds each, and the floor."""
+    run_u = {
+        (c, s): VERDICT_RUN_SD * rng.standard_normal() for c in range(len(taus)) for s in range(k)
+    }
+    variants = [
+        {
+            "kind": "run",
+            "name": f"r{c}-{s}",
+            "run": f"r{c}-{s}",
+            "cell": (f"c{c}",),
+            "seed": s,
+            "cell_id": f"id-c{c}",
+        }
+        for c in range(len(taus))
+        for s in range(k)
+    ]
+    if floor:
+        variants.append({"kind": "floor", "name": "floor/f", "run": None})
+    scored = {}
+    for split, n in zip(("validation", "test"), VERDICT_ITEMS, strict=True):
+        a = logit(BASE) + ITEM_SD * rng.standard_normal(n)
+        out = {}
+        for c, tau in enumerate(taus):
+            g = INTERACTION_SD * rng.standard_normal(n)
+            for s in range(k):
+                p = expit(a + g + tau + run_u[(c, s)])
+                out[f"r{c}-{s}"] = (rng.random(n) < p).astype(np.float64)
+        if floor:
+            out["floor/f"] = (rng.random(n) < expit(a + FLOOR_SD * rng.standard_normal(n))).astype(
+                np.float64
+            )
+        scored[split] = {
+            v: {"correct": y, "point": y.mean(), "draws": None} for v, y in out.items()
+        }
+    return variants, scored
+
+
+def verdict_of(variants: list, scored: dict, seed: int) -> dict:
+    """decisions.json of the simulated campaign, by the stage's own functions."""
+    s = SPEC["evaluation"]
+    control = ("c0",)
+    best_floor = "floor/f" if any(v["kind"] == "floor" for v in variants) else None
+    metric_rows, comparison_rows = [], []
+    for n, split in enumerate(("validation", "test")):
+        rows = stage._comparisons(
+            split,
+            variants,
+            scored[split],
+            ["cell"],
+            control,
+            "accuracy",
+            s,
+            LEVEL,
+            POWER,
+            range(len(next(iter(scored[split].values()))["correct"])),
+            {"changes": []},
+            metric_rows,
+            best_floor,
+            np.random.default_rng([seed, n]),
+        )
+        stage._decide(rows, split, LEVEL, POWER, s, [])
+        comparison_rows += [questions.public(r) for r in rows]
+        if best_floor is not None:  # the floor's own level, as the stage's metric rows give it
+            y = scored[split][best_floor]["correct"]
+            iv = mean_interval(y, resample_indices(np.random.default_rng(seed), y.size, 200), LEVEL)
+            metric_rows.append(
+                {"variant": best_floor, "kind": "floor", "split": split, "metric": "accuracy"}
+                | {"value": iv.value, "ci_low": iv.low, "ci_high": iv.high}
+            )
+    return words.decisions(SPEC, comparison_rows, metric_rows, variants, best_floor, "cell=c0")
+
+
+def verdict_goals(reps: int, seed: int, k: int = 2) -> dict:
+    """The verdict's goals (issue 33) at k seeds, 1,000 items per split, seed sd ~4.8 points:
+    keep under four equal cells and under a control truly min_useful_effect better, the kept
+    cell's headline tails, and the cell-against-floor claims at 2, 3 and 5 seeds."""
+    rng = np.random.default_rng([seed, k, 33])
+    truth = _verdict_truth(0.0)
+    kept_other = below = above = 0
+    for r in range(reps):
+        d = verdict_of(*verdict_campaign(rng, [0.0] * 4, k), r)
+        best = d["best_cell"]
+        kept_other += best["cell"] != "cell=c0"
+        below += truth < best["reported"]["ci_low"]
+        above += truth > best["reported"]["ci_high"]
+    better = _verdict_tau(POLICY["min_useful_effect"])
+    kept_worse = sum(
+        verdict_of(*verdict_campaign(rng, [better, 0.0, 0.0, 0.0], k), r)["best_cell"]["cell"]
+        != "cell=c0"
+        for r in range(reps)
+    )
+    out = {
+        f"keep: non-control kept, 4 equal cells (k={k})": (kept_other / reps, 0.0, 0.05),
+        f"keep: worse cell kept, control +1 pt (k={k})": (kept_worse / reps, 0.0, 0.05),
+        f"headline: truth below kept interval (k={k})": (below / reps, 0.0, 0.035),
+        f"headline: truth above kept interval (k={k})": (above / reps, 0.0, 0.035),
+    }
+    for seeds in (2, 3, 5):
+        out[f"floor: false claim, control vs floor (k={seeds})"] = (
+            floor_claims(rng, seeds, reps),
+            0.025,
+            0.05,
+        )
+    return out
+
+
+def floor_claims(rng, k: int, reps: int) -> float:
+    """The share of campaigns (control + one cell + floor, all equal) whose control-against-
+    floor row, as stage._comparisons computes it, claims above or below at 5 % two-sided."""
+    s = SPEC["evaluation"]
+    claims = 0
+    for r in range(reps):
+        variants, scored = verdict_campaign(rng, [0.0, 0.0], k)
+        rows = stage._comparisons(
+            "validation",
+            variants,
+            scored["validation"],
+            ["cell"],
+            ("c0",),
+            "accuracy",
+            s,
+            LEVEL,
+            POWER,
+            range(VERDICT_ITEMS[0]),
+            {"changes": []},
+            [],
+            "floor/f",
+            np.random.default_rng(r),
+        )
+        row = next(x for x in rows if x["kind"] == "floor" and x["subject"] == "cell=c0")
+        claims += row["p_value"] < 1 - LEVEL
+    return claims / reps
 
 
 def run(configs, reps: int, seed: int = 0, slack_se: float = 0.0) -> list[tuple]:

@@ -41,7 +41,11 @@ decisions.json
     chosen_on           NEW  the split it was chosen on (= decide_on)
     reported_on         NEW  the other split; reported: {value, ci_low, ci_high} on it (the
                              headline number: no winner's curse)
-    representative_run  NEW  the run of the median seed on decide_on (what to quantize)
+    representative_run  NEW  the run of the median seed on decide_on (what to quantize; with
+                             an even number of seeds the middle run whose id sorts first)
+    kept_as             NEW  why this cell: "control" (no cell shown better than the control),
+                             "shown better" (adopted against the control), "highest (no
+                             control)" (kept_cell); best_cell is the kept cell, not the argmax
     cell_id             NEW  the chosen cell's id in the plan table (runs.tsv's cell_id)
   below_floor: list {cell, floor, verdict, estimate, ci_low, ci_high}  (as before)
     cell_id             NEW  each entry's cell id in the plan table
@@ -240,6 +244,37 @@ def what_would_decide(
 
 
 def representative(values: dict) -> str:
-    """The run of the median seed (the lower middle one) of `values: {run: metric}`."""
+    """The run of the median seed of `values: {run: metric}`: with an even number of seeds, of
+    the two middle runs the one whose run id sorts first. The id, not the value, breaks the tie:
+    taking the lower (or the higher) of the two would make the kept run the worse (or the
+    luckier) seed by construction; at 2 seeds either run is then equally likely."""
     ranked = sorted(values, key=lambda r: (values[r], r))
-    return ranked[(len(ranked) - 1) // 2]
+    n = len(ranked)
+    return min(ranked[(n - 1) // 2 : n // 2 + 1])
+
+
+SHOWN_BETTER = (ADOPT, ADOPT_SMALL)
+KEPT_CONTROL, KEPT_SHOWN, KEPT_HIGHEST = "control", "shown better", "highest (no control)"
+
+
+def kept_cell(
+    control: str | None, against_control: dict[str, tuple[str, float]], values: dict[str, float]
+) -> tuple[str, str] | None:
+    """The trained cell the verdict keeps, and why: (cell, KEPT_CONTROL | KEPT_SHOWN |
+    KEPT_HIGHEST); None without a cell.
+
+    Keep is a decision, not an argmax: the control (the baseline recipe) is kept unless a cell
+    is shown better than it by the cell family's test (`against_control: {cell: (decision,
+    estimate)}`, decision adopt or adopt (smaller than useful): the family-adjusted interval
+    above 0); among several shown better, the largest estimate. Taking the highest cell when
+    all are equal keeps a non-control cell almost always (the seeds' noise picks it) and a
+    truly worse cell often. Only a campaign without a scored control falls back to the highest
+    of `values: {cell: value on the decision split}`."""
+    if not values:
+        return None
+    if control is None or control not in values:
+        return min(values, key=lambda c: (-values[c], c)), KEPT_HIGHEST
+    shown = {c: est for c, (d, est) in against_control.items() if d in SHOWN_BETTER}
+    if not shown:
+        return control, KEPT_CONTROL
+    return min(shown, key=lambda c: (-shown[c], c)), KEPT_SHOWN

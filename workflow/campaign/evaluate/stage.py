@@ -221,7 +221,9 @@ def stage_evaluate(ctx) -> None:
         _decide(rows, split, conf, power, s, ctx.inputs.get("looks", []))
         comparison_rows += [questions.public(r) for r in rows]
 
-    decisions = words.decisions(ctx.spec, comparison_rows, metric_rows, variants, best_floor)
+    kept_unless_shown = _cell_name(factors, control) if control is not None else None
+    args = (comparison_rows, metric_rows, variants, best_floor, kept_unless_shown)
+    decisions = words.decisions(ctx.spec, *args)
     _carry_cell_ids(decisions, comparison_rows, metric_rows)
     _finish(decisions, skipped, ctx.inputs.get("looks", []))
     _write(ctx, metric_rows, comparison_rows, error_rows, decisions, pd)
