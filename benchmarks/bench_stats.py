@@ -325,6 +325,47 @@ def floor_claims(rng, k: int, reps: int) -> float:
     return claims / reps
 
 
+# Non-inferiority's reject side, exact: every (losses, gains) outcome of one variant against its
+# reference on n items, weighed by its trinomial probability, decided by questions.quantized_row
+# and decide_family (the stage's path). Settings (items, rate lost, rate gained), the true loss
+# = the margin; the reviewer's rare-discordance case is the first.
+NI_REJECT = (
+    (1000, 0.0045, 0.0005, 0.004),
+    (300, 0.01, 0.0, 0.01),
+    (1000, 0.01, 0.0, 0.01),
+    (3000, 0.01, 0.0, 0.01),
+    (1000, 0.0105, 0.0005, 0.01),
+    (1000, 0.012, 0.002, 0.01),
+    (1000, 0.02, 0.01, 0.01),
+)
+
+
+def ni_reject_exact(n: int, p_loss: float, p_gain: float, margin: float) -> float:
+    """P(decision "reject") for a variant whose true loss is exactly `margin`."""
+    from scipy.stats import binom
+
+    policy = {**POLICY, "max_quality_loss": margin}
+    ref = np.zeros(n, dtype=bool)
+    g_top = int(binom.isf(1e-10, n, p_gain)) + 1 if p_gain > 0 else 0
+    total = 0.0
+    for g in range(0, min(g_top, n) + 1):
+        w_g = binom.pmf(g, n, p_gain) if p_gain > 0 else 1.0
+        cond = p_loss / (1 - p_gain)
+        l_top = int(binom.isf(1e-10, n - g, cond)) + 1
+        for losses in range(g + math.floor(n * margin) + 1, min(l_top, n - g) + 1):
+            # losses: right before, wrong after; gains the other way; the rest agree
+            ref[:] = False
+            ref[:losses] = True
+            var = np.zeros(n, dtype=bool)
+            var[losses : losses + g] = True
+            row = questions.quantized_row(ref, var, LEVEL, margin)
+            rows = [{"kind": "quantized", "subject": "v", **row}]
+            questions.decide_family(rows, LEVEL, POWER, policy)
+            if rows[0]["decision"] == "reject":
+                total += w_g * binom.pmf(losses, n - g, cond)
+    return total
+
+
 def run(configs, reps: int, seed: int = 0, slack_se: float = 0.0) -> list[tuple]:
     """(k, n, goal, observed, low, high, missed) rows; a goal band is widened by `slack_se`
     Monte Carlo standard errors of the observed rate."""
@@ -342,6 +383,12 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--short", action="store_true", help="two settings instead of four")
+    parser.add_argument(
+        "--verdict-divisor",
+        type=int,
+        default=4,
+        help="the verdict rows simulate whole campaigns: reps / this many per row",
+    )
     args = parser.parse_args()
     start = time.perf_counter()
     rows = run(SHORT if args.short else FULL, args.reps, args.seed)
@@ -361,8 +408,32 @@ def main() -> int:
         k_need, rate = seeds_needed_power(k, n, args.reps, args.seed)
         what = f"power at the median seeds-needed ({k_need or 'none: items only'})"
         print(f"{k:>5} {n:>5}  {what:<46} {rate * 100:7.1f}%  (no goal; power {POWER:.0%})")
+    missed = any(r[-1] for r in rows)
+    missed |= verdict_table(max(1, args.reps // args.verdict_divisor), args.seed)
     print(f"{args.reps} replications per setting, {time.perf_counter() - start:.0f} s")
-    return 1 if any(r[-1] for r in rows) else 0
+    return 1 if missed else 0
+
+
+def verdict_table(reps: int, seed: int) -> bool:
+    """Print the verdict's goals (issue 33) with their Monte Carlo error, and the exact
+    non-inferiority reject rows; True where a goal is MISSED."""
+    missed = False
+    print(f"\nThe verdict path, {reps} simulated campaigns per row (2 seeds unless named):")
+    for goal, (value, low, high) in verdict_goals(reps, seed).items():
+        se = math.sqrt(max(value * (1 - value), 1.0 / reps) / reps)
+        bad = not low <= value <= high
+        missed |= bad
+        flag = "  MISSED" if bad else ""
+        target = f"{low * 100:.1f}-{high * 100:.1f} %"
+        print(f"  {goal:<52} {value * 100:5.1f}% +/- {se * 100:.1f}  {target:<11}{flag}")
+    print("Non-inferiority reject at a true loss = the margin (exact enumeration):")
+    for n, lost, gained, margin in NI_REJECT:
+        value = ni_reject_exact(n, lost, gained, margin)
+        bad = value > 0.025
+        missed |= bad
+        what = f"{n} items, {lost * 100:.2f} % lost, {gained * 100:.2f} % gained, margin {margin:g}"
+        print(f"  {what:<52} {value * 100:5.2f}%         0.0-2.5 %{'  MISSED' if bad else ''}")
+    return missed
 
 
 if __name__ == "__main__":

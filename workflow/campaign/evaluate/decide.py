@@ -28,8 +28,11 @@ decisions.json
                          of min_useful_effect), "reject" (adjusted upper end < min_useful_effect),
                          "inconclusive", "inconclusive (one seed)"
     quantized:           "adopt" (non-inferior: Holm-adjusted one-sided p < (1-confidence)/2 on
-                         H0: difference <= -max_quality_loss), "reject" (the family-adjusted
-                         interval's upper end adj_high < -max_quality_loss), "inconclusive",
+                         H0: difference <= -max_quality_loss), "reject" (on accuracy:
+                         the exact one-sided p of "loses at most max_quality_loss" times the
+                         family size below (1-confidence)/2, comparison.loss_exceeds_p; on
+                         another metric the family-adjusted interval's upper end adj_high <
+                         -max_quality_loss), "inconclusive",
                          "inconclusive (too few items)" (no outcome on these items could adopt
                          at the family-adjusted level: even with no item changed, Holm's p
                          given the family's other variants stays >= (1-confidence)/2),
@@ -146,6 +149,7 @@ def noninferior(
     alpha_one_sided: float,
     provable: bool,
     metric_low: float | None = None,
+    reject_p: float = math.nan,
 ) -> str:
     """A compressed variant: adopt when the Holm-adjusted one-sided p of 'loses at least
     max_quality_loss' is below alpha_one_sided; reject when its family-adjusted interval's upper
@@ -155,8 +159,15 @@ def noninferior(
     metric_low: for a decision metric other than accuracy, the lower end of that metric's own
     family-adjusted interval of the difference; the accuracy test alone cannot adopt a variant
     whose loss on the decision metric may exceed the margin, so adoption also needs metric_low
-    above it."""
-    if math.isfinite(high) and high < -max_quality_loss:
+    above it.
+
+    reject_p: the family-adjusted (Bonferroni) exact p of "loses at most max_quality_loss"
+    (comparison.loss_exceeds_p); where given it decides the reject side instead of `high` (the
+    score interval's upper end rejects too often when discordant items are rare)."""
+    if math.isfinite(reject_p):
+        if reject_p < alpha_one_sided:
+            return REJECT
+    elif math.isfinite(high) and high < -max_quality_loss:
         return REJECT
     metric_agrees = metric_low is None or (
         math.isfinite(metric_low) and metric_low > -max_quality_loss

@@ -158,6 +158,10 @@ def quantized_row(
         else None,
         "interval_over": "items (the same trained weights: items are the only noise)",
         "_paired": (losses, gains),
+        # the exact p of "loses at most max_quality_loss": the reject side (decide.noninferior)
+        "_reject_p": math.nan
+        if consistency
+        else cmp.loss_exceeds_p(losses, gains, n, max_quality_loss),
         # the p these items give at best (no item changed): what the family check reads
         "_best_p": math.nan if consistency else cmp.noninferiority_p(0, 0, n, max_quality_loss),
     }
@@ -185,6 +189,7 @@ def decide_family(rows: list[dict], level: float, power: float, s: dict) -> None
                     r["decision"] = decide.CONSISTENCY
                     continue
                 provable = _provable(family, r, alpha / 2, margin)
+                accuracy = r.get("metric", "accuracy") == "accuracy"
                 r["decision"] = decide.noninferior(
                     r["p_holm"],
                     r["adj_high"],
@@ -192,7 +197,9 @@ def decide_family(rows: list[dict], level: float, power: float, s: dict) -> None
                     alpha / 2,
                     provable,
                     # the accuracy test decides; another metric's own interval must agree
-                    metric_low=None if r.get("metric", "accuracy") == "accuracy" else r["adj_low"],
+                    metric_low=None if accuracy else r["adj_low"],
+                    # the reject side: the exact test at the family's Bonferroni level
+                    reject_p=r.get("_reject_p", math.nan) * m if accuracy else math.nan,
                 )
                 continue
             if kind == "floor":
