@@ -90,6 +90,9 @@ seed_sd, mde, seeds_needed, interval_over, decision, estimability, aliases)
   adj_low, adj_high  NEW  family-adjusted interval (Bonferroni alpha / m)
   dominant, items_needed, seeds_needed_low, seeds_needed_high  NEW  as in decisions.json
   seed_df         NEW  error df of the seed level pooled over the design (0: one seed)
+  p_reject        NEW  quantized rows on accuracy: the exact one-sided p of "loses at most
+                  max_quality_loss" times the family size (capped at 1): reject below
+                  (1-confidence)/2 (comparison.loss_exceeds_p)
   smallest_provable_loss  NEW  quantized rows: the loss bound zero discordant items would give,
                   at the one-sided level Holm leaves the row in its family (between
                   alpha / 2m and alpha / 2); items_to_prove likewise

@@ -190,6 +190,8 @@ def decide_family(rows: list[dict], level: float, power: float, s: dict) -> None
                     continue
                 provable = _provable(family, r, alpha / 2, margin)
                 accuracy = r.get("metric", "accuracy") == "accuracy"
+                # the reject side's exact p at the family's Bonferroni level (accuracy only)
+                r["p_reject"] = min(1.0, r["_reject_p"] * m) if accuracy else math.nan
                 r["decision"] = decide.noninferior(
                     r["p_holm"],
                     r["adj_high"],
@@ -199,7 +201,7 @@ def decide_family(rows: list[dict], level: float, power: float, s: dict) -> None
                     # the accuracy test decides; another metric's own interval must agree
                     metric_low=None if accuracy else r["adj_low"],
                     # the reject side: the exact test at the family's Bonferroni level
-                    reject_p=r.get("_reject_p", math.nan) * m if accuracy else math.nan,
+                    reject_p=r["p_reject"],
                 )
                 continue
             if kind == "floor":

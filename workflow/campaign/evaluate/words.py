@@ -79,9 +79,12 @@ def _effect_line(r: dict, split: str, metric: str, s: dict) -> str:
             f" ({r['n_seeds']} seeds, repeated interval to look {r['look']} {adjusted}, {useful}"
         )
     else:
+        # One statement: the decision reads the family-adjusted interval against the useful
+        # size, so the line gives that interval and that size (a Holm p against 0 beside it
+        # would say "shown" where the decision says "inconclusive").
         words += (
-            f" ({r['n_seeds']} seeds, Holm p {r['p_holm']:.3g}, adjusted interval {adjusted}, "
-            f"{useful}; detectable from {r['mde'] * 100:.1f} points"
+            f" ({r['n_seeds']} seeds, family-adjusted interval {adjusted} against {useful}; "
+            f"detectable from {r['mde'] * 100:.1f} points"
         )
     if r.get("interval_note"):  # the looks' repeated intervals do not overlap (looks.py)
         words += "; " + r["interval_note"]
@@ -103,6 +106,11 @@ def _quantized_line(r: dict, split: str, metric: str, s: dict) -> str:
         return words + (
             f" (with {r['n_items']} items the smallest provable loss is "
             f"{r['smallest_provable_loss'] * 100:.2f} points; needs >= {r['items_to_prove']} items)"
+        )
+    if r["decision"] == decide.REJECT and math.isfinite(r.get("p_reject", math.nan)):
+        return words + (
+            f" (loses more than the limit: exact test over the same items, family-adjusted "
+            f"p {r['p_reject']:.3g})"
         )
     return words + f" (non-inferiority, Tango score over the same items, Holm p {r['p_holm']:.3g})"
 
