@@ -15,7 +15,10 @@ decisions.json
     dominant            NEW  "seeds" | "items" | null: which variance part is larger
     seeds_needed        NEW  int | null: seeds per cell that would decide it (null: seeds alone
                              cannot, or already decided)
-    items_needed        NEW  int | null: evaluation items that would decide it
+    items_needed        NEW  int | null: evaluation items that would decide it (at most
+                             MAX_ITEMS_FACTOR times the items scored)
+    items_note          NEW  str | null: why no number of items is given ("no number of items
+                             decides this ...")
     seeds_needed_low, seeds_needed_high  NEW  int | null: seeds_needed at the ends of the seed
                              variance's 95 % chi-square interval (its uncertainty)
     cell_id             NEW  the plan table's cell id of a quantized variant's run's cell; null
@@ -203,6 +206,10 @@ def minimum_detectable_effect(
     return float(min_useful_effect + (crit + float(dist.ppf(power))) * se)
 
 
+# items_needed beyond this many times the evaluation's items is not advice (what_would_decide).
+MAX_ITEMS_FACTOR = 100
+
+
 def what_would_decide(
     estimate: float,
     var_seeds: float,
@@ -217,8 +224,10 @@ def what_would_decide(
 ) -> dict:
     """The seeds per cell, or the evaluation items, at which the adjusted interval would leave
     min_useful_effect behind with probability `power`, if the true effect were the estimate:
-    {dominant, seeds_needed, items_needed, seeds_needed_low, seeds_needed_high} (None: that
-    count alone cannot, or nothing can).
+    {dominant, seeds_needed, items_needed, seeds_needed_low, seeds_needed_high, items_note}
+    (None: that count alone cannot, or nothing can; items_note then says why items cannot:
+    the seed part alone is wider than the gap, or more than MAX_ITEMS_FACTOR times the items
+    would be needed).
 
     The crossed seeds x items model: Var(k seeds, n items) = var_seeds * k0 / k + var_residual
     * k0 n0 / (k n) + (var_items - var_residual) * n0 / n, with `var_residual` the seed x item
@@ -241,8 +250,17 @@ def what_would_decide(
     elif measured and target > items_only:
         seeds = max(2, n_seeds)
     vs = var_seeds if measured else 0.0
+    note = None
     if target > vs and var_items > 0:
         items = max(n_items, math.ceil(var_items * n_items / (target - vs)))
+        if items > MAX_ITEMS_FACTOR * max(n_items, 1):
+            # A number nobody can label is not advice: say that items alone do not decide it.
+            items = None
+            note = (
+                f"no number of items within {MAX_ITEMS_FACTOR} times these {n_items:,} decides this"
+            )
+    elif var_items > 0 and gap > 0:
+        note = "no number of items decides this (the seed spread alone is wider than the gap)"
     ends = [None, None]
     if seeds is not None and seed_df > 0 and var_seeds > 0:
         for i, q in enumerate((0.975, 0.025)):  # the low variance end first
@@ -254,6 +272,7 @@ def what_would_decide(
         "items_needed": items,
         "seeds_needed_low": ends[0],
         "seeds_needed_high": ends[1],
+        "items_note": note,
     }
 
 

@@ -62,6 +62,8 @@ def _needs(r: dict) -> str:
     if items:
         ways.append(f"{items} evaluation items")
     what = " or ".join(ways) or "neither more seeds nor more items (the estimate sits at the bar)"
+    if r.get("items_note"):
+        what += f"; {r['items_note']}"
     return (
         f"{dominant} dominate its variance; to decide at the estimate: {what} "
         "(the price of the seeds: budget phase)"
@@ -133,6 +135,7 @@ DECISION_KEYS = (
     "items_needed",
     "seeds_needed_low",
     "seeds_needed_high",
+    "items_note",
     "stopped_by_look",
     "intervals_disagree",
     "interval_note",
@@ -279,6 +282,7 @@ FLOOR_KEYS = (
     "dominant",
     "seeds_needed",
     "items_needed",
+    "items_note",
 )
 
 
@@ -288,7 +292,8 @@ def _floor_needs(f: dict) -> str:
         ways.append(f"{f['seeds_needed']} seeds per cell")
     if f.get("items_needed"):
         ways.append(f"{f['items_needed']:,} evaluation items")
-    return " or ".join(ways) or "neither more seeds nor more items (the estimate sits at zero)"
+    what = " or ".join(ways) or "neither more seeds nor more items (the estimate sits at zero)"
+    return what + (f"; {f['items_note']}" if f.get("items_note") else "")
 
 
 def floor_question(decisions: dict) -> dict | None:
@@ -306,6 +311,7 @@ def floor_question(decisions: dict) -> dict | None:
         "extra_runs": None,
         "cost": None,
         "items_needed": f.get("items_needed"),
+        "items_note": f.get("items_note"),
     }
 
 
@@ -442,6 +448,8 @@ def _open_words(q: dict, money, price_at: str | None) -> str:
         return (
             head + "more evaluation items would narrow it (seeds do not apply to one run's weights)"
         )
+    if not ways and q.get("items_note"):
+        return head + q["items_note"]
     if not ways:
         return head + "neither more seeds nor more items would decide it"
     return head + "; or ".join(ways)
@@ -539,6 +547,7 @@ def open_questions(decisions: dict) -> list[dict]:
                 "extra_runs": None,
                 "cost": None,
                 "items_needed": d.get("items_needed"),
+                "items_note": d.get("items_note"),
             }
         )
     floor = floor_question(decisions)
