@@ -366,6 +366,73 @@ def ni_reject_exact(n: int, p_loss: float, p_gain: float, margin: float) -> floa
     return total
 
 
+# Per-item scores in [0, 1] (a generation metric: token F1, a judge's score): a run's score on
+# an item is expit(item + item x cell + run + run x item noise), no Bernoulli draw. The same
+# functions decide (contrast_row, cell_rows, quantized_row's paired t path, decide_family).
+SCORE_NOISE = 0.8
+
+
+def _continuous_truth(tau: float, interaction: bool, draws: int = 400_000) -> float:
+    rng = np.random.default_rng(6789)
+    sd = math.sqrt(ITEM_SD**2 + RUN_SD**2 + SCORE_NOISE**2 + interaction * INTERACTION_SD**2)
+    return float(expit(logit(BASE) + tau + sd * rng.standard_normal(draws)).mean())
+
+
+def continuous_campaign(rng, taus: list[float], k: int, n: int) -> dict:
+    """{cell index: scores (k, n) in [0, 1]}: as `campaign`, per-item scores instead of 0/1."""
+    a = logit(BASE) + ITEM_SD * rng.standard_normal(n)
+    design = {}
+    for c, tau in enumerate(taus):
+        g = INTERACTION_SD * rng.standard_normal(n) if c else 0.0
+        u = RUN_SD * rng.standard_normal((k, 1))
+        design[c] = expit(a + g + tau + u + SCORE_NOISE * rng.standard_normal((k, n)))
+    return design
+
+
+def simulate_continuous(k: int, n: int, reps: int, seed: int) -> dict:
+    """Coverage of the cell and effect intervals, A/A false adoption and non-inferiority
+    adoption and rejection at a loss equal to the margin, on per-item scores in [0, 1]."""
+    rng = np.random.default_rng([seed, k, n, 34])
+    tau = 0.1
+    true_cell = _continuous_truth(0.0, False)
+    true_effect = _continuous_truth(tau, True) - true_cell
+    cell_hit = effect_hit = false_adopt = ni_adopt = ni_reject = 0
+    margin = POLICY["max_quality_loss"]
+    population = np.random.default_rng(99).standard_normal(100_000)
+    for _ in range(reps):
+        design = continuous_campaign(rng, [0.0, tau], k, n)
+        cell = questions.cell_rows(design, LEVEL)[0]
+        cell_hit += cell["ci_low"] <= true_cell <= cell["ci_high"]
+        row = _rows(design)[0]
+        effect_hit += row["ci_low"] <= true_effect <= row["ci_high"]
+        aa = _rows(continuous_campaign(rng, [0.0] * 4, k, n))
+        false_adopt += any(r["decision"].startswith("adopt") for r in aa)
+        # a reference run and a variant losing exactly the margin in the item population: each
+        # item's score shrunk by a random share of mean margin / the run's population mean
+        u = RUN_SD * rng.standard_normal()
+        sd = math.hypot(ITEM_SD, SCORE_NOISE)
+        ref = expit(logit(BASE) + u + sd * rng.standard_normal(n))
+        run_mean = float(expit(logit(BASE) + u + sd * population).mean())
+        var = ref * (1 - rng.uniform(0, 2 * margin / run_mean, n))
+        q = [
+            {
+                "kind": "quantized",
+                "subject": "v",
+                **questions.quantized_row(ref, var, LEVEL, margin),
+            }
+        ]
+        questions.decide_family(q, LEVEL, POWER, POLICY)
+        ni_adopt += q[0]["decision"] == "adopt"
+        ni_reject += q[0]["decision"] == "reject"
+    return {
+        "scores in [0, 1]: cell coverage": (cell_hit / reps, 0.93, 0.97),
+        "scores in [0, 1]: effect coverage": (effect_hit / reps, 0.93, 0.97),
+        "scores in [0, 1]: A/A false adoption": (false_adopt / reps, 0.0, 0.05),
+        "scores in [0, 1]: NI adoption at the margin": (ni_adopt / reps, 0.0, 0.025),
+        "scores in [0, 1]: NI reject at the margin": (ni_reject / reps, 0.0, 0.025),
+    }
+
+
 def run(configs, reps: int, seed: int = 0, slack_se: float = 0.0) -> list[tuple]:
     """(k, n, goal, observed, low, high, missed) rows; a goal band is widened by `slack_se`
     Monte Carlo standard errors of the observed rate."""
@@ -426,6 +493,16 @@ def verdict_table(reps: int, seed: int) -> bool:
         flag = "  MISSED" if bad else ""
         target = f"{low * 100:.1f}-{high * 100:.1f} %"
         print(f"  {goal:<52} {value * 100:5.1f}% +/- {se * 100:.1f}  {target:<11}{flag}")
+    print(f"Per-item scores in [0, 1], {reps} simulated campaigns per row:")
+    for k, n in ((2, 300), (3, 1000), (5, 300)):
+        for goal, (value, low, high) in simulate_continuous(k, n, reps, seed).items():
+            se = math.sqrt(max(value * (1 - value), 1.0 / reps) / reps)
+            bad = not low <= value <= high
+            missed |= bad
+            flag = "  MISSED" if bad else ""
+            what = f"{goal} (k={k}, n={n})"
+            print(f"  {what:<52} {value * 100:5.1f}% +/- {se * 100:.1f}  "
+                  f"{low * 100:.1f}-{high * 100:.1f} %{flag}")  # fmt: skip
     print("Non-inferiority reject at a true loss = the margin (exact enumeration):")
     for n, lost, gained, margin in NI_REJECT:
         value = ni_reject_exact(n, lost, gained, margin)

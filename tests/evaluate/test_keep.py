@@ -100,3 +100,25 @@ def test_items_needed_is_bounded_and_says_when_no_number_of_items_decides():
     assert 300 < need["items_needed"] <= 30_000 and need["items_note"] is None
     line = words._needs({"n_seeds": 3, "dominant": "items", **need})
     assert f"{need['items_needed']} evaluation items" in line
+
+
+def test_scores_in_0_1_take_the_paired_t_path_and_decide_both_ways():
+    """Per-item scores that are not all 0/1 (a generation metric) are tested by the paired t:
+    a variant 0.1 points below its reference on 1,000 items is adopted at a 1-point margin, one
+    5 points below is rejected; 0/1 scores keep the exact score test."""
+    from campaign.evaluate import questions
+
+    rng = np.random.default_rng(3)
+    ref = rng.beta(4, 2, 1000)
+    policy = {"min_useful_effect": 0.01, "max_quality_loss": 0.01}
+    decided = []
+    for loss in (0.001, 0.05):
+        var = np.clip(ref - loss + rng.normal(0, 0.01, ref.size), 0, 1)
+        row = questions.quantized_row(ref, var, 0.95, 0.01)
+        assert row["test"] == questions.PAIRED_T
+        rows = [{"kind": "quantized", "subject": "v", "metric": "token_f1", **row}]
+        questions.decide_family(rows, 0.95, 0.8, policy)
+        decided.append(rows[0]["decision"])
+    assert decided == [decide.ADOPT, decide.REJECT]
+    binary = questions.quantized_row(ref > 0.5, ref > 0.5, 0.95, 0.01)
+    assert binary["test"].startswith("Tango")
