@@ -466,6 +466,33 @@ def advice_followed(k: int, n: int, reps: int, seed: int, effect: float = 0.03) 
     return median, (adopted / followed if followed else math.nan), followed
 
 
+def two_by_two_false_claims(k: int, n: int, reps: int, seed: int) -> tuple[float, float]:
+    """(share of campaigns claiming an interaction, share adopting a main effect) in a 2 x 2
+    whose four cells are equal, through stage._comparisons and stage._decide (the plan's
+    contrasts and weights): each <= 5 %."""
+    rng = np.random.default_rng([seed, k, n, 22])
+    s = SPEC["evaluation"]
+    cells = [("0", "0"), ("0", "1"), ("1", "0"), ("1", "1")]
+    interactions = mains = 0
+    for r in range(reps):
+        design = campaign(rng, [0.0] * 4, k, n)
+        variants, scored = [], {}
+        for c, cell in enumerate(cells):
+            for i in range(k):
+                name = f"r{c}-{i}"
+                variants.append({"kind": "run", "name": name, "run": name, "cell": cell,
+                                 "seed": i, "cell_id": f"id-{c}"})  # fmt: skip
+                scored[name] = {"correct": design[c][i], "point": None, "draws": None}
+        rows = stage._comparisons(
+            "validation", variants, scored, ["a", "b"], cells[0], "accuracy", s, LEVEL, POWER,
+            range(n), {"changes": []}, [], None, np.random.default_rng(r),
+        )  # fmt: skip
+        stage._decide(rows, "validation", LEVEL, POWER, s, [])
+        interactions += any(x["decision"] == "interaction" for x in rows)
+        mains += any(x["kind"] == "main" and x["decision"].startswith("adopt") for x in rows)
+    return interactions / reps, mains / reps
+
+
 def run(configs, reps: int, seed: int = 0, slack_se: float = 0.0) -> list[tuple]:
     """(k, n, goal, observed, low, high, missed) rows; a goal band is widened by `slack_se`
     Monte Carlo standard errors of the observed rate."""
@@ -545,6 +572,19 @@ def verdict_table(reps: int, seed: int) -> bool:
         what = f"adoption after the advice (k={k}, n={n}, median {advised} seeds)"
         print(f"  {what:<52} {value * 100:5.1f}% +/- {se * 100:.1f}  75.0-85.0 %"
               f"{'  MISSED' if bad else ''}")  # fmt: skip
+    print("2 x 2, four equal cells (the plan's contrasts, stage._comparisons):")
+    for k, n in ((2, 300), (3, 1000)):
+        for what, value in zip(
+            ("interaction claimed", "main effect adopted"),
+            two_by_two_false_claims(k, n, reps, seed),
+            strict=True,
+        ):
+            se = math.sqrt(max(value * (1 - value), 1.0 / reps) / reps)
+            bad = value > 0.05
+            missed |= bad
+            what = f"2x2 {what} (k={k}, n={n})"
+            print(f"  {what:<52} {value * 100:5.1f}% +/- {se * 100:.1f}  0.0-5.0 %"
+                  f"{'  MISSED' if bad else ''}")  # fmt: skip
     print("Non-inferiority reject at a true loss = the margin (exact enumeration):")
     for n, lost, gained, margin in NI_REJECT:
         value = ni_reject_exact(n, lost, gained, margin)
