@@ -10,8 +10,23 @@ seed population (Monte Carlo over 400,000 draws). Goals (issue 17):
   A/A family-wise false adoption (3 cells vs control)   <= 5 %   (any decision "adopt...")
   non-inferiority adoption at a true loss = the margin  <= 2.5 %
   power at the reported minimum detectable effect       70-90 %
+Then the verdict path (issue 33), whole campaigns through stage._comparisons, stage._decide and
+words.decisions (verdict_table; reps / --verdict-divisor campaigns per row, Monte Carlo error
+beside each rate):
+  keep: a non-control cell kept with four equal cells; a worse cell kept
+        with the control truly min_useful_effect better                  <= 5 %
+  headline: the truth below / above the kept cell's interval on the other
+        split, seed sd about 4.8 points                                  <= 3.5 % each
+  floor: a control-against-floor claim, all equal, k = 2, 3, 5           2.5-5 %
+  per-item scores in [0, 1]: coverage 93-97 %, A/A <= 5 %, non-inferiority adoption and
+        rejection at a loss equal to the margin                          <= 2.5 %
+  advice followed: adoption after extending an open campaign to the
+        advised seeds (same items, first runs kept)                      75-85 % (80 % stated)
+  2 x 2 with equal cells: an interaction claimed, a main effect adopted  <= 5 %
+  non-inferiority reject at a loss equal to the margin, exact enumeration <= 2.5 %
 MISSED where a goal fails. A short form runs in the test suite (tests/evaluate/
-test_bench_stats.py): fewer replications, the goals widened by two Monte Carlo standard errors.
+test_bench_stats.py and test_keep.py): fewer replications, the goals widened by two Monte Carlo
+standard errors.
 
     .venv/bin/python benchmarks/bench_stats.py            # full: 2000 replications
     .venv/bin/python benchmarks/bench_stats.py --reps 300 --short
