@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 
 from campaign.core.errors import CampaignError
+from campaign.data import conversations as conv
 from campaign.data import split
 from campaign.data.readers import load_records
 from campaign.data.sources import check_fields
-from campaign.tasks import generation as gen
 from campaign.tools.demo_data import generate_corpus
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,7 +65,7 @@ def test_messages_and_prompt_response_read_to_the_same_records(tmp_path):
     rows = _pairs(3)
     _write_jsonl(tmp_path / "pairs.jsonl", rows)
     talk = [
-        {"id": r["id"], "messages": gen.from_prompt_response(r["prompt"], r["response"])}
+        {"id": r["id"], "messages": conv.from_prompt_response(r["prompt"], r["response"])}
         for r in rows
     ]
     _write_jsonl(tmp_path / "talk.jsonl", talk)
@@ -79,13 +79,13 @@ def test_messages_and_prompt_response_read_to_the_same_records(tmp_path):
     )
     assert pairs["messages"].tolist() == chats["messages"].tolist()
     assert pairs["text"].tolist() == [f"{r['prompt']}\n{r['response']}" for r in rows]
-    assert set(pairs["label"]) == {gen.UNSTRATIFIED}
+    assert set(pairs["label"]) == {conv.UNSTRATIFIED}
     first = json.loads(pairs["messages"][0])
-    assert gen.reference(first) == rows[0]["response"]
+    assert conv.reference(first) == rows[0]["response"]
 
 
 def test_a_bad_conversation_names_the_file_line_and_field(tmp_path):
-    good = {"id": "a", "messages": gen.from_prompt_response("q?", "yes")}
+    good = {"id": "a", "messages": conv.from_prompt_response("q?", "yes")}
     bad = {"id": "b", "messages": [{"role": "user", "content": "q?"}]}
     _write_jsonl(tmp_path / "talk.jsonl", [good, bad])
     with pytest.raises(CampaignError) as e:
@@ -136,11 +136,11 @@ def test_the_split_keeps_copies_of_a_pair_together_and_balances_sizes_only(tmp_p
     unit = dict(zip(assignments["id"], assignments["unit"], strict=True))
     assert unit["copy-of-5"] == unit[rows[5]["id"]]
     # one stratum: no label share to keep, so no label can make the split fail
-    assert set(assignments["label"]) == {gen.UNSTRATIFIED}
+    assert set(assignments["label"]) == {conv.UNSTRATIFIED}
     assert audit["labels"]["max_deviation"]["value"] == 0
     # the conversation travels to the split file, redaction or not
     by_id = dict(zip(assignments["id"], assignments["messages"], strict=True))
-    assert gen.reference(json.loads(by_id["other-answer-9"])) == other["response"]
+    assert conv.reference(json.loads(by_id["other-answer-9"])) == other["response"]
 
 
 def test_a_named_label_column_stratifies_a_conversational_split(tmp_path):
@@ -158,7 +158,7 @@ def test_redact_masks_a_secret_inside_the_conversation_too(tmp_path):
     assert kept == records["messages"].tolist()
     masked = split.redact_messages({"default": "redact"}, records)
     assert masked[0] == records["messages"][0]
-    answer = gen.reference(json.loads(masked[1]))
+    answer = conv.reference(json.loads(masked[1]))
     assert "jane.doe@example.org" not in answer and answer.startswith("Write to ")
 
 
@@ -217,7 +217,7 @@ def test_the_debian_description_corpora_read_as_conversations(tmp_path):
         records = load_records(_source(f"{task}.jsonl", "jsonl"), fields, tmp_path)
         assert len(records) == n
     assert records["group"].tolist() == ["adduser", "foo"]
-    answer = gen.reference(json.loads(records["messages"][1]))
+    answer = conv.reference(json.loads(records["messages"][1]))
     truth = (
         '{"architecture": "amd64", "package": "libfoo1", "priority": "optional", '
         '"section": "libs", "version": "1.2-1+b1"}'

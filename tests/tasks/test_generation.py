@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from campaign.core.errors import CampaignError
+from campaign.data import conversations as conv
 from campaign.tasks import TASKS, get
 from campaign.tasks import generation as gen
 from campaign.train import models
@@ -61,13 +62,13 @@ def test_the_task_is_registered_with_its_floors_and_no_label_stratification():
 
 
 def test_a_prompt_response_pair_and_a_messages_cell_give_the_same_conversation():
-    pair = gen.from_prompt_response("Hi?", "Hello.", system="Be brief.")
+    pair = conv.from_prompt_response("Hi?", "Hello.", system="Be brief.")
     cell = json.dumps(pair)
-    assert gen.parse_messages(cell, "data.jsonl:3: field 'messages'") == pair
-    assert gen.reference(pair) == "Hello."
-    assert gen.prompt_messages(pair) == pair[:2]
-    assert gen.dedup_text(pair) == "Be brief.\nHi?\nHello."
-    assert json.loads(gen.dump_messages(pair)) == pair
+    assert conv.parse_messages(cell, "data.jsonl:3: field 'messages'") == pair
+    assert conv.reference(pair) == "Hello."
+    assert conv.prompt_messages(pair) == pair[:2]
+    assert conv.dedup_text(pair) == "Be brief.\nHi?\nHello."
+    assert json.loads(conv.dump_messages(pair)) == pair
 
 
 @pytest.mark.parametrize(
@@ -98,7 +99,7 @@ def test_a_prompt_response_pair_and_a_messages_cell_give_the_same_conversation()
 def test_a_malformed_conversation_is_one_line_naming_file_and_record(value, message):
     where = "data/raw/chat.jsonl:7: field 'messages'"
     with pytest.raises(CampaignError, match=message) as e:
-        gen.parse_messages(value, where)
+        conv.parse_messages(value, where)
     assert str(e.value).startswith(where)
     assert "\n" not in str(e.value)
 
@@ -106,7 +107,7 @@ def test_a_malformed_conversation_is_one_line_naming_file_and_record(value, mess
 def test_the_loss_covers_exactly_each_response_and_its_eos(tokenizer):
     template = gen.resolve_template("none", tokenizer, root=None)
     for prompt, response in PAIRS:
-        ex = gen.encode(tokenizer, template, gen.from_prompt_response(prompt, response), 64)
+        ex = gen.encode(tokenizer, template, conv.from_prompt_response(prompt, response), 64)
         target_ids = [
             t for t, lab in zip(ex.input_ids, ex.labels, strict=True) if lab != gen.IGNORE
         ]
@@ -115,7 +116,7 @@ def test_the_loss_covers_exactly_each_response_and_its_eos(tokenizer):
         assert target_ids[-1] == tokenizer.eos_token_id
         assert not ex.truncated
         # what the model generates from is exactly the masked part before the answer
-        prompt = gen.prompt_ids(tokenizer, template, gen.from_prompt_response(prompt, response))
+        prompt = gen.prompt_ids(tokenizer, template, conv.from_prompt_response(prompt, response))
         first = ex.labels.index(next(lab for lab in ex.labels if lab != gen.IGNORE))
         assert ex.input_ids[: len(prompt)] == prompt
         assert first == len(prompt)
@@ -164,7 +165,7 @@ def test_the_model_loss_is_the_cross_entropy_of_the_assistant_tokens_only(tokeni
     and changing the prompt's labels' would-be targets changes nothing."""
     assert tiny_llama.config.num_key_value_heads < tiny_llama.config.num_attention_heads
     template = gen.PLAIN_TEMPLATE
-    ex = gen.encode(tokenizer, template, gen.from_prompt_response(*PAIRS[0]), 64)
+    ex = gen.encode(tokenizer, template, conv.from_prompt_response(*PAIRS[0]), 64)
     ids = torch.tensor([ex.input_ids])
     with torch.no_grad():
         out = tiny_llama(input_ids=ids, labels=torch.tensor([ex.labels]))
@@ -179,7 +180,7 @@ def test_the_model_loss_is_the_cross_entropy_of_the_assistant_tokens_only(tokeni
 
 def test_a_cut_answer_is_counted_and_too_many_refuse(tokenizer):
     template = gen.PLAIN_TEMPLATE
-    talks = [gen.from_prompt_response(p, r) for p, r in PAIRS]
+    talks = [conv.from_prompt_response(p, r) for p, r in PAIRS]
     lengths = [gen.full_length(tokenizer, template, t) for t in talks]
     assert lengths == [len(gen.encode(tokenizer, template, t, 999).input_ids) for t in talks]
     shortest = min(lengths)
@@ -202,10 +203,10 @@ def test_template_settings_refuse_with_the_key(tokenizer, tmp_path):
         gen.resolve_template("missing.jinja", tokenizer, root=tmp_path)
     no_eos = "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"
     with pytest.raises(CampaignError, match=r"does not end with the EOS token"):
-        gen.encode(tokenizer, no_eos, gen.from_prompt_response("q", "a"), 64)
+        gen.encode(tokenizer, no_eos, conv.from_prompt_response("q", "a"), 64)
     broken = "{% for m in messages %}{{ m['content'] }"
     with pytest.raises(CampaignError, match=r"model.chat_template: the template fails to render"):
-        gen.encode(tokenizer, broken, gen.from_prompt_response("q", "a"), 64)
+        gen.encode(tokenizer, broken, conv.from_prompt_response("q", "a"), 64)
 
 
 def test_llama_from_config_needs_kv_heads_that_divide_the_query_heads(tokenizer):

@@ -12,6 +12,7 @@ import yaml
 
 from campaign.core.errors import CampaignError
 from campaign.core.params import validate
+from campaign.data import conversations as conv
 from campaign.tasks import generation as gen
 from campaign.tools import init as init_tool
 from campaign.tools.demo_data import generate_corpus
@@ -29,7 +30,7 @@ def _data(tmp_path, messages: bool):
         prompt, response = f"Give the gist of: {r['text']}", " ".join(r["text"].split()[:6])
         row = {"doc": r["id"], "who": r["author"]}
         if messages:
-            row["talk"] = gen.from_prompt_response(prompt, response)
+            row["talk"] = conv.from_prompt_response(prompt, response)
         else:
             row.update(q=prompt, a=response)
         rows.append(row)

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from campaign.core.errors import CampaignError
+from campaign.data import conversations as conv
 from campaign.tasks import generation as gen
 from campaign.train import models
 
@@ -19,7 +20,7 @@ PAIRS = [
     ("Which package gives the ls command?", "coreutils"),
     ("Translate 'chat' from French.", "cat"),
 ]
-TALKS = [gen.from_prompt_response(p, r) for p, r in PAIRS]
+TALKS = [conv.from_prompt_response(p, r) for p, r in PAIRS]
 CONFIG = dict(
     hidden_size=64,
     num_hidden_layers=2,
@@ -34,7 +35,7 @@ CONFIG = dict(
 def _tiny(seed: int):
     import transformers as tf
 
-    texts = [gen.dedup_text(t) for t in TALKS] + ["User: System: Assistant:"]
+    texts = [conv.dedup_text(t) for t in TALKS] + ["User: System: Assistant:"]
     tok = models.train_tokenizer(texts, "llama", vocab_size=300, min_frequency=1, lowercase=False)
     torch.manual_seed(seed)
     return tok, tf.LlamaForCausalLM(models.llama_config(CONFIG, tok))
@@ -72,7 +73,7 @@ def test_the_overfit_check_can_fail():
 
 def _split_file(tmp_path, ids, talks):
     path = tmp_path / "validation.parquet"
-    pd.DataFrame({"id": ids, "messages": [gen.dump_messages(t) for t in talks]}).to_parquet(path)
+    pd.DataFrame({"id": ids, "messages": [conv.dump_messages(t) for t in talks]}).to_parquet(path)
     return [path]
 
 

@@ -13,6 +13,7 @@ import torch
 from trainkit import context, tiny_spec
 
 from campaign.core.errors import CampaignError
+from campaign.data import conversations as conv
 from campaign.tasks import generation as gen
 from campaign.train import Trainer, read_data
 from campaign.train.stage import stage
@@ -35,7 +36,7 @@ def _talks() -> list[list[dict]]:
     out = []
     for i, (q, a) in enumerate(PAIRS):
         if i % 2:
-            out.append(gen.from_prompt_response(q, a))
+            out.append(conv.from_prompt_response(q, a))
         else:
             earlier = PAIRS[(i + 1) % len(PAIRS)]
             out.append(
@@ -55,9 +56,9 @@ def _write(folder, name, ids, talks):
     pd.DataFrame(
         {
             "id": ids,
-            "text": [gen.dedup_text(t) for t in talks],
-            "label": [gen.UNSTRATIFIED] * len(ids),
-            "messages": [gen.dump_messages(t) for t in talks],
+            "text": [conv.dedup_text(t) for t in talks],
+            "label": [conv.UNSTRATIFIED] * len(ids),
+            "messages": [conv.dump_messages(t) for t in talks],
         }
     ).to_parquet(path)
     return [path]

@@ -368,7 +368,7 @@ def _as_time(value: Any, where: str) -> datetime:
 
 
 def _normalize(where: str, raw: dict[str, Any], mapping: list[tuple[str, str]]) -> dict[str, Any]:
-    from campaign.tasks import generation
+    from campaign.data import conversations
 
     record: dict[str, Any] = {"group": None, "timestamp": None, "messages": None}
     for key, column in mapping:
@@ -376,16 +376,18 @@ def _normalize(where: str, raw: dict[str, Any], mapping: list[tuple[str, str]]) 
         if key == "timestamp":
             record[key] = _as_time(raw[key], at)
         elif key == "messages":
-            record[key] = generation.parse_messages(raw[key], at)
+            record[key] = conversations.parse_messages(raw[key], at)
         else:
             record[key] = _as_text(raw[key], at, key)
     if "prompt" in record:
-        record["messages"] = generation.from_prompt_response(record["prompt"], record["response"])
+        record["messages"] = conversations.from_prompt_response(
+            record["prompt"], record["response"]
+        )
     if record["messages"] is not None:
         # Duplicates are prompt + response; the label, when named, only stratifies the split.
-        record["text"] = generation.dedup_text(record["messages"])
-        record.setdefault("label", generation.UNSTRATIFIED)
-        record["messages"] = generation.dump_messages(record["messages"])
+        record["text"] = conversations.dedup_text(record["messages"])
+        record.setdefault("label", conversations.UNSTRATIFIED)
+        record["messages"] = conversations.dump_messages(record["messages"])
     return record
 
 

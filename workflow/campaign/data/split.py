@@ -402,19 +402,19 @@ def redact_messages(policy: dict, records) -> list[str]:
     """The conversations under the privacy policy: each message's content scanned and masked as
     the record's text is, so what `redact` hides from the text is hidden from the training
     conversation too (the split file's `messages` is what the model is trained on)."""
+    from campaign.data import conversations
     from campaign.data.privacy import apply_policy, policies, scan_records
-    from campaign.tasks import generation
 
     if "redact" not in policies(policy).values():
         return records["messages"].tolist()  # report and fail change no text
     out = []
     for record_id, cell in zip(records["id"], records["messages"], strict=True):
-        messages = generation.parse_messages(cell, f"record {record_id}")
+        messages = conversations.parse_messages(cell, f"record {record_id}")
         contents = [m["content"] for m in messages]
         found = scan_records([record_id] * len(contents), contents)
         masked = apply_policy(policy, contents, found) if found.n_flagged else contents
         out.append(
-            generation.dump_messages(
+            conversations.dump_messages(
                 [{**m, "content": c} for m, c in zip(messages, masked, strict=True)]
             )
         )

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from campaign.core.errors import CampaignError
 from campaign.core.fsutil import atomic_write_text
-from campaign.evaluate.decide import representative
+from campaign.evaluate import representative
 
 MODES = ("representative", "best_seed", "control", "all")
 SELECTED = ("representative", "best_seed")  # known after training: the checkpoint picks

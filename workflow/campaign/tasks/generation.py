@@ -22,17 +22,17 @@ transformers and torch are imported inside the functions that need them.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from campaign.core.errors import CampaignError
+from campaign.data import (
+    parse_messages,
+    reference,
+)
 
 IGNORE = -100  # the label value cross-entropy skips (same as train/batches.py)
-ROLES = ("system", "user", "assistant")
-MESSAGE_KEYS = ("role", "content")
 
 # model.chat_template: none. Role names as plain words; the assistant's turn ends with EOS so the
 # model learns to stop, and the generation prompt is the same "Assistant:" line the turns start
@@ -46,86 +46,6 @@ PLAIN_TEMPLATE = (
     "{% if add_generation_prompt %}Assistant:\n{% endif %}"
 )
 TEMPLATE_SETTINGS = ("model", "none")  # or a path to a Jinja file
-# The label of a conversation when data.fields.label names no column: one stratum, so the split
-# balances sizes only (there is no label whose shares could be kept).
-UNSTRATIFIED = "(all)"
-
-
-# ------------------------------------------------------------------ records
-def _message(entry: Any, where: str, index: int) -> dict[str, str]:
-    at = f"{where}: messages[{index}]"
-    if not isinstance(entry, dict):
-        raise CampaignError(f"{at} must be an object with role and content, got {entry!r:.60}")
-    extra = sorted(set(entry) - set(MESSAGE_KEYS))
-    if extra:
-        raise CampaignError(f"{at} has unknown key(s) {', '.join(extra)} (expected role, content)")
-    role, content = entry.get("role"), entry.get("content")
-    if role not in ROLES:
-        raise CampaignError(f"{at}.role is {role!r}; expected one of {', '.join(ROLES)}")
-    if not isinstance(content, str) or not content.strip():
-        raise CampaignError(f"{at}.content must be a non-empty string, got {content!r:.60}")
-    return {"role": role, "content": content}
-
-
-def parse_messages(value: Any, where: str) -> list[dict[str, str]]:
-    """A conversation from a `messages` field (a JSON string or an already decoded list), checked.
-
-    `where` names the file and record ("data/raw/chat.jsonl:12: field 'messages'"); every error is
-    one line starting with it. Rules: a non-empty list of {role, content}; roles system, user,
-    assistant; a system message only first; at least one user message; the last message is the
-    assistant's (the reference response).
-    """
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError as e:
-            raise CampaignError(f"{where}: not a JSON list of messages ({e})") from None
-    if hasattr(value, "tolist"):  # a Parquet list column arrives as a numpy array
-        value = value.tolist()
-    if not isinstance(value, list) or not value:
-        raise CampaignError(f"{where}: expected a non-empty list of messages, got {value!r:.60}")
-    messages = [_message(entry, where, i) for i, entry in enumerate(value)]
-    roles = [m["role"] for m in messages]
-    if "system" in roles[1:]:
-        raise CampaignError(
-            f"{where}: messages[{roles.index('system', 1)}] is a system message "
-            "after the first position"
-        )
-    if "user" not in roles:
-        raise CampaignError(f"{where}: no user message (a prompt is needed)")
-    if roles[-1] != "assistant":
-        raise CampaignError(
-            f"{where}: the last message is the {roles[-1]}'s; it must be the assistant's "
-            "(the reference response)"
-        )
-    return messages
-
-
-def from_prompt_response(prompt: str, response: str, system: str | None = None) -> list[dict]:
-    """The conversation of a prompt/response pair, after an optional system message."""
-    head = [{"role": "system", "content": system}] if system else []
-    return [*head, {"role": "user", "content": prompt}, {"role": "assistant", "content": response}]
-
-
-def prompt_messages(messages: Sequence[dict]) -> list[dict]:
-    """What the model is given at evaluation: every message before the last (assistant) one."""
-    return list(messages[:-1])
-
-
-def reference(messages: Sequence[dict]) -> str:
-    """The reference response evaluation compares a generation against."""
-    return messages[-1]["content"]
-
-
-def dedup_text(messages: Sequence[dict]) -> str:
-    """The text duplicate detection compares: prompt and response together, so two records with
-    one prompt and different answers are not called copies, and a copied pair is."""
-    return "\n".join(m["content"] for m in messages)
-
-
-def dump_messages(messages: Sequence[dict]) -> str:
-    """The split file's `messages` cell: JSON, keys sorted, non-ASCII kept."""
-    return json.dumps(list(messages), ensure_ascii=False, sort_keys=True)
 
 
 # ------------------------------------------------------------------ templates
@@ -373,7 +293,7 @@ def predict(
     PREDICTION_COLUMNS, one row per item in split order; the engine's Generated record)."""
     import pandas as pd
 
-    from campaign.evaluate.text_scores import score_items
+    from campaign.evaluate import score_items
     from campaign.train.generate import generate
 
     prompts = [prompt_ids(tokenizer, template, m) for m in split.messages]
@@ -424,7 +344,7 @@ def overfit(
     does not. Uses the training loop's own loss (train/steps.py) and collate."""
     import torch
 
-    from campaign.train.batches import collate
+    from campaign.train import collate
     from campaign.train.generate import generate
 
     torch.manual_seed(seed)
@@ -432,7 +352,7 @@ def overfit(
     pad = tokenizer.pad_token_id
     batch = collate([{"input_ids": e.input_ids, "labels": e.labels} for e in examples], pad)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
-    from campaign.train.steps import accumulate
+    from campaign.train import accumulate
 
     model.train()
     losses = []
@@ -533,8 +453,7 @@ def evaluate(
     more than the steps. On the saved model (final True) the split is generated and scored."""
     import torch
 
-    from campaign.train.batches import collate, count_targets
-    from campaign.train.steps import loss_sum
+    from campaign.train import collate, count_targets, loss_sum
 
     model.eval()
     total, count = 0.0, 0

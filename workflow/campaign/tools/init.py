@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from campaign.core.errors import CampaignError
+from campaign.tools.params_yaml import flow, render
 from campaign.train import tokenizer_problem
 
 TEMPLATE = Path(__file__).resolve().parents[3] / "params.yaml"
@@ -268,6 +269,7 @@ def generation_choices(records, folder: Path | None) -> tuple[dict, list[int]]:
     lengths are of the tokenized template, prompt and response. from_config: the plain template
     and the whitespace estimate (no tokenizer is trained yet). max_new_tokens: the longest
     response's tokens plus EOS, rounded up to LENGTH_STEP."""
+    from campaign.data import dedup_text, reference
     from campaign.tasks import generation as gen
 
     talks = [json.loads(cell) for cell in records["messages"]]
@@ -283,8 +285,8 @@ def generation_choices(records, folder: Path | None) -> tuple[dict, list[int]]:
         answers = [gen.response_length(tok, t) for t in talks]
     else:
         setting = "none"
-        lengths = [token_lengths([gen.dedup_text(t)], None)[0] + 4 * len(t) for t in talks]
-        answers = [token_lengths([gen.reference(t)], None)[0] for t in talks]
+        lengths = [token_lengths([dedup_text(t)], None)[0] + 4 * len(t) for t in talks]
+        answers = [token_lengths([reference(t)], None)[0] for t in talks]
     settings = {
         **gen.GENERATION_DEFAULTS,
         "chat_template": setting,
@@ -299,11 +301,11 @@ def generation_text(model: dict) -> list[str]:
     if "generation" not in model:
         return []
     rows = [
-        f"  chat_template: {_flow(model['chat_template'])}   # model | none | a Jinja file",
+        f"  chat_template: {flow(model['chat_template'])}   # model | none | a Jinja file",
         "  # Generation on validation and test at the end of each run, scored per item.",
         "  generation:",
     ]
-    return rows + [f"    {k}: {_flow(v)}" for k, v in model["generation"].items()]
+    return rows + [f"    {k}: {flow(v)}" for k, v in model["generation"].items()]
 
 
 # ------------------------------------------------------------------ the params
@@ -424,163 +426,6 @@ def choose_salt(records, params: dict) -> tuple[str, str]:
     )
 
 
-# ------------------------------------------------------------------ writing YAML from the template
-_TOP = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*):")
-
-
-def _sections(text: str) -> tuple[list[str], dict[str, list[str]]]:
-    """(head lines, {section: its lines}); a section's own comment lines above it belong to it."""
-    lines = text.splitlines()
-    starts = []
-    for i, line in enumerate(lines):
-        m = _TOP.match(line)
-        if m:
-            j = i
-            while j > 0 and lines[j - 1].startswith("#"):
-                j -= 1
-            starts.append((j, m.group(1)))
-    head = lines[: starts[0][0]] if starts else lines
-    out = {}
-    for k, (start, key) in enumerate(starts):
-        end = starts[k + 1][0] if k + 1 < len(starts) else len(lines)
-        out[key] = lines[start:end]
-    return head, out
-
-
-class _Dumper(yaml.SafeDumper):
-    """Floats as the template writes them (3.0e-4, not 0.0003), and indented block lists."""
-
-    def increase_indent(self, flow: bool = False, indentless: bool = False):
-        return super().increase_indent(flow, False)
-
-
-def _float(dumper: yaml.SafeDumper, value: float):
-    text = repr(value)
-    if value and math.isfinite(value) and abs(value) < 1.0e-2:
-        mantissa, exponent = f"{value:e}".split("e")
-        mantissa = mantissa.rstrip("0")
-        mantissa += "0" if mantissa.endswith(".") else ""
-        scientific = f"{mantissa}e{int(exponent)}"
-        text = scientific if float(scientific) == value else text
-    return dumper.represent_scalar("tag:yaml.org,2002:float", text)
-
-
-_Dumper.add_representer(float, _float)
-
-
-def _dump(value: Any, flow: bool) -> str:
-    """YAML of value: all in flow style, or blocks with their innermost lists in flow style."""
-    records = isinstance(value, list) and all(isinstance(v, dict) for v in value)
-    text = yaml.dump(
-        value,
-        Dumper=_Dumper,
-        default_flow_style=True if flow else (False if records else None),
-        width=10_000 if flow else 96,
-        sort_keys=False,
-    )
-    return text.removesuffix("...\n").strip("\n")
-
-
-def _flow(value: Any) -> str:
-    return _dump(value, flow=True)
-
-
-def _nested(value: Any) -> bool:
-    """A value to write in block style (its innermost lists in flow style): a list of
-    mappings, or a mapping holding a list or mapping."""
-    if isinstance(value, list):
-        return any(isinstance(v, dict) for v in value)
-    return isinstance(value, dict) and any(isinstance(v, dict | list) and v for v in value.values())
-
-
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip(" "))
-
-
-def _set(lines: list[str], path: list[str], value: Any) -> bool:
-    """Replace the value of `path` (keys below the section line) by `value` in flow style,
-    keeping the key's trailing comment; False if the key is not written in block style."""
-    start, depth = 0, 0  # the section line itself is lines[0], at indent 0
-    end = len(lines)
-    for part in path:
-        key = re.compile(rf"^(\s+){re.escape(part)}:(\s|$)")
-        found = None
-        for i in range(start + 1, end):
-            m = key.match(lines[i])
-            if m and _indent(lines[i]) > depth:
-                found = i
-                break
-        if found is None:
-            return False
-        depth = _indent(lines[found])
-        start = found
-        end = found + 1
-        while end < len(lines) and (
-            not lines[end].strip()
-            or lines[end].lstrip().startswith("#")
-            or _indent(lines[end]) > depth
-        ):
-            end += 1
-        while end - 1 > start and (
-            not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")
-        ):
-            end -= 1  # comments after the block belong to the next key
-    line = lines[start]
-    head = line[: line.index(":") + 1]
-    if _nested(value):
-        pad = " " * (depth + 2)
-        block = [pad + row for row in _dump(value, flow=False).splitlines()]
-        lines[start:end] = [head, *block]
-        return True
-    text = f"{head} {_flow(value)}"
-    m = re.search(r"\s+#\s.*$", line)
-    # The key's comment stays, at its column; a comment on null ("or {...}") says what the
-    # value now is, so it goes.
-    if m and end == start + 1 and yaml.safe_load(line[len(head) : m.start()] or "null") is not None:
-        column = m.start() + len(m.group(0)) - len(m.group(0).lstrip())
-        text = text.ljust(column - 1) + " " + m.group(0).strip()
-    lines[start:end] = [text]
-    return True
-
-
-def _leaves(new: Any, old: Any, path: list[str]) -> list[tuple[list[str], Any]]:
-    """The (path, value) pairs where `new` differs from `old`, as deep as both are mappings."""
-    if isinstance(new, dict) and isinstance(old, dict) and new.keys() == old.keys():
-        out = []
-        for k in new:
-            out += _leaves(new[k], old[k], [*path, k])
-        return out
-    return [] if new == old else [(path, new)]
-
-
-def render(template_text: str, template: dict, params: dict) -> str:
-    """params as YAML: the template's text with the changed values set in place (its comments
-    kept), the model section by model_text; a section whose text cannot be edited so is
-    written whole, without comments."""
-    head, sections = _sections(template_text)
-    out = list(head)
-    for key, value in params.items():
-        if key == "model":
-            out += model_text(value)
-            continue
-        lines = list(sections.get(key, []))
-        edited = bool(lines) and template.get(key) is not None
-        if edited:
-            for path, leaf in _leaves(value, template[key], []):
-                if not path or not _set(lines, path, leaf):
-                    edited = False
-                    break
-        if edited:
-            try:
-                edited = yaml.safe_load("\n".join(lines)) == {key: value}
-            except yaml.YAMLError:
-                edited = False
-        if not edited:
-            lines = [*_dump({key: value}, flow=False).splitlines(), ""]
-        out += lines
-    return "\n".join(out).rstrip("\n") + "\n"
-
-
 def model_text(model: dict) -> list[str]:
     """The `model` section with a comment per key (a pretrained source has no config)."""
     pretrained = model["source"] != "from_config"
@@ -588,7 +433,7 @@ def model_text(model: dict) -> list[str]:
     rows = [
         "model:",
         f"  task: {model['task']}   # sequence_classification | causal_lm | generation",
-        f"  source: {_flow(model['source'])}",
+        f"  source: {flow(model['source'])}",
     ]
     if pretrained:
         rows[-1] += "   # a local pretrained folder; a pretrained source needs no model.config"
@@ -600,10 +445,10 @@ def model_text(model: dict) -> list[str]:
     rows[-1] += "   # or a local folder with a pretrained model (config.json ...)"
     rows.append("  # The small transformers config of a from_config model (trained from scratch).")
     rows.append("  config:")
-    rows += [f"    {k}: {_flow(v)}" for k, v in model["config"].items()]
+    rows += [f"    {k}: {flow(v)}" for k, v in model["config"].items()]
     rows.append("  # A tokenizer trained on the train split only.")
     rows.append("  tokenizer:")
-    rows += [f"    {k}: {_flow(v)}" for k, v in tok.items()]
+    rows += [f"    {k}: {flow(v)}" for k, v in tok.items()]
     return [*rows, *generation_text(model), ""]
 
 
@@ -700,7 +545,7 @@ def init(args) -> int:
         validate(copy.deepcopy(params), source=str(out))
     except CampaignError as e:
         raise CampaignError(f"init: the params it would write are not valid: {e}") from None
-    text = render(template_text, template, params)
+    text = render(template_text, template, params, model_text)
     if yaml.safe_load(text) != params:  # the rendering must say exactly what was validated
         raise CampaignError("init: internal error: the written YAML differs from the params")
     out.parent.mkdir(parents=True, exist_ok=True)

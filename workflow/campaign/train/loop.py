@@ -25,8 +25,8 @@ import torch
 from campaign.core.errors import CampaignError, Preempted
 from campaign.core.hashing import hash_value
 from campaign.core.progress import job_progress
+from campaign.core.tasks import trainer_module
 from campaign.plan import identity, run_id
-from campaign.tasks import trainer_module
 from campaign.train import checkpoint, devices, distributed, models, optim
 from campaign.train.batches import (
     CausalFormat,
