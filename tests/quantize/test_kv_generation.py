@@ -4,13 +4,15 @@ full-precision model's outputs show a broken cache for what it is."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
+import types
 
 import pytest
 from genkit import WORDS, tiny_llama, tiny_tokenizer
 from transformers import DynamicCache
 
-from campaign.evaluate.text_scores import score_items
+from campaign.quantize.generate import judged_generation
 from campaign.quantize.variant import get_variant, placement
 from campaign.train.generate import generate
 
@@ -23,6 +25,12 @@ class CorruptValues(DynamicCache):
         return super().update(key_states, -value_states.flip(-1), layer_idx, *args, **kwargs)
 
 
+def broken_variant():
+    """A registry-shaped variant whose module defines make_cache: the corrupt cache above."""
+    module = types.SimpleNamespace(make_cache=lambda config: CorruptValues(config=config))
+    return dataclasses.replace(get_variant("fp32"), name="kv_broken", module=module)
+
+
 @pytest.fixture(scope="module")
 def setup():
     rng = random.Random(0)
@@ -31,31 +39,33 @@ def setup():
     ]
     model, tok = tiny_llama(), tiny_tokenizer()
     settings = {"max_new_tokens": 8, "batch_size": 8, "eos_token_ids": [2]}
+    # The references: what the full-precision model generates (a variant is judged on keeping it).
     reference = generate(model, tok, prompts, **settings)
-    return model, tok, prompts, settings, reference
+    return model, tok, prompts, settings, reference.texts
 
 
 def test_a_cache_that_corrupts_values_is_caught_by_the_generated_scores(setup):
-    model, tok, prompts, settings, reference = setup
-    broken = generate(
-        model, tok, prompts, cache_factory=lambda c: CorruptValues(config=c), **settings
-    )
+    model, tok, prompts, settings, refs = setup
     int4 = get_variant("kv_int4")
     assert placement(int4, "cpu", "generation") == ("cpu", None)
-    quantized = generate(model, tok, prompts, cache_factory=int4.cache_factory(), **settings)
-
-    def score(out):
-        return score_items("exact_match", out.texts, reference.texts)
-
+    judged = {
+        v.name: judged_generation(model, tok, prompts, refs, v, metric="exact_match", **settings)
+        for v in (get_variant("fp32"), int4, broken_variant())
+    }
+    mean = {name: frame["score"].mean() for name, (frame, _) in judged.items()}
     # The full-precision cache reproduces itself; 4-bit keeps most answers on this tiny random
     # model; the corrupt cache loses nearly all of them: the drop a decision on these scores sees.
-    assert score(reference).mean() == 1.0
-    assert score(quantized).mean() >= 0.5
-    assert score(broken).mean() <= 0.2
-    assert score(quantized).mean() - score(broken).mean() >= 0.4
-    # The quantized cache is smaller than the full-precision one it replaces, for the same batch.
-    assert 0 < quantized.kv_cache_bytes < reference.kv_cache_bytes
-    assert broken.kv_cache_bytes == broken.kv_cache_estimate == reference.kv_cache_estimate
+    assert mean["fp32"] == 1.0
+    assert mean["kv_int4"] >= 0.5
+    assert mean["kv_broken"] <= 0.2
+    assert mean["kv_int4"] - mean["kv_broken"] >= 0.4
+    fp32, q4, bad = (judged[n][1] for n in ("fp32", "kv_int4", "kv_broken"))
+    # What each cost: the full-precision cache is as large as the calculator says; the quantized
+    # one is smaller for the same batch and positions.
+    assert fp32["kv_cache_bytes"] == fp32["kv_cache_estimate"] > 0
+    assert 0 < q4["kv_cache_bytes"] < q4["kv_cache_estimate"] == fp32["kv_cache_estimate"]
+    assert q4["kv_cache"] == "kv_cache" and fp32["kv_cache"] == "weights"
+    assert bad["tokens_per_s"] > 0 and len(judged["kv_broken"][0]) == len(prompts)
 
 
 def test_variant_cache_factories():
