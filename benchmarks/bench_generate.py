@@ -166,11 +166,12 @@ def main(argv=None) -> int:
         run(prompts[:2])
     seconds: dict[str, list[float]] = {name: [] for name in rows}
     last: dict[str, tuple] = {}
-    for _ in range(args.rounds):
+    for r in range(args.rounds):
         for name, run in rows.items():
             s, tokens, g = run(prompts)
             seconds[name].append(s)
             last[name] = (tokens, g)
+            print(f"round {r + 1}: {name}: {s:.2f} s", flush=True)
     base = next(iter(rows))
     ref_tokens = last[base][0]
     n_tokens = {name: sum(len(t) for t in last[name][0]) for name in rows}
