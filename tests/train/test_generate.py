@@ -99,3 +99,15 @@ def test_bad_arguments_are_refused_with_a_clear_message(engine):
         generate(model, tok, ids, max_new_tokens=2, batch_size=2, eos_token_ids=[])
     with pytest.raises(CampaignError, match="batch_size"):
         generate(model, tok, ids, max_new_tokens=2, batch_size=0, eos_token_ids=[2])
+
+
+def test_a_model_in_training_mode_generates_without_dropout_and_stays_in_training_mode():
+    tok = tiny_tokenizer()
+    model = tiny_llama()
+    model.config.attention_dropout = 0.5  # would change outputs if the engine left it on
+    ids = [tok.encode("the cat sat on a mat", add_special_tokens=False)]
+    settings = {"max_new_tokens": 6, "batch_size": 1, "eos_token_ids": [2]}
+    expected = generate(model, tok, ids, **settings).new_tokens
+    model.train()
+    assert generate(model, tok, ids, **settings).new_tokens == expected
+    assert model.training

@@ -55,3 +55,55 @@ def generate(model, saved, split, prompts: int, max_new_tokens: int, device, cac
             }
         )
     return rows
+
+
+def judged_generation(
+    model,
+    tokenizer,
+    prompt_ids: list[list[int]],
+    references: list[str],
+    variant,
+    *,
+    metric: str,
+    max_new_tokens: int,
+    batch_size: int,
+    eos_token_ids: list[int],
+):
+    """A variant of a generative run judged on what it generates: its per-item outputs and
+    scores (`metric` against the references, the same items for every variant) and what the
+    generation cost (tokens/s, seconds per item, KV cache bytes measured next to the estimate).
+
+    Returns (frame with columns prediction, new_tokens, stopped_at_eos, score; the measurements
+    dict the variant's measurements.json holds under "generation")."""
+    import pandas as pd
+
+    from campaign.evaluate.text_scores import score_items
+    from campaign.train.generate import generate as run_engine
+
+    out = run_engine(
+        model,
+        tokenizer,
+        prompt_ids,
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
+        eos_token_ids=eos_token_ids,
+        cache_factory=variant.cache_factory(),
+    )
+    frame = pd.DataFrame(
+        {
+            "prediction": pd.Series(out.texts, dtype="string"),
+            "new_tokens": [len(t) for t in out.new_tokens],
+            "stopped_at_eos": out.stopped_at_eos,
+            "score": score_items(metric, out.texts, references),
+        }
+    )
+    measured = {
+        "batch_size": batch_size,
+        "seconds": out.seconds,
+        "tokens_per_s": out.tokens_per_s,
+        "seconds_per_item": out.seconds / len(prompt_ids) if prompt_ids else None,
+        "kv_cache_bytes": out.kv_cache_bytes,
+        "kv_cache_estimate": out.kv_cache_estimate,
+        "kv_cache": variant.kind,
+    }
+    return frame, measured

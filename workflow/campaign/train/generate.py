@@ -172,6 +172,8 @@ def generate(
     item_seconds = [0.0] * n
     largest = (-1, 0, 0)  # (batch x positions, measured bytes, estimated bytes)
     dtype_bytes = _dtype_bytes(model)
+    was_training = model.training
+    model.eval()  # dropout off: greedy outputs are a function of the weights alone
     start = time.perf_counter()
     with torch.inference_mode():
         for batch in length_batches([len(p) for p in prompt_ids], batch_size):
@@ -193,6 +195,7 @@ def generate(
                 estimate = cache_estimate(model.config, out.positions, len(batch), dtype_bytes)
                 largest = (size, cache_bytes(out.cache), estimate)
     seconds = time.perf_counter() - start
+    model.train(was_training)
     texts = [tokenizer.decode(t, skip_special_tokens=True) for t in tokens]
     total = sum(len(t) for t in tokens)
     return Generated(
