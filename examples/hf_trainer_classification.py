@@ -136,6 +136,10 @@ def main() -> int:
         bf16=recipe["precision"] == "bf16",
         fp16=recipe["precision"] == "fp16",
     )
+    # A sequence classifier's forward takes **kwargs, so the Trainer assumes it normalizes its
+    # loss over the accumulated batch (num_items_in_batch) and does not divide by grad_accum;
+    # its loss is a plain mean, so loss and gradients would come out grad_accum times too large.
+    model.accepts_loss_kwargs = False
     contract = Contract(spec["progress_file"])
     trainer = tf.Trainer(
         model=model,

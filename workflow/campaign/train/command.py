@@ -158,6 +158,18 @@ def read_progress_lines(path: Path) -> list[dict]:
 
 
 # ------------------------------------------------------------------ running the command
+def _tied() -> None:
+    """In the command's process, before it runs: SIGTERM when the job's process dies (kill -9,
+    a node's OOM killer), so that it checkpoints and stops instead of training on, orphaned,
+    into the checkpoint folder a requeued job then shares. Linux only; elsewhere a no-op."""
+    import ctypes
+    import sys
+
+    if sys.platform.startswith("linux"):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
 class _Relay:
     """While the command runs, the job's preemption signals are noted and passed on to it."""
 
@@ -195,7 +207,9 @@ def run_command(command: Command, spec_path: Path, work_dir: Path, root: Path, s
     env = {**os.environ, SPEC_ENV: str(spec_path)}
     try:
         # Its own session: a signal reaches it once, from us, not also from the job's group.
-        child = subprocess.Popen(list(command.argv), cwd=root, env=env, start_new_session=True)
+        child = subprocess.Popen(
+            list(command.argv), cwd=root, env=env, start_new_session=True, preexec_fn=_tied
+        )
     except OSError as e:
         raise CampaignError(f"train.command.argv: cannot start {command.argv[0]!r} ({e})") from None
     relay = _Relay(child)
