@@ -85,6 +85,10 @@ class Contract(tf.TrainerCallback):
     def note(self, signum, _frame) -> None:
         self.signalled = signum
 
+    def on_train_begin(self, args, state, control, **kwargs):
+        # Resumed: the count restored from the checkpoint, so the next line has its step's tokens.
+        self.tokens_before = int(state.num_input_tokens_seen)
+
     def on_step_end(self, args, state, control, **kwargs):
         if self.signalled is not None:
             control.should_save = True

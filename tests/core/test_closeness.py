@@ -42,3 +42,14 @@ def test_model_folders_compare_their_tensors_and_need_the_same_files(tmp_path):
     assert diff is not None and 1e-6 < diff < 3e-6
     (tmp_path / "y" / "config.json").write_text('{"other": 1}')
     assert max_abs_diff(tmp_path / "x", tmp_path / "y") is None  # not a table, not weights
+
+
+def test_reproduce_names_each_output_bit_for_bit_within_tolerance_or_different():
+    from campaign.cli import _reproduce_verdict
+
+    row = {"output": "predictions_test", "equal": False, "max_abs_diff": 3e-7}
+    assert _reproduce_verdict(row).startswith("within tolerance")
+    assert "not bit for bit" in _reproduce_verdict(row)
+    assert _reproduce_verdict({**row, "max_abs_diff": 0.2}).startswith("DIFFERENT")
+    assert _reproduce_verdict({**row, "max_abs_diff": None}) == "DIFFERENT"
+    assert _reproduce_verdict({**row, "equal": True}) == "same"

@@ -6,6 +6,7 @@ broken part."""
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,8 +22,7 @@ from trainkit import OUTPUTS, REPO, context, tiny_spec, write_splits
 from campaign.core.errors import PREEMPTED_EXIT, CampaignError
 from campaign.core.store import Store
 from campaign.train import run_training
-from campaign.train.command import PROGRESS_LINES, key_view, read_progress_lines
-from campaign.train.stage import stage
+from campaign.train.command import PROGRESS_LINES, key_view, read_progress_lines, stage
 
 EXAMPLE = "examples/hf_trainer_classification.py"
 
@@ -33,7 +33,7 @@ def command_spec(argv: list[str], files=(), **train) -> dict:
 
 
 def train_command(spec: dict, inputs: dict, state: Path, out: Path, log: Path) -> list[str]:
-    """`campaign train` as the rule runs it."""
+    """`campaign train` as the rule runs it, in the project folder the paths are relative to."""
     out.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "campaign", "train", "--spec", json.dumps(spec)]
     cmd += [a for name, paths in inputs.items() for a in ("--in", f"{name}={paths[0]}")]
@@ -58,26 +58,30 @@ def wait_for_line(job: subprocess.Popen, work: Path, log: Path, step: int) -> No
 @pytest.mark.slow
 def test_the_hf_trainer_example_is_signalled_resumes_and_writes_a_builtin_runs_outputs(tmp_path):
     steps = 24
-    inputs = write_splits(tmp_path / "splits", n_train=64, n_eval=16)
+    # A project folder holding the splits and the example (reproduce reads paths inside it).
+    (tmp_path / "examples").mkdir()
+    shutil.copy(REPO / EXAMPLE, tmp_path / EXAMPLE)
+    written = write_splits(tmp_path / "splits", n_train=64, n_eval=16)
+    inputs = {name: [p.relative_to(tmp_path)] for name, (p,) in written.items()}
     spec = command_spec([sys.executable, EXAMPLE], [EXAMPLE], max_steps=steps,
                         checkpoint_every=2)  # fmt: skip
-    state, out, log = tmp_path / "state", tmp_path / "out", tmp_path / "job.log"
+    state, out, log = Path("state"), tmp_path / "out", tmp_path / "job.log"
     cmd = train_command(spec, inputs, state, out, log)
-    job = subprocess.Popen(cmd, cwd=REPO, env=job_env())
+    job = subprocess.Popen(cmd, cwd=tmp_path, env=job_env())
     try:
-        wait_for_line(job, state / "work", log, 3)
+        wait_for_line(job, tmp_path / state / "work", log, 3)
         job.send_signal(signal.SIGUSR1)
         assert job.wait(timeout=120) == PREEMPTED_EXIT, log.read_text()
     finally:
         if job.poll() is None:
             job.kill()
-    (record,) = Store(state).job_records()
+    (record,) = Store(tmp_path / state).job_records()
     stopped = record["step"]
     assert record["state"] == "preempted" and 3 <= stopped < steps, record
-    (work,) = (state / "work").iterdir()
+    (work,) = (tmp_path / state / "work").iterdir()
     assert list((work / "checkpoints").glob("checkpoint-*")), "no checkpoint left for the rerun"
 
-    again = subprocess.run(cmd, cwd=REPO, env=job_env(), timeout=300)
+    again = subprocess.run(cmd, cwd=tmp_path, env=job_env(), timeout=300)
     assert again.returncode == 0, log.read_text()
     timings = json.loads((out / "timings").read_text())
     # The command restarted from its checkpoint (an even step at most `stopped`), not step 0.
@@ -87,8 +91,15 @@ def test_the_hf_trainer_example_is_signalled_resumes_and_writes_a_builtin_runs_o
     metrics = pd.read_parquet(out / "metrics")
     assert list(metrics.loc[metrics["split"] == "train", "step"]) == list(range(1, steps + 1))
 
+    # An uninterrupted run of the same command (campaign reproduce) against the resumed one.
+    rep = subprocess.run(
+        [sys.executable, "-m", "campaign", "reproduce", manifest["store_key"], "--state-dir",
+         str(state)], cwd=tmp_path, env=job_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert "reproduced bit for bit" in rep.stdout and rep.returncode == 0, rep.stdout + rep.stderr
+
     # The same columns, types and items as a built-in run of the same cell.
-    builtin = context(tiny_spec(max_steps=2), inputs, tmp_path / "builtin")
+    builtin = context(tiny_spec(max_steps=2), written, tmp_path / "builtin")
     run_training(builtin.spec, builtin.inputs, builtin.outputs, builtin.work_dir, builtin.root)
     for name in ("predictions_validation", "predictions_test", "metrics"):
         ours, theirs = pd.read_parquet(out / name), pd.read_parquet(builtin.outputs[name])

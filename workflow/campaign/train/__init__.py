@@ -123,7 +123,8 @@ PHASE = Phase(
     stages=(
         Stage(
             name="train",
-            entry="campaign.train.stage:stage",
+            # the built-in loop, or train.command's (campaign.train.command dispatches)
+            entry="campaign.train.command:stage",
             help="fine-tune one planned run (resumes from its last checkpoint)",
             # command_files: what train.command declares (campaign.train.command), hashed.
             inputs={**INPUTS, "command_files": Derived()},

@@ -360,6 +360,20 @@ def _validation(frame) -> tuple[float, float] | None:
 
 
 # ------------------------------------------------------------------ the stage body
+def stage(ctx) -> None:
+    """The train stage's entry: the user's command when train.command is set, else the built-in
+    loop (campaign.train.stage). The dispatch lives here so the loop's module knows nothing of
+    outside trainers."""
+    if ctx.spec["train"].get("command") is None:
+        from campaign.train.stage import stage as builtin
+
+        builtin(ctx)
+        return
+    train_with_command(
+        ctx.spec, ctx.inputs, ctx.outputs, ctx.work_dir, ctx.root, ctx.execution, ctx.key
+    )
+
+
 def prepare(spec: dict, inputs: dict, outputs: dict, work_dir: Path, root: Path):
     """The run spec file and what it names (the tokenizer of a from_config model, trained on
     the train split only, as the built-in loop trains it). Returns (spec path, data, labels)."""

@@ -170,15 +170,7 @@ def run_training(
 
 def stage(ctx) -> None:
     """Stage entry (campaign.core.runner): ctx.spec is the run spec {model, train, seed}.
-    train.devices > 1: the N processes of campaign.train.distributed train it; train.command
-    set: the user's own trainer does (campaign.train.command)."""
-    if ctx.spec["train"].get("command") is not None:
-        from campaign.train.command import train_with_command
-
-        train_with_command(
-            ctx.spec, ctx.inputs, ctx.outputs, ctx.work_dir, ctx.root, ctx.execution, ctx.key
-        )
-        return
+    train.devices > 1: the N processes of campaign.train.distributed train it."""
     n = int(ctx.spec["train"].get("devices", 1))
     if n > 1:
         distributed.launch(
