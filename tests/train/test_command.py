@@ -149,7 +149,8 @@ def test_a_command_that_breaks_the_contract_fails_in_one_line_naming_the_part(tm
     script, words = BROKEN[case]
     path = tmp_path / "trainer.py"
     path.write_text(script)
-    spec = command_spec([sys.executable, str(path)], command={"grace_seconds": 1}, max_steps=3)
+    # "python": the job's own interpreter, whichever python PATH would give
+    spec = command_spec(["python", str(path)], command={"grace_seconds": 1}, max_steps=3)
     ctx = context(spec, write_splits(tmp_path / "splits", n_train=24, n_eval=8), tmp_path)
     if case == "ignores_signal":  # the scheduler's warning, once the command is running
         threading.Thread(target=warn_when_running, args=(ctx.work_dir,), daemon=True).start()

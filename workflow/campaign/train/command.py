@@ -18,6 +18,7 @@ import os
 import resource
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ GRACE_SECONDS = 60.0
 FORWARD = {signal.SIGUSR1: signal.SIGUSR1, signal.SIGTERM: signal.SIGTERM,
            signal.SIGURG: signal.SIGUSR1}  # fmt: skip
 POLL_SECONDS = 0.2
+# argv[0] naming these runs the campaign's own interpreter (a job's PATH may hold another).
+OWN_PYTHON = ("python", "python3")
 # What save_pretrained writes as a model's weights, sharded or not.
 WEIGHTS = ("model*.safetensors", "pytorch_model*.bin")
 
@@ -163,7 +166,6 @@ def _tied() -> None:
     a node's OOM killer), so that it checkpoints and stops instead of training on, orphaned,
     into the checkpoint folder a requeued job then shares. Linux only; elsewhere a no-op."""
     import ctypes
-    import sys
 
     if sys.platform.startswith("linux"):
         pr_set_pdeathsig = 1
@@ -205,11 +207,12 @@ def run_command(command: Command, spec_path: Path, work_dir: Path, root: Path, s
     start = done[-1]["step"] if done else 0
     bar = job_progress("train", work_dir, int(spec["train"]["max_steps"]), start, run_id(spec))
     env = {**os.environ, SPEC_ENV: str(spec_path)}
+    argv = list(command.argv)
+    if argv[0] in OWN_PYTHON:  # the interpreter the job runs in, whatever PATH says
+        argv[0] = sys.executable
     try:
         # Its own session: a signal reaches it once, from us, not also from the job's group.
-        child = subprocess.Popen(
-            list(command.argv), cwd=root, env=env, start_new_session=True, preexec_fn=_tied
-        )
+        child = subprocess.Popen(argv, cwd=root, env=env, start_new_session=True, preexec_fn=_tied)
     except OSError as e:
         raise CampaignError(f"train.command.argv: cannot start {command.argv[0]!r} ({e})") from None
     relay = _Relay(child)
