@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from test_preemption import job_env
@@ -178,3 +179,19 @@ def test_the_key_covers_the_command_its_files_and_its_packages_versions(tmp_path
     assert key_view(command_spec(["python", "other.py"])) != view
     # A built-in run's key has no command part: runs made before the key existed keep theirs.
     assert "command" not in key_view(tiny_spec())["train"]
+
+
+def test_the_validation_row_is_the_true_labels_mean_log_loss_and_the_accuracy():
+    from campaign.train.command import _validation
+
+    frame = pd.DataFrame(
+        {
+            "label": ["a", "b", "z"],  # z: a label the train split lacks (no loss, wrong)
+            "prediction": ["a", "a", "a"],
+            "score_a": [0.5, 0.75, 0.5],
+            "score_b": [0.5, 0.25, 0.5],
+        }
+    )
+    loss, accuracy = _validation(frame, ["a", "b"])
+    assert abs(loss - (-(np.log(0.5) + np.log(0.25)) / 2)) < 1e-12
+    assert accuracy == 1 / 3

@@ -350,15 +350,20 @@ def _last_per_step(progress: list[dict]) -> list[dict]:
     return [by_step[s] for s in sorted(by_step)]
 
 
-def _validation(frame) -> tuple[float, float] | None:
-    """(mean loss, accuracy) of a predictions table: -log of the true label's score."""
+def _validation(frame, labels: list[str]) -> tuple[float, float] | None:
+    """(mean loss, accuracy) of a predictions table: the loss is -log of the true label's score
+    over the items whose label the model has (as the built-in loop's ignores the others), the
+    accuracy counts every item."""
     import numpy as np
 
     if len(frame) == 0:
         return None
-    truth = frame[[f"score_{label}" for label in frame["label"]]].to_numpy()
-    picked = np.array([truth[i, i] for i in range(len(frame))])
-    loss = float(-np.log(np.clip(picked, 1e-300, None)).mean())
+    scores = frame[[f"score_{name}" for name in labels]].to_numpy(dtype=np.float64)
+    index = {name: i for i, name in enumerate(labels)}
+    truth = np.array([index.get(v, -1) for v in frame["label"]])
+    known = truth >= 0
+    picked = scores[np.flatnonzero(known), truth[known]]
+    loss = float(-np.log(np.clip(picked, 1e-300, None)).mean()) if known.any() else float("nan")
     return loss, float((frame["prediction"] == frame["label"]).mean())
 
 
@@ -436,7 +441,7 @@ def train_with_command(
         for split in EVAL_SPLITS:
             frames[split] = saved.predictions(model, getattr(data, split), device, autocast)
             write_parquet(frames[split], outputs[f"predictions_{split}"])
-    validation = _validation(frames["validation"])
+    validation = _validation(frames["validation"], labels)
     write_parquet(metrics_frame(progress, validation, recipe.max_steps), outputs["metrics"])
     manifest = _manifest(spec, inputs, execution, device, labels, saved, model, command)
     manifest["final_validation"] = (
