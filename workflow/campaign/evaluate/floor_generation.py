@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from campaign.core.errors import CampaignError
+from campaign.evaluate import score_items
 from campaign.evaluate.floor import Timings
-from campaign.evaluate.text_scores import score_items
 
 FLOORS = ("retrieval", "zero_shot")
 # TF-IDF as a practitioner would first try it for nearest-prompt lookup; min_df 1: a rare word
@@ -164,7 +164,7 @@ def generation_floors(
 
 
 def _zero_shot(base: BaseModel, evals: Mapping[str, EvalSet], metric: str, timings: Timings):
-    from campaign.train.generate import generate
+    from campaign.train import generate
 
     frames = {}
     with timings.fit("zero_shot"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 # The cache's measured bytes and the calculator's estimate: one definition, the engine's.
-from campaign.train.generate import cache_bytes, cache_estimate
+from campaign.train import cache_bytes, cache_estimate
 
 
 def generate(model, saved, split, prompts: int, max_new_tokens: int, device, cache=None) -> list:
@@ -77,8 +77,8 @@ def judged_generation(
     dict the variant's measurements.json holds under "generation")."""
     import pandas as pd
 
-    from campaign.evaluate.text_scores import score_items
-    from campaign.train.generate import generate as run_engine
+    from campaign.evaluate import score_items
+    from campaign.train import generate as run_engine
 
     out = run_engine(
         model,

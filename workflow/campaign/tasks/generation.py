@@ -294,7 +294,7 @@ def predict(
     import pandas as pd
 
     from campaign.evaluate import score_items
-    from campaign.train.generate import generate
+    from campaign.train import generate
 
     prompts = [prompt_ids(tokenizer, template, m) for m in split.messages]
     out = generate(
@@ -344,8 +344,7 @@ def overfit(
     does not. Uses the training loop's own loss (train/steps.py) and collate."""
     import torch
 
-    from campaign.train import collate
-    from campaign.train.generate import generate
+    from campaign.train import collate, generate
 
     torch.manual_seed(seed)
     examples = [encode(tokenizer, template, m, 10**9) for m in sample]

@@ -12,7 +12,7 @@ the pad token (masked) until its batch is done, and the batch stops as soon as a
 
 What it costs is measured here too: wall seconds per call and per item (its batch's seconds over
 the batch size), generated tokens per second, and the bytes the cache holds after the largest
-batch, next to the analytic estimate (campaign.memory.kv_cache_bytes) for the same batch and
+batch, next to the analytic estimate (campaign.core.tensors.kv_cache_bytes) for the same batch and
 cached positions: the two agree for the full-precision cache, which is what the test checks.
 """
 
@@ -25,8 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from campaign.core.errors import CampaignError
-from campaign.memory import kv_cache_bytes
-from campaign.quantize.measure import tensor_bytes
+from campaign.core.tensors import kv_cache_bytes, tensor_bytes
 
 
 @dataclass(frozen=True)
