@@ -1,4 +1,4 @@
-"""The evaluation's generation engine (campaign.train.generate: batched greedy, KV cache, prompts
+"""The evaluation's generation engine (campaign.train.engine: batched greedy, KV cache, prompts
 grouped by length, left padding, stop at EOS) against a bare transformers `generate` loop on the
 same prompts, batches and settings, and against the engine fed one prompt at a time; plus the
 kv_int4 variant's cache through the engine (--no-kv leaves it out).
@@ -103,7 +103,7 @@ def transformers_loop(model, tok, prompts, *, max_new_tokens, batch_size, eos_to
     `model.generate` call per batch (greedy). Returns (seconds, new tokens per prompt)."""
     import torch
 
-    from campaign.train.generate import _left_pad, length_batches
+    from campaign.train.engine import _left_pad, length_batches
 
     pad = tok.pad_token_id if tok.pad_token_id is not None else eos_token_ids[0]
     tokens: list[list[int]] = [[] for _ in prompts]
@@ -142,7 +142,7 @@ def main(argv=None) -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from campaign.quantize.variant import get_variant
-    from campaign.train.generate import generate
+    from campaign.train.engine import generate
 
     torch.set_num_threads(args.threads)
     folder = smollm2_folder(args.cache) if args.model == "smollm2" else Path(args.model)

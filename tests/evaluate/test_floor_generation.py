@@ -18,7 +18,7 @@ from campaign.evaluate.floor_generation import (
     write_floors,
 )
 from campaign.evaluate.text_scores import score_items
-from campaign.train.generate import generate
+from campaign.train.engine import generate
 
 
 def conv(prompt: str, response: str, system: str | None = None) -> list[dict]:

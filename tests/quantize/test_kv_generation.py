@@ -1,5 +1,5 @@
 """KV-cache variants judged on what they generate: each variant's cache goes through the shared
-engine (campaign.train.generate) on the same prompts, and its per-item scores against the
+engine (campaign.train.engine) on the same prompts, and its per-item scores against the
 full-precision model's outputs show a broken cache for what it is."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from transformers import DynamicCache
 
 from campaign.quantize.generate import judged_generation
 from campaign.quantize.variant import get_variant, placement
-from campaign.train.generate import generate
+from campaign.train.engine import generate
 
 
 class CorruptValues(DynamicCache):

@@ -1,4 +1,4 @@
-"""The generation engine (campaign.train.generate) on a tiny from-config Llama with GQA:
+"""The generation engine (campaign.train.engine) on a tiny from-config Llama with GQA:
 batching changes nothing in the greedy output, left padding is masked and positioned right,
 EOS stops a sequence, and the cache's measured bytes equal the analytic estimate."""
 
@@ -9,7 +9,7 @@ import torch
 from genkit import tiny_llama, tiny_tokenizer
 
 from campaign.core.errors import CampaignError
-from campaign.train.generate import _left_pad, generate, length_batches
+from campaign.train.engine import _left_pad, generate, length_batches
 
 PROMPTS = [
     "the cat sat",

@@ -7,7 +7,7 @@ scored per item by the same text metric on the same items as the trained runs.
   training record, so the floor is a function of the split alone.
 - zero_shot: the base model without fine-tuning, prompted with the same template as the runs
   (the caller formats: the task module owns the template) and decoded by the same engine
-  (campaign.train.generate). It answers "did fine-tuning add anything to the instruct model?".
+  (campaign.train.engine). It answers "did fine-tuning add anything to the instruct model?".
 
 A conversation here is the task's canonical record: a list of {"role", "content"} whose last
 entry is the assistant's reference response; its prompt text (for TF-IDF) is the content of the

@@ -45,7 +45,7 @@ class Variant:
         return self.module.apply(model, ctx)
 
     def cache_factory(self):
-        """`config -> cache` for the generation engine (campaign.train.generate), or None for
+        """`config -> cache` for the generation engine (campaign.train.engine), or None for
         its default full-precision cache: the module's own make_cache(config) where it defines
         one, else transformers' QuantizedCache configured by CACHE."""
         make = getattr(self.module, "make_cache", None)

@@ -288,7 +288,7 @@ def predict(
     max_new_tokens: int,
     batch_size: int,
 ):
-    """Generate from every conversation's prompt with the shared engine (train/generate.py) and
+    """Generate from every conversation's prompt with the shared engine (train/engine.py) and
     score each output against its reference. Returns (predictions frame with
     PREDICTION_COLUMNS, one row per item in split order; the engine's Generated record)."""
     import pandas as pd

@@ -24,9 +24,9 @@ LIBRARIES = (
 INPUTS = {**SPLIT_FILES, "base_model": Derived()}
 
 _PUBLIC = {
-    "generate": "generate",
-    "cache_bytes": "generate",
-    "cache_estimate": "generate",
+    "generate": "engine",
+    "cache_bytes": "engine",
+    "cache_estimate": "engine",
     # the loop and its pieces
     "Data": "loop",
     "EVAL_SPLITS": "loop",
