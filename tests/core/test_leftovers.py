@@ -68,26 +68,30 @@ def test_gc_removes_copies_left_beside_recorded_outputs_but_not_a_running_jobs(
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
-@pytest.mark.parametrize("with_log", [True, False])
-def test_a_full_disk_ends_a_stage_command_with_one_line(tmp_path, with_log):
-    """The store's event log on /dev/full, which answers every write with ENOSPC, as a full
-    disk does: the job stops at its first write there."""
+@pytest.mark.parametrize("full", ["events", "events+log", "log"])
+def test_a_full_disk_ends_a_stage_command_with_one_line(tmp_path, full):
+    """/dev/full answers every write with ENOSPC, as a full disk does. The store's event log
+    there stops the job at its first write; the job's own log there (`--log`) stops it at its
+    first print, and the error line itself must not go into that log first."""
     state = tmp_path / "state"
     state.mkdir()
-    (state / "events.jsonl").symlink_to("/dev/full")
+    if "events" in full:
+        (state / "events.jsonl").symlink_to("/dev/full")
     cmd = [sys.executable, "-m", "campaign", "run-spec", "--spec", json.dumps(SPEC)]
     cmd += ["--state-dir", str(state), "--out", f"spec={tmp_path / 'out' / 'spec.json'}"]
-    log = tmp_path / "job.log"
-    cmd += ["--log", str(log)] if with_log else []
+    log = "/dev/full" if "log" in full else str(tmp_path / "job.log")
+    cmd += ["--log", log]
     e = {**env(), "PYTHONPATH": str(REPO / "workflow")}
     proc = subprocess.run(cmd, cwd=tmp_path, env=e, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2
+    assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
+    places = f"{state}, {tmp_path / 'out'}, {log}"
     assert lines == [
-        "error: the disk is full: free space and run again; what was committed to the store is "
-        "kept, and a training job resumes from its last checkpoint"
+        f"error: the disk is full (on the disk of one of: {places}): free space and run again; "
+        "what was committed to the store is kept, and a training job resumes from its last "
+        "checkpoint"
     ], proc.stderr
     assert "Traceback" not in proc.stderr and "unexpected failure" not in proc.stderr
     assert not (tmp_path / "out" / "spec.json").exists()
-    if with_log:
-        assert log.read_text().strip().splitlines()[-1] == lines[0]
+    if full == "events":
+        assert Path(log).read_text().strip().splitlines()[-1] == lines[0]
