@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -65,6 +66,48 @@ def test_gc_removes_copies_left_beside_recorded_outputs_but_not_a_running_jobs(
     out = capsys.readouterr().out
     assert f"would remove  unfinished copy  {dead[0]}  4.0 KiB" in out
     assert f"removed       unfinished copy  {dead[1]}  4.0 KiB" in out
+
+
+def test_gc_keeps_the_copy_of_a_job_that_starts_while_gc_lists(tmp_path, monkeypatch, capsys):
+    """gc lists the records (asking SLURM about each), then removes: a job of the same output
+    that starts in between has its record (one per output set) turned running, and its copy
+    in progress must stay. The race is made deterministic: the record turns running right after
+    gc listed the copies."""
+    import campaign.tools.gc as gc
+
+    monkeypatch.chdir(tmp_path)
+    store = Store(tmp_path / "state")
+    output = Path("results/a/model")
+    copies, _ = plant_copies(output)
+    for copy in copies:  # made two minutes ago, by a job that failed a minute ago
+        os.utime(copy, (time.time() - 120, time.time() - 120))
+    base = {"project": str(tmp_path), "host": socket.gethostname(), "key": "k1"}
+    failed = {**base, "state": "failed", "outputs": [str(output)], "ended": 1.0}
+    store.write_job("job", {**failed, "ended": time.time() - 60})
+    listed = gc.unfinished_copies
+
+    def then_the_job_starts(dest):
+        found = listed(dest)
+        store.write_job("job", {**failed, "state": "running", "pid": os.getpid()})
+        return found
+
+    monkeypatch.setattr(gc, "unfinished_copies", then_the_job_starts)
+    assert collect_garbage(store, set(), dry_run=False) == 0
+    assert all(p.exists() for p in copies)
+    assert "unfinished copy" not in capsys.readouterr().out
+    # Its job ended before these copies were made: they are a later job's, not its leftovers.
+    monkeypatch.setattr(gc, "unfinished_copies", listed)
+    store.write_job("job", failed)
+    collect_garbage(store, set(), dry_run=False)
+    assert all(p.exists() for p in copies)
+    # Another host's job without SLURM cannot be asked: it counts as running.
+    store.write_job("job", {**failed, "state": "running", "host": "elsewhere", "pid": 1})
+    collect_garbage(store, set(), dry_run=False)
+    assert all(p.exists() for p in copies)
+    # Copies older than the end of a job that ended: removed.
+    store.write_job("job", {**failed, "ended": time.time() - 60})
+    collect_garbage(store, set(), dry_run=False)
+    assert not any(p.exists() for p in copies)
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")

@@ -630,13 +630,23 @@ class Store:
         atomic_write_text(self.jobs / f"{job_id}.json", canonical_json(record) + "\n")
 
     def job_records(self) -> list[dict]:
-        records = []
+        return list(self.job_records_by_id().values())
+
+    def job_records_by_id(self) -> dict[str, dict]:
+        """{job id: record} of every readable job record."""
+        records = {}
         if not self.jobs.exists():
             return records
         for path in self.jobs.glob("*.json"):
-            with contextlib.suppress(OSError, json.JSONDecodeError):
-                records.append(json.loads(path.read_text(encoding="utf-8")))
+            if (record := self.read_job(path.stem)) is not None:
+                records[path.stem] = record
         return records
+
+    def read_job(self, job_id: str) -> dict | None:
+        """The job's record as it is now (None when missing or unreadable)."""
+        with contextlib.suppress(OSError, json.JSONDecodeError):
+            return json.loads((self.jobs / f"{job_id}.json").read_text(encoding="utf-8"))
+        return None
 
     def jobs_by_output(self, project: Path | None = None) -> dict[str, dict]:
         """This checkout's records (of `project`, default the working folder) by output path."""
