@@ -138,3 +138,18 @@ def test_a_full_disk_ends_a_stage_command_with_one_line(tmp_path, full):
     assert not (tmp_path / "out" / "spec.json").exists()
     if full == "events":
         assert Path(log).read_text().strip().splitlines()[-1] == lines[0]
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_a_spec_with_nan_or_infinity_is_refused_in_one_line(tmp_path, capsys, constant):
+    """Python's json reads NaN and Infinity (JSON has neither): a hand-written --spec is refused
+    as params are, before the stage runs or writes anything."""
+    from campaign.cli import main
+
+    spec = json.dumps(SPEC).replace("0.001", constant)
+    out = tmp_path / "out" / "spec.json"
+    argv = ["run-spec", "--spec", spec, "--state-dir", str(tmp_path / "state")]
+    assert main([*argv, "--out", f"spec={out}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: --spec: expected a finite number; got {constant}"
+    assert not out.exists() and not (tmp_path / "state").exists()

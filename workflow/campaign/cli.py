@@ -56,6 +56,12 @@ def _store(args):
 
 
 # ------------------------------------------------------------------ stage commands
+def _no_constant(name: str):
+    """Python's json reads NaN and Infinity, which JSON does not have; params refuse them in
+    every numeric key, and a hand-written --spec is refused the same way."""
+    raise CampaignError(f"--spec: expected a finite number; got {name}")
+
+
 def cmd_stage(args) -> int:
     from campaign.core.registry import get_stage
     from campaign.core.runner import run_stage
@@ -63,7 +69,7 @@ def cmd_stage(args) -> int:
     stage = get_stage(args.stage)
     if args.spec is not None:
         try:
-            spec = json.loads(args.spec)
+            spec = json.loads(args.spec, parse_constant=_no_constant)
         except json.JSONDecodeError as e:
             raise CampaignError(f"--spec: not valid JSON ({e.msg} at char {e.pos})") from None
         if args.state_dir is None:

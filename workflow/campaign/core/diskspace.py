@@ -14,7 +14,7 @@ from pathlib import Path
 
 def free_disk_bytes(path: str | os.PathLike) -> int:
     """Free bytes on the file system holding `path` (its nearest existing parent)."""
-    path = Path(path).absolute()
+    path = Path(path).expanduser().absolute()
     while not path.exists():
         path = path.parent
     return shutil.disk_usage(path).free
