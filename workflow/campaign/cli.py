@@ -97,7 +97,7 @@ def cmd_stage(args) -> int:
 def cmd_validate(args) -> int:
     from campaign.data import expand_sources
     from campaign.plan import plan_index
-    from campaign.preflight.tokenizer_folder import check_model_folder
+    from campaign.preflight import check_model_folder
 
     params = _load(args)
     try:

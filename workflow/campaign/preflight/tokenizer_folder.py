@@ -13,7 +13,6 @@ import json
 from pathlib import Path
 
 from campaign.core.errors import CampaignError
-from campaign.train.models import source_path
 
 # A readable vocabulary, counted against the model's embedding rows: a fast tokenizer's
 # tokenizer.json, a WordPiece vocab.txt, a BPE vocab.json (with merges.txt).
@@ -77,8 +76,15 @@ def tokenizer_problem(folder: Path) -> str | None:
 
 def check_model_folder(model_spec: dict, root: Path) -> Path | None:
     """model.source's folder with a config.json and a usable tokenizer (one-line CampaignError
-    naming model.source otherwise); None for from_config."""
-    path = source_path(model_spec, root)
-    if path is not None and (problem := tokenizer_problem(path)) is not None:
-        raise CampaignError(f"model.source: {model_spec['source']} {problem}")
+    naming model.source otherwise); None for from_config. (campaign.train's source_path says
+    the same of config.json; it is private to the train phase, whose key this module stays out
+    of.)"""
+    source = model_spec["source"]
+    if source == "from_config":
+        return None
+    path = Path(source) if Path(source).is_absolute() else Path(root) / source
+    if not (path / "config.json").is_file():
+        raise CampaignError(f"model.source: {source} is not a model folder (no config.json)")
+    if (problem := tokenizer_problem(path)) is not None:
+        raise CampaignError(f"model.source: {source} {problem}")
     return path

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from campaign.core.errors import CampaignError
-from campaign.preflight.tokenizer_folder import tokenizer_problem
+from campaign.preflight import tokenizer_problem
 
 TEMPLATE = Path(__file__).resolve().parents[3] / "params.yaml"
 
