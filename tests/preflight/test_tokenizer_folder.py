@@ -17,10 +17,9 @@ from trainkit import tiny_spec, write_splits
 
 from campaign.cli import main
 from campaign.core.errors import CampaignError
-from campaign.preflight import bench
+from campaign.preflight import bench, tokenizer_problem
 from campaign.preflight import report as preflight_report
 from campaign.preflight.checks.tokenization import unknown_share
-from campaign.preflight import tokenizer_problem
 from campaign.train import load_tokenizer
 from conftest import FIXTURES, REPO
 

@@ -162,9 +162,28 @@ def cmd_findings(args) -> int:
     return 0
 
 
+def _within_tolerance(row: dict) -> bool:
+    from campaign.core.closeness import REPRODUCE_ATOL
+
+    diff = row.get("max_abs_diff")
+    return diff is not None and diff <= REPRODUCE_ATOL
+
+
+def _reproduce_verdict(row: dict) -> str:
+    if row["equal"] is None:
+        return "recorded (volatile, not compared)"
+    if row["equal"]:
+        return "same"
+    if _within_tolerance(row):
+        return f"within tolerance (max |difference| {row['max_abs_diff']:.2g}), not bit for bit"
+    diff = row.get("max_abs_diff")
+    return "DIFFERENT" if diff is None else f"DIFFERENT (max |difference| {diff:.3g})"
+
+
 def cmd_reproduce(args) -> int:
     import tempfile
 
+    from campaign.core.closeness import REPRODUCE_ATOL
     from campaign.core.runner import reproduce
 
     store = _store(args)
@@ -172,13 +191,19 @@ def cmd_reproduce(args) -> int:
         rows = reproduce(store, args.key, Path(scratch))
     width = max(len(r["output"]) for r in rows)
     for r in rows:
-        verdict = {True: "same", False: "DIFFERENT", None: "recorded (volatile, not compared)"}
         print(
             f"{r['output'].ljust(width)}  stored {r['stored'][:16]}  recomputed "
-            f"{r['recomputed'][:16]}  {verdict[r['equal']]}"
+            f"{r['recomputed'][:16]}  {_reproduce_verdict(r)}"
         )
     differ = [r["output"] for r in rows if r["equal"] is False]
     compared = [r for r in rows if r["equal"] is not None]
+    close = [r["output"] for r in rows if r["equal"] is False and _within_tolerance(r)]
+    if differ and len(close) == len(differ):
+        print(
+            f"reproduce: NOT bit for bit: {', '.join(close)} came back only within tolerance "
+            f"(numbers within {REPRODUCE_ATOL:g}, everything else equal)"
+        )
+        return 1
     if differ:
         print(f"reproduce: {len(differ)} output(s) differ: {', '.join(differ)}")
         return 1

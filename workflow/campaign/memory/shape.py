@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from campaign.core.errors import CampaignError
+from campaign.core.tensors import kv_cache_bytes  # noqa: F401 (its public home here)
 
 FP32_BYTES = 4
 INT64_BYTES = 8
@@ -304,19 +305,3 @@ def analytic_parameter_count(
 ) -> dict[str, int]:
     """`count_parameters` of the `model` section, as a dict."""
     return asdict(count_parameters(model_shape(model_cfg, num_labels), lora))
-
-
-# ------------------------------------------------------------------ KV cache
-def kv_cache_bytes(
-    num_layers: int,
-    num_kv_heads: int,
-    head_dim: int,
-    context_len: int,
-    batch: int,
-    dtype_bytes: int,
-) -> int:
-    """Bytes of a generation cache: 2 (K, V) x layers x kv_heads x head_dim x context x batch x B.
-
-    Grouped-query attention stores num_key_value_heads < num_attention_heads heads, hence its use.
-    """
-    return 2 * num_layers * num_kv_heads * head_dim * context_len * batch * dtype_bytes

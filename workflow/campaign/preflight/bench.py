@@ -65,6 +65,7 @@ def sample_split(split: Split, n: int, rng: np.random.Generator) -> Split:
         ids=[split.ids[i] for i in keep],
         texts=[split.texts[i] for i in keep],
         labels=[split.labels[i] for i in keep],
+        messages=None if split.messages is None else [split.messages[i] for i in keep],
     )
 
 

@@ -18,23 +18,7 @@ import numpy as np
 import torch
 
 from campaign.core.errors import CampaignError
-
-
-def tensor_bytes(t) -> int:
-    """Bytes a tensor holds: its elements, or for a quantized tensor subclass (torchao, quanto)
-    the bytes of the inner tensors it is made of (int data, scales, zero points)."""
-    if t is None:
-        return 0
-    if hasattr(t, "__tensor_flatten__") and type(t) is not torch.nn.Parameter:
-        inner, _ = t.__tensor_flatten__()
-        if inner:
-            return sum(tensor_bytes(getattr(t, name)) for name in inner)
-    if getattr(t, "is_quantized", False):  # torch's own quantized tensors (qint8)
-        n = t.numel() * t.element_size()
-        if t.qscheme() in (torch.per_channel_affine, torch.per_channel_symmetric):
-            n += t.q_per_channel_scales().nbytes + t.q_per_channel_zero_points().nbytes
-        return n
-    return t.numel() * t.element_size()
+from campaign.core.tensors import tensor_bytes  # noqa: F401 (its public home here)
 
 
 def state_bytes(model) -> int:

@@ -12,8 +12,12 @@ from typing import Any
 
 from campaign.core.errors import CampaignError
 
-TASKS = ("sequence_classification", "causal_lm")
-ARCHITECTURES = ("bert", "gpt2")
+TASKS = ("sequence_classification", "causal_lm", "generation")
+DECODER_TASKS = ("causal_lm", "generation")  # a causal LM head; the loss on response tokens
+ARCHITECTURES = ("bert", "gpt2", "llama")
+# llama: a decoder with grouped-query attention (num_key_value_heads < num_attention_heads), the
+# layout of today's instruct models, small enough from a config for tests on a CPU.
+ARCH_KEYS = {"llama": ("num_key_value_heads",)}
 CONFIG_KEYS = (
     "hidden_size",
     "num_hidden_layers",
@@ -76,9 +80,18 @@ def check_model_spec(model_spec: dict) -> None:
                 f"model.config.architecture: {config.get('architecture')!r} is not one of "
                 f"{', '.join(ARCHITECTURES)}"
             )
-        _need(config, CONFIG_KEYS, "model.config")
+        _need(config, CONFIG_KEYS + ARCH_KEYS.get(config["architecture"], ()), "model.config")
+        if task in DECODER_TASKS and config["architecture"] == "bert":
+            raise CampaignError(
+                f"model.config.architecture: {task} needs gpt2 or llama (a decoder)"
+            )
         if task == "causal_lm" and config["architecture"] != "gpt2":
             raise CampaignError("model.config.architecture: causal_lm needs gpt2 (a decoder)")
+        if config["architecture"] == "llama" and task != "generation":
+            raise CampaignError(
+                f"model.config.architecture: llama is a decoder for the generation task, not "
+                f"{task} (use bert or gpt2)"
+            )
         if tok["source"] != "train_split":
             raise CampaignError(
                 "model.tokenizer.source: a from_config model has no tokenizer of its own; "
@@ -164,7 +177,7 @@ def train_tokenizer(
             sep_token="[SEP]",
             mask_token="[MASK]",
         )
-    elif architecture == "gpt2":
+    elif architecture in ("gpt2", "llama"):  # byte-level BPE for both decoders
         tok = Tokenizer(models.BPE())
         if lowercase:
             tok.normalizer = normalizers.Lowercase()
@@ -195,7 +208,7 @@ def load_tokenizer(path: Path, task: str):
         if tok.eos_token_id is None:
             raise CampaignError(f"model.source: the tokenizer in {path} has no pad or EOS token")
         tok.pad_token = tok.eos_token
-    if task == "causal_lm" and tok.eos_token_id is None:
+    if task in DECODER_TASKS and tok.eos_token_id is None:
         # An encoder tokenizer ([SEP] ends every sequence) can still end a response.
         tok.eos_token = tok.sep_token
     return tok
@@ -243,6 +256,8 @@ def _from_config(model_spec: dict, tokenizer, labels: list[str]):
             **label_map,
         )
         return tf.BertForSequenceClassification(config)
+    if cfg["architecture"] == "llama":
+        return tf.LlamaForCausalLM(llama_config(cfg, tokenizer))
     config = tf.GPT2Config(
         vocab_size=len(tokenizer),
         n_positions=cfg["max_position_embeddings"],
@@ -259,9 +274,36 @@ def _from_config(model_spec: dict, tokenizer, labels: list[str]):
         pad_token_id=tokenizer.pad_token_id,
         **label_map,
     )
-    if task == "causal_lm":
+    if task in DECODER_TASKS:
         return tf.GPT2LMHeadModel(config)
     return tf.GPT2ForSequenceClassification(config)
+
+
+def llama_config(cfg: dict, tokenizer):
+    """A Llama config from model.config: grouped-query attention with num_key_value_heads heads
+    of keys and values shared by num_attention_heads query heads (which it must divide)."""
+    import transformers as tf
+
+    heads, kv_heads = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    if not isinstance(kv_heads, int) or kv_heads < 1 or heads % kv_heads:
+        raise CampaignError(
+            f"model.config.num_key_value_heads: {kv_heads!r} must divide "
+            f"num_attention_heads ({heads})"
+        )
+    return tf.LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=cfg["hidden_size"],
+        num_hidden_layers=cfg["num_hidden_layers"],
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        intermediate_size=cfg["intermediate_size"],
+        max_position_embeddings=cfg["max_position_embeddings"],
+        attention_dropout=cfg["dropout"],
+        bos_token_id=tokenizer.eos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=True,
+    )
 
 
 def _pretrained(path: Path, task: str, tokenizer, labels: list[str]):

@@ -18,6 +18,7 @@ OPTIONAL = (
     "packing",
     "optimizer",
     "devices",
+    "command",
 )
 # group_by_length: examples are sorted by length within windows of this many micro-batches of
 # each epoch's permutation (as transformers' LengthGroupedSampler's "megabatches").
@@ -58,6 +59,8 @@ class Recipe:
     # processes (devices) one run trains on, each taking grad_accum micro-batches of every
     # global batch (train/distributed.py); run ids count the effective batch, not its split.
     devices: int = 1
+    # your own training command instead of this loop (train/command.py); null: this loop.
+    command: dict | None = None
 
     @classmethod
     def from_spec(cls, train: dict) -> Recipe:

@@ -66,6 +66,21 @@ def _architecture(trainer: Trainer) -> str:
 
 def run(bench: Bench) -> Result:
     trainer = bench.trainer()
+    if trainer.hooks is not None:  # a task module shows and checks its own examples
+        passed, summary, details = trainer.hooks.tokenization_check(
+            trainer, bench.sample.train, bench.cfg["inspect_examples"]
+        )
+        return Result(passed, summary, details)
+    return _label_task(bench, trainer)
+
+
+def _label_task(bench: Bench, trainer: Trainer) -> Result:
+    """The check for the tasks the loop formats itself (sequence_classification, label-scoring
+    causal_lm).
+
+    Long: one pass over the examples that finds every kind of mask fault, then the inspected
+    examples and the summary; the generation task's check is its module's tokenization_check.
+    """
     tok, task = trainer.tokenizer, bench.task
     arch = _architecture(trainer)
     examples = trainer.examples["train"]
@@ -154,6 +169,11 @@ def run(bench: Bench) -> Result:
 def describe(d: dict) -> list[str]:
     lines = []
     for e in d.get("inspected", []):
+        if "marked" in e:  # a task module's view: [masked] tokens in brackets, targets bare
+            cut = ", answer cut by max_length" if e["truncated"] else ""
+            lines.append(f"{e['id']}: {e['n_tokens']} tokens, {e['targets']} targets{cut}")
+            lines.append(f"  {e['marked']!r}")
+            continue
         loss = set(e["loss_positions"])
         shown = "|".join(f"[[{t}]]" if i in loss else t for i, t in enumerate(e["tokens"]))
         cut = f", text cut from {e['text_tokens']} tokens" if e["truncated"] else ""
