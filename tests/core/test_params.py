@@ -50,8 +50,8 @@ def test_shipped_params_are_valid():
         ),
         (
             lambda p: p["train"].update(lr="5e-4"),
-            "train.lr: expected a number; got string '5e-4' (YAML reads a number without a "
-            "decimal point, like 1e-4, as text: write 5.0e-4)",
+            "train.lr: expected a number; got string '5e-4' (YAML reads an exponent without a "
+            "decimal point and a sign as text: write 5.0e-4)",
         ),
         (lambda p: p["train"].update(lrr=0.1), "train.lrr: unknown key"),
         (lambda p: p["train"].update(lrr=0.1), "did you mean 'lr'?"),
@@ -182,3 +182,35 @@ def test_validate_command_refuses_nan(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.endswith("evaluation.confidence: expected a finite number; got NaN"), err
     assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "written, hint",
+    [
+        (
+            "1e5",
+            "(YAML reads an exponent without a decimal point and a sign as text: write 1.0e+5)",
+        ),
+        (
+            "1.0e5",
+            "(YAML reads an exponent without a decimal point and a sign as text: write 1.0e+5)",
+        ),  # fmt: skip
+        (
+            '"3e-4"',
+            "(a number in quotes is text, and YAML reads an exponent without a decimal "
+            "point and a sign as text: write 3.0e-4 without the quotes)",
+        ),  # fmt: skip
+        ("'0.001'", "(a number in quotes is text: write 0.001 without the quotes)"),
+    ],
+)
+def test_a_number_read_as_text_is_given_the_form_yaml_reads_as_a_number(tmp_path, written, hint):
+    """The hint's suggestion, written back, must read as that number: PyYAML (YAML 1.1) reads
+    1e5 and 1.0e5 as text, and quotes are named only when the value had them."""
+    text = open("tests/fixtures/tiny_params.yaml", encoding="utf-8").read()
+    path = tmp_path / "params.yaml"
+    path.write_text(text.replace("  lr: 1.0e-3", f"  lr: {written}", 1), encoding="utf-8")
+    with pytest.raises(CampaignError) as info:
+        load_params(path)
+    assert str(info.value).endswith(hint), str(info.value)
+    suggested = hint.split("write ")[1].split()[0].rstrip(")")
+    assert yaml.safe_load(f"lr: {suggested}")["lr"] == float(written.strip("'\""))

@@ -132,3 +132,16 @@ def test_short_run_prints_the_table_and_the_goal(capsys, tmp_path):
     assert out[-2].startswith("goal: MISSED")
     assert out[-1].startswith("time: training")  # nothing kept in tmp_path yet
     assert len(list(tmp_path.glob("minilm-*/model.safetensors"))) == 1  # kept for the next run
+
+
+def test_the_benchmark_cache_does_not_make_the_campaign_refuse_its_state_folder(tmp_path):
+    """The cache's default folder, made in a project whose state folder the store has not yet
+    marked: the state folder must still be accepted (a folder the store did not make in it is
+    foreign, and a campaign refuses a state folder holding one)."""
+    from campaign.core.params import load_params
+    from campaign.core.store import state_dir_problem
+
+    repo = Path(bench_quant.__file__).resolve().parents[1]
+    state_dir = load_params(repo / "params.yaml")["campaign"]["state_dir"]
+    (tmp_path / bench_quant.DEFAULT_CACHE.relative_to(repo) / "minilm-0123").mkdir(parents=True)
+    assert state_dir_problem(tmp_path / state_dir) is None

@@ -13,7 +13,8 @@ import pytest
 from test_maintenance import key_of, make_entry
 
 from campaign.cli import main
-from campaign.core.store import Store
+from campaign.core.errors import CampaignError
+from campaign.core.store import Store, check_state_dir
 from campaign.tools.gc import collect_garbage
 from campaign.tools.verify import verify_store
 from conftest import FIXTURES
@@ -171,3 +172,41 @@ def test_a_state_folder_the_store_marked_keeps_its_extras(tmp_path, capsys):
     # A state folder from before the mark: its event log says the store made it.
     store.log_event("hit", "ab" * 32, "manifest")
     assert main(["validate", "--params", str(params)]) == 0
+
+
+@pytest.mark.parametrize("state_dir", ["results", "results/store", "logs", ".snakemake", "."])
+def test_a_state_dir_that_overlaps_the_projects_own_folders_is_refused(
+    tmp_path, monkeypatch, state_dir
+):
+    """Snakemake and the stages write (and Snakemake cleans) results/, logs/ and .snakemake/: a
+    store inside, around or equal to one of them would be written by both."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(CampaignError) as info:
+        check_state_dir(state_dir)
+    assert f"campaign.state_dir: {state_dir} overlaps the project's " in str(info.value)
+
+
+def test_a_state_dir_under_the_home_folder_is_used_where_it_was_checked(tmp_path, monkeypatch):
+    """`~/x` was checked at the home folder's x while the store wrote to `./~/x`."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    store = Store(check_state_dir("~/campaign-state"))
+    store.ensure()
+    assert store.root == home / "campaign-state" and store.root.is_dir()
+    assert Store("~/campaign-state").root == store.root
+    assert not (tmp_path / "~").exists()
+
+
+def test_an_unknown_home_folder_is_one_line(monkeypatch):
+    def no_home():
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    with pytest.raises(CampaignError) as info:
+        check_state_dir(".campaign")
+    assert str(info.value) == (
+        "campaign.state_dir: .campaign cannot be resolved: the home folder is unknown "
+        "($HOME is not set)"
+    )

@@ -8,6 +8,7 @@ inputs as `--in NAME=PATH` and outputs as `--out NAME=PATH`. Paths are always ar
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -55,6 +56,12 @@ def _store(args):
 
 
 # ------------------------------------------------------------------ stage commands
+def _no_constant(name: str):
+    """Python's json reads NaN and Infinity, which JSON does not have; params refuse them in
+    every numeric key, and a hand-written --spec is refused the same way."""
+    raise CampaignError(f"--spec: expected a finite number; got {name}")
+
+
 def cmd_stage(args) -> int:
     from campaign.core.registry import get_stage
     from campaign.core.runner import run_stage
@@ -62,7 +69,7 @@ def cmd_stage(args) -> int:
     stage = get_stage(args.stage)
     if args.spec is not None:
         try:
-            spec = json.loads(args.spec)
+            spec = json.loads(args.spec, parse_constant=_no_constant)
         except json.JSONDecodeError as e:
             raise CampaignError(f"--spec: not valid JSON ({e.msg} at char {e.pos})") from None
         if args.state_dir is None:
@@ -80,6 +87,8 @@ def cmd_stage(args) -> int:
     inputs = _pairs(args.inputs, "--in", many=True)
     from campaign.core.store import Store
 
+    # Where this job writes, named by a full disk's line when the OSError names no file.
+    args.writes = [str(state_dir), *sorted({str(Path(p).parent) for p in outputs.values()})]
     run_stage(stage.name, spec, inputs, outputs, Store(state_dir), Path("."), threads=args.threads)
     return 0
 
@@ -88,7 +97,7 @@ def cmd_stage(args) -> int:
 def cmd_validate(args) -> int:
     from campaign.data import expand_sources
     from campaign.plan import plan_index
-    from campaign.train import check_model_folder
+    from campaign.preflight import check_model_folder
 
     params = _load(args)
     try:
@@ -466,12 +475,24 @@ def _redirect_to_log(path: str) -> tuple[int, int]:
 
 
 def _restore(saved: tuple[int, int]) -> None:
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError):  # a log on a full disk cannot take the flush
+            stream.flush()
     os.dup2(saved[0], 1)
     os.dup2(saved[1], 2)
     os.close(saved[0])
     os.close(saved[1])
+
+
+def _tell(line: str, saved: tuple[int, int] | None) -> None:
+    """The error line on the real stderr first, then in the log: the log may be on the full
+    disk that caused the failure, and its write must not raise a second error over the line."""
+    if saved is None:
+        print(line, file=sys.stderr, flush=True)
+        return
+    os.write(saved[1], (line + "\n").encode())
+    with contextlib.suppress(OSError):
+        print(line, file=sys.stderr, flush=True)
 
 
 def _on_sigterm(signum, _frame) -> None:
@@ -480,9 +501,11 @@ def _on_sigterm(signum, _frame) -> None:
     raise Interrupted(signum)
 
 
-def _disk_full(error: BaseException) -> str | None:
+def _disk_full(error: BaseException, places: list[str]) -> str | None:
     """The one-line message for a failure caused by a full disk (or quota), else None. Looked for
-    along the exception's chain: a library may wrap the OSError (torch.save raises RuntimeError)."""
+    along the exception's chain: a library may wrap the OSError (torch.save raises RuntimeError).
+    A write to a descriptor (the log, the event log) names no file: the line then names the
+    `places` the command writes to, so the user knows which disk to free."""
     import errno
 
     seen: set[int] = set()
@@ -491,9 +514,12 @@ def _disk_full(error: BaseException) -> str | None:
         full = isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
         if full or "No space left on device" in str(error):
             where = getattr(error, "filename", None)
+            named = f" (writing {where})" if where else ""
+            if not where and places:
+                named = f" (on the disk of one of: {', '.join(places)})"
             return (
                 "error: the disk is full"
-                + (f" (writing {where})" if where else "")
+                + named
                 + ": free space and run again; what was committed to the store is kept, and a "
                 "training job resumes from its last checkpoint"
             )
@@ -519,10 +545,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except CampaignError as e:
-        line = f"error: {e}"
-        print(line, file=sys.stderr, flush=True)
-        if saved is not None:
-            os.write(saved[1], (line + "\n").encode())
+        _tell(f"error: {e}", saved)
         return 2
     except KeyboardInterrupt:
         return 130
@@ -532,10 +555,9 @@ def main(argv: list[str] | None = None) -> int:
     except Interrupted as e:
         return 128 + e.signum
     except Exception as e:
-        if (line := _disk_full(e)) is not None:
-            print(line, file=sys.stderr, flush=True)
-            if saved is not None:
-                os.write(saved[1], (line + "\n").encode())
+        places = [*getattr(args, "writes", []), *([args.log] if saved is not None else [])]
+        if (line := _disk_full(e, places)) is not None:
+            _tell(line, saved)
             return 2
         if saved is None:
             raise

@@ -5,7 +5,6 @@ from __future__ import annotations
 import difflib
 import functools
 import math
-import re
 from pathlib import Path
 from typing import Any
 
@@ -123,13 +122,34 @@ def _expected_type(schema: dict) -> str:
     return text
 
 
-_YAML11_EXPONENT = re.compile(r"[+-]?[0-9]+[eE][+-]?[0-9]+")
+def _yaml_number(text: str) -> bool:
+    """Whether PyYAML reads `text`, written plain, as a number."""
+    try:
+        read = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return False
+    return isinstance(read, (int, float)) and not isinstance(read, bool)
 
 
-def _number_text_hint(value: Any) -> str:
-    """Why a number came as text, and the fix: PyYAML (YAML 1.1) reads an exponent without a
-    decimal point (1e-4) as text, where 1.0e-4 is a number; any other number-like text was
-    quoted, and the fix is to drop the quotes. "" when the value does not look like a number."""
+def _yaml_float_form(text: str) -> str:
+    """`text` written so that PyYAML (YAML 1.1) reads it as a float: an exponent needs a decimal
+    point in the mantissa and a sign (1e5 and 1.0e5 are text, 1.0e+5 is a number)."""
+    mantissa, e, exponent = text.lower().partition("e")
+    if e:
+        mantissa = mantissa if "." in mantissa else mantissa + ".0"
+        exponent = exponent if exponent[:1] in "+-" and exponent else "+" + exponent
+        candidate = f"{mantissa}e{exponent}"
+        if _yaml_number(candidate):
+            return candidate
+    return repr(float(text))
+
+
+def _number_text_hint(value: Any, quoted: bool | None = None) -> str:
+    """Why a number came as text, and the fix. PyYAML (YAML 1.1) reads an exponent without a
+    decimal point or without a sign (1e-4, 1.0e5) as text: the fix is the form it reads as a
+    float. Quotes are named only when the value was quoted (`quoted`; None when the source text
+    is unknown, then a value that PyYAML would read as a number when plain must have been).
+    "" when the value does not look like a number."""
     if not isinstance(value, str):
         return ""
     try:
@@ -138,13 +158,37 @@ def _number_text_hint(value: Any) -> str:
     except ValueError:
         return ""
     text = value.strip()
-    if _YAML11_EXPONENT.fullmatch(text):
-        mantissa, _e, exponent = text.lower().partition("e")
-        return (
-            " (YAML reads a number without a decimal point, like 1e-4, as text: "
-            f"write {mantissa}.0e{exponent})"
-        )
-    return f" (a number in quotes is text: write {text} without the quotes)"
+    plain_number = _yaml_number(text)
+    if quoted is None:
+        quoted = plain_number
+    if plain_number:
+        return f" (a number in quotes is text: write {text} without the quotes)"
+    form = _yaml_float_form(text)
+    why = "YAML reads an exponent without a decimal point and a sign as text"
+    if quoted:
+        return f" (a number in quotes is text, and {why}: write {form} without the quotes)"
+    return f" ({why}: write {form})"
+
+
+def _quoted_at(text: str | None, path) -> bool | None:
+    """Whether the scalar at `path` in the YAML `text` was written in quotes; None when unknown
+    (no text, or the path is not found)."""
+    if text is None:
+        return None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return None
+    for part in path:
+        if isinstance(node, yaml.MappingNode):
+            node = next((v for k, v in node.value if k.value == str(part)), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            node = node.value[part] if part < len(node.value) else None
+        else:
+            node = None
+        if node is None:
+            return None
+    return isinstance(node, yaml.ScalarNode) and node.style in ("'", '"')
 
 
 def _non_finite(node: Any, path: tuple = ()) -> tuple[tuple, float] | None:
@@ -176,8 +220,9 @@ def key_path(parts) -> str:
     return out
 
 
-def format_error(error) -> str:
-    """One line: `<key path>: <what was expected>; got <what was found>`."""
+def format_error(error, text: str | None = None) -> str:
+    """One line: `<key path>: <what was expected>; got <what was found>`. `text`: the YAML the
+    params were read from, to tell a quoted value from a plain one."""
     path = key_path(error.absolute_path)
     where = path or "params"
     kind = error.validator
@@ -197,7 +242,7 @@ def format_error(error) -> str:
         return f"{full}: missing required key"
     if kind == "type":
         return f"{where}: expected {_expected_type(schema)}; got {_describe(value)}" + (
-            _number_text_hint(value)
+            _number_text_hint(value, _quoted_at(text, error.absolute_path))
         )
     if kind == "enum":
         options = ", ".join(str(o) for o in error.validator_value)
@@ -218,8 +263,9 @@ def format_error(error) -> str:
     return f"{where}: {error.message}"
 
 
-def validate(params: Any, source: str = "params") -> dict:
-    """Check params against the schema and the cross-key rules; return them unchanged.
+def validate(params: Any, source: str = "params", text: str | None = None) -> dict:
+    """Check params against the schema and the cross-key rules; return them unchanged. `text`:
+    the YAML they were read from, if any (an error's hint then knows what was quoted).
 
     Raises CampaignError naming the first offending key (in document order of the key path).
     """
@@ -241,7 +287,7 @@ def validate(params: Any, source: str = "params") -> dict:
         # The deepest error on the first path is the most specific one.
         first_path = [str(p) for p in errors[0].absolute_path]
         same = [e for e in errors if [str(p) for p in e.absolute_path] == first_path]
-        raise CampaignError(f"{source}: {format_error(same[0])}")
+        raise CampaignError(f"{source}: {format_error(same[0], text)}")
     _check_phases(params, source)
     if fingerprint is not None:
         _remember_validated(fingerprint)
@@ -324,7 +370,7 @@ def load_params(path: str | Path = "params.yaml") -> dict:
         where = f" line {mark.line + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise CampaignError(f"{path}{where}: not valid YAML ({problem})") from None
-    return validate(params, source=str(path))
+    return validate(params, source=str(path), text=text)
 
 
 def get_key(params: dict, dotted: str) -> Any:

@@ -351,10 +351,14 @@ def run_stage(
         raise
     except BaseException as e:
         message = str(e) if isinstance(e, CampaignError) else f"{type(e).__name__}: {e}"
-        store.log_event("fail", job["key"] or "", stage.name, error=message[:500])
-        store.write_job(
-            job_id, {**job, "state": "failed", "error": message[:2000], "ended": time.time()}
-        )
+        # The failure may be a full disk under the state folder: recording it there must not
+        # raise a second error over the first (the command's one line names the first).
+        with contextlib.suppress(OSError):
+            store.log_event("fail", job["key"] or "", stage.name, error=message[:500])
+        with contextlib.suppress(OSError):
+            store.write_job(
+                job_id, {**job, "state": "failed", "error": message[:2000], "ended": time.time()}
+            )
         raise
 
 

@@ -127,22 +127,40 @@ def unfinished_copies(dest: Path) -> list[Path]:
     return sorted(found)
 
 
+# The project's folders that Snakemake and the stages write: a state folder inside, around or
+# equal to one of them would be written or cleaned by both.
+_PROJECT_FOLDERS = ("results", "logs", ".snakemake")
+
+
 def state_dir_problem(path: str | os.PathLike) -> str | None:
     """Why `path` cannot be a campaign's state folder, or None. gc deletes what it finds there, so
     a folder that holds anything else (the project, a home folder, the root) is refused before
     any command writes or removes a byte; a missing or empty folder is fine (it is created)."""
-    folder = Path(path).expanduser()
+    try:
+        folder = Path(path).expanduser()
+        home = Path.home().resolve()
+    except RuntimeError:  # no $HOME and no password entry to find it in
+        return "cannot be resolved: the home folder is unknown ($HOME is not set)"
     resolved = folder.resolve()
     if resolved == Path(resolved.anchor):
         return "is the file system's root; use a folder of its own, e.g. .campaign"
-    if resolved == Path.home().resolve():
+    if resolved == home:
         return "is the home folder; use a folder of its own, e.g. .campaign"
+    for name in _PROJECT_FOLDERS:  # Snakemake and the stages write and delete there
+        other = (Path.cwd() / name).resolve()
+        if resolved == other or other in resolved.parents or resolved in other.parents:
+            return f"overlaps the project's {name}/; use a folder of its own, e.g. .campaign"
     if folder.exists() and not folder.is_dir():
         return "is a file, not a folder"
     # Marked by the store; or made before the mark existed: every stage run logs an event there.
-    if not folder.is_dir() or any((folder / n).is_file() for n in (STATE_MARKER, "events.jsonl")):
-        return None
-    foreign = sorted(p.name for p in folder.iterdir() if p.name not in STATE_NAMES)
+    try:
+        if not folder.is_dir() or any(
+            (folder / n).is_file() for n in (STATE_MARKER, "events.jsonl")
+        ):
+            return None
+        foreign = sorted(p.name for p in folder.iterdir() if p.name not in STATE_NAMES)
+    except PermissionError:
+        return "cannot be read (permission denied)"
     if foreign:
         shown = ", ".join(foreign[:3]) + (
             f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
@@ -159,7 +177,7 @@ def check_state_dir(path: str | os.PathLike, key: str = "campaign.state_dir") ->
     problem = state_dir_problem(path)
     if problem is not None:
         raise CampaignError(f"{key}: {os.fspath(path)} {problem}")
-    return Path(path)
+    return Path(path).expanduser()  # the folder checked is the folder used (`~/x`, not `./~/x`)
 
 
 def _same_file(fd: int, path: Path) -> bool:
@@ -256,7 +274,8 @@ class Entry:
 
 class Store:
     def __init__(self, state_dir: str | os.PathLike):
-        self.root = Path(state_dir)
+        # `~/x` is the home folder's x, as check_state_dir checked it (not a folder named `~`).
+        self.root = Path(state_dir).expanduser()
         self.entries = self.root / "store"
         self.work_root = self.root / "work"
         self.tmp = self.root / "tmp"
@@ -630,13 +649,23 @@ class Store:
         atomic_write_text(self.jobs / f"{job_id}.json", canonical_json(record) + "\n")
 
     def job_records(self) -> list[dict]:
-        records = []
+        return list(self.job_records_by_id().values())
+
+    def job_records_by_id(self) -> dict[str, dict]:
+        """{job id: record} of every readable job record."""
+        records = {}
         if not self.jobs.exists():
             return records
         for path in self.jobs.glob("*.json"):
-            with contextlib.suppress(OSError, json.JSONDecodeError):
-                records.append(json.loads(path.read_text(encoding="utf-8")))
+            if (record := self.read_job(path.stem)) is not None:
+                records[path.stem] = record
         return records
+
+    def read_job(self, job_id: str) -> dict | None:
+        """The job's record as it is now (None when missing or unreadable)."""
+        with contextlib.suppress(OSError, json.JSONDecodeError):
+            return json.loads((self.jobs / f"{job_id}.json").read_text(encoding="utf-8"))
+        return None
 
     def jobs_by_output(self, project: Path | None = None) -> dict[str, dict]:
         """This checkout's records (of `project`, default the working folder) by output path."""

@@ -320,7 +320,7 @@ def stage_plan_table(ctx) -> None:
     """Write the plan as a TSV table, one row per run in plan order with its projected cost and
     whether it is kept, and the plan's report: the design, what it can estimate as written and
     after the cut (spec: see table_spec; inputs: the preflight's report and measurements)."""
-    from campaign.core.fsutil import free_disk_bytes
+    from campaign.core.diskspace import free_disk_bytes
     from campaign.plan.projection import project
     from campaign.plan.summary import report_lines
 
@@ -339,7 +339,7 @@ def plan_report(
 ) -> tuple[list[dict], list[str]]:
     """(rows, report lines) of the current plan: projected and cut by budget_hours when the
     preflight's report and measurements exist, else in order with the max_runs cut only."""
-    from campaign.core.fsutil import free_disk_bytes
+    from campaign.core.diskspace import free_disk_bytes
     from campaign.plan.projection import project
     from campaign.plan.summary import report_lines
 

@@ -22,6 +22,9 @@ from campaign.train import LIBRARIES as TRAINING_LIBRARIES
 _PUBLIC = {
     "failed_blocking": "report",
     "format_report": "report",
+    # a model folder's tokenizer, checked by init and validate before any job (tokenizer_folder)
+    "check_model_folder": "tokenizer_folder",
+    "tokenizer_problem": "tokenizer_folder",
 }
 __getattr__, __dir__ = exports(__name__, _PUBLIC)
 

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from campaign.core.fsutil import free_disk_bytes, remove_tree
+from campaign.core.diskspace import free_disk_bytes
+from campaign.core.fsutil import remove_tree
 from campaign.memory import format_bytes
 from campaign.train import (
     IGNORE,

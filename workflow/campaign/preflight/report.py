@@ -30,7 +30,8 @@ from campaign.core.fsutil import remove_tree
 from campaign.preflight import checks
 from campaign.preflight.bench import Bench, Hooks, Result
 from campaign.preflight.config import check_config
-from campaign.train import read_data, tokenizer_problem
+from campaign.preflight.tokenizer_folder import tokenizer_problem
+from campaign.train import read_data
 
 COULD_NOT_RUN = "could not run: "
 # The order two processes take the checks in, longest first (CPU seconds on the demo: memory

@@ -123,20 +123,23 @@ def describe_entry(entry: Entry | None, runs: Mapping[str, Run]) -> tuple[str, s
     return stage, rid, " ".join(f"{k}={v}" for k, v in cell) or "-"
 
 
+def running_where(record: dict) -> str | None:
+    """Where a job recorded as running may still run, or None. A job on another host without
+    SLURM cannot be asked, so it counts as running (flock cannot tell either)."""
+    if record.get("state") != "running":
+        return None
+    if record.get("host") not in (None, socket.gethostname()) and not record.get("slurm_job_id"):
+        return f"recorded as running on {record['host']}"
+    return record_alive(record)
+
+
 def busy_keys(store: Store) -> dict[str, str]:
     """Keys of jobs recorded as running that may still run: gc leaves them alone even when flock
     cannot tell (CAMPAIGN_FLOCK=off, or a job on another node). key -> where it runs."""
     busy = {}
     for record in store.job_records():
-        key = record.get("key")
-        if not key or record.get("state") != "running":
-            continue
-        if record.get("host") not in (None, socket.gethostname()) and not record.get(
-            "slurm_job_id"
-        ):
-            busy[key] = f"recorded as running on {record['host']}"
-        elif where := record_alive(record):
-            busy[key] = f"running: {where}"
+        if (key := record.get("key")) and (where := running_where(record)):
+            busy[key] = where if where.startswith("recorded") else f"running: {where}"
     return busy
 
 
@@ -298,22 +301,42 @@ def collect_garbage(
 def sweep_unfinished_copies(store: Store, dry_run: bool) -> list[Path]:
     """Remove (with `dry_run`: list) the copies of outputs that a job killed while it
     materialized them left beside them (`.<name>.<id>.tmp`, core/store.py), for every output this
-    checkout's job records name, except those of a job that still runs (it may be copying)."""
+    checkout's job records name, except those of a job that may still run (it may be copying).
+
+    Listing asks SLURM about each record, so a job can start between the listing and a removal:
+    its record (one per output set) is read again just before, and only copies older than the
+    listing and than the record's end are removed (a newer one is a later job's)."""
     here = str(Path.cwd())
-    found: list[Path] = []
-    for record in store.job_records():
-        if record.get("project", here) != here:
-            continue
-        if record.get("state") == "running" and record_alive(record):
+    listed = time.time()
+    found: dict[Path, str] = {}  # copy -> job id
+    for job_id, record in store.job_records_by_id().items():
+        if record.get("project", here) != here or running_where(record):
             continue
         for output in record.get("outputs", []):
-            found += unfinished_copies(Path(output))
+            found.update(dict.fromkeys(unfinished_copies(Path(output)), job_id))
     verb = "would remove" if dry_run else "removed"
-    for path in sorted(set(found)):
+    removed = []
+    for path in sorted(found):
+        if not dry_run and not _still_left_over(store, found[path], path, listed):
+            continue
         print(f"{verb:<12}  unfinished copy  {path}  {human_bytes(disk_bytes(path))}")
         if not dry_run:
             remove_tree(path)
-    return sorted(set(found))
+        removed.append(path)
+    return removed
+
+
+def _still_left_over(store: Store, job_id: str, copy: Path, listed: float) -> bool:
+    """Whether `copy` is still a dead job's leftover: its record, read now, is of no job that
+    may run, and the copy was made before the listing and the record's end."""
+    record = store.read_job(job_id)
+    if record is None or running_where(record):
+        return False
+    try:
+        made = copy.lstat().st_mtime
+    except FileNotFoundError:
+        return False
+    return made < min(listed, record.get("ended") or listed)
 
 
 def garbage_collect(

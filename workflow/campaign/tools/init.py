@@ -23,8 +23,8 @@ from typing import Any
 import yaml
 
 from campaign.core.errors import CampaignError
+from campaign.preflight import tokenizer_problem
 from campaign.tools.params_yaml import flow, render
-from campaign.train import tokenizer_problem
 
 TEMPLATE = Path(__file__).resolve().parents[3] / "params.yaml"
 

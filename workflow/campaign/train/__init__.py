@@ -46,8 +46,6 @@ _PUBLIC = {
     "prediction_frame": "scoring",
     # models and tokenizers
     "check_model_spec": "models",
-    "check_model_folder": "models",
-    "tokenizer_problem": "models",
     "label_names": "models",
     "load_tokenizer": "models",
     "save_model": "models",

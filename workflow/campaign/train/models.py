@@ -199,79 +199,10 @@ def train_tokenizer(
     return PreTrainedTokenizerFast(tokenizer_object=tok, **specials)
 
 
-# The files a tokenizer is saved as (transformers' save_pretrained): a fast tokenizer's
-# tokenizer.json, a WordPiece vocab.txt, a BPE vocab.json (with merges.txt), a SentencePiece model.
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "vocab.txt",
-    "vocab.json",
-    "tokenizer.model",
-    "spiece.model",
-    "sentencepiece.bpe.model",
-)
-
-
-def _vocabulary_size(folder: Path, present: Sequence[str]) -> int | None:
-    """Tokens in the folder's vocabulary file (None for a SentencePiece model: not read here)."""
-    import json
-
-    if "tokenizer.json" in present:
-        from tokenizers import Tokenizer
-
-        return Tokenizer.from_file(str(folder / "tokenizer.json")).get_vocab_size(True)
-    if "vocab.txt" in present:
-        text = (folder / "vocab.txt").read_text(encoding="utf-8")
-        return sum(1 for line in text.splitlines() if line.strip())
-    if "vocab.json" in present:
-        return len(json.loads((folder / "vocab.json").read_text(encoding="utf-8")))
-    return None
-
-
-def tokenizer_problem(folder: Path) -> str | None:
-    """Why a pretrained model folder has no usable tokenizer, or None. Without tokenizer files
-    transformers still builds one, of its five special tokens, that reads every word as [UNK]:
-    training then learns nothing and every check passes. No transformers import (init and
-    validate call it); a vocabulary under half the model's embedding rows is another model's."""
-    import json
-
-    present = [name for name in TOKENIZER_FILES if (folder / name).is_file()]
-    if not present:
-        return (
-            "has no tokenizer files (tokenizer.json, vocab.txt, vocab.json or a SentencePiece "
-            "model): copy the model's tokenizer into the folder (save_pretrained writes it)"
-        )
-    try:
-        size = _vocabulary_size(folder, present)
-    except Exception as e:  # a damaged file: whatever the library raises, one line
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return f"has a tokenizer file that cannot be read ({present[0]}: {first})"
-    try:
-        embeds = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("vocab_size")
-    except (OSError, ValueError, AttributeError):
-        embeds = None
-    if size is not None and isinstance(embeds, int) and size * 2 < embeds:
-        return (
-            f"has a tokenizer of {size} tokens for a model that embeds {embeds}: it is not this "
-            "model's tokenizer"
-        )
-    return None
-
-
-def check_model_folder(model_spec: dict, root: Path) -> Path | None:
-    """model.source's folder with a config.json and a usable tokenizer (one-line CampaignError
-    naming model.source otherwise); None for from_config."""
-    path = source_path(model_spec, root)
-    if path is not None and (problem := tokenizer_problem(path)) is not None:
-        raise CampaignError(f"model.source: {model_spec['source']} {problem}")
-    return path
-
-
 def load_tokenizer(path: Path, task: str):
     """The tokenizer saved with a model folder; a decoder without a pad token pads with EOS."""
     from transformers import AutoTokenizer
 
-    if (problem := tokenizer_problem(Path(path))) is not None:
-        raise CampaignError(f"model.source: {path} {problem}")
     tok = AutoTokenizer.from_pretrained(str(path))
     if tok.pad_token_id is None:
         if tok.eos_token_id is None:
