@@ -66,15 +66,21 @@ def start(project: Path, profile: str, log: Path) -> subprocess.Popen:
         )
 
 
-def kill_after(proc: subprocess.Popen, delay_s: float) -> bool:
-    """SIGKILL the process group after delay_s; False when the run ended before."""
+def kill_after(proc: subprocess.Popen, delay_s: float, project: Path, profile: str) -> bool:
+    """SIGKILL the process group after delay_s, then `snakemake --unlock` (the lock a killed
+    Snakemake leaves, as a user removes it); False when the run ended before. A run that ended
+    with an error stops the soak: a recovery must succeed."""
     try:
-        proc.wait(timeout=delay_s)
-        return False
+        code = proc.wait(timeout=delay_s)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+        cmd = [str(BIN / "snakemake"), "--profile", profile, "--unlock"]
+        subprocess.run(cmd, cwd=project, env=env(), capture_output=True, check=True, timeout=300)
         return True
+    if code != 0:
+        raise SystemExit(f"{project}: a run after a kill failed ({code}); see its log")
+    return False
 
 
 def finish(project: Path, profile: str, log: Path, timeout_s: float) -> None:
@@ -118,7 +124,7 @@ def soak_single(name, profile, work, reference, span_s, kills, rng, tally, timeo
         log = work / name / f"project{n}.log"
         while landed_here < kills:
             delay = rng.uniform(1.0, span_s)
-            landed = kill_after(start(project, profile, log), delay)
+            landed = kill_after(start(project, profile, log), delay, project, profile)
             print(f"{name}/project{n}: after {delay:.1f} s: {'killed' if landed else 'ended'}")
             if not landed:
                 break
@@ -144,8 +150,9 @@ def soak_shared(work, reference, span_s, kills, rng, tally, timeout_s) -> None:
         procs = [start(p, PROFILES["shared"], log) for p, log in zip(projects, logs, strict=True)]
         victim = rng.randrange(2)
         delay = rng.uniform(1.0, span_s)
-        landed = kill_after(procs[victim], delay)
-        procs[1 - victim].wait(timeout=timeout_s)  # the other one runs on to its end
+        landed = kill_after(procs[victim], delay, projects[victim], PROFILES["shared"])
+        if procs[1 - victim].wait(timeout=timeout_s) != 0:  # the other one runs on to its end
+            raise SystemExit(f"{projects[1 - victim]}: the campaign not killed failed")
         print(f"shared: campaign {'ab'[victim]} after {delay:.1f} s: "
               f"{'killed' if landed else 'ended'}")  # fmt: skip
         if not landed:
