@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from types import SimpleNamespace
 
 import pyarrow as pa
@@ -171,3 +172,99 @@ def test_a_garbled_artifact_is_one_error_naming_it(tmp_path):
     with pytest.raises(CampaignError, match=r"tokenizer\.json: cannot be read") as info:
         scan_artifact(vocab)
     assert "\n" not in str(info.value)
+
+
+# ------------------------------------------------------------------ normalized vocabularies
+GH_KEY = "ghp_" + "Rk4XwT9bQ2mZ7nLp3VhJ8sGd5Fc1Ya6Ue0Nq"  # GitHub token shape, made up
+RECORDS = [
+    f"record {i}: the build step {'printed' if i % 2 else 'logged'} {AWS_KEY} and {GH_KEY} "
+    f"before the {['cache', 'queue', 'index'][i % 3]} was rebuilt"
+    for i in range(120)
+] + [f"record {i}: the nightly job for team {i % 7} finished in {i} minutes" for i in range(300)]
+
+
+def lowercasing_tokenizer(kind: str, folder: Path) -> None:
+    """A lower-casing tokenizer trained for real on RECORDS, saved as a model folder holds it:
+    the campaign's own WordPiece recipe (tokenizer.json, vocab.txt), or a BPE with whitespace
+    pre-tokenization (tokenizer.json, vocab.json, merges.txt). (The campaign's byte-level BPE
+    splits letters from digits before merging, so a key never becomes one of its tokens.)"""
+    if kind == "wordpiece":
+        from campaign.train.models import train_tokenizer
+
+        tok = train_tokenizer(RECORDS, "bert", vocab_size=600, min_frequency=2, lowercase=True)
+        tok.save_pretrained(str(folder))
+        tok = tok.backend_tokenizer
+    else:
+        from tokenizers import normalizers
+
+        tok = Tokenizer(models.BPE(unk_token="[UNK]"))
+        tok.normalizer = normalizers.Lowercase()
+        tok.pre_tokenizer = pre_tokenizers.Whitespace()
+        trainer = trainers.BpeTrainer(vocab_size=600, min_frequency=2, special_tokens=["[UNK]"])
+        tok.train_from_iterator(RECORDS, trainer)
+        folder.mkdir()
+        tok.save(str(folder / "tokenizer.json"))
+    tok.model.save(str(folder))  # vocab.txt, or vocab.json and merges.txt
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "bpe"])
+def test_keys_a_lowercasing_tokenizer_learned_are_found_in_its_vocabulary(tmp_path, kind):
+    """Two keys repeated in 120 records, learned by a lower-casing tokenizer: its vocabulary
+    holds them lower-cased, and the scan finds both in every vocabulary file (tokenizer.json,
+    vocab.txt, vocab.json, merges.txt) without writing either key in any case."""
+    folder = tmp_path / "model"
+    lowercasing_tokenizer(kind, folder)
+    tokens = set(vocab_tokens(folder / "tokenizer.json"))
+    # the premise: the keys are tokens, in lower case only
+    assert AWS_KEY.lower() in tokens and AWS_KEY not in tokens
+    assert any(GH_KEY[4:].lower() in t for t in tokens)  # BERT splits at "_", BPE here not
+    assert not any(GH_KEY[4:] in t for t in tokens)
+    report = scan_artifacts([folder])
+    names = {Path(row["path"]).name: row for row in report["artifacts"]}
+    expected = {"wordpiece": {"tokenizer.json", "vocab.txt"},
+                "bpe": {"tokenizer.json", "vocab.json", "merges.txt"}}  # fmt: skip
+    assert set(names) == expected[kind]
+    for row in names.values():
+        assert row["unit"] == "token" and row["findings"]["api_key"] >= 2  # both keys
+    text = json.dumps(report).lower()
+    assert AWS_KEY.lower() not in text and GH_KEY[4:].lower() not in text
+
+
+def test_the_campaigns_own_keys_are_not_findings_but_a_digest_named_as_a_secret_is(tmp_path):
+    from campaign.core.hashing import hash_bytes
+
+    digest = hash_bytes(b"an entry")  # a store key's form
+    (tmp_path / "job.json").write_text(json.dumps({"key": digest, "pid": 12}) + "\n")
+    (tmp_path / "run_manifest.json").write_text(f'{{\n  "store_key": "{digest}"\n}}\n')
+    pq.write_table(pa.table({"store_key": [digest]}), tmp_path / "index.parquet")
+    (tmp_path / "config.yaml").write_text(f"api_key: {digest}\n")
+    report = scan_artifacts([tmp_path])
+    assert [Path(r["path"]).name for r in report["artifacts"]] == ["config.yaml"]
+
+
+def test_scan_artifacts_fail_passes_on_a_finished_campaign_but_its_planted_data(
+    finished_campaign, tmp_path, capsys
+):
+    """`campaign scan-artifacts --fail` over everything a finished tiny campaign wrote (results,
+    logs, the store with its job records and events, all of which name store keys): the only
+    artifacts flagged are the data splits, whose records the demo corpus plants secrets in; the
+    rest passes --fail."""
+    project = finished_campaign  # read only: the report goes to tmp_path
+    out = tmp_path / "findings.json"
+    cwd = os.getcwd()
+    os.chdir(project)
+    try:
+        code = main(["scan-artifacts", "results", "logs", ".campaign", "--out", str(out)])
+        report = json.loads(out.read_text())
+        others = [p for p in ("results", "logs", ".campaign") if p != "results"]
+        others += sorted(
+            str(p) for p in Path("results").iterdir() if p.name not in ("data", ".gitignore")
+        )
+        passed = main(["scan-artifacts", *others, "--fail", "--out", str(out)])
+    finally:
+        os.chdir(cwd)
+    assert code == 0
+    flagged = sorted(row["path"] for row in report["artifacts"])
+    assert flagged == [f"results/data/splits/{s}.parquet" for s in ("test", "train", "validation")]
+    assert report["scanned"] > 100
+    assert passed == 0, capsys.readouterr().out

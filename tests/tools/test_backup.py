@@ -118,3 +118,65 @@ def test_backup_delete_restore_then_nothing_to_do(finished_project) -> None:
     again = snakemake(project, "-n")
     assert planned_jobs(again) == [], again.stdout[-3000:]
     assert "Nothing to be done" in again.stdout + again.stderr
+
+
+MARK = b"PLAINTEXT-CANARY-7f3a"  # in every block of the project's data, never in ciphertext
+
+
+def test_kill_9_mid_backup_leaves_no_plaintext_and_the_next_backup_cleans_up(
+    capsys, tmp_path
+) -> None:
+    """A real `campaign backup` killed with SIGKILL while it writes: nothing under the
+    destination holds a byte of plaintext (the canary of every data block), the next backup
+    removes the killed one's folder, and its archive restores bit for bit."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import env
+
+    root = tmp_path / "p"
+    fake_project(root)
+    block = MARK + os.urandom(1 << 20)
+    big = root / "state" / "store" / "ab" / "big.bin"
+    with big.open("wb") as f:
+        for _ in range(64):  # 64 MiB: encrypting it takes long enough to be caught mid-way
+            f.write(block)
+    os.chmod(big, 0o600)
+    before = snapshot(root)
+    cli(capsys, root, "backup", "--to", "other", "--key-file", "key", "--new-key")
+    e = env()
+    e["PYTHONPATH"] = str(Path(__file__).parents[2] / "workflow")
+    cmd = [sys.executable, "-m", "campaign", "backup", "--to", "backups", "--key-file", "key",
+           "--params", str(PARAMS), "--state-dir", "state"]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=root, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        partial = [p for p in (root / "backups").glob(".backup-*/*") if p.stat().st_size > 1 << 22]
+        if partial:
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.002)
+    out, err = proc.communicate()
+    assert proc.returncode == -signal.SIGKILL, f"the backup ended before the kill: {err[-2000:]}"
+    left = [p for p in (root / "backups").rglob("*") if p.is_file()]
+    assert left and all(p.parent.name.startswith(".backup-") for p in left)  # a partial archive
+    for p in left:
+        plaintext = MARK in p.read_bytes()
+        assert not plaintext, f"plaintext on disk after a kill: {p}"
+        assert p.stat().st_mode & 0o077 == 0
+
+    code, _, err = cli(capsys, root, "backup", "--to", "backups", "--key-file", "key")
+    assert code == 0, err
+    assert [p.name for p in (root / "backups").iterdir()] == [
+        next((root / "backups").glob("campaign-backup-*.tar.age")).name
+    ]  # the killed backup's folder is gone; only the new archive remains
+    archive = next((root / "backups").glob("*.tar.age"))
+    plaintext = MARK in archive.read_bytes()
+    assert not plaintext
+    for name in ("results", "logs", "state", ".snakemake"):
+        os.system(f"rm -rf {root / name}")
+    code, _, err = cli(capsys, root, "restore", str(archive), "--key-file", "key")
+    assert code == 0, err
+    assert snapshot(root) == before

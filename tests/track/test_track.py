@@ -248,7 +248,7 @@ def test_an_unreachable_tracking_server_is_one_line_and_nothing_written(tmp_path
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    spec = {**SPEC, "mlflow": {"uri": f"http://user:secret@127.0.0.1:{port}", "experiment": "x"}}
+    spec = {**SPEC, "mlflow": {"uri": f"http://127.0.0.1:{port}", "experiment": "x"}}
     args = ["track", "--spec", json.dumps(spec), "--state-dir", str(tmp_path / "state")]
     for name, paths in inputs.items():
         args += ["--in", f"{name}={paths[0]}", *map(str, paths[1:])]
@@ -256,6 +256,7 @@ def test_an_unreachable_tracking_server_is_one_line_and_nothing_written(tmp_path
     args += ["--out", f"logged={out / 'logged.json'}", "--out", f"tensorboard={out / 'tb'}"]
     e = env()
     e["PYTHONPATH"] = str(REPO / "workflow")
+    e["MLFLOW_TRACKING_USERNAME"], e["MLFLOW_TRACKING_PASSWORD"] = "user", "secret"
     proc = subprocess.run([sys.executable, "-m", "campaign", *args], cwd=tmp_path, env=e,
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert proc.returncode != 0
@@ -264,6 +265,96 @@ def test_an_unreachable_tracking_server_is_one_line_and_nothing_written(tmp_path
     assert f"cannot reach the tracking server http://127.0.0.1:{port}" in lines[0]
     assert "secret" not in proc.stderr + proc.stdout
     assert not (out / "logged.json").exists() and not (tmp_path / "results" / "mlflow.db").exists()
+
+
+class _BasicAuthServer:
+    """A real HTTP server on 127.0.0.1 that answers /health 200 only with HTTP Basic
+    credentials user:s3cret-pw (as a tracking server behind an authenticating proxy does), and
+    remembers the Authorization headers it got."""
+
+    def __init__(self) -> None:
+        import base64
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        want = "Basic " + base64.b64encode(b"user:s3cret-pw").decode()
+        seen = self.seen = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 -- http.server's name
+                seen.append(self.headers.get("Authorization"))
+                ok = self.headers.get("Authorization") == want
+                self.send_response(200 if ok else 401)
+                if not ok:
+                    self.send_header("WWW-Authenticate", 'Basic realm="mlflow"')
+                self.end_headers()
+                self.wfile.write(b"OK" if ok else b"")
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.uri = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_the_probe_sends_the_credentials_of_the_environment(monkeypatch):
+    """The health probe against a live server that demands Basic credentials: passes with
+    MLflow's own environment variables, and fails in one line naming them when they are wrong or
+    missing, without the password anywhere in the message."""
+    from campaign.core.errors import CampaignError
+    from campaign.track.mlflow_log import probe
+
+    server = _BasicAuthServer()
+    try:
+        for name in ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_AUTH"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "user")
+        monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "s3cret-pw")
+        probe(server.uri)  # no error: the server took the credentials
+        assert server.seen[-1] and server.seen[-1].startswith("Basic ")
+        monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "wrong-pw")
+        with pytest.raises(CampaignError) as refused:
+            probe(server.uri)
+        message = str(refused.value)
+        assert "refused the credentials in $MLFLOW_TRACKING_USERNAME" in message
+        assert "wrong-pw" not in message and "\n" not in message
+        monkeypatch.delenv("MLFLOW_TRACKING_USERNAME")
+        monkeypatch.delenv("MLFLOW_TRACKING_PASSWORD")
+        with pytest.raises(CampaignError, match="asks for credentials.*MLFLOW_TRACKING_USERNAME"):
+            probe(server.uri)
+        assert server.seen[-1] is None
+    finally:
+        server.close()
+
+
+def test_a_uri_with_credentials_is_refused_before_anything_runs(tmp_path):
+    """Credentials in tracking.mlflow.uri: `campaign validate` and `snakemake -n` refuse the
+    params in one line that names the key and the environment variables, and the password is
+    in no output, no Snakemake log and no Snakemake metadata."""
+    import yaml
+
+    from conftest import campaign, copy_project, snakemake
+
+    project = copy_project(tmp_path / "project")
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["tracking"]["mlflow"]["uri"] = "https://alice:hunter2-pw@mlflow.example.org:5000"
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    proc = campaign(project, "validate", check=False)
+    assert proc.returncode != 0
+    [line] = proc.stderr.strip().splitlines()
+    assert "tracking.mlflow.uri" in line and "MLFLOW_TRACKING_PASSWORD" in line
+    assert "https://mlflow.example.org:5000" in line
+    dry = snakemake(project, "-n", check=False)
+    assert dry.returncode != 0 and "MLFLOW_TRACKING_USERNAME" in dry.stdout + dry.stderr
+    written = [p for p in (project / ".snakemake").rglob("*") if p.is_file()]
+    for text in [proc.stdout, proc.stderr, dry.stdout, dry.stderr,
+                 *(p.read_text(errors="replace") for p in written)]:  # fmt: skip
+        assert "hunter2" not in text
 
 
 def test_safe_uri_and_metric_names():

@@ -43,3 +43,48 @@ def test_docstring_edit_reruns_nothing_code_edit_reruns_its_stage_and_gc_drops_o
     dry = campaign(finished_project, "gc", "--dry-run")
     assert "would remove 1 entries" in dry.stdout, dry.stdout
     assert "metrics" in next(line for line in dry.stdout.splitlines() if "would remove " in line)
+
+
+@pytest.mark.slow(minutes=5)
+def test_the_quantize_checkpoint_and_its_jobs_run_in_the_first_snakemake(finished_project):
+    """quantization.runs: representative puts the quantize_select checkpoint between training and
+    the quantize jobs, which Snakemake knows only once the checkpoint has run (issue 32, item 9).
+
+    Switched on in a finished campaign, the first `snakemake` plans the checkpoint (its output is
+    a target: missing, it was never run, as the consumers' outputs existed) and quantizes the run
+    it picks. Then an upgrade that changes the code of the checkpoint and of the quantize stage:
+    the first `snakemake` reruns both (store misses: new code), and a second has nothing to do.
+    The pick is another run than the control run the finished campaign quantized, so its job is
+    one only the checkpoint adds."""
+    import json
+
+    import yaml
+
+    params_path = finished_project / "params.yaml"
+    params = yaml.safe_load(params_path.read_text())
+    params["quantization"]["runs"] = "representative"
+    params_path.write_text(yaml.safe_dump(params, sort_keys=False))
+    dry = snakemake(finished_project, "-n")
+    assert "checkpoint quantize_select:" in dry.stdout, dry.stdout[-3000:]
+    n_events = len(events(finished_project))
+    snakemake(finished_project, timeout=900)
+    ran = [(e["event"], e["stage"]) for e in events(finished_project)[n_events:]]
+    selection = finished_project / "results" / "quantize" / "selection.json"
+    [picked] = json.loads(selection.read_text())["runs"]
+    quantized = {p.name for p in (finished_project / "results" / "quantize").glob("run-*")}
+    assert picked in quantized and len(quantized) == 2  # the control run's and the pick's
+    assert ("commit", "quantize_select") in ran and ("commit", "quantize") in ran, ran
+    assert planned_jobs(snakemake(finished_project, "-n")) == []
+
+    package = finished_project / "workflow" / "campaign" / "quantize"
+    edit(
+        package / "targets.py", "\ndef quantize_jobs(", "\nUPGRADED = True\n\n\ndef quantize_jobs("
+    )
+    edit(package / "stage.py", "\ndef stage(", "\nUPGRADED = True\n\n\ndef stage(")
+    n_events = len(events(finished_project))
+    snakemake(finished_project, timeout=900)
+    ran = [(e["event"], e["stage"]) for e in events(finished_project)[n_events:]]
+    for stage in ("quantize_select", "quantize"):
+        assert ("miss", stage) in ran and ("commit", stage) in ran, ran
+    dry = snakemake(finished_project, "-n")
+    assert planned_jobs(dry) == [], dry.stdout

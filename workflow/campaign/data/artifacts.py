@@ -3,10 +3,20 @@ on text that holds a key can hold the key as a token, and predictions, logs and 
 quote records. `campaign scan-artifacts` runs the data phase's scanner (the same detectors and
 kinds as the split stage's privacy report) over:
 
-- tokenizer vocabularies (``tokenizer.json``, ``vocab.txt``, ``vocab.json``): one token per
-  line, with the word-piece markers (``Ġ``, ``▁``, ``##``) removed;
+- tokenizer vocabularies (``tokenizer.json``, ``vocab.txt``, ``vocab.json``) and BPE merges
+  (``merges.txt``: each pair joined): one token per line, with the word-piece markers (``Ġ``,
+  ``▁``, ``##``) removed. A token is matched in the form a tokenizer stores it: a lowercasing
+  tokenizer keeps ``AKIA...`` as ``akia...``, so a token without capitals is also scanned
+  upper-cased (formats written in capitals) and for folded generated strings
+  (``detectors.folded_tokens``: the tail of a lower-cased GitHub token);
 - Parquet files (predictions, splits): every string cell, one per line;
 - text files (``.log``, ``.txt``, ``.json``, ``.jsonl``, ``.tsv``, ``.csv``, ``.md``, ``.yaml``).
+
+The campaign's own keys are not findings: a store key (``"key": ...``, ``"store_key": ...``
+in job records, events, entries, manifests and the index) is a BLAKE3 hex digest, and under a
+secret-ish name ("key") the detectors would take it for an API key. A value of the store's
+digest form under one of the names the campaign writes its keys with is recognized as what it
+is (``own_key``); the same digest under any other name (``api_key = <64 hex>``) still counts.
 
 The report lists, per artifact path, the count of findings by kind and where they are (token
 index, row and column, or line), never the secret itself. It is written atomically as JSON.
@@ -23,22 +33,31 @@ DAG outputs: `campaign scan-artifacts` scans them. Under `data.privacy` (and
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
 from campaign.core.errors import CampaignError
+from campaign.core.hashing import hash_bytes
 
 TEXT_SUFFIXES = {".log", ".txt", ".json", ".jsonl", ".tsv", ".csv", ".md", ".yaml", ".yml"}
-VOCAB_NAMES = {"tokenizer.json", "vocab.txt", "vocab.json"}
+VOCAB_NAMES = {"tokenizer.json", "vocab.txt", "vocab.json", "merges.txt"}
 MARKERS = ("Ġ", "▁", "##")
 MAX_WHERE = 20  # locations listed per artifact
 MAX_SEEN = 1_000_000  # distinct lines whose findings a scan keeps for reuse
+# A store key as the store names entries (core.hashing: BLAKE3, hex), and the names the campaign
+# writes keys under (job records and events: "key"; manifests, results, the index: "store_key").
+_DIGEST = re.compile(f"[0-9a-f]{{{len(hash_bytes(b''))}}}")
+_OWN_KEY_NAME = re.compile(r"""(?:^|[\s{,"'])(?:store_)?key["']?\s*[:=]\s*["']?$""")
 
 
 def vocab_tokens(path: Path) -> list[str]:
-    """The tokens of a vocabulary file, word-piece markers removed."""
+    """The tokens of a vocabulary file (merges: each pair joined), word-piece markers removed."""
     if path.name == "vocab.txt":
         tokens = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    elif path.name == "merges.txt":
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        tokens = [line.replace(" ", "") for line in lines if not line.startswith("#version")]
     else:
         data = json.loads(path.read_text(encoding="utf-8"))
         vocab = data.get("model", {}).get("vocab", data) if isinstance(data, dict) else data
@@ -84,15 +103,41 @@ def _read_lines(path: Path) -> tuple[str, list[str]] | None:
     return None
 
 
-def scan_artifact(path: Path, seen: dict[str, tuple] | None = None) -> dict | None:
-    """{"path", "unit", "findings": {kind: n}, "where": [{"kind", unit: index}]} or None.
+def own_key(line: str, finding) -> bool:
+    """Whether a finding is one of the campaign's own store keys: a digest of the store's form
+    written under a name the campaign gives its keys."""
+    value = line[finding.start : finding.end]
+    return bool(_DIGEST.fullmatch(value)) and bool(_OWN_KEY_NAME.search(line[: finding.start]))
 
-    seen: the findings of each line already scanned (scan_text is a function of the line
-    alone), shared across the artifacts of one scan: every run of a campaign copies the same
-    tokenizer vocabulary, twice (vocab.txt and tokenizer.json), and prediction cells repeat
-    their labels, so the demo's 138,000 lines hold about a fifth as many distinct ones."""
+
+def scan_token(token: str) -> list:
+    """Findings in a vocabulary token, in the forms a tokenizer stores: as it is; a token with
+    no capitals (a lowercasing tokenizer's) upper-cased, for formats written in capitals (an
+    AWS key id: ``akia...``); and its folded generated strings."""
+    from campaign.data.detectors import folded_tokens
+    from campaign.data.privacy import Finding, scan_text
+
+    found = scan_text(token)
+    if found or token != token.lower() or not token.isascii():
+        return found  # ASCII: upper() keeps every position
+    found = scan_text(token.upper())
+    return found or [Finding("api_key", a, b) for a, b in folded_tokens(token)]
+
+
+def _scan_line(unit: str, line: str) -> tuple:
     from campaign.data.privacy import scan_text
 
+    found = scan_token(line) if unit == "token" else scan_text(line)
+    return tuple(f for f in found if not (f.kind == "api_key" and own_key(line, f)))
+
+
+def scan_artifact(path: Path, seen: dict[tuple[str, str], tuple] | None = None) -> dict | None:
+    """{"path", "unit", "findings": {kind: n}, "where": [{"kind", unit: index}]} or None.
+
+    seen: the findings of each (unit, line) already scanned (a function of the two alone),
+    shared across the artifacts of one scan: every run of a campaign copies the same tokenizer
+    vocabulary, twice (vocab.txt and tokenizer.json), and prediction cells repeat
+    their labels, so the demo's 138,000 lines hold about a fifth as many distinct ones."""
     got = _lines(path)
     if got is None:
         return None
@@ -101,11 +146,11 @@ def scan_artifact(path: Path, seen: dict[str, tuple] | None = None) -> dict | No
     counts: Counter = Counter()
     where = []
     for i, line in enumerate(lines):
-        found = seen.get(line)
+        found = seen.get((unit, line))
         if found is None:
             if len(seen) >= MAX_SEEN:  # a scan of many large logs: bounded memory
                 seen.clear()
-            found = seen[line] = tuple(scan_text(line))
+            found = seen[unit, line] = _scan_line(unit, line)
         for finding in found:
             counts[finding.kind] += 1
             if len(where) < MAX_WHERE:

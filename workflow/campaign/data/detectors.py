@@ -252,6 +252,35 @@ def _standalone_token(value: str) -> bool:
     return segments >= 0.38 or (segments >= 0.3 and entropy >= 4.5)
 
 
+_FOLDED_RUN = re.compile(r"[a-z0-9]{20,}")
+_HEX = frozenset("0123456789abcdef")
+
+
+def folded_tokens(value: str) -> Iterator[tuple[int, int]]:
+    """Spans of generated secrets as a lowercasing tokenizer stores them: runs of 20+ lower-case
+    letters and digits that mix both at random (``akiaq7zl2mxn4tkb8rwc``, the tail of a
+    lower-cased GitHub token). Case was the main sign of a generated string; without it, the
+    run's entropy, its digits in more than one place and its few vowels still tell it from
+    words run together with numbers (``windows10professional64bit``: 40% of its letters are
+    vowels, as in English; 19% of random letters are). Hex-only runs are hashes (the rule for
+    hashes elsewhere: they count only when assigned to a secret name).
+
+    Random base62 strings lower-cased: 90% found at 20 characters, 96% at 32 (the others have no
+    digit, digits in one place, or many vowels by chance); none of the 30,522 tokens of BERT's
+    uncased vocabulary."""
+    for m in _FOLDED_RUN.finditer(value):
+        run = m.group()
+        lower, _, digit, _ = _classes(run)
+        if not (lower and digit) or set(run) <= _HEX:
+            continue
+        letters = [c for c in run if c in _LOWER]
+        vowels = sum(c in "aeiou" for c in letters) / len(letters)
+        entropy_floor = min(3.3, math.log2(len(run)) - 1.0)
+        pieces = len(_WORDISH.findall(run))  # letter and digit runs: 3+ is digits in 2 places
+        if vowels <= 0.34 and pieces >= 3 and shannon_entropy(run) >= entropy_floor:
+            yield m.start(), m.end()
+
+
 # --- patterns --------------------------------------------------------------------------------
 
 _KEY_HEADER = r"-----BEGIN (?:[A-Z0-9]+ ){0,2}PRIVATE KEY(?: BLOCK)?-----"

@@ -71,6 +71,21 @@ def _key_view(spec: dict) -> dict:
     return {k: v for k, v in spec.items() if k != "base_source"}
 
 
+def _selection_is_a_target(params: dict) -> bool:
+    """With quantization.runs representative or best_seed, the selection is a target of a bare
+    `snakemake`. Snakemake learns of a checkpoint only through the input functions that read
+    its output; when that output is missing while its consumers' outputs exist (a campaign
+    switched from control to representative, a selection file an upgrade moved or removed), it
+    does not run the checkpoint, so the quantize jobs the checkpoint adds, and their params and
+    code triggers, stay unseen: nothing is done, or only part, and a later run finds the rest.
+    As a target, a missing selection is always made, and Snakemake then evaluates the jobs that
+    wait for it in the same run."""
+    from campaign.quantize.targets import SELECTED
+
+    runs = params["quantization"]["runs"]
+    return isinstance(runs, str) and runs in SELECTED
+
+
 def _select_spec(params: dict) -> dict:
     from campaign.quantize.targets import SELECTED, run_cells
 
@@ -161,6 +176,7 @@ PHASE = Phase(
                 **SPLIT_FILES,
             },
             outputs={"selection": File("results/quantize/selection.json")},
+            final=_selection_is_a_target,
             spec=_select_spec,
         ),
         Stage(

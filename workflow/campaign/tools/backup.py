@@ -12,18 +12,29 @@ the environment variable ``CAMPAIGN_BACKUP_KEY`` (the ``AGE-SECRET-KEY-1...`` li
 from params. ``campaign backup --new-key`` writes a fresh identity (owner-only) when the key
 file does not exist. A wrong key fails in one line before anything is written.
 
-The tar is staged in an owner-only temporary folder next to the archive and removed when the
-encrypted archive is in place (written atomically). Restore decrypts into an owner-only
-temporary folder inside the project, verifies, then replaces each backed-up top-level folder.
+No plaintext archive ever lies on disk: the tar is written into a pipe that the encryption
+reads (a thread writes the tar, age encrypts what it reads, 64 KiB at a time), so what reaches
+the destination is ciphertext from its first byte; a killed backup leaves only a partial
+``.tar.age`` in an owner-only ``.backup-*`` folder next to the archives, and the next backup to
+that destination removes such folders (those no running backup holds: each backup holds a
+shared flock on that folder; the sweep needs it exclusively). The archive is put in
+place by an atomic rename. Restore decrypts into a pipe that the tar reader extracts from, into
+an owner-only temporary folder inside the project, verifies, then replaces each backed-up
+top-level folder; leftovers of a killed restore are swept the same way.
 """
 
 from __future__ import annotations
 
+import fcntl
 import io
 import json
 import os
+import shutil
 import tarfile
 import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -96,6 +107,60 @@ def _manifest(members: list[tuple[Path, str]]) -> dict:
     return {"format": FORMAT, "files": files}
 
 
+@contextmanager
+def _swept(folder: Path, prefix: str) -> Iterator[None]:
+    """Hold a shared flock on ``folder`` itself while the body runs (no lock file left
+    behind), after removing the ``{prefix}*`` scratch folders of killed runs: when no other run
+    holds the lock (exclusive, non-blocking), every such folder is a leftover. A run killed
+    with -9 releases its flock."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pass  # another run is under way: its folder is not a leftover; sweep next time
+        else:
+            for old in folder.glob(f"{prefix}*"):
+                if old.is_dir() and not old.is_symlink():
+                    shutil.rmtree(old, ignore_errors=True)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _through_pipe(produce: Callable, consume: Callable) -> None:
+    """Run ``produce(writer)`` in a thread and ``consume(reader)`` here, joined by an OS pipe,
+    so bytes pass from one to the other in memory and never touch the disk. An error on either
+    side is raised here (the producer's first: a consumer that saw a cut stream must not pass
+    for a finished one)."""
+    read_fd, write_fd = os.pipe()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            with os.fdopen(write_fd, "wb") as writer:
+                produce(writer)
+        except BrokenPipeError:
+            pass  # the consumer stopped (and raises its own error)
+        except BaseException as e:  # noqa: BLE001 -- handed to the caller's thread
+            failure.append(e)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    consumed: BaseException | None = None
+    with os.fdopen(read_fd, "rb") as reader:
+        try:
+            consume(reader)
+        except BaseException as e:  # noqa: BLE001 -- re-raised below, after the join
+            consumed = e
+    thread.join()  # the reader is closed: a producer still writing gets a broken pipe
+    if failure:
+        raise failure[0]
+    if consumed is not None:
+        raise consumed
+
+
 def backup(root: Path, state_dir: Path, dest: Path, identity) -> tuple[Path, int]:
     """Write ``dest/campaign-backup-<UTC time>.tar.age``; return (its path, files in it)."""
     import pyrage
@@ -108,19 +173,28 @@ def backup(root: Path, state_dir: Path, dest: Path, identity) -> tuple[Path, int
     dest.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = dest / f"campaign-backup-{stamp}.tar.age"
-    with tempfile.TemporaryDirectory(dir=dest, prefix=".backup-") as scratch:
-        plain = Path(scratch) / "backup.tar"
-        with tarfile.open(plain, "w") as tar:
+
+    def write_tar(pipe) -> None:
+        with tarfile.open(fileobj=pipe, mode="w|") as tar:
             data = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
             info = tarfile.TarInfo(MANIFEST)
             info.size, info.mtime, info.mode = len(data), int(datetime.now(UTC).timestamp()), 0o600
             tar.addfile(info, io.BytesIO(data))
             for path, name in members:
                 tar.add(path, arcname=name)
+
+    with (
+        _swept(dest, ".backup-"),
+        tempfile.TemporaryDirectory(dir=dest, prefix=".backup-") as scratch,
+    ):
         sealed = Path(scratch) / "backup.tar.age"
-        with plain.open("rb") as src, sealed.open("wb") as dst:
-            pyrage.encrypt_io(src, dst, [identity.to_public()])
-        os.chmod(sealed, 0o600)
+        fd = os.open(sealed, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as dst:
+            _through_pipe(
+                write_tar, lambda src: pyrage.encrypt_io(src, dst, [identity.to_public()])
+            )
+            dst.flush()
+            os.fsync(dst.fileno())
         os.replace(sealed, out)
     return out, len(manifest["files"])
 
@@ -136,20 +210,24 @@ def restore(archive: Path, root: Path, state_dir: Path, identity) -> int:
     if not archive.is_file():
         raise CampaignError(f"restore: {archive} does not exist")
     target_state = Path(state_dir) if Path(state_dir).is_absolute() else root / state_dir
-    with tempfile.TemporaryDirectory(dir=root, prefix=".restore-") as scratch:
-        plain = Path(scratch) / "backup.tar"
+    with (
+        _swept(root, ".restore-"),
+        tempfile.TemporaryDirectory(dir=root, prefix=".restore-") as scratch,
+    ):
+        staged = Path(scratch) / "tree"
+
+        def extract(pipe) -> None:
+            with tarfile.open(fileobj=pipe, mode="r|") as tar:
+                tar.extractall(staged, filter="data")
+
         try:
-            with archive.open("rb") as src, plain.open("wb") as dst:
-                pyrage.decrypt_io(src, dst, [identity])
+            with archive.open("rb") as src:
+                _through_pipe(lambda dst: pyrage.decrypt_io(src, dst, [identity]), extract)
         except pyrage.DecryptError:
             raise CampaignError(
                 f"restore: {archive}: the key does not decrypt it (wrong key, or not a "
                 "campaign backup)"
             ) from None
-        staged = Path(scratch) / "tree"
-        try:
-            with tarfile.open(plain, "r") as tar:
-                tar.extractall(staged, filter="data")
         except (tarfile.TarError, OSError) as e:
             raise CampaignError(f"restore: {archive}: damaged archive ({e})") from None
         manifest_path = staged / MANIFEST

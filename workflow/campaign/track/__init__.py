@@ -20,6 +20,12 @@ def _track_spec(params: dict) -> dict:
     }
 
 
+def _check_params(params: dict) -> None:
+    from campaign.track.mlflow_log import check_uri
+
+    check_uri(params["tracking"]["mlflow"]["uri"])
+
+
 def _tracking_enabled(params: dict) -> bool:
     return bool(params["tracking"]["enabled"])
 
@@ -27,6 +33,7 @@ def _tracking_enabled(params: dict) -> bool:
 PHASE = Phase(
     name="track",
     order=85,
+    check_params=_check_params,
     stages=(
         Stage(
             name="track",

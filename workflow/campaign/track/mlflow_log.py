@@ -1,6 +1,13 @@
 """MLflow logging of the experiment index: one run per index row under one parent run per
 campaign, found again by tags so a rerun updates instead of duplicating.
 
+Credentials never travel in the tracking URI: params, the stage's ``--spec`` and so
+Snakemake's command lines, logs and metadata hold the URI alone. They come, as MLflow's client
+takes them, from the environment of the job: ``MLFLOW_TRACKING_USERNAME`` and
+``MLFLOW_TRACKING_PASSWORD`` (HTTP Basic) or ``MLFLOW_TRACKING_TOKEN`` (Bearer); a URI with a
+user name or password is refused in one line that says so (``check_uri``). The health probe
+sends the same credentials as the client will.
+
 A row's run is the one in the experiment whose tags carry the campaign's name and the row's
 track key (its store key; for a floor, which has none, a hash of its name and the split), so
 two campaigns logging to one experiment never touch each other's runs, and a retrained run (a
@@ -9,6 +16,7 @@ new store key) is a new MLflow run beside the old one.
 
 from __future__ import annotations
 
+import base64
 import math
 import os
 import time
@@ -51,26 +59,79 @@ def resolve_uri(uri: str | None, root: Path) -> str:
     return uri
 
 
+USER_VAR, PASSWORD_VAR, TOKEN_VAR = (
+    "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN",
+)  # fmt: skip
+
+
+def check_uri(uri: str | None, key: str = "tracking.mlflow.uri") -> None:
+    """CampaignError (one line, without the secret) when the URI carries a user name or password:
+    params reach the stage's command line, Snakemake's logs and its metadata."""
+    if uri is None:
+        return
+    parts = urlsplit(uri)
+    if parts.username is None and parts.password is None:
+        return
+    if parts.scheme in ("http", "https"):
+        where = (
+            f"remove them from the URI and set {USER_VAR} and {PASSWORD_VAR} (or {TOKEN_VAR}) "
+            "in the environment that runs snakemake, as MLflow's own client reads them"
+        )
+    else:
+        where = "remove them from the URI and give them to the database driver (~/.pgpass, ...)"
+    raise CampaignError(
+        f"{key}: {safe_uri(uri)} is given with a user name or password, which would be written "
+        f"to Snakemake's logs and metadata; {where}"
+    )
+
+
+def auth_header() -> dict[str, str]:
+    """The Authorization header MLflow's client sends, from the same environment variables."""
+    if os.environ.get(TOKEN_VAR):
+        return {"Authorization": f"Bearer {os.environ[TOKEN_VAR]}"}
+    user, password = os.environ.get(USER_VAR), os.environ.get(PASSWORD_VAR)
+    if user and password:
+        pair = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+        return {"Authorization": f"Basic {pair}"}
+    return {}
+
+
 def probe(uri: str) -> None:
-    """A tracking server over HTTP must answer its health check within PROBE_SECONDS; else one
-    line (MLflow's client would retry for minutes and end in a traceback)."""
+    """A tracking server over HTTP must answer its health check within PROBE_SECONDS, with the
+    credentials of the environment when it asks for some; else one line (MLflow's client would
+    retry for minutes and end in a traceback)."""
     if urlsplit(uri).scheme not in ("http", "https"):
         return
+    check_uri(uri)
+    headers = auth_header()
+    request = urllib.request.Request(uri.rstrip("/") + "/health", headers=headers)
+    tail = "nothing was logged (the campaign's results are unaffected)"
     try:
-        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=PROBE_SECONDS):
+        with urllib.request.urlopen(request, timeout=PROBE_SECONDS):
             pass
     except urllib.error.HTTPError as e:
-        if e.code in (401, 403):  # reachable; the client's credentials decide
+        if e.code in (401, 403) and headers:
+            bearer = headers["Authorization"].startswith("Bearer")
+            sent = f"${TOKEN_VAR}" if bearer else f"${USER_VAR} and ${PASSWORD_VAR}"
+            raise CampaignError(
+                f"tracking.mlflow.uri: the tracking server {uri} refused the credentials in "
+                f"{sent} ({e.code}); {tail}"
+            ) from None
+        if e.code in (401, 403) and not os.environ.get("MLFLOW_TRACKING_AUTH"):
+            raise CampaignError(
+                f"tracking.mlflow.uri: the tracking server {uri} asks for credentials ({e.code}): "
+                f"set {USER_VAR} and {PASSWORD_VAR} (or {TOKEN_VAR}) in the environment; {tail}"
+            ) from None
+        if e.code in (401, 403):  # an auth plugin of the client's (MLFLOW_TRACKING_AUTH) decides
             return
         raise CampaignError(
-            f"tracking.mlflow.uri: the tracking server {safe_uri(uri)} answered {e.code} to "
-            f"its health check; nothing was logged (the campaign's results are unaffected)"
+            f"tracking.mlflow.uri: the tracking server {uri} answered {e.code} to "
+            f"its health check; {tail}"
         ) from None
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
         raise CampaignError(
-            f"tracking.mlflow.uri: cannot reach the tracking server {safe_uri(uri)} ({reason}); "
-            f"nothing was logged (the campaign's results are unaffected)"
+            f"tracking.mlflow.uri: cannot reach the tracking server {uri} ({reason}); {tail}"
         ) from None
 
 
@@ -203,6 +264,7 @@ class Logger:
 
 
 def open_logger(uri: str | None, experiment: str, campaign: str, root: Path) -> Logger:
+    check_uri(uri)  # a spec written by hand, not through params
     resolved = resolve_uri(uri, root)
     probe(resolved)
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")

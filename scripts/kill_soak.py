@@ -1,0 +1,236 @@
+"""Kill soak (issue 32): SIGKILL a running campaign at random moments, resume it, and check that
+what it ends with equals an uninterrupted run's results byte for byte.
+
+Three scenarios, each on fresh copies of the tiny campaign (tests/fixtures/tiny_params.yaml):
+
+- ``workstation``: `snakemake --profile profiles/default`, killed (its whole process group:
+  Snakemake and the stage processes it started) after a random delay, started again, and so on
+  ``--kills`` times; then run to its end.
+- ``slurm``: the same through `--profile profiles/slurm` on the local cluster of
+  scripts/slurm-cluster.sh (skipped, and said so, when no cluster answers). The kill takes the
+  Snakemake controller; jobs already submitted run on, and the next start finds them.
+- ``shared``: two campaigns whose ``campaign.state_dir`` is one folder (one store), run at the
+  same time; each kill takes one of them, chosen at random.
+
+Every recovered campaign's ``results/`` is compared with the reference run's, file by file by
+content hash, without the timed outputs (tests/conftest.py TIMED_OUTPUTS and TIMED_FOLDERS:
+wall times, hosts and run ids). The delays are drawn from ``--seed`` over [1 s, the reference
+run's duration]; a start that ends before its kill is the recovery run that the comparison
+takes (the next kills go to a fresh copy). Prints one line per start and a tally:
+
+    python scripts/kill_soak.py --kills 10 --scenarios workstation,slurm,shared
+
+CPU-heavy (one tiny campaign is several minutes on two cores): outside CI by design.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "tests"), str(REPO / "workflow")]
+
+from conftest import BIN, copy_project, env, result_hashes  # noqa: E402 -- after sys.path
+
+PROFILES = {"workstation": "profiles/default", "shared": "profiles/default"}
+SLURM_PROFILE = "profiles/slurm"
+
+
+@dataclass
+class Tally:
+    kills: int = 0  # SIGKILLs that landed while the campaign ran
+    campaigns: int = 0  # recovered campaigns compared with the reference
+    identical: int = 0
+    differing: list[str] = field(default_factory=list)
+
+
+def start(project: Path, profile: str, log: Path) -> subprocess.Popen:
+    """Snakemake in its own process group (so a kill takes its jobs with it)."""
+    cmd = [str(BIN / "snakemake"), "--profile", profile, "--cores", "2"]
+    with log.open("a") as out:
+        return subprocess.Popen(
+            cmd,
+            cwd=project,
+            env=env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def kill_after(proc: subprocess.Popen, delay_s: float, project: Path, profile: str) -> bool:
+    """SIGKILL the process group after delay_s, then `snakemake --unlock` (the lock a killed
+    Snakemake leaves, as a user removes it); False when the run ended before. A run that ended
+    with an error stops the soak: a recovery must succeed."""
+    try:
+        code = proc.wait(timeout=delay_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        cmd = [str(BIN / "snakemake"), "--profile", profile, "--unlock"]
+        subprocess.run(cmd, cwd=project, env=env(), capture_output=True, check=True, timeout=300)
+        return True
+    if code != 0:
+        raise SystemExit(f"{project}: a run after a kill failed ({code}); see its log")
+    return False
+
+
+def finish(project: Path, profile: str, log: Path, timeout_s: float) -> None:
+    proc = start(project, profile, log)
+    try:
+        code = proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise SystemExit(f"{project}: the recovery run did not end in {timeout_s:.0f} s") from None
+    if code != 0:
+        raise SystemExit(f"{project}: the recovery run failed ({code}); see {log}")
+
+
+def compare(name: str, project: Path, reference: dict[str, str], tally: Tally) -> None:
+    got = result_hashes(project, timed=False)
+    tally.campaigns += 1
+    diff = sorted(k for k in set(got) | set(reference) if got.get(k) != reference.get(k))
+    if diff:
+        tally.differing.append(f"{name}: {', '.join(diff[:5])}{' ...' if len(diff) > 5 else ''}")
+        print(f"  {name}: DIFFERS from the uninterrupted run in {len(diff)} files")
+    else:
+        tally.identical += 1
+        print(f"  {name}: identical to the uninterrupted run ({len(got)} files)")
+
+
+def share_store(project: Path, store: Path) -> None:
+    import yaml
+
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["campaign"]["state_dir"] = str(store)
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def soak_single(name, profile, work, reference, span_s, kills, rng, tally, timeout_s) -> None:
+    """Fresh projects, each started and killed until a start runs to its end (the kill came
+    late), then compared; until `kills` kills have landed."""
+    landed_here, n = 0, 0
+    while landed_here < kills:
+        n += 1
+        project = copy_project(work / name / f"project{n}")
+        log = work / name / f"project{n}.log"
+        while landed_here < kills:
+            delay = rng.uniform(1.0, span_s)
+            landed = kill_after(start(project, profile, log), delay, project, profile)
+            print(f"{name}/project{n}: after {delay:.1f} s: {'killed' if landed else 'ended'}")
+            if not landed:
+                break
+            landed_here += 1
+            tally.kills += 1
+        else:
+            finish(project, profile, log, timeout_s)
+        compare(f"{name}/project{n}", project, reference, tally)
+
+
+def soak_shared(work, reference, span_s, kills, rng, tally, timeout_s) -> None:
+    """Two campaigns on one store, started together; each kill takes one of them at random
+    (the other runs on); until `kills` kills have landed; then both run to their end."""
+    store = work / "shared" / "store"
+    projects = []
+    for name in ("a", "b"):
+        project = copy_project(work / "shared" / name)
+        share_store(project, store)
+        projects.append(project)
+    logs = [work / "shared" / f"{p.name}.log" for p in projects]
+    landed_here = 0
+    while landed_here < kills:
+        procs = [start(p, PROFILES["shared"], log) for p, log in zip(projects, logs, strict=True)]
+        victim = rng.randrange(2)
+        delay = rng.uniform(1.0, span_s)
+        landed = kill_after(procs[victim], delay, projects[victim], PROFILES["shared"])
+        if procs[1 - victim].wait(timeout=timeout_s) != 0:  # the other one runs on to its end
+            raise SystemExit(f"{projects[1 - victim]}: the campaign not killed failed")
+        print(f"shared: campaign {'ab'[victim]} after {delay:.1f} s: "
+              f"{'killed' if landed else 'ended'}")  # fmt: skip
+        if not landed:
+            break  # both have ended: nothing left to interrupt
+        landed_here += 1
+        tally.kills += 1
+    for project, log in zip(projects, logs, strict=True):
+        finish(project, PROFILES["shared"], log, timeout_s)
+    for project in projects:
+        compare(f"shared/{project.name}", project, reference, tally)
+
+
+def slurm_up() -> bool:
+    try:
+        out = subprocess.run(
+            ["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=20
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and bool({"idle", "mixed"} & set(out.stdout.split()))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kills", type=int, default=10, help="kills per scenario")
+    parser.add_argument("--scenarios", default="workstation,slurm,shared")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/campaign-kill-soak"))
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds per recovery run")
+    parser.add_argument(
+        "--reference",
+        type=Path,
+        help="a finished uninterrupted tiny campaign of this code (default: run one first); "
+        "the kill delays are then drawn over --span seconds",
+    )
+    parser.add_argument("--span", type=float, default=300.0)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    args.work.mkdir(parents=True, exist_ok=True)
+    scenarios = args.scenarios.split(",")
+
+    if args.reference:
+        reference, span_s = args.reference, args.span
+    else:
+        reference = copy_project(args.work / "reference" / "project")
+        t0 = time.monotonic()
+        finish(reference, PROFILES["workstation"], args.work / "reference.log", 3600)
+        span_s = time.monotonic() - t0
+    ref_hashes = result_hashes(reference, timed=False)
+    print(f"reference: {reference}, kills drawn over 1-{span_s:.0f} s, {len(ref_hashes)} files")
+
+    tally, skipped = Tally(), []
+    for scenario in scenarios:
+        if scenario == "workstation":
+            soak_single(scenario, PROFILES[scenario], args.work, ref_hashes, span_s, args.kills,
+                        rng, tally, args.timeout)  # fmt: skip
+        elif scenario == "slurm":
+            if not slurm_up():
+                skipped.append("slurm (no cluster answers: bash scripts/slurm-cluster.sh start)")
+                continue
+            soak_single(scenario, SLURM_PROFILE, args.work, ref_hashes, span_s, args.kills,
+                        rng, tally, args.timeout)  # fmt: skip
+        elif scenario == "shared":
+            soak_shared(args.work, ref_hashes, span_s, args.kills, rng, tally, args.timeout)
+        else:
+            raise SystemExit(f"--scenarios: unknown scenario {scenario!r}")
+
+    print("\n| kills landed | campaigns compared | identical | differing |")
+    print("|---|---|---|---|")
+    print(f"| {tally.kills} | {tally.campaigns} | {tally.identical} | {len(tally.differing)} |")
+    for line in tally.differing:
+        print(f"DIFFERS {line}")
+    for line in skipped:
+        print(f"SKIPPED {line}")
+    if tally.kills < 30:
+        print(f"MISSED: {tally.kills} kills landed; the soak asks for at least 30")
+    return 1 if tally.differing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
