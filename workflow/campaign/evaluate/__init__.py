@@ -109,7 +109,7 @@ PHASE = Phase(
     findings=(
         Findings(
             {"decisions": From("evaluate", "decisions")},
-            "campaign.tools.findings:evaluation_findings",
+            "campaign.evaluate.findings:evaluation_findings",
         ),
     ),
     stages=(

@@ -53,7 +53,7 @@ PHASE = Phase(
             "preflight",
             "Preflight and memory fit",
             20,
-            "campaign.report.render:render_preflight",
+            "campaign.preflight.section:render_preflight",
             {"preflight_report": From("preflight", "report")},
             figure="2. Preflight",
         ),
@@ -64,7 +64,7 @@ PHASE = Phase(
                 "preflight_report": From("preflight", "report"),
                 "preflight_measurements": From("preflight", "measurements"),
             },
-            "campaign.tools.findings:preflight_findings",
+            "campaign.preflight.findings:preflight_findings",
         ),
     ),
     stages=(

@@ -24,6 +24,7 @@ LIBRARIES = (
 INPUTS = {**SPLIT_FILES, "base_model": Derived()}
 
 _PUBLIC = {
+    "read_curves": "section",
     # the loop and its pieces
     "Data": "loop",
     "EVAL_SPLITS": "loop",
@@ -113,7 +114,7 @@ PHASE = Phase(
             "curves",
             "Training curves",
             40,
-            "campaign.report.render:render_curves",
+            "campaign.train.section:render_curves",
             {"run_metrics": EachRun("train", "metrics")},
             figure="3. Training",
         ),
