@@ -211,3 +211,20 @@ def test_snakemake_refuses_bad_params_in_one_line(tiny_project, name):
     assert proc.returncode != 0
     errors = {line for line in proc.stderr.splitlines() if line.startswith("error: ")}
     assert len(errors) == 1 and BAD_PARAMS[name][2] in errors.pop(), proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (("--configfile", "other.yaml"), "name the campaign with CAMPAIGN_PARAMS=other.yaml"),
+        (("--config", "campaign={name: x}"), "--config: edit the params file instead"),
+    ],
+)
+def test_snakemake_takes_the_campaign_from_campaign_params_only(tiny_project, args, expected):
+    """One name for the params file: a --configfile other than CAMPAIGN_PARAMS, or --config
+    overrides, would make Snakemake run a campaign that `campaign status` does not read."""
+    shutil.copy(tiny_project / "params.yaml", tiny_project / "other.yaml")
+    proc = snakemake(tiny_project, "-n", *args, check=False)
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and expected in errors[0], proc.stderr

@@ -7,6 +7,7 @@ import itertools
 
 import pandas as pd
 
+from campaign.core.figures import DPI, figure_axes
 from campaign.report import plots
 
 
@@ -15,7 +16,7 @@ def overlapping_labels(fig) -> list[tuple[str, str]]:
     whose boxes intersect, measured with the figure's renderer at its saved size and dpi."""
     from matplotlib.text import Text
 
-    fig.set_dpi(plots.DPI)
+    fig.set_dpi(DPI)
     renderer = fig.canvas.get_renderer()
     fig.draw(renderer)  # lays out ticks and the legend as savefig would
     boxes = []
@@ -35,7 +36,7 @@ def overlapping_labels(fig) -> list[tuple[str, str]]:
 
 def test_overlap_check_finds_two_labels_on_the_same_spot():
     # The check must be able to fail: two annotations at one point collide.
-    fig, (ax,) = plots._figure()
+    fig, (ax,) = figure_axes()
     ax.annotate("run-a/int8_dynamic", (0.5, 0.5))
     ax.annotate("run-b/int8_dynamic", (0.5, 0.5))
     assert ("run-a/int8_dynamic", "run-b/int8_dynamic") in overlapping_labels(fig)

@@ -11,7 +11,12 @@ import pandas as pd
 import pytest
 from matplotlib.colors import to_hex
 
+from campaign.budget.section import budget_figure, forecast_figure
+from campaign.core.figures import png_bytes
+from campaign.data.section import data_figure, leakage_figure
+from campaign.preflight.section import memory_figure
 from campaign.report import plots
+from campaign.train.section import curves_figure
 
 
 def png_size(data: bytes) -> tuple[int, int]:
@@ -22,7 +27,7 @@ def png_size(data: bytes) -> tuple[int, int]:
 
 
 def check_png(fig) -> bytes:
-    data = plots.png_bytes(fig)
+    data = png_bytes(fig)
     width, height = png_size(data)
     assert 200 <= width <= 4000 and 150 <= height <= 4000, (width, height)
     return data
@@ -33,7 +38,7 @@ def test_data_figure_stacks_sources_and_marks_findings():
         {"source": ["a.csv", "a.csv", "b.csv"], "label": ["x", "y", "x"], "records": [5, 3, 2]}
     )
     kinds = pd.DataFrame({"kind": ["email", "phone"], "records": [4, 0]})
-    fig = plots.data_figure(per_label, kinds)
+    fig = data_figure(per_label, kinds)
     left, right = fig.axes
     # Label x holds 5 + 2 records: the stacked bars' tops reach 7 for x and 3 for y.
     tops = {}
@@ -50,7 +55,7 @@ def test_leakage_figure_labels_every_count():
     leaks = pd.DataFrame(
         {"what": ["groups", "pairs"], "this_split": [0, 0], "naive_split": [12, 3400]}
     )
-    fig = plots.leakage_figure(leaks)
+    fig = leakage_figure(leaks)
     texts = {t.get_text().strip() for t in fig.axes[0].texts}
     assert {"0", "12", "3400"} <= texts
     check_png(fig)
@@ -68,7 +73,7 @@ def test_memory_figure_colours_cards_that_do_not_fit():
         {"card": ["small", "big"], "need_bytes": [2**33, 2**33], "usable_bytes": [2**32, 2**35],
          "fits": [False, True]}
     )  # fmt: skip
-    fig = plots.memory_figure(components, fit)
+    fig = memory_figure(components, fit)
     needed = [b for b in fig.axes[1].patches if b.get_height() == 0.5]
     assert [to_hex(b.get_facecolor()) for b in needed] == [plots.BAD, plots.GOOD]
     check_png(fig)
@@ -83,7 +88,7 @@ def curves_table() -> pd.DataFrame:
 
 
 def test_curves_figure_draws_one_loss_line_and_one_validation_line_per_run():
-    fig = plots.curves_figure(curves_table())
+    fig = curves_figure(curves_table())
     loss, val = fig.axes
     assert [line.get_label() for line in loss.lines] == ["run-a", "run-b"]
     assert [len(line.get_xdata()) for line in loss.lines] == [10, 10]
@@ -159,7 +164,7 @@ def test_budget_figure_marks_the_cheapest_and_hatches_missed_deadlines():
          "cost": [12.0, 41.67, 50.0], "meets_deadline": [True, True, False],
          "cheapest": [True, False, False]}
     )  # fmt: skip
-    fig = plots.budget_figure(plans, "EUR")
+    fig = budget_figure(plans, "EUR")
     bars = fig.axes[0].patches
     assert [to_hex(b.get_facecolor()) for b in bars] == [plots.GOOD, plots.NEUTRAL, plots.NEUTRAL]
     assert [b.get_hatch() for b in bars] == [None, None, "//"]
@@ -173,7 +178,7 @@ def test_forecast_figure_plots_projected_and_calibrated_against_actual():
         {"run": ["a", "b", "c"], "projected_hours": [1.0, 1.0, 1.0],
          "actual_hours": [2.0, 2.2, np.nan], "forecast_from_earlier_hours": [np.nan, 2.0, 2.1]}
     )  # fmt: skip
-    fig = plots.forecast_figure(forecast)
+    fig = forecast_figure(forecast)
     ax = fig.axes[0]
     projected, calibrated = (c.get_offsets() for c in ax.collections)
     assert sorted(map(tuple, projected)) == [(2.0, 1.0), (2.2, 1.0)]  # unfinished run c left out
@@ -183,18 +188,18 @@ def test_forecast_figure_plots_projected_and_calibrated_against_actual():
     short = forecast.assign(
         **{c: forecast[c] / 3600 for c in forecast.columns if c.endswith("hours")}
     )
-    assert plots.forecast_figure(short).axes[0].get_xlabel() == "actual seconds"
+    assert forecast_figure(short).axes[0].get_xlabel() == "actual seconds"
     check_png(fig)
 
 
 @pytest.mark.parametrize(
     "make",
     [
-        lambda: plots.curves_figure(curves_table().iloc[0:0]),
+        lambda: curves_figure(curves_table().iloc[0:0]),
         lambda: plots.effects_figure(
             pd.DataFrame(columns=["label", "estimate", "ci_low", "ci_high", "decision"]), 0.01, "a"
         ),
-        lambda: plots.budget_figure(
+        lambda: budget_figure(
             pd.DataFrame(columns=["label", "cost", "meets_deadline", "cheapest"]), "EUR"
         ),
         lambda: plots.quantize_figure(
@@ -210,9 +215,9 @@ def test_an_empty_table_gives_a_figure_that_says_so(make):
 
 
 def test_the_same_tables_render_to_the_same_bytes():
-    first = plots.png_bytes(plots.curves_figure(curves_table()))
-    again = plots.png_bytes(plots.curves_figure(curves_table()))
-    other = plots.png_bytes(plots.curves_figure(curves_table().assign(loss=1.0)))
+    first = png_bytes(curves_figure(curves_table()))
+    again = png_bytes(curves_figure(curves_table()))
+    other = png_bytes(curves_figure(curves_table().assign(loss=1.0)))
     assert first == again and first != other
     assert b"Software" not in first and b"matplotlib" not in first
 
@@ -222,12 +227,12 @@ def test_a_users_matplotlib_settings_do_not_reach_the_report_bytes():
     under other settings (here a bigger font and another style) has the same bytes."""
     import matplotlib
 
-    from campaign.report.sections import Section
+    from campaign.core.stage import Section
     from campaign.report.stage import render_figure
 
-    section = Section(figure=("curves_figure", (curves_table(),)), key="curves")
+    section = Section(figure=(curves_figure, (curves_table(),)), key="curves")
     plain = render_figure(section)
     with matplotlib.rc_context({"font.size": 20, "axes.grid": True, "lines.linewidth": 4}):
         styled = render_figure(section)
-        assert plots.png_bytes(plots.curves_figure(curves_table())) != plain  # the rc matters
+        assert png_bytes(curves_figure(curves_table())) != plain  # the rc matters
     assert styled == plain

@@ -10,20 +10,13 @@ import json
 import pandas as pd
 import pytest
 
+from campaign.budget.section import budget_section, forecast_section, split_verdict
 from campaign.core.errors import CampaignError
-from campaign.report.sections import (
-    Section,
-    budget_section,
-    data_section,
-    decisions_section,
-    forecast_section,
-    leakage_section,
-    preflight_section,
-    read_json,
-    read_table,
-    split_verdict,
-    verdict_section,
-)
+from campaign.core.io import read_json, read_table
+from campaign.core.stage import Section
+from campaign.data.section import data_section, leakage_section
+from campaign.preflight.section import preflight_section
+from campaign.report.sections import decisions_section, verdict_section
 from campaign.report.stage import cell_text, render_html, render_markdown
 
 

@@ -48,35 +48,27 @@ from campaign.plan import (
 )
 from campaign.quantize import quantize_jobs
 
+# One name for the campaign definition: CAMPAIGN_PARAMS (default params.yaml), read by the
+# Snakefile and by every `campaign` command, so `campaign status` always sees the campaign
+# Snakemake ran. `--configfile` naming another file, or `--config` overriding keys, would make
+# the two disagree: refused in one line that says what to type instead.
+PARAMS_FILES = os.environ.get("CAMPAIGN_PARAMS", "params.yaml")
+if workflow.overwrite_configfiles and [
+    os.path.realpath(f) for f in workflow.overwrite_configfiles
+] != [os.path.realpath(PARAMS_FILES)]:
+    _named = " ".join(os.path.relpath(f) for f in workflow.overwrite_configfiles)
+    sys.exit(
+        f"error: --configfile {_named}: name the campaign with CAMPAIGN_PARAMS={_named} "
+        f"instead (Snakemake and every `campaign` command read it)"
+    )
+if workflow.config_settings.config:
+    sys.exit(
+        "error: --config: edit the params file instead (CAMPAIGN_PARAMS, default "
+        "params.yaml), so that Snakemake and every `campaign` command read one campaign"
+    )
 # One-line error naming the file and key (e.g. `ablation.factors.train.lr: expected a list of
 # numbers`), against workflow/schemas/params.schema.yaml (with the registries' names filled in)
 # plus each phase's own rules; the same check every `campaign` command runs.
-# `--configfile other.yaml` replaces params.yaml instead of being merged over it (Snakemake's
-# default), so a campaign is exactly the file named: no key left over from params.yaml.
-if workflow.overwrite_configfiles:
-    import yaml
-
-    config.clear()
-    for _path in workflow.overwrite_configfiles:
-        with open(_path, encoding="utf-8") as _f:
-            _loaded = yaml.safe_load(_f)
-        if not isinstance(_loaded, dict):
-            sys.exit(f"error: {os.path.relpath(_path)}: expected a mapping of sections")
-        config.update(_loaded)
-    PARAMS_FILES = ", ".join(os.path.relpath(f) for f in workflow.overwrite_configfiles)
-    if (
-        os.path.relpath(os.environ.get("CAMPAIGN_PARAMS", "params.yaml"))
-        != PARAMS_FILES
-    ):
-        print(
-            f"note: `campaign` commands read CAMPAIGN_PARAMS (default params.yaml); run them "
-            f"with CAMPAIGN_PARAMS={PARAMS_FILES} to see this campaign",
-            file=sys.stderr,
-        )
-else:
-    PARAMS_FILES = (
-        ", ".join(os.path.relpath(f) for f in workflow.configfiles) or "params"
-    )
 try:
     validate_params(config, source=PARAMS_FILES)
 except CampaignError as e:

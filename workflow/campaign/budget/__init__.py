@@ -18,6 +18,7 @@ from campaign.core.stage import (
 )
 
 _PUBLIC = {
+    "split_verdict": "section",
     "Factor": "calibrate",
     "error_summary": "calibrate",
     "fit_factor": "calibrate",
@@ -75,7 +76,7 @@ PHASE = Phase(
             "budget",
             "Budget and recommended offer",
             70,
-            "campaign.report.render:render_budget",
+            "campaign.budget.section:render_budget",
             {
                 "plans": From("budget", "plans_parquet"),
                 "jobs": From("budget", "jobs_parquet"),
@@ -87,7 +88,7 @@ PHASE = Phase(
             "forecast",
             "Forecast vs actual",
             71,
-            "campaign.report.render:render_forecast",
+            "campaign.budget.section:render_forecast",
             {"forecast": From("budget", "forecast_parquet")},
             figure="5. Budget",
         ),

@@ -57,6 +57,18 @@ def get(data: Any, key: str | tuple[str, ...], path: str | Path | None = None, d
     return node
 
 
+# ------------------------------------------------------------------------------------ text
+def read_text(path: str | Path) -> str:
+    """The UTF-8 text in `path` (a summary, a report's text form)."""
+    path = Path(path)
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CampaignError(f"{path}: file not found") from None
+    except UnicodeDecodeError:
+        raise CampaignError(f"{path}: not UTF-8 text") from None
+
+
 # ---------------------------------------------------------------------------------- tables
 _KINDS = {".csv": "CSV", ".tsv": "TSV"}
 

@@ -101,7 +101,7 @@ PHASE = Phase(
             "data",
             "Data",
             10,
-            "campaign.report.render:render_data",
+            "campaign.data.section:render_data",
             {
                 "manifest": From("manifest", "manifest"),
                 "privacy": From("split", "privacy"),
@@ -113,19 +113,19 @@ PHASE = Phase(
             "leakage",
             "Leakage audit",
             11,
-            "campaign.report.render:render_leakage",
+            "campaign.data.section:render_leakage",
             {"leakage_audit": From("split", "audit")},
             figure="1. Data",
         ),
     ),
     findings=(
-        Findings({"privacy": From("split", "privacy")}, "campaign.tools.findings:privacy_findings"),
+        Findings({"privacy": From("split", "privacy")}, "campaign.data.findings:privacy_findings"),
         Findings(
             {"artifact_findings": From("artifact_scan", "findings")},
-            "campaign.tools.findings:artifact_findings",
+            "campaign.data.findings:artifact_findings",
         ),
         Findings(
-            {"leakage_audit": From("split", "audit")}, "campaign.tools.findings:audit_findings"
+            {"leakage_audit": From("split", "audit")}, "campaign.data.findings:audit_findings"
         ),
     ),
     stages=(

@@ -111,7 +111,7 @@ PHASE = Phase(
     findings=(
         Findings(
             {"decisions": From("evaluate", "decisions")},
-            "campaign.tools.findings:evaluation_findings",
+            "campaign.evaluate.findings:evaluation_findings",
         ),
     ),
     stages=(

@@ -56,7 +56,7 @@ PHASE = Phase(
             "preflight",
             "Preflight and memory fit",
             20,
-            "campaign.report.render:render_preflight",
+            "campaign.preflight.section:render_preflight",
             {"preflight_report": From("preflight", "report")},
             figure="2. Preflight",
         ),
@@ -67,7 +67,7 @@ PHASE = Phase(
                 "preflight_report": From("preflight", "report"),
                 "preflight_measurements": From("preflight", "measurements"),
             },
-            "campaign.tools.findings:preflight_findings",
+            "campaign.preflight.findings:preflight_findings",
         ),
     ),
     stages=(

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from campaign.core.errors import CampaignError
-from campaign.core.io import resolve
+from campaign.core.io import read_json, read_table, resolve
 from campaign.core.stage import Findings, Section
 from campaign.report import sections as s
 
@@ -41,7 +41,7 @@ class ReportInputs:
 
     def json(self, name: str, keys: tuple[str, ...] = ()) -> dict:
         if ("json", name) not in self._read:
-            self._read["json", name] = s.read_json(self.one(name))
+            self._read["json", name] = read_json(self.one(name))
         data = self._read["json", name]
         for key in keys:
             if key not in data:
@@ -50,7 +50,7 @@ class ReportInputs:
 
     def table(self, name: str, columns: tuple[str, ...]):
         if ("table", name) not in self._read:
-            self._read["table", name] = s.read_table(self.one(name), columns)
+            self._read["table", name] = read_table(self.one(name), columns)
         frame = self._read["table", name]
         for column in columns:
             if column not in frame.columns:
@@ -80,24 +80,6 @@ def render_verdict(inputs: ReportInputs) -> Section:
     return s.verdict_section(inputs.one("budget_summary"), inputs.decisions(), inputs.findings())
 
 
-def render_data(inputs: ReportInputs) -> Section:
-    return s.data_section(
-        inputs.one("manifest"), inputs.one("privacy"), inputs.optional("artifact_findings")
-    )
-
-
-def render_leakage(inputs: ReportInputs) -> Section:
-    return s.leakage_section(inputs.one("leakage_audit"))
-
-
-def render_preflight(inputs: ReportInputs) -> Section:
-    return s.preflight_section(inputs.one("preflight_report"))
-
-
-def render_curves(inputs: ReportInputs) -> Section:
-    return s.curves_section(s.read_curves(inputs.paths("run_metrics")))
-
-
 def render_effects(inputs: ReportInputs) -> Section:
     return s.effects_section(inputs.one("comparisons"), inputs.decisions())
 
@@ -108,14 +90,6 @@ def render_seeds(inputs: ReportInputs) -> Section:
 
 def render_quantize(inputs: ReportInputs) -> Section:
     return s.quantize_section(inputs.one("variants"), inputs.metrics(), inputs.decisions())
-
-
-def render_budget(inputs: ReportInputs) -> Section:
-    return s.budget_section(inputs.one("plans"), inputs.one("jobs"), inputs.one("budget_summary"))
-
-
-def render_forecast(inputs: ReportInputs) -> Section:
-    return s.forecast_section(inputs.one("forecast"))
 
 
 def render_decisions(inputs: ReportInputs) -> Section:

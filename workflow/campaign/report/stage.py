@@ -22,11 +22,11 @@ import numpy as np
 import pandas as pd
 
 from campaign.core.errors import CampaignError
+from campaign.core.figures import png_bytes
 from campaign.core.io import resolve
 from campaign.core.stage import Section
-from campaign.report import plots
 from campaign.report.render import ReportInputs
-from campaign.report.sections import read_curves
+from campaign.train import read_curves
 
 FIGURE_DIR = "figures"  # the Markdown links figures/<section>.png: the rule writes them there
 
@@ -51,10 +51,10 @@ def render_figure(section: Section) -> bytes:
     matplotlibrc (font size, style) is not in the stage's key, so it must not reach the bytes."""
     import matplotlib
 
-    name, args = section.figure
+    draw, args = section.figure
     with matplotlib.rc_context():
         matplotlib.rcdefaults()  # the backend is left as it is (plots use Agg)
-        return plots.png_bytes(getattr(plots, name)(*args))
+        return png_bytes(draw(*args))
 
 
 def cell_text(value) -> str:

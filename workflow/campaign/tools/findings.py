@@ -1,7 +1,7 @@
 """`campaign findings`: what a user must act on, in one short block at the end of a run.
 
 Read from the phases' reports, whichever exist, as each phase declares them (`Phase.findings`:
-the files, and the function here or in the phase that words them): privacy findings by kind
+the files, and the function in the phase's `findings.py` that words them): privacy findings by kind
 (the data phase's privacy report and its scan of the produced artifacts), leakage audit
 problems, failed preflight checks (blocking: failures; the others: warnings), evaluation flags
 (cells not shown to beat the reference floor, variants skipped). The Snakefile's
@@ -16,11 +16,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-# The reports the lines point to, relative to the project folder (the paths the stages declare).
-PRIVACY = "results/data/privacy_report.json"
-ARTIFACTS = "results/data/artifact_findings.json"
-DECISIONS = "results/evaluation/decisions.json"
-
 
 def _read(path: Path) -> dict | None:
     if not path.exists():
@@ -29,85 +24,6 @@ def _read(path: Path) -> dict | None:
     if not isinstance(value, dict):
         raise ValueError("expected a JSON object")
     return value
-
-
-def privacy_findings(report: dict) -> list[str]:
-    """`privacy: 15 of 3000 records hold findings (api_key 11, email 4)`; nothing when clean."""
-    kinds = {k: v.get("findings", 0) for k, v in report.get("kinds", {}).items()}
-    found = {k: n for k, n in sorted(kinds.items()) if n}
-    if not found and not report.get("n_flagged"):
-        return []
-    shown = ", ".join(f"{k} {n}" for k, n in found.items())
-    return [
-        f"privacy: {report.get('n_flagged', 0)} of {report.get('n_records', '?')} records hold "
-        f"findings ({shown}); see {PRIVACY}"
-    ]
-
-
-def artifact_findings(report: dict) -> list[str]:
-    """`privacy: 2 of 9 artifacts hold findings (email 3)`: secrets that reached an output."""
-    if not report.get("flagged"):
-        return []
-    kinds = ", ".join(f"{k} {n}" for k, n in sorted(report.get("findings_by_kind", {}).items()))
-    return [
-        f"privacy: {report['flagged']} of {report.get('scanned', '?')} artifacts hold findings "
-        f"({kinds}); see {ARTIFACTS}"
-    ]
-
-
-def preflight_findings(report: dict, measured: dict | None) -> list[str]:
-    """One line per failed check: FAILED (blocking) or warning (not blocking), with its summary."""
-    out = []
-    for name, check in report.items():
-        if not isinstance(check, dict) or check.get("passed", True):
-            continue
-        summary = check.get("summary") or (measured or {}).get(name, {}).get("summary", "")
-        kind = "FAILED" if check.get("blocking") else "warning"
-        out.append(f"preflight {kind}: {name}" + (f": {summary}" if summary else ""))
-    return out
-
-
-def audit_findings(audit: dict) -> list[str]:
-    """Leaks across splits, balance outside tolerance, labels absent from train."""
-    leaks = audit.get("leaks", {})
-    out = []
-    groups = leaks.get("groups_in_several_splits", 0)
-    if groups:
-        out.append(f"leakage audit: {groups} group(s) are in more than one split")
-    exact, near = leaks.get("cross_split_exact_pairs", 0), leaks.get("cross_split_near_pairs", 0)
-    if exact or near:
-        out.append(f"leakage audit: duplicate pairs across splits (exact {exact}, near {near})")
-    labels, sizes = audit.get("labels", {}), audit.get("sizes", {})
-    if labels.get("within_tolerance") is False:
-        worst = labels.get("max_deviation", {})
-        out.append(
-            f"leakage audit: label {worst.get('label')!r} off its overall share in "
-            f"{worst.get('split')} by {worst.get('value', 0):.3f} (outside tolerance)"
-        )
-    if sizes.get("within_tolerance") is False:
-        worst = sizes.get("max_deviation", {})
-        out.append(
-            f"leakage audit: split {worst.get('split')!r} off its target size by "
-            f"{worst.get('value', 0):.3f} (outside tolerance)"
-        )
-    if labels.get("missing_from_train"):
-        out.append(f"leakage audit: label(s) absent from train: {labels['missing_from_train']}")
-    return out
-
-
-def evaluation_findings(decisions: dict) -> list[str]:
-    """Cells not shown to beat the reference floor; quantized variants that were skipped."""
-    out = []
-    for flag in decisions.get("below_floor", []):
-        out.append(
-            f"evaluation: {flag.get('cell')} {flag.get('verdict', 'below the floor')} "
-            f"({flag.get('floor')}: {100 * flag.get('estimate', 0):+.1f} points "
-            f"[{100 * flag.get('ci_low', 0):.1f}, {100 * flag.get('ci_high', 0):.1f}])"
-        )
-    skipped = decisions.get("skipped_variants") or []
-    if skipped:
-        out.append(f"evaluation: {len(skipped)} quantized variant(s) skipped; see {DECISIONS}")
-    return out
 
 
 STALE_AFTER_S = 3600.0

@@ -27,6 +27,7 @@ _PUBLIC = {
     "generate": "engine",
     "cache_bytes": "engine",
     "cache_estimate": "engine",
+    "read_curves": "section",
     # the loop and its pieces
     "Data": "loop",
     "EVAL_SPLITS": "loop",
@@ -118,7 +119,7 @@ PHASE = Phase(
             "curves",
             "Training curves",
             40,
-            "campaign.report.render:render_curves",
+            "campaign.train.section:render_curves",
             {"run_metrics": EachRun("train", "metrics")},
             figure="3. Training",
         ),

@@ -1,0 +1,80 @@
+"""README.md is in the order people work (the two commands, a first campaign, change and rerun,
+the report, operations, concepts, reference) and its layout map is true."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+README = (REPO / "README.md").read_text(encoding="utf-8")
+
+ORDER = (
+    "Two commands on a fresh machine",
+    "Your first own campaign",
+    "Change one thing and rerun",
+    "Reading the report",
+    "Operations",
+    "Concepts",
+    "Reference",
+)
+
+
+def test_sections_in_the_order_people_work():
+    tops = re.findall(r"^## (.+)$", re.sub(r"```.*?```", "", README, flags=re.S), flags=re.M)
+    assert [t for t in tops if t in ORDER] == list(ORDER), tops
+
+
+def test_change_and_rerun_within_the_first_250_lines():
+    line = README[: README.index("\n## Change one thing and rerun\n")].count("\n") + 2
+    assert line <= 250, f"the rerun section starts at line {line}"
+
+
+def layout_map() -> list[tuple[str, str]]:
+    """(path, comment) of each line of the map's code block."""
+    block = README.split("\n### Layout\n", 1)[1].split("```", 2)[1]
+    rows = []
+    for line in block.splitlines():
+        if line.strip() and not line.startswith(" "):
+            path, _, comment = line.partition("#")
+            rows.append((path.strip(), comment.strip()))
+    return rows
+
+
+def expand(path: str) -> list[str]:
+    """`a/{b,c}.smk` -> [a/b.smk, a/c.smk]."""
+    m = re.search(r"\{([^}]*)\}", path)
+    if not m:
+        return [path]
+    return [path[: m.start()] + alt + path[m.end() :] for alt in m.group(1).split(",")]
+
+
+def test_every_path_in_the_layout_map_exists():
+    missing = [p for path, _ in layout_map() for p in expand(path) if not (REPO / p).exists()]
+    assert missing == []
+
+
+def test_every_phase_package_and_rule_file_is_in_the_map():
+    listed = {p.rstrip("/") for path, _ in layout_map() for p in expand(path)}
+    package = REPO / "workflow" / "campaign"
+    folders = {
+        f"workflow/campaign/{d.name}" for d in package.iterdir() if (d / "__init__.py").exists()
+    }
+    rules = {f"workflow/rules/{f.name}" for f in (REPO / "workflow" / "rules").glob("*.smk")}
+    assert sorted((folders | rules) - listed) == []
+
+
+def test_the_modules_a_folder_line_names_exist():
+    """A folder's comment names its modules (after a colon, or alone): each must be a module or
+    a subfolder there, so a module moved or gone shows here."""
+    wrong = []
+    for path, comment in layout_map():
+        folder = REPO / path
+        if not path.startswith("workflow/campaign/") or not folder.is_dir():
+            continue
+        names = comment.split(":", 1)[-1]
+        for part in names.split(";")[0].split(","):
+            name = part.strip().split(" ")[0]
+            if name and not ((folder / f"{name}.py").exists() or (folder / name).is_dir()):
+                wrong.append(f"{path}: {name}")
+    assert wrong == []
