@@ -10,8 +10,23 @@ seed population (Monte Carlo over 400,000 draws). Goals (issue 17):
   A/A family-wise false adoption (3 cells vs control)   <= 5 %   (any decision "adopt...")
   non-inferiority adoption at a true loss = the margin  <= 2.5 %
   power at the reported minimum detectable effect       70-90 %
+Then the verdict path (issue 33), whole campaigns through stage._comparisons, stage._decide and
+words.decisions (verdict_table; reps / --verdict-divisor campaigns per row, Monte Carlo error
+beside each rate):
+  keep: a non-control cell kept with four equal cells; a worse cell kept
+        with the control truly min_useful_effect better                  <= 5 %
+  headline: the truth below / above the kept cell's interval on the other
+        split, seed sd about 4.8 points                                  <= 3.5 % each
+  floor: a control-against-floor claim, all equal, k = 2, 3, 5           2.5-5 %
+  per-item scores in [0, 1]: coverage 93-97 %, A/A <= 5 %, non-inferiority adoption and
+        rejection at a loss equal to the margin                          <= 2.5 %
+  advice followed: adoption after extending an open campaign to the
+        advised seeds (same items, first runs kept)                      75-85 % (80 % stated)
+  2 x 2 with equal cells: an interaction claimed, a main effect adopted  <= 5 %
+  non-inferiority reject at a loss equal to the margin, exact enumeration <= 2.5 %
 MISSED where a goal fails. A short form runs in the test suite (tests/evaluate/
-test_bench_stats.py): fewer replications, the goals widened by two Monte Carlo standard errors.
+test_bench_stats.py and test_keep.py): fewer replications, the goals widened by two Monte Carlo
+standard errors.
 
     .venv/bin/python benchmarks/bench_stats.py            # full: 2000 replications
     .venv/bin/python benchmarks/bench_stats.py --reps 300 --short
@@ -31,7 +46,8 @@ from scipy.special import expit, logit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 
-from campaign.evaluate import questions  # noqa: E402
+from campaign.evaluate import questions, stage, words  # noqa: E402
+from campaign.evaluate.stats import mean_interval, resample_indices  # noqa: E402
 
 LEVEL, POWER = 0.95, 0.8
 POLICY = {"min_useful_effect": 0.01, "max_quality_loss": 0.01}
@@ -151,6 +167,347 @@ def seeds_needed_power(k: int, n: int, reps: int, seed: int, effect: float = 0.0
     return k_need, sum(d == "adopt" for d in made) / reps
 
 
+# The verdict path (issue 33): whole campaigns through the stage's own comparison rows
+# (stage._comparisons, stage._decide) and the verdict (words.decisions), on a seed-dominated
+# generator: seed sd of a run's accuracy about 4.8 points (run noise 0.32 on the logit), a
+# validation and a test split scored by the same runs (the same run noise), and a floor whose
+# logit spread equals a cell's (item x floor with the cells' item x cell and run variance
+# together), so that "all equal" is exact in the populations.
+VERDICT_RUN_SD, VERDICT_ITEMS = 0.32, (1000, 1000)
+FLOOR_SD = math.hypot(INTERACTION_SD, VERDICT_RUN_SD)
+SPEC = {
+    "task": "classification",
+    "evaluation": {
+        **POLICY,
+        "confidence": LEVEL,
+        "power": POWER,
+        "metric": "accuracy",
+        "decide_on": "validation",
+        "floor_changes": False,
+    },
+}
+
+
+def _verdict_truth(tau: float, draws: int = 400_000) -> float:
+    """A cell's mean accuracy over the item, item x cell and seed populations at logit `tau`."""
+    rng = np.random.default_rng(54321)
+    sd = math.sqrt(ITEM_SD**2 + INTERACTION_SD**2 + VERDICT_RUN_SD**2)
+    return float(expit(logit(BASE) + tau + sd * rng.standard_normal(draws)).mean())
+
+
+def _verdict_tau(gap: float) -> float:
+    """The logit shift whose true accuracy is `gap` above the unshifted cell's (bisection)."""
+    base, lo, hi = _verdict_truth(0.0), -3.0, 3.0
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _verdict_truth(mid) - base < gap else (lo, mid)
+    return (lo + hi) / 2
+
+
+def verdict_campaign(rng, taus: list[float], k: int, floor: bool = True) -> tuple:
+    """(variants, {split: {variant: {"correct", "point", "draws"}}}) of a one-factor campaign:
+    cell c0 the control, cell c<j> at logit shift taus[j], k seeds each, and the floor."""
+    run_u = {
+        (c, s): VERDICT_RUN_SD * rng.standard_normal() for c in range(len(taus)) for s in range(k)
+    }
+    variants = [
+        {
+            "kind": "run",
+            "name": f"r{c}-{s}",
+            "run": f"r{c}-{s}",
+            "cell": (f"c{c}",),
+            "seed": s,
+            "cell_id": f"id-c{c}",
+        }
+        for c in range(len(taus))
+        for s in range(k)
+    ]
+    if floor:
+        variants.append({"kind": "floor", "name": "floor/f", "run": None})
+    scored = {}
+    for split, n in zip(("validation", "test"), VERDICT_ITEMS, strict=True):
+        a = logit(BASE) + ITEM_SD * rng.standard_normal(n)
+        out = {}
+        for c, tau in enumerate(taus):
+            g = INTERACTION_SD * rng.standard_normal(n)
+            for s in range(k):
+                p = expit(a + g + tau + run_u[(c, s)])
+                out[f"r{c}-{s}"] = (rng.random(n) < p).astype(np.float64)
+        if floor:
+            out["floor/f"] = (rng.random(n) < expit(a + FLOOR_SD * rng.standard_normal(n))).astype(
+                np.float64
+            )
+        scored[split] = {
+            v: {"correct": y, "point": y.mean(), "draws": None} for v, y in out.items()
+        }
+    return variants, scored
+
+
+def verdict_of(variants: list, scored: dict, seed: int) -> dict:
+    """decisions.json of the simulated campaign, by the stage's own functions."""
+    s = SPEC["evaluation"]
+    control = ("c0",)
+    best_floor = "floor/f" if any(v["kind"] == "floor" for v in variants) else None
+    metric_rows, comparison_rows = [], []
+    for n, split in enumerate(("validation", "test")):
+        rows = stage._comparisons(
+            split,
+            variants,
+            scored[split],
+            ["cell"],
+            control,
+            "accuracy",
+            s,
+            LEVEL,
+            POWER,
+            range(len(next(iter(scored[split].values()))["correct"])),
+            {"changes": []},
+            metric_rows,
+            best_floor,
+            np.random.default_rng([seed, n]),
+        )
+        stage._decide(rows, split, LEVEL, POWER, s, [])
+        comparison_rows += [questions.public(r) for r in rows]
+        if best_floor is not None:  # the floor's own level, as the stage's metric rows give it
+            y = scored[split][best_floor]["correct"]
+            iv = mean_interval(y, resample_indices(np.random.default_rng(seed), y.size, 200), LEVEL)
+            metric_rows.append(
+                {"variant": best_floor, "kind": "floor", "split": split, "metric": "accuracy"}
+                | {"value": iv.value, "ci_low": iv.low, "ci_high": iv.high}
+            )
+    return words.decisions(SPEC, comparison_rows, metric_rows, variants, best_floor, "cell=c0")
+
+
+def verdict_goals(reps: int, seed: int, k: int = 2) -> dict:
+    """The verdict's goals (issue 33) at k seeds, 1,000 items per split, seed sd ~4.8 points:
+    keep under four equal cells and under a control truly min_useful_effect better, the kept
+    cell's headline tails, and the cell-against-floor claims at 2, 3 and 5 seeds."""
+    rng = np.random.default_rng([seed, k, 33])
+    truth = _verdict_truth(0.0)
+    kept_other = below = above = 0
+    for r in range(reps):
+        d = verdict_of(*verdict_campaign(rng, [0.0] * 4, k), r)
+        best = d["best_cell"]
+        kept_other += best["cell"] != "cell=c0"
+        below += truth < best["reported"]["ci_low"]
+        above += truth > best["reported"]["ci_high"]
+    better = _verdict_tau(POLICY["min_useful_effect"])
+    kept_worse = sum(
+        verdict_of(*verdict_campaign(rng, [better, 0.0, 0.0, 0.0], k), r)["best_cell"]["cell"]
+        != "cell=c0"
+        for r in range(reps)
+    )
+    out = {
+        f"keep: non-control kept, 4 equal cells (k={k})": (kept_other / reps, 0.0, 0.05),
+        f"keep: worse cell kept, control +1 pt (k={k})": (kept_worse / reps, 0.0, 0.05),
+        f"headline: truth below kept interval (k={k})": (below / reps, 0.0, 0.035),
+        f"headline: truth above kept interval (k={k})": (above / reps, 0.0, 0.035),
+    }
+    for seeds in (2, 3, 5):
+        out[f"floor: false claim, control vs floor (k={seeds})"] = (
+            floor_claims(rng, seeds, reps),
+            0.025,
+            0.05,
+        )
+    return out
+
+
+def floor_claims(rng, k: int, reps: int) -> float:
+    """The share of campaigns (control + one cell + floor, all equal) whose control-against-
+    floor row, as stage._comparisons computes it, claims above or below at 5 % two-sided."""
+    s = SPEC["evaluation"]
+    claims = 0
+    for r in range(reps):
+        variants, scored = verdict_campaign(rng, [0.0, 0.0], k)
+        rows = stage._comparisons(
+            "validation",
+            variants,
+            scored["validation"],
+            ["cell"],
+            ("c0",),
+            "accuracy",
+            s,
+            LEVEL,
+            POWER,
+            range(VERDICT_ITEMS[0]),
+            {"changes": []},
+            [],
+            "floor/f",
+            np.random.default_rng(r),
+        )
+        row = next(x for x in rows if x["kind"] == "floor" and x["subject"] == "cell=c0")
+        claims += row["p_value"] < 1 - LEVEL
+    return claims / reps
+
+
+# Non-inferiority's reject side, exact: every (losses, gains) outcome of one variant against its
+# reference on n items, weighed by its trinomial probability, decided by questions.quantized_row
+# and decide_family (the stage's path). Settings (items, rate lost, rate gained), the true loss
+# = the margin; the reviewer's rare-discordance case is the first.
+NI_REJECT = (
+    (1000, 0.0045, 0.0005, 0.004),
+    (300, 0.01, 0.0, 0.01),
+    (1000, 0.01, 0.0, 0.01),
+    (3000, 0.01, 0.0, 0.01),
+    (1000, 0.0105, 0.0005, 0.01),
+    (1000, 0.012, 0.002, 0.01),
+    (1000, 0.02, 0.01, 0.01),
+)
+
+
+def ni_reject_exact(n: int, p_loss: float, p_gain: float, margin: float) -> float:
+    """P(decision "reject") for a variant whose true loss is exactly `margin`."""
+    from scipy.stats import binom
+
+    policy = {**POLICY, "max_quality_loss": margin}
+    ref = np.zeros(n, dtype=bool)
+    g_top = int(binom.isf(1e-10, n, p_gain)) + 1 if p_gain > 0 else 0
+    total = 0.0
+    for g in range(0, min(g_top, n) + 1):
+        w_g = binom.pmf(g, n, p_gain) if p_gain > 0 else 1.0
+        cond = p_loss / (1 - p_gain)
+        l_top = int(binom.isf(1e-10, n - g, cond)) + 1
+        for losses in range(g + math.floor(n * margin) + 1, min(l_top, n - g) + 1):
+            # losses: right before, wrong after; gains the other way; the rest agree
+            ref[:] = False
+            ref[:losses] = True
+            var = np.zeros(n, dtype=bool)
+            var[losses : losses + g] = True
+            row = questions.quantized_row(ref, var, LEVEL, margin)
+            rows = [{"kind": "quantized", "subject": "v", **row}]
+            questions.decide_family(rows, LEVEL, POWER, policy)
+            if rows[0]["decision"] == "reject":
+                total += w_g * binom.pmf(losses, n - g, cond)
+    return total
+
+
+# Per-item scores in [0, 1] (a generation metric: token F1, a judge's score): a run's score on
+# an item is expit(item + item x cell + run + run x item noise), no Bernoulli draw. The same
+# functions decide (contrast_row, cell_rows, quantized_row's paired t path, decide_family).
+SCORE_NOISE = 0.8
+
+
+def _continuous_truth(tau: float, interaction: bool, draws: int = 400_000) -> float:
+    rng = np.random.default_rng(6789)
+    sd = math.sqrt(ITEM_SD**2 + RUN_SD**2 + SCORE_NOISE**2 + interaction * INTERACTION_SD**2)
+    return float(expit(logit(BASE) + tau + sd * rng.standard_normal(draws)).mean())
+
+
+def continuous_campaign(rng, taus: list[float], k: int, n: int) -> dict:
+    """{cell index: scores (k, n) in [0, 1]}: as `campaign`, per-item scores instead of 0/1."""
+    a = logit(BASE) + ITEM_SD * rng.standard_normal(n)
+    design = {}
+    for c, tau in enumerate(taus):
+        g = INTERACTION_SD * rng.standard_normal(n) if c else 0.0
+        u = RUN_SD * rng.standard_normal((k, 1))
+        design[c] = expit(a + g + tau + u + SCORE_NOISE * rng.standard_normal((k, n)))
+    return design
+
+
+def simulate_continuous(k: int, n: int, reps: int, seed: int) -> dict:
+    """Coverage of the cell and effect intervals, A/A false adoption and non-inferiority
+    adoption and rejection at a loss equal to the margin, on per-item scores in [0, 1]."""
+    rng = np.random.default_rng([seed, k, n, 34])
+    tau = 0.1
+    true_cell = _continuous_truth(0.0, False)
+    true_effect = _continuous_truth(tau, True) - true_cell
+    cell_hit = effect_hit = false_adopt = ni_adopt = ni_reject = 0
+    margin = POLICY["max_quality_loss"]
+    population = np.random.default_rng(99).standard_normal(100_000)
+    for _ in range(reps):
+        design = continuous_campaign(rng, [0.0, tau], k, n)
+        cell = questions.cell_rows(design, LEVEL)[0]
+        cell_hit += cell["ci_low"] <= true_cell <= cell["ci_high"]
+        row = _rows(design)[0]
+        effect_hit += row["ci_low"] <= true_effect <= row["ci_high"]
+        aa = _rows(continuous_campaign(rng, [0.0] * 4, k, n))
+        false_adopt += any(r["decision"].startswith("adopt") for r in aa)
+        # a reference run and a variant losing exactly the margin in the item population: each
+        # item's score shrunk by a random share of mean margin / the run's population mean
+        u = RUN_SD * rng.standard_normal()
+        sd = math.hypot(ITEM_SD, SCORE_NOISE)
+        ref = expit(logit(BASE) + u + sd * rng.standard_normal(n))
+        run_mean = float(expit(logit(BASE) + u + sd * population).mean())
+        var = ref * (1 - rng.uniform(0, 2 * margin / run_mean, n))
+        q = [
+            {
+                "kind": "quantized",
+                "subject": "v",
+                **questions.quantized_row(ref, var, LEVEL, margin),
+            }
+        ]
+        questions.decide_family(q, LEVEL, POWER, POLICY)
+        ni_adopt += q[0]["decision"] == "adopt"
+        ni_reject += q[0]["decision"] == "reject"
+    return {
+        "scores in [0, 1]: cell coverage": (cell_hit / reps, 0.93, 0.97),
+        "scores in [0, 1]: effect coverage": (effect_hit / reps, 0.93, 0.97),
+        "scores in [0, 1]: A/A false adoption": (false_adopt / reps, 0.0, 0.05),
+        "scores in [0, 1]: NI adoption at the margin": (ni_adopt / reps, 0.0, 0.025),
+        "scores in [0, 1]: NI reject at the margin": (ni_reject / reps, 0.0, 0.025),
+    }
+
+
+def advice_followed(k: int, n: int, reps: int, seed: int, effect: float = 0.03) -> tuple:
+    """(median seeds advised, the share of campaigns that adopt after following the advice):
+    each campaign at k seeds, if its effect is open and seeds_needed is given, is extended to
+    that many seeds per cell on the same items with its first runs kept (what a user does), and
+    decided again by the same functions. decide.what_would_decide states `power` (80 %)."""
+    rng = np.random.default_rng([seed, k, n, 5])
+    tau = _tau_for(effect)
+    adopted = followed = 0
+    advised = []
+    for _ in range(reps):
+        a = logit(BASE) + ITEM_SD * rng.standard_normal(n)
+        g = INTERACTION_SD * rng.standard_normal(n)
+        logits = {0: a, 1: a + g + tau}
+
+        def runs(cell: int, count: int, logits: dict = logits) -> np.ndarray:
+            u = RUN_SD * rng.standard_normal((count, 1))
+            return (rng.random((count, n)) < expit(logits[cell] + u)).astype(np.float64)
+
+        design = {c: runs(c, k) for c in (0, 1)}
+        row = _rows(design)[0]
+        need = row.get("seeds_needed")
+        if row["decision"] not in ("inconclusive", "adopt (smaller than useful)") or not need:
+            continue
+        need = int(min(need, MAX_SEEDS_CHECKED))
+        advised.append(need)
+        if need > k:
+            design = {c: np.vstack([design[c], runs(c, need - k)]) for c in (0, 1)}
+        followed += 1
+        adopted += _rows(design)[0]["decision"] == "adopt"
+    median = int(np.median(advised)) if advised else None
+    return median, (adopted / followed if followed else math.nan), followed
+
+
+def two_by_two_false_claims(k: int, n: int, reps: int, seed: int) -> tuple[float, float]:
+    """(share of campaigns claiming an interaction, share adopting a main effect) in a 2 x 2
+    whose four cells are equal, through stage._comparisons and stage._decide (the plan's
+    contrasts and weights): each <= 5 %."""
+    rng = np.random.default_rng([seed, k, n, 22])
+    s = SPEC["evaluation"]
+    cells = [("0", "0"), ("0", "1"), ("1", "0"), ("1", "1")]
+    interactions = mains = 0
+    for r in range(reps):
+        design = campaign(rng, [0.0] * 4, k, n)
+        variants, scored = [], {}
+        for c, cell in enumerate(cells):
+            for i in range(k):
+                name = f"r{c}-{i}"
+                variants.append({"kind": "run", "name": name, "run": name, "cell": cell,
+                                 "seed": i, "cell_id": f"id-{c}"})  # fmt: skip
+                scored[name] = {"correct": design[c][i], "point": None, "draws": None}
+        rows = stage._comparisons(
+            "validation", variants, scored, ["a", "b"], cells[0], "accuracy", s, LEVEL, POWER,
+            range(n), {"changes": []}, [], None, np.random.default_rng(r),
+        )  # fmt: skip
+        stage._decide(rows, "validation", LEVEL, POWER, s, [])
+        interactions += any(x["decision"] == "interaction" for x in rows)
+        mains += any(x["kind"] == "main" and x["decision"].startswith("adopt") for x in rows)
+    return interactions / reps, mains / reps
+
+
 def run(configs, reps: int, seed: int = 0, slack_se: float = 0.0) -> list[tuple]:
     """(k, n, goal, observed, low, high, missed) rows; a goal band is widened by `slack_se`
     Monte Carlo standard errors of the observed rate."""
@@ -168,6 +525,12 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--short", action="store_true", help="two settings instead of four")
+    parser.add_argument(
+        "--verdict-divisor",
+        type=int,
+        default=4,
+        help="the verdict rows simulate whole campaigns: reps / this many per row",
+    )
     args = parser.parse_args()
     start = time.perf_counter()
     rows = run(SHORT if args.short else FULL, args.reps, args.seed)
@@ -187,8 +550,64 @@ def main() -> int:
         k_need, rate = seeds_needed_power(k, n, args.reps, args.seed)
         what = f"power at the median seeds-needed ({k_need or 'none: items only'})"
         print(f"{k:>5} {n:>5}  {what:<46} {rate * 100:7.1f}%  (no goal; power {POWER:.0%})")
+    missed = any(r[-1] for r in rows)
+    missed |= verdict_table(max(1, args.reps // args.verdict_divisor), args.seed)
     print(f"{args.reps} replications per setting, {time.perf_counter() - start:.0f} s")
-    return 1 if any(r[-1] for r in rows) else 0
+    return 1 if missed else 0
+
+
+def verdict_table(reps: int, seed: int) -> bool:
+    """Print the verdict's goals (issue 33) with their Monte Carlo error, and the exact
+    non-inferiority reject rows; True where a goal is MISSED."""
+    missed = False
+    print(f"\nThe verdict path, {reps} simulated campaigns per row (2 seeds unless named):")
+    for goal, (value, low, high) in verdict_goals(reps, seed).items():
+        se = math.sqrt(max(value * (1 - value), 1.0 / reps) / reps)
+        bad = not low <= value <= high
+        missed |= bad
+        flag = "  MISSED" if bad else ""
+        target = f"{low * 100:.1f}-{high * 100:.1f} %"
+        print(f"  {goal:<52} {value * 100:5.1f}% +/- {se * 100:.1f}  {target:<11}{flag}")
+    print(f"Per-item scores in [0, 1], {reps} simulated campaigns per row:")
+    for k, n in ((2, 300), (3, 1000), (5, 300)):
+        for goal, (value, low, high) in simulate_continuous(k, n, reps, seed).items():
+            se = math.sqrt(max(value * (1 - value), 1.0 / reps) / reps)
+            bad = not low <= value <= high
+            missed |= bad
+            flag = "  MISSED" if bad else ""
+            what = f"{goal} (k={k}, n={n})"
+            print(f"  {what:<52} {value * 100:5.1f}% +/- {se * 100:.1f}  "
+                  f"{low * 100:.1f}-{high * 100:.1f} %{flag}")  # fmt: skip
+    print("Advice followed (true +3 points; open campaigns extended to seeds_needed, same items):")
+    for k, n in ((2, 300), (3, 1000)):
+        advised, value, followed = advice_followed(k, n, reps, seed)
+        se = math.sqrt(max(value * (1 - value), 1.0 / max(followed, 1)) / max(followed, 1))
+        bad = not 0.75 <= value <= 0.85
+        missed |= bad
+        what = f"adoption after the advice (k={k}, n={n}, median {advised} seeds)"
+        print(f"  {what:<52} {value * 100:5.1f}% +/- {se * 100:.1f}  75.0-85.0 %"
+              f"{'  MISSED' if bad else ''}")  # fmt: skip
+    print("2 x 2, four equal cells (the plan's contrasts, stage._comparisons):")
+    for k, n in ((2, 300), (3, 1000)):
+        for what, value in zip(
+            ("interaction claimed", "main effect adopted"),
+            two_by_two_false_claims(k, n, reps, seed),
+            strict=True,
+        ):
+            se = math.sqrt(max(value * (1 - value), 1.0 / reps) / reps)
+            bad = value > 0.05
+            missed |= bad
+            what = f"2x2 {what} (k={k}, n={n})"
+            print(f"  {what:<52} {value * 100:5.1f}% +/- {se * 100:.1f}  0.0-5.0 %"
+                  f"{'  MISSED' if bad else ''}")  # fmt: skip
+    print("Non-inferiority reject at a true loss = the margin (exact enumeration):")
+    for n, lost, gained, margin in NI_REJECT:
+        value = ni_reject_exact(n, lost, gained, margin)
+        bad = value > 0.025
+        missed |= bad
+        what = f"{n} items, {lost * 100:.2f} % lost, {gained * 100:.2f} % gained, margin {margin:g}"
+        print(f"  {what:<52} {value * 100:5.2f}%         0.0-2.5 %{'  MISSED' if bad else ''}")
+    return missed
 
 
 if __name__ == "__main__":

@@ -101,7 +101,7 @@ def test_keeps_the_cheapest_quantized_variant_and_names_the_file_to_ship():
         "test accuracy 80.9 % [77.9, 82.9]"
     )
     assert lines[2] == (
-        "  Best cell against the floor floor/tfidf: +2.3 points [0.5, 4.1] on validation, "
+        "  Kept cell against the floor floor/tfidf: +2.3 points [0.5, 4.1] on validation, "
         "above floor"
     )
     assert lines[3] == (
@@ -123,7 +123,7 @@ def test_keeps_the_floor_when_every_cell_is_below_it_even_when_a_run_is_cheaper(
             lines[1] == "  Keep: the reference floor floor/tfidf: test accuracy 90.0 % [87.0, 92.0]"
         )
         assert lines[2] == (
-            "  Best cell against the floor floor/tfidf: -7.0 points [-11.0, -3.0] on validation, "
+            "  Kept cell against the floor floor/tfidf: -7.0 points [-11.0, -3.0] on validation, "
             "below floor"
         )
         assert lines[3].startswith(f"  Cost: {money(f['train_cost'])} to train + 0.02 EUR")
@@ -246,7 +246,7 @@ def test_a_cell_not_shown_above_the_floor_keeps_the_floor_and_prices_that_cells_
     lines = block(d, [*EQUAL, floor], [q])
     assert lines[1] == "  Keep: the reference floor floor/tfidf: test accuracy 78.0 % [75.0, 80.0]"
     assert lines[2] == (
-        "  Best cell against the floor floor/tfidf: +2.0 points [-1.0, 5.0] on validation, "
+        "  Kept cell against the floor floor/tfidf: +2.0 points [-1.0, 5.0] on validation, "
         "not shown above floor"
     )
     assert (

@@ -43,6 +43,16 @@ def test_shipped_params_are_valid():
             lambda p: p["ablation"]["factors"]["train"].update(lr=["1e-4"]),
             "ablation.factors.train.lr[0]: expected a number; got string '1e-4' (YAML reads",
         ),
+        (
+            lambda p: p["train"].update(lr="0.001"),
+            "train.lr: expected a number; got string '0.001' (a number in quotes is text: "
+            "write 0.001 without the quotes)",
+        ),
+        (
+            lambda p: p["train"].update(lr="5e-4"),
+            "train.lr: expected a number; got string '5e-4' (YAML reads a number without a "
+            "decimal point, like 1e-4, as text: write 5.0e-4)",
+        ),
         (lambda p: p["train"].update(lrr=0.1), "train.lrr: unknown key"),
         (lambda p: p["train"].update(lrr=0.1), "did you mean 'lr'?"),
         (lambda p: p["train"].pop("max_steps"), "train.max_steps: missing required key"),
@@ -136,3 +146,39 @@ def test_params_file_errors_name_the_file(tmp_path):
 def test_every_schema_section_is_in_params(params):
     schema = yaml.safe_load(open("workflow/schemas/params.schema.yaml"))
     assert set(schema["required"]) == set(params)
+
+
+@pytest.mark.parametrize(
+    ("line", "replacement", "key"),
+    [
+        ("  lr: 1.0e-3", "  lr: .nan", "train.lr"),
+        ("      lr: [1.0e-3, 3.0e-3]", "      lr: [1.0e-3, .NaN]", "ablation.factors.train.lr[1]"),
+        ("  confidence: 0.95", "  confidence: .nan", "evaluation.confidence"),
+        ("  max_quality_loss: 0.01", "  max_quality_loss: .nan", "evaluation.max_quality_loss"),
+        ("hourly: 0.05,", "hourly: .inf,", "budget.offers[0].hourly"),
+        ("  lr: 1.0e-3", "  lr: -.inf", "train.lr"),
+    ],
+)
+def test_nan_and_infinity_are_refused_in_every_numeric_key(tmp_path, line, replacement, key):
+    """`.nan` passes every JSON Schema bound (each comparison with NaN is false), so a NaN rate
+    used to fail a training job late, and a NaN confidence crashed evaluate after all training."""
+    text = open("tests/fixtures/tiny_params.yaml", encoding="utf-8").read()
+    assert line in text
+    path = tmp_path / "params.yaml"
+    path.write_text(text.replace(line, replacement, 1), encoding="utf-8")
+    with pytest.raises(CampaignError) as info:
+        load_params(path)
+    word = "an infinity" if "inf" in replacement else "NaN"
+    assert str(info.value) == f"{path}: {key}: expected a finite number; got {word}"
+
+
+def test_validate_command_refuses_nan(tmp_path, capsys):
+    from campaign.cli import main
+
+    text = open("tests/fixtures/tiny_params.yaml", encoding="utf-8").read()
+    path = tmp_path / "params.yaml"
+    path.write_text(text.replace("  confidence: 0.95", "  confidence: .nan", 1), encoding="utf-8")
+    assert main(["validate", "--params", str(path)]) != 0
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("evaluation.confidence: expected a finite number; got NaN"), err
+    assert len(err.splitlines()) == 1

@@ -387,6 +387,7 @@ BAD_DATA = {
     "no_timestamps.jsonl": ": field 'created_at' (data.fields.timestamp) not found in any record",
     "blank_text.jsonl": " line 3: field 'text' is empty",
     "empty_id.csv": " line 3: field 'id' is empty",
+    "zero_width_text.csv": " line 3: field 'text' is empty (whitespace or invisible characters",
     "null_label.jsonl": " line 2: field 'label' is null",
     "null_text.parquet": " record 2: field 'text' is null",
     "duplicate_id.csv": " line 4: duplicate id 'r1' (also at bad_data/duplicate_id.csv line 2)",

@@ -454,7 +454,7 @@ def test_a_best_cell_not_shown_above_the_floor_keeps_the_floor_and_says_what_wou
     block = outputs["summary"].read_text().partition("\n\n")[0].splitlines()
     assert block[1].startswith("  Keep: the reference floor floor/majority: test accuracy 50.0 %")
     assert block[2].startswith(
-        "  Best cell against the floor floor/majority: +3.0 points ["
+        "  Kept cell against the floor floor/majority: +3.0 points ["
     ) and block[2].endswith("on validation, not shown above floor")
     opened = [line for line in block if line.startswith("  Open: ")]
     assert opened[0].startswith(

@@ -221,7 +221,10 @@ def test_after_the_looks_an_effect_shows_no_fixed_design_p_or_detectable_size():
     }  # fmt: skip
     fixed = _effect_line(dict(row, adj_low=0.0, adj_high=0.06), "validation", "accuracy",
                          {"min_useful_effect": 0.01})  # fmt: skip
-    assert "Holm p 0.004" in fixed and "detectable from 2.0 points" in fixed
+    # one statement: the interval the decision reads, against the useful size (no Holm p
+    # against 0 beside it)
+    assert "family-adjusted interval [0.0, 6.0] against useful from 1.0 points" in fixed
+    assert "Holm p" not in fixed and "detectable from 2.0 points" in fixed
     rows = [row]
     apply_last_look(rows, LOOKS)
     assert math.isnan(rows[0]["p_holm"]) and math.isnan(rows[0]["mde"])

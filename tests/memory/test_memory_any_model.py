@@ -37,6 +37,7 @@ CFG = {
     "throughput": {"warmup_steps": 2, "window_steps": 4},
     "max_hours": None,
     "disk_margin": 0.2,
+    "max_unknown_token_share": 0.05,
 }
 
 

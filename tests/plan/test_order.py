@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from campaign.core.errors import CampaignError
 from campaign.core.params import load_params
 from campaign.plan import plan_runs, run_priorities
 from campaign.plan.columns import kept_in_table
@@ -110,6 +111,7 @@ def write_table(tmp_path, params):
             "preflight_measurements": [tmp_path / "measurements.json"],
         },
         outputs={"runs": tmp_path / "runs.tsv", "report": tmp_path / "report.txt"},
+        work_dir=tmp_path,
     )
     stage_plan_table(ctx)
     with open(tmp_path / "runs.tsv", encoding="utf-8", newline="") as f:
@@ -184,3 +186,43 @@ def test_one_at_a_time_says_interactions_are_not_estimable(params):
         "over them (3 seeds per contrast)"
     ) in lines
     assert "  lr × max_length interaction: not estimable: no cell moves both" in lines
+
+
+def test_the_free_disk_is_measured_when_the_plan_is_made_not_replayed(tmp_path, params):
+    """The issue's case: the preflight measured 0 bytes free (a full disk) and its entry holds
+    that number; the user freed space and reran, and the plan failed again with "0.00 GiB free"
+    because the measurement came back from the store. The plan stage, run through the store's
+    runner as the rule runs it, measures the free space itself."""
+    import json
+    import shutil
+
+    from campaign.core.runner import run_stage
+    from campaign.core.store import Store
+
+    report, measurements = measured()
+    measurements["disk"]["details"]["free_bytes"] = 0  # recorded while the disk was full
+    (tmp_path / "report.json").write_text(json.dumps(report))
+    (tmp_path / "measurements.json").write_text(json.dumps(measurements))
+    inputs = {
+        "preflight_report": [tmp_path / "report.json"],
+        "preflight_measurements": [tmp_path / "measurements.json"],
+    }
+    store = Store(tmp_path / "state")
+
+    def plan_table(margin: float, out: str):
+        params["preflight"]["disk_margin"] = margin
+        spec = json.loads(json.dumps(table_spec(params), sort_keys=True))
+        outputs = {"runs": tmp_path / out / "runs.tsv", "report": tmp_path / out / "report.txt"}
+        return run_stage("plan_table", spec, inputs, outputs, store, tmp_path)
+
+    # The space free now holds the plan (a few KiB): it passes, whatever the preflight recorded.
+    assert plan_table(0.2, "a").key and (tmp_path / "a" / "runs.tsv").is_file()
+    # A plan larger than the disk: the message gives the space free now, not the recorded 0.
+    free = shutil.disk_usage(tmp_path).free
+    with pytest.raises(CampaignError) as info:
+        plan_table(1.0e15, "b")
+    message = str(info.value)
+    shown = float(message.split(" and ")[1].split(" GiB")[0])
+    assert message.endswith("GiB are free now") and shown > 0, message
+    assert shown == pytest.approx(free / 2**30, rel=0.05, abs=0.05)
+    assert not (tmp_path / "b").exists()

@@ -74,11 +74,12 @@ def plan(max_hours=None, disk_margin=0.2, free=10**9):
         "disk_margin": disk_margin,
     }
     report = {"disk": {"details": SIZES}}
+    # The preflight's recorded free disk says nothing: the plan uses the space free now.
     measurements = {
         "throughput": {"details": {"rates": RATES}},
-        "disk": {"details": {"free_bytes": free, "timings_bytes": 0}},
+        "disk": {"details": {"free_bytes": 0, "timings_bytes": 0}},
     }
-    return spec, report, measurements
+    return spec, report, measurements, free
 
 
 def test_rows_carry_hours_cumulative_hours_and_bytes():
@@ -105,10 +106,10 @@ def test_a_plan_over_max_hours_or_the_disk_stops_in_one_line():
 
 
 def budget_plan(budget_hours, kept=(True, True)):
-    spec, report, measurements = plan()
+    spec, report, measurements, free = plan()
     spec["rows"] = [{**r, "kept": k} for r, k in zip(spec["rows"], kept, strict=True)]
     spec["budget_hours"] = budget_hours
-    return spec, report, measurements
+    return spec, report, measurements, free
 
 
 def test_budget_hours_keeps_the_prefix_whose_cumulative_hours_fit():

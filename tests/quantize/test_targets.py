@@ -77,9 +77,11 @@ def test_the_chosen_cells_median_seed_not_the_luckiest_run():
     assert chosen["criterion"] == BY
 
 
-def test_even_seeds_take_the_lower_median_and_ties_the_smaller_id():
-    # Two seeds: the lower of the two. Equal scores: sorted by run id, the first.
-    assert select_representative({"rb1": 0.84, "rb2": 0.74}, CELLS, BY)["runs"] == ["rb2"]
+def test_even_seeds_take_a_middle_run_by_id_not_the_worse_one_by_construction():
+    # Two seeds: the run id decides, whichever scored higher (the lower median would always
+    # quantize the worse seed). Equal scores: the first id.
+    assert select_representative({"rb1": 0.84, "rb2": 0.74}, CELLS, BY)["runs"] == ["rb1"]
+    assert select_representative({"rb1": 0.74, "rb2": 0.84}, CELLS, BY)["runs"] == ["rb1"]
     assert select_representative({"rb2": 0.8, "rb1": 0.8}, CELLS, BY)["runs"] == ["rb1"]
     # Two cells at the same mean: the name that sorts first.
     assert select_representative({"ra1": 0.8, "rb1": 0.8}, CELLS, BY)["cell"] == "lr=1"
@@ -137,12 +139,14 @@ def test_the_checkpoint_writes_what_the_rules_read(tmp_path):
     )
     stage_select(ctx)
     written = json.loads(out.read_text())
-    assert written["cell"] == cell and written["runs"] == [runs[1]]  # 0.8: the median
+    # Two seeds (1.0 and 0.8): the middle run whose id sorts first, whichever scored higher.
+    chosen = min(runs[:2])
+    assert written["cell"] == cell and written["runs"] == [chosen]
     assert written["criterion"] == "validation.accuracy"
     paths = job_paths(params, "result.json", list(cells), lambda: out)(None)
     assert paths == [
-        f"results/quantize/{runs[1]}/fp32/result.json",
-        f"results/quantize/{runs[1]}/int8_dynamic/result.json",
+        f"results/quantize/{chosen}/fp32/result.json",
+        f"results/quantize/{chosen}/int8_dynamic/result.json",
     ]
     # control is known from the params: it never asks for the selection, and a selection
     # stage run by hand says there is nothing to select.

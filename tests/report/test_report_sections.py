@@ -279,3 +279,35 @@ def test_the_verdict_opens_the_report_with_the_budgets_block_and_every_finding(t
         block,
         "Keep the reference floor floor/tfidf: ...\n",
     )
+
+
+def test_markdown_shows_markup_from_the_data_as_text():
+    """A label, id or file name from the data carries markup: summary.md escapes it as the HTML
+    page does (it did not: a link or a tag in a label became one). Rendered by a CommonMark
+    renderer, nothing from the data becomes a tag, link, image, emphasis or code; the numbers'
+    intervals stay as they are."""
+    markdown_it = pytest.importorskip("markdown_it")
+    evil = (
+        "label <script>alert(1)</script> [click](http://x.example) ![i](http://x.example/p.png) "
+        "**bold** _em_ `code` ~~gone~~ &lt; <http://x.example>"
+    )
+    sections = [
+        Section(
+            [evil, "# not a heading", "1. not a list", "accuracy 90.6 % [87.1, 93.5], p < 0.05"],
+            [("Labels of " + evil, pd.DataFrame({"label": [evil, "a|b"], "n": [1, 2]}))],
+            pre="text ``` that tries to end the block\n" + evil,
+            key="data",
+            title="Data",
+        )
+    ]
+    md = render_markdown("Report of " + evil, sections, {})
+    assert "- accuracy 90.6 % [87.1, 93.5], p < 0.05" in md  # plain text stays readable
+    page = markdown_it.MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(md)
+    for tag in ("<script", "<a ", "<img", "<em>", "<s>", "<del>", "<ol", "<h1>not"):
+        assert tag not in page, tag
+    assert page.count("<strong>") == 1  # the table's caption, bold by the report itself
+    assert page.count("<code>") == 1 and page.count("<pre>") == 1  # the fenced block only
+    assert page.count("<h1>") == 1 and page.count("<h2>") == 1 and page.count("<table>") == 1
+    # the title, the line, the caption, the cell and the preformatted block
+    assert page.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 5
+    assert "<td>a|b</td>" in page

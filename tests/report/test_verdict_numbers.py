@@ -92,7 +92,7 @@ def check_verdict(block: list[str], tables: dict, acts_expected: list[str]) -> N
 
     # The best cell against the floor, in points, on the split decisions use.
     f = d["verdict"]["against_floor"]
-    against = line(block, "Best cell against the floor ")
+    against = line(block, "Kept cell against the floor ")
     assert f"{f['floor']}: " in against and against.endswith(f"on {f['split']}, {f['decision']}")
     diff = tuple(float(x) for x in DIFFERENCE.search(against).groups())
     assert diff == pct(f["estimate"], f["ci_low"], f["ci_high"])
@@ -237,8 +237,8 @@ def test_both_summaries_open_with_the_same_verdict(finished_campaign, tables):
         assert line(evaluation, "Keep: ").startswith(
             f"Keep: cell {tables['decisions']['verdict']['keep']}:"
         )
-    assert line(evaluation, "Best cell against the floor") == line(
-        report, "Best cell against the floor"
+    assert line(evaluation, "Kept cell against the floor") == line(
+        report, "Kept cell against the floor"
     )
     assert line(evaluation, "Cost to train and to serve: ").endswith(
         "results/budget/summary.txt (the budget phase runs after the evaluation)"

@@ -133,6 +133,7 @@ def test_an_unknown_model_family_is_refused_naming_model_type(user_project, tmp_
     folder = tmp_path / "odd-model"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({"model_type": "mamba"}))
+    (folder / "vocab.txt").write_text("[PAD]\n[UNK]\nthe\n")  # a tokenizer: init reads on
     write_csv(user_project / "fam.csv", demo_rows(20))
     line = refused(user_project, *init_args("fam.csv", str(folder), "fam.yaml"))
     assert "model_type 'mamba' has no known LoRA target modules" in line
@@ -211,7 +212,7 @@ def test_the_written_yaml_keeps_template_comments_and_floats():
     text = "a:\n  lr: 3.0e-3                # the step\n  lora: null   # or {r: 8}\n"
     template = yaml.safe_load(text)
     params = {"a": {"lr": 1.0e-4, "lora": {"r": 8, "target_modules": ["q", "v"]}}}
-    out = init_tool.render(text, template, params)
+    out = init_tool.render(text, template, params, init_tool.model_text)
     assert yaml.safe_load(out) == params
     assert out.splitlines()[1] == "  lr: 1.0e-4                # the step"
     assert "# or {r: 8}" not in out  # a comment on null said what the value could be

@@ -37,12 +37,21 @@ def _load(args) -> dict:
     return load_params(args.params)
 
 
+def _state_dir(args, params: dict | None = None) -> Path:
+    """The state folder (`--state-dir`, else params campaign.state_dir), refused in one line when
+    it is `/`, the home folder, a file or a folder of something else (core.store)."""
+    from campaign.core.store import check_state_dir
+
+    if getattr(args, "state_dir", None):
+        return check_state_dir(args.state_dir, "--state-dir")
+    params = _load(args) if params is None else params
+    return check_state_dir(params["campaign"]["state_dir"])
+
+
 def _store(args):
     from campaign.core.store import Store
 
-    if getattr(args, "state_dir", None):
-        return Store(args.state_dir)
-    return Store(_load(args)["campaign"]["state_dir"])
+    return Store(_state_dir(args))
 
 
 # ------------------------------------------------------------------ stage commands
@@ -56,14 +65,14 @@ def cmd_stage(args) -> int:
             spec = json.loads(args.spec)
         except json.JSONDecodeError as e:
             raise CampaignError(f"--spec: not valid JSON ({e.msg} at char {e.pos})") from None
-        state_dir = args.state_dir
-        if state_dir is None:
+        if args.state_dir is None:
             raise CampaignError("--state-dir is required with --spec")
+        state_dir = _state_dir(args)
     else:
         params = _load(args)
         wildcards = {"run": args.run} if args.run else {}
         spec = stage.spec(params, **wildcards)
-        state_dir = args.state_dir or params["campaign"]["state_dir"]
+        state_dir = _state_dir(args, params)
     outputs = {name: paths[0] for name, paths in _pairs(args.out, "--out").items()}
     missing = [n for n in stage.outputs if n not in outputs]
     if missing:
@@ -79,10 +88,13 @@ def cmd_stage(args) -> int:
 def cmd_validate(args) -> int:
     from campaign.data import expand_sources
     from campaign.plan import plan_index
+    from campaign.train import check_model_folder
 
     params = _load(args)
     try:
         files = expand_sources(params["data"]["sources"], Path("."))
+        check_model_folder(params["model"], Path("."))
+        _state_dir(args, params)
     except CampaignError as e:
         raise CampaignError(f"{args.params}: {e}") from None
     print(f"{args.params}: ok ({len(files)} data file(s), {len(plan_index(params))} planned runs)")
@@ -141,9 +153,28 @@ def cmd_findings(args) -> int:
     return 0
 
 
+def _within_tolerance(row: dict) -> bool:
+    from campaign.core.closeness import REPRODUCE_ATOL
+
+    diff = row.get("max_abs_diff")
+    return diff is not None and diff <= REPRODUCE_ATOL
+
+
+def _reproduce_verdict(row: dict) -> str:
+    if row["equal"] is None:
+        return "recorded (volatile, not compared)"
+    if row["equal"]:
+        return "same"
+    if _within_tolerance(row):
+        return f"within tolerance (max |difference| {row['max_abs_diff']:.2g}), not bit for bit"
+    diff = row.get("max_abs_diff")
+    return "DIFFERENT" if diff is None else f"DIFFERENT (max |difference| {diff:.3g})"
+
+
 def cmd_reproduce(args) -> int:
     import tempfile
 
+    from campaign.core.closeness import REPRODUCE_ATOL
     from campaign.core.runner import reproduce
 
     store = _store(args)
@@ -151,13 +182,19 @@ def cmd_reproduce(args) -> int:
         rows = reproduce(store, args.key, Path(scratch))
     width = max(len(r["output"]) for r in rows)
     for r in rows:
-        verdict = {True: "same", False: "DIFFERENT", None: "recorded (volatile, not compared)"}
         print(
             f"{r['output'].ljust(width)}  stored {r['stored'][:16]}  recomputed "
-            f"{r['recomputed'][:16]}  {verdict[r['equal']]}"
+            f"{r['recomputed'][:16]}  {_reproduce_verdict(r)}"
         )
     differ = [r["output"] for r in rows if r["equal"] is False]
     compared = [r for r in rows if r["equal"] is not None]
+    close = [r["output"] for r in rows if r["equal"] is False and _within_tolerance(r)]
+    if differ and len(close) == len(differ):
+        print(
+            f"reproduce: NOT bit for bit: {', '.join(close)} came back only within tolerance "
+            f"(numbers within {REPRODUCE_ATOL:g}, everything else equal)"
+        )
+        return 1
     if differ:
         print(f"reproduce: {len(differ)} output(s) differ: {', '.join(differ)}")
         return 1
@@ -204,7 +241,7 @@ def cmd_backup(args) -> int:
         new_identity(Path(args.key_file))
         print(f"wrote a new key to {args.key_file}: keep a copy apart from the backups")
     identity = load_identity(args.key_file)
-    state_dir = args.state_dir or params["campaign"]["state_dir"]
+    state_dir = _state_dir(args, params)
     out, n_files = backup(Path("."), Path(state_dir), Path(args.to), identity)
     print(f"backup: {n_files} files (results, logs, store, snakemake metadata) -> {out}")
     return 0
@@ -215,7 +252,7 @@ def cmd_restore(args) -> int:
 
     params = _load(args)
     identity = load_identity(args.key_file)
-    state_dir = args.state_dir or params["campaign"]["state_dir"]
+    state_dir = _state_dir(args, params)
     n_files = restore(Path(args.archive), Path("."), Path(state_dir), identity)
     print(f"restore: {n_files} files checked against the manifest and put in place")
     return 0
@@ -443,6 +480,27 @@ def _on_sigterm(signum, _frame) -> None:
     raise Interrupted(signum)
 
 
+def _disk_full(error: BaseException) -> str | None:
+    """The one-line message for a failure caused by a full disk (or quota), else None. Looked for
+    along the exception's chain: a library may wrap the OSError (torch.save raises RuntimeError)."""
+    import errno
+
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        full = isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
+        if full or "No space left on device" in str(error):
+            where = getattr(error, "filename", None)
+            return (
+                "error: the disk is full"
+                + (f" (writing {where})" if where else "")
+                + ": free space and run again; what was committed to the store is kept, and a "
+                "training job resumes from its last checkpoint"
+            )
+        error = error.__cause__ or error.__context__
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     import signal
 
@@ -473,7 +531,12 @@ def main(argv: list[str] | None = None) -> int:
         return PREEMPTED_EXIT
     except Interrupted as e:
         return 128 + e.signum
-    except Exception:
+    except Exception as e:
+        if (line := _disk_full(e)) is not None:
+            print(line, file=sys.stderr, flush=True)
+            if saved is not None:
+                os.write(saved[1], (line + "\n").encode())
+            return 2
         if saved is None:
             raise
         import traceback

@@ -18,6 +18,7 @@ from campaign.core.code import code_version
 from campaign.core.errors import CampaignError
 from campaign.core.hashing import canonical_json
 from campaign.core.params import validate as validate_params
+from campaign.core.store import check_state_dir
 from campaign.core.registry import (
     final_outputs,
     get_stage,
@@ -80,6 +81,12 @@ try:
     validate_params(config, source=PARAMS_FILES)
 except CampaignError as e:
     sys.exit(f"error: {e}")
+# gc deletes what it finds in the state folder: not `/`, the home folder, a file or a folder of
+# something else (core/store.py), refused before any job runs.
+try:
+    check_state_dir(config["campaign"]["state_dir"])
+except CampaignError as e:
+    sys.exit(f"error: {PARAMS_FILES}: {e}")
 # A stage input naming a stage or output that does not exist: one line, before any rule.
 for _problem in wiring_problems():
     sys.exit(f"error: {_problem}")

@@ -82,6 +82,7 @@ def price_to_decide(
                 "cost_high": costs[1],
                 "currency": b["currency"],
                 "items_needed": d.get("items_needed"),
+                "items_note": d.get("items_note"),
             }
         )
     return rows

@@ -80,6 +80,8 @@ def to_decide_words(r: dict, gpu: str, offer: str, money) -> str:
     head = f"To decide {r['subject']} ({why}): "
     items = r["items_needed"]
     or_items = f"; or {items:,} evaluation items (labelling not priced)" if items else ""
+    if not items and r.get("items_note"):
+        or_items = f"; {r['items_note']}"
     if r["extra_runs"] is not None:
         low, high = r.get("seeds_needed_low"), r.get("seeds_needed_high")
         if r["n_seeds"] < 2:
@@ -99,6 +101,8 @@ def to_decide_words(r: dict, gpu: str, offer: str, money) -> str:
         )
     if items:
         return head + f"more seeds alone cannot; {items:,} evaluation items would (not priced)."
+    if r.get("items_note"):
+        return head + f"more seeds alone cannot; {r['items_note']}."
     return head + "neither more seeds nor more items would (the estimate sits at the bar)."
 
 

@@ -62,3 +62,14 @@ def remove_tree(path: Path) -> None:
             path.unlink()
         elif path.exists():
             shutil.rmtree(path, onerror=onerror)
+
+
+def free_disk_bytes(path: str | os.PathLike) -> int:
+    """Free bytes on the file system holding `path` (its nearest existing parent).
+
+    A machine measurement: taken when it is used, never read back from the store (a measurement
+    stored with an entry is the free space of the day the entry was made)."""
+    path = Path(path).absolute()
+    while not path.exists():
+        path = path.parent
+    return shutil.disk_usage(path).free

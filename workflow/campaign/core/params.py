@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import functools
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -122,13 +123,49 @@ def _expected_type(schema: dict) -> str:
     return text
 
 
-def _looks_like_yaml_float(value: Any) -> bool:
+_YAML11_EXPONENT = re.compile(r"[+-]?[0-9]+[eE][+-]?[0-9]+")
+
+
+def _number_text_hint(value: Any) -> str:
+    """Why a number came as text, and the fix: PyYAML (YAML 1.1) reads an exponent without a
+    decimal point (1e-4) as text, where 1.0e-4 is a number; any other number-like text was
+    quoted, and the fix is to drop the quotes. "" when the value does not look like a number."""
     if not isinstance(value, str):
-        return False
+        return ""
     try:
-        return math.isfinite(float(value))
+        if not math.isfinite(float(value)):
+            return ""
     except ValueError:
-        return False
+        return ""
+    text = value.strip()
+    if _YAML11_EXPONENT.fullmatch(text):
+        mantissa, _e, exponent = text.lower().partition("e")
+        return (
+            " (YAML reads a number without a decimal point, like 1e-4, as text: "
+            f"write {mantissa}.0e{exponent})"
+        )
+    return f" (a number in quotes is text: write {text} without the quotes)"
+
+
+def _non_finite(node: Any, path: tuple = ()) -> tuple[tuple, float] | None:
+    """The first NaN or infinity in params (document order), with its key path. JSON Schema's
+    bounds cannot refuse NaN (every comparison with it is false: `.nan` passes `minimum: 0`), and
+    no key of a campaign means anything with an infinite value, so one walk covers every
+    numeric key, factor levels included."""
+    if isinstance(node, float) and not math.isfinite(node):
+        return path, node
+    items = (
+        node.items()
+        if isinstance(node, dict)
+        else enumerate(node)
+        if isinstance(node, list)
+        else ()
+    )
+    for key, value in items:
+        found = _non_finite(value, (*path, key))
+        if found is not None:
+            return found
+    return None
 
 
 def key_path(parts) -> str:
@@ -159,12 +196,9 @@ def format_error(error) -> str:
         full = f"{path}.{missing}" if path else missing
         return f"{full}: missing required key"
     if kind == "type":
-        msg = f"{where}: expected {_expected_type(schema)}; got {_describe(value)}"
-        if _looks_like_yaml_float(value):
-            msg += (
-                " (YAML reads a number without a decimal point, like 1e-4, as text: write 1.0e-4)"
-            )
-        return msg
+        return f"{where}: expected {_expected_type(schema)}; got {_describe(value)}" + (
+            _number_text_hint(value)
+        )
     if kind == "enum":
         options = ", ".join(str(o) for o in error.validator_value)
         return f"{where}: expected one of {options}; got {_describe(value)}"
@@ -191,6 +225,11 @@ def validate(params: Any, source: str = "params") -> dict:
     """
     if not isinstance(params, dict):
         raise CampaignError(f"{source}: expected a mapping of sections; got {_describe(params)}")
+    non_finite = _non_finite(params)
+    if non_finite is not None:
+        path, value = non_finite
+        word = "NaN" if math.isnan(value) else "an infinity"
+        raise CampaignError(f"{source}: {key_path(path)}: expected a finite number; got {word}")
     fingerprint = _validated_fingerprint(params)
     if fingerprint is not None and fingerprint in _load_validated():
         return params

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from campaign.core.closeness import max_abs_diff
 from campaign.core.errors import CampaignError, Interrupted, Preempted
 from campaign.core.fsutil import remove_tree
 from campaign.core.hashcache import HashCache
@@ -377,8 +378,10 @@ def reproduce(store: Store, key: str, scratch: Path, root: Path = Path(".")) -> 
     """Recompute an entry from scratch (fresh work folder) and compare every output hash.
 
     Returns one row per output: name, stored hash, recomputed hash, equal (None for a volatile
-    output: timings and host facts are recorded, not compared). Inputs must still have the
-    content the entry recorded; a computing stage runs with the recorded execution settings.
+    output: timings and host facts are recorded, not compared), and for an output that differs
+    max_abs_diff (campaign.core.closeness; None: it differs in more than float values). Inputs
+    must still have the content the entry recorded; a computing stage runs with the recorded
+    execution settings.
     """
     entry = find_entry(store, key)
     meta = entry.meta
@@ -431,12 +434,9 @@ def reproduce(store: Store, key: str, scratch: Path, root: Path = Path(".")) -> 
     rows = []
     for name, info in sorted(meta["outputs"].items()):
         actual = hash_tree(outputs[name])
-        rows.append(
-            {
-                "output": name,
-                "stored": info["hash"],
-                "recomputed": actual,
-                "equal": None if name in volatile else actual == info["hash"],
-            }
-        )
+        equal = None if name in volatile else actual == info["hash"]
+        row = {"output": name, "stored": info["hash"], "recomputed": actual, "equal": equal}
+        if equal is False:  # how far: within float tolerance, or really different (None)
+            row["max_abs_diff"] = max_abs_diff(entry.output_path(name), outputs[name])
+        rows.append(row)
     return rows

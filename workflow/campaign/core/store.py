@@ -13,6 +13,16 @@ Layout under the state folder (params `campaign.state_dir`):
     locks/<key>.lock                one computation per key at a time (flock)
     jobs/<id>.json                  the last state of the job that makes a set of outputs
     events.jsonl                    one line per hit / miss / commit / corrupt / fail
+    hashcache.sqlite                input hashes by path, size and mtime (core/hashcache)
+
+The store recognizes what it wrote by its names: an entry, a work folder and a lock file are
+named by a content key (64 lowercase hex digits, `is_key`), a staging, quarantined or retired
+folder by its prefix and the key after it. gc, `verify --remove` and retention act only on names
+of that shape; anything else under the state folder (a user's folder, a file) is foreign: it is
+listed (`Store.foreign`) and never removed. `check_state_dir` refuses a state folder that is `/`,
+the home folder, a file, or a non-empty folder that is not a state folder: neither marked by the
+store (CAMPAIGN_STATE, written when it makes the layout; or events.jsonl, which every stage run
+writes) nor holding only these names.
 
 Only store/ is shared (DVC tracks it); everything else is local to a checkout.
 
@@ -35,6 +45,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
@@ -61,12 +72,94 @@ def flock_enabled(env: Mapping[str, str] | None = None) -> bool:
     raise CampaignError(f"{FLOCK_ENV}={env.get(FLOCK_ENV)!r}: expected on or off")
 
 
+_KEY_LENGTH = 64  # hex digits of a BLAKE3 digest (core/hashing)
+_HEX = frozenset("0123456789abcdef")
+_CORRUPT_PREFIX = "corrupt-"
+# Written into the state folder by the store: the folder is a campaign's, whatever else a
+# user or a tool (a benchmark's cache) puts beside the store's own folders later.
+STATE_MARKER = "CAMPAIGN_STATE"
+_MARKER_TEXT = (
+    "A campaign's state folder (campaign.state_dir): the store and its work folders. `campaign "
+    "gc` removes only what the store made here.\n"
+)
+# The names a state folder holds (the layout above); SQLite adds its journal files beside its db,
+# DVC a .gitignore beside the store it tracks.
+STATE_NAMES = frozenset(
+    {"store", "work", "tmp", "locks", "jobs", "events.jsonl", STATE_MARKER, ".gitignore"}
+    | {f"hashcache.sqlite{s}" for s in ("", "-wal", "-shm", "-journal")}
+)
+
+
+def is_key(name: str) -> bool:
+    """Whether a name is a content key: what every entry, work folder and lock file is named."""
+    return len(name) == _KEY_LENGTH and set(name) <= _HEX
+
+
+def _keyed(name: str, prefix: str) -> str | None:
+    """The key in `<prefix><key>-<suffix>` (the store's staging, quarantined and retired folders),
+    or None for a name the store did not make."""
+    if not name.startswith(prefix):
+        return None
+    key, dash = name[len(prefix) : len(prefix) + _KEY_LENGTH], name[len(prefix) + _KEY_LENGTH :]
+    return key if is_key(key) and dash.startswith("-") and len(dash) > 1 else None
+
+
 def staging_key(path: Path) -> str | None:
     """The key a staging folder (tmp/commit-<key>-<pid>.<id>) was made for; None for others."""
-    if not path.name.startswith(_COMMIT_PREFIX):
+    return _keyed(path.name, _COMMIT_PREFIX)
+
+
+_COPY_SUFFIX = ".tmp"
+
+
+def unfinished_copies(dest: Path) -> list[Path]:
+    """Copies of an output being materialized (`.<name>.<8 hex>.tmp` beside it): left behind
+    when the job was killed mid-copy; any other name is not the store's."""
+    dest = Path(dest)
+    if not dest.parent.is_dir():
+        return []
+    prefix = f".{dest.name}."
+    found = []
+    for path in dest.parent.glob(f".{glob_escape(dest.name)}.*{_COPY_SUFFIX}"):
+        middle = path.name[len(prefix) : -len(_COPY_SUFFIX)]
+        if len(middle) == 8 and set(middle) <= _HEX:
+            found.append(path)
+    return sorted(found)
+
+
+def state_dir_problem(path: str | os.PathLike) -> str | None:
+    """Why `path` cannot be a campaign's state folder, or None. gc deletes what it finds there, so
+    a folder that holds anything else (the project, a home folder, the root) is refused before
+    any command writes or removes a byte; a missing or empty folder is fine (it is created)."""
+    folder = Path(path).expanduser()
+    resolved = folder.resolve()
+    if resolved == Path(resolved.anchor):
+        return "is the file system's root; use a folder of its own, e.g. .campaign"
+    if resolved == Path.home().resolve():
+        return "is the home folder; use a folder of its own, e.g. .campaign"
+    if folder.exists() and not folder.is_dir():
+        return "is a file, not a folder"
+    # Marked by the store; or made before the mark existed: every stage run logs an event there.
+    if not folder.is_dir() or any((folder / n).is_file() for n in (STATE_MARKER, "events.jsonl")):
         return None
-    key, sep, _suffix = path.name[len(_COMMIT_PREFIX) :].rpartition("-")
-    return key if sep and key else None
+    foreign = sorted(p.name for p in folder.iterdir() if p.name not in STATE_NAMES)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (
+            f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+        )
+        return (
+            f"is not a campaign state folder (it holds {shown}); name an empty or new folder, "
+            "e.g. .campaign"
+        )
+    return None
+
+
+def check_state_dir(path: str | os.PathLike, key: str = "campaign.state_dir") -> Path:
+    """`path`, or a one-line CampaignError naming `key` when it cannot be a state folder."""
+    problem = state_dir_problem(path)
+    if problem is not None:
+        raise CampaignError(f"{key}: {os.fspath(path)} {problem}")
+    return Path(path)
 
 
 def _same_file(fd: int, path: Path) -> bool:
@@ -135,6 +228,22 @@ def _private_copy(src: Path, dst: Path) -> None:
     os.chmod(dst, _RESULT_MODE)
 
 
+def _copy_out(src: Path, tmp: Path, now: float) -> None:
+    """A private copy of an entry's output (file or folder) at `tmp`, its files' mtime `now`."""
+    if src.is_dir():
+        tmp.mkdir(mode=_DIR_MODE)
+        for dirpath, dirs, files in os.walk(src):
+            rel = Path(dirpath).relative_to(src)
+            for d in dirs:
+                (tmp / rel / d).mkdir(mode=_DIR_MODE)
+            for f in files:
+                _private_copy(Path(dirpath, f), tmp / rel / f)
+                os.utime(tmp / rel / f, (now, now))
+    else:
+        _private_copy(src, tmp)
+        os.utime(tmp, (now, now))
+
+
 @dataclass(frozen=True)
 class Entry:
     key: str
@@ -160,6 +269,14 @@ class Store:
     def ensure(self) -> None:
         for d in (self.root, self.entries, self.work_root, self.tmp, self.locks, self.jobs):
             d.mkdir(parents=True, exist_ok=True, mode=_DIR_MODE)
+        # Written in place, not through a temporary name: a job checking the folder meanwhile
+        # (check_state_dir) must find only the store's names there; the mark's presence counts.
+        with contextlib.suppress(FileExistsError):
+            fd = os.open(self.root / STATE_MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.write(fd, _MARKER_TEXT.encode("utf-8"))
+            finally:
+                os.close(fd)
 
     def entry_path(self, key: str) -> Path:
         return self.entries / key
@@ -170,15 +287,16 @@ class Store:
         return path
 
     def keys(self) -> list[str]:
+        """Keys of the entry folders (a folder not named by a key is foreign: never listed)."""
         if not self.entries.exists():
             return []
-        return sorted(p.name for p in self.entries.iterdir() if p.is_dir())
+        return sorted(p.name for p in self.entries.iterdir() if is_key(p.name) and p.is_dir())
 
     def work_keys(self) -> list[str]:
         """Keys that have a work folder (without creating one)."""
         if not self.work_root.exists():
             return []
-        return sorted(p.name for p in self.work_root.iterdir() if p.is_dir())
+        return sorted(p.name for p in self.work_root.iterdir() if is_key(p.name) and p.is_dir())
 
     def staged_commits(self) -> list[Path]:
         """Staging folders under tmp/: commits under way, or left by a killed job."""
@@ -190,13 +308,40 @@ class Store:
         """Corrupt entries moved aside, and work folders of committed keys left half-deleted."""
         if not self.tmp.exists():
             return []
-        return sorted([*self.tmp.glob("corrupt-*"), *self.tmp.glob(f"{_RETIRED_PREFIX}*")])
+        return sorted(
+            p
+            for p in self.tmp.iterdir()
+            if _keyed(p.name, _CORRUPT_PREFIX) or _keyed(p.name, _RETIRED_PREFIX)
+        )
 
     def lock_keys(self) -> list[str]:
         """Keys that have a lock file (held or not)."""
         if not self.locks.exists():
             return []
-        return sorted(p.name.removesuffix(".lock") for p in self.locks.glob("*.lock"))
+        names = (p.name.removesuffix(".lock") for p in self.locks.glob("*.lock") if p.is_file())
+        return sorted(name for name in names if is_key(name))
+
+    def foreign(self) -> list[str]:
+        """What lies under the state folder that the store did not make (paths relative to it):
+        gc, verify and retention leave it alone and say so."""
+        if not self.root.is_dir():
+            return []
+        found = [p.name for p in self.root.iterdir() if p.name not in STATE_NAMES]
+        made_here = {
+            self.entries: lambda p: is_key(p.name) and p.is_dir(),
+            self.work_root: lambda p: is_key(p.name) and p.is_dir(),
+            self.tmp: lambda p: any(
+                _keyed(p.name, prefix)
+                for prefix in (_COMMIT_PREFIX, _CORRUPT_PREFIX, _RETIRED_PREFIX)
+            ),
+            self.locks: lambda p: p.name.endswith(".lock") and is_key(p.name[:-5]),
+        }
+        for folder, ours in made_here.items():
+            if folder.is_dir():
+                found += [f"{folder.name}/{p.name}" for p in folder.iterdir() if not ours(p)]
+            elif folder.exists():
+                found.append(folder.name)
+        return sorted(found)
 
     # ---------------------------------------------------------------- events
     def log_event(self, event: str, key: str, stage: str, **extra: Any) -> None:
@@ -355,7 +500,9 @@ class Store:
         """Move a corrupt entry out of the store (kept under tmp/ for inspection)."""
         self.tmp.mkdir(parents=True, exist_ok=True, mode=_DIR_MODE)
         with contextlib.suppress(FileNotFoundError):
-            os.rename(self.entry_path(key), self.tmp / f"corrupt-{key}-{uuid.uuid4().hex[:8]}")
+            os.rename(
+                self.entry_path(key), self.tmp / f"{_CORRUPT_PREFIX}{key}-{uuid.uuid4().hex[:8]}"
+            )
 
     def lookup(self, key: str, stage: str) -> Entry | None:
         """A verified entry, or None; a corrupt one is reported, quarantined, treated as absent."""
@@ -441,7 +588,8 @@ class Store:
     def materialize(self, entry: Entry, outputs: dict[str, Path]) -> None:
         """Place each output at its path: a private copy of the entry's files (a reflink where
         the filesystem has them), with a fresh mtime, so Snakemake sees the output as newer than
-        its inputs. Written beside the output and renamed over it."""
+        its inputs. Written beside the output and renamed over it; copies of the same output
+        that a killed job left beside it go first (one job at a time makes an output)."""
         now = time.time()
         for name, dest in outputs.items():
             src = entry.output_path(name)
@@ -450,19 +598,14 @@ class Store:
             dest = Path(dest)
             dest.parent.mkdir(parents=True, exist_ok=True)
             _owner_only_parents(dest)
-            tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}.tmp")
-            if src.is_dir():
-                tmp.mkdir(mode=_DIR_MODE)
-                for dirpath, dirs, files in os.walk(src):
-                    rel = Path(dirpath).relative_to(src)
-                    for d in dirs:
-                        (tmp / rel / d).mkdir(mode=_DIR_MODE)
-                    for f in files:
-                        _private_copy(Path(dirpath, f), tmp / rel / f)
-                        os.utime(tmp / rel / f, (now, now))
-            else:
-                _private_copy(src, tmp)
-                os.utime(tmp, (now, now))
+            for leftover in unfinished_copies(dest):
+                remove_tree(leftover)
+            tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}{_COPY_SUFFIX}")
+            try:
+                _copy_out(src, tmp, now)
+            except BaseException:
+                remove_tree(tmp)  # a full disk, Ctrl-C: no half copy stays beside the output
+                raise
             if dest.is_dir() and not dest.is_symlink():
                 remove_tree(dest)
             os.replace(tmp, dest)

@@ -15,6 +15,15 @@ from campaign.core.stage import (
 
 # What other phases and tools may use; everything else in this folder is the phase's own.
 _PUBLIC = {
+    "ROLES": "conversations",
+    "MESSAGE_KEYS": "conversations",
+    "UNSTRATIFIED": "conversations",
+    "parse_messages": "conversations",
+    "from_prompt_response": "conversations",
+    "prompt_messages": "conversations",
+    "reference": "conversations",
+    "dedup_text": "conversations",
+    "dump_messages": "conversations",
     "expand_sources": "sources",
     "load_records": "readers",
     "find_salt": "salt",

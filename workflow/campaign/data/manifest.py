@@ -47,6 +47,8 @@ def content_hashes(records: pd.DataFrame) -> list[str]:
     """One content hash per row of a `load_records` frame, in row order."""
     import pandas as pd
 
+    # A conversation's content is its messages (roles and turns), not only its joined text.
+    texts = records["messages"] if "messages" in records else records["text"]
     return [
         record_hash(
             text,
@@ -55,7 +57,7 @@ def content_hashes(records: pd.DataFrame) -> list[str]:
             None if pd.isna(ts) else timestamp_text(ts),
         )
         for text, label, group, ts in zip(
-            records["text"], records["label"], records["group"], records["timestamp"], strict=True
+            texts, records["label"], records["group"], records["timestamp"], strict=True
         )
     ]
 
@@ -102,7 +104,8 @@ def _summary(
     timestamps = records["timestamp"].dropna()
     return {
         "hash_algorithm": ALGORITHM,
-        "content_hash_of": "canonical JSON of {group, label, text, timestamp}",
+        "content_hash_of": "canonical JSON of {group, label, text, timestamp}"
+        + (" (text: the messages as JSON)" if "messages" in records else ""),
         "dataset_hash": dataset_hash(records["id"].tolist(), hashes),
         "records": len(records),
         "per_label": dict(Counter(records["label"].tolist())),

@@ -3,7 +3,8 @@
 How values are read, the same for every format:
 - id and group: a string, or an integer written in decimal; label: a string, or a number or boolean
   written as JSON writes it (``3`` -> "3", ``3.0`` -> "3.0", ``true`` -> "true"). CSV cells are
-  always strings. Strings are kept exactly; empty or whitespace-only ones are errors.
+  always strings. Strings are kept exactly; empty ones, and ones of whitespace or invisible format
+  characters only (zero-width space, joiners), are errors.
 - timestamp: an ISO 8601 string, or a Parquet timestamp/date; converted to UTC and kept to the
   microsecond (finer digits are dropped). A time without an offset is read as UTC.
 - CSV: comma-separated, first row is the header, quoted fields may span lines, blank lines are
@@ -20,6 +21,7 @@ import csv
 import io
 import json
 import math
+import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -35,6 +37,7 @@ from campaign.data.sources import (
     RECORD_COLUMNS,
     check_fields,
     check_sources,
+    is_conversational,
     source_files,
 )
 
@@ -266,6 +269,9 @@ def _read_parquet(data: bytes, shown: str, index: int, mapping: list[tuple[str, 
         allowed = {
             "id": is_text or pa.types.is_integer(kind),
             "text": is_text,
+            "prompt": is_text,
+            "response": is_text,
+            "messages": is_text or pa.types.is_list(kind) or pa.types.is_large_list(kind),
             "label": is_text or is_number or pa.types.is_boolean(kind),
             "group": is_text or pa.types.is_integer(kind),
             "timestamp": is_text or pa.types.is_timestamp(kind) or pa.types.is_date(kind),
@@ -295,9 +301,15 @@ def first_line(error: BaseException) -> str:
 # One record's values -> normalized values
 
 
+def _blank(value: str) -> bool:
+    """No visible character: only whitespace and format characters (Unicode category Cf: zero-width
+    space, joiners, word joiner, byte-order mark, soft hyphen), which str.strip keeps."""
+    return all(ch.isspace() or unicodedata.category(ch) == "Cf" for ch in value)
+
+
 def _check_string(value: str, where: str) -> str:
-    if not value.strip():
-        raise CampaignError(f"{where} is empty")
+    if _blank(value):
+        raise CampaignError(f"{where} is empty (whitespace or invisible characters only)")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -311,6 +323,8 @@ _KINDS = {
     "id": "a string or integer",
     "group": "a string or integer",
     "text": "a string",
+    "prompt": "a string",
+    "response": "a string",
     "label": "a string, number or boolean",
 }
 
@@ -326,7 +340,7 @@ def _as_text(value: Any, where: str, key: str) -> str:
         raise CampaignError(f"{where} is null (NaN)")
     if key == "label" and isinstance(value, bool):
         return "true" if value else "false"
-    if key != "text" and isinstance(value, int) and not isinstance(value, bool):
+    if key in ("id", "group", "label") and isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     if key == "label" and isinstance(value, float) and math.isfinite(value):
         return json.dumps(value)
@@ -354,13 +368,26 @@ def _as_time(value: Any, where: str) -> datetime:
 
 
 def _normalize(where: str, raw: dict[str, Any], mapping: list[tuple[str, str]]) -> dict[str, Any]:
-    record: dict[str, Any] = {"group": None, "timestamp": None}
+    from campaign.data import conversations
+
+    record: dict[str, Any] = {"group": None, "timestamp": None, "messages": None}
     for key, column in mapping:
         at = _where_field(where, key, column)
         if key == "timestamp":
             record[key] = _as_time(raw[key], at)
+        elif key == "messages":
+            record[key] = conversations.parse_messages(raw[key], at)
         else:
             record[key] = _as_text(raw[key], at, key)
+    if "prompt" in record:
+        record["messages"] = conversations.from_prompt_response(
+            record["prompt"], record["response"]
+        )
+    if record["messages"] is not None:
+        # Duplicates are prompt + response; the label, when named, only stratifies the split.
+        record["text"] = conversations.dedup_text(record["messages"])
+        record.setdefault("label", conversations.UNSTRATIFIED)
+        record["messages"] = conversations.dump_messages(record["messages"])
     return record
 
 
@@ -392,7 +419,9 @@ def read_sources(
     root = Path(root)
     check_sources(sources)
     mapping = check_fields(fields)
-    columns: dict[str, list] = {name: [] for name in RECORD_COLUMNS}
+    # A conversational dataset's records carry their conversation (JSON) to the split files.
+    extra = ("messages",) if is_conversational(mapping) else ()
+    columns: dict[str, list] = {name: [] for name in RECORD_COLUMNS + extra}
     first_at: dict[str, str] = {}
     read: list[SourceFile] = []
     chosen = source_files(sources, root) if files is None else files
@@ -424,7 +453,7 @@ def read_sources(
                     f"{where}: duplicate id {record_id!r} (also at {first_at[record_id]})"
                 )
             first_at[record_id] = where
-            for key in ("id", "text", "label", "group", "timestamp"):
+            for key in ("id", "text", "label", "group", "timestamp", *extra):
                 columns[key].append(record[key])
             columns["source"].append(shown)
             columns["licence"].append(source["licence"])
@@ -449,8 +478,10 @@ def load_records(
     sources: params ``data.sources``; fields: ``data.fields`` (column names in the files);
     root: the folder source paths are relative to. Returns columns id, text, label, group,
     source, licence (str; group NA when data.fields.group is null) and timestamp
-    (datetime64[us, UTC]; NaT when data.fields.timestamp is null). ``source`` is the file's path
-    as shown in messages. Raises CampaignError (one line: file, line or record, field) on bad input.
+    (datetime64[us, UTC]; NaT when data.fields.timestamp is null); a conversational dataset adds
+    ``messages`` (the conversation as JSON; its text is prompt + response). ``source`` is the
+    file's path as shown in messages. Raises CampaignError (one line: file, line or record,
+    field) on bad input.
     `files`: read exactly these (a stage passes the inputs the runner hashed); default every file
     the sources name.
     """

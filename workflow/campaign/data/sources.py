@@ -20,6 +20,11 @@ FORMATS = ("csv", "jsonl", "parquet")
 SOURCE_KEYS = ("path", "format", "licence", "origin")
 FIELD_KEYS = ("id", "text", "label", "group", "timestamp")
 OPTIONAL_FIELDS = ("group", "timestamp")
+# A conversational dataset (the generation task, campaign/tasks/generation.py) names either a
+# `messages` column or `prompt` and `response` columns; its text is then null (the text that
+# duplicate detection compares is prompt + response) and its label optional (a column to
+# stratify the split on; without it the split balances sizes only).
+CONVERSATION_FIELDS = ("messages", "prompt", "response")
 RECORD_COLUMNS = ("id", "text", "label", "group", "timestamp", "source", "licence")
 MANIFEST_COLUMNS = ("id", "content_hash", "source", "licence", "label", "group", "timestamp")
 
@@ -35,6 +40,9 @@ FORMAT_NAMES = {"csv": "CSV", "jsonl": "JSON Lines", "parquet": "Parquet"}
 PARQUET_KINDS = {
     "id": "strings or integers",
     "text": "strings",
+    "prompt": "strings",
+    "response": "strings",
+    "messages": "JSON strings or lists of {role, content} structs",
     "label": "strings, numbers or booleans",
     "group": "strings or integers",
     "timestamp": "timestamps, dates or ISO 8601 strings",
@@ -74,25 +82,46 @@ def check_sources(sources: Any) -> None:
 
 
 def check_fields(fields: Any) -> list[tuple[str, str]]:
-    """The mapped fields as (key, column) pairs in FIELD_KEYS order, unmapped optional ones left
-    out."""
+    """The mapped fields as (key, column) pairs in FIELD_KEYS then CONVERSATION_FIELDS order,
+    unmapped optional ones left out."""
+    known = FIELD_KEYS + CONVERSATION_FIELDS
     if not isinstance(fields, dict):
         raise CampaignError(f"data.fields: expected a mapping with {', '.join(FIELD_KEYS)}")
     for key in fields:
-        if key not in FIELD_KEYS:
-            raise CampaignError(f"data.fields.{key}: unknown key; expected {', '.join(FIELD_KEYS)}")
+        if key not in known:
+            raise CampaignError(f"data.fields.{key}: unknown key; expected {', '.join(known)}")
+    talk = sorted(k for k in CONVERSATION_FIELDS if fields.get(k) is not None)
+    optional = OPTIONAL_FIELDS
+    if talk:
+        if talk not in (["messages"], ["prompt", "response"]):
+            raise CampaignError(
+                f"data.fields: {' and '.join(talk)} named; a conversational dataset names either "
+                "messages, or both prompt and response"
+            )
+        if fields.get("text") is not None:
+            raise CampaignError(
+                f"data.fields.text: null for a conversational dataset (data.fields."
+                f"{talk[0]} is named; duplicates are found on prompt + response)"
+            )
+        optional = (*OPTIONAL_FIELDS, "text", "label")
     mapping = []
-    for key in FIELD_KEYS:
+    for key in known:
         if key not in fields:
-            hint = " (use null when the data has none)" if key in OPTIONAL_FIELDS else ""
+            if key in CONVERSATION_FIELDS or (talk and key == "text"):
+                continue
+            hint = " (use null when the data has none)" if key in optional else ""
             raise CampaignError(f"data.fields.{key}: missing{hint}")
         column = fields[key]
-        if column is None and key in OPTIONAL_FIELDS:
+        if column is None and (key in optional or key in CONVERSATION_FIELDS):
             continue
         if not isinstance(column, str) or not column:
             raise CampaignError(f"data.fields.{key}: expected a column name, got {column!r}")
         mapping.append((key, column))
     return mapping
+
+
+def is_conversational(mapping: list[tuple[str, str]]) -> bool:
+    return any(key in CONVERSATION_FIELDS for key, _column in mapping)
 
 
 def check_spec(spec: Any) -> None:

@@ -125,6 +125,8 @@ if TYPE_CHECKING:
 # smallest id of the record's duplicate component (exact and near pairs, chains too, over all
 # records, before ``drop`` removes copies), or null when the record has no duplicate.
 SPLIT_FILE_COLUMNS = ["id", "text", "label", "group", "source", "unit", "duplicate_cluster"]
+# A conversational dataset's split files add its conversations (tasks/generation.py reads them).
+CONVERSATION_COLUMNS = ["messages"]
 ASSIGNMENT_COLUMNS = (*SPLIT_FILE_COLUMNS, "split")
 
 
@@ -376,6 +378,10 @@ def make_splits(
     texts = records["text"].tolist()
     sources = records["source"].tolist() if "source" in records else [None] * len(texts)
     cluster = [units.ids[j] if j >= 0 else None for j in units.duplicate_of]
+    conversations = {}
+    if "messages" in records:  # a conversational dataset's records keep their conversation
+        messages = records["messages"].tolist()
+        conversations = {"messages": pd.array([messages[i] for i in rows], dtype="str")}
     assignments = pd.DataFrame(
         {
             "id": pd.array(kept_units.ids, dtype="str"),
@@ -386,9 +392,33 @@ def make_splits(
             "unit": pd.array(kept_units.unit, dtype="str"),
             "duplicate_cluster": pd.array([cluster[i] for i in rows], dtype="str"),
             "split": pd.array(kept_split, dtype="str"),
+            **conversations,
         }
     )
     return assignments, result
+
+
+def redact_messages(policy: dict, records) -> list[str]:
+    """The conversations under the privacy policy: each message's content scanned and masked as
+    the record's text is, so what `redact` hides from the text is hidden from the training
+    conversation too (the split file's `messages` is what the model is trained on)."""
+    from campaign.data import conversations
+    from campaign.data.privacy import apply_policy, policies, scan_records
+
+    if "redact" not in policies(policy).values():
+        return records["messages"].tolist()  # report and fail change no text
+    out = []
+    for record_id, cell in zip(records["id"], records["messages"], strict=True):
+        messages = conversations.parse_messages(cell, f"record {record_id}")
+        contents = [m["content"] for m in messages]
+        found = scan_records([record_id] * len(contents), contents)
+        masked = apply_policy(policy, contents, found) if found.n_flagged else contents
+        out.append(
+            conversations.dump_messages(
+                [{**m, "content": c} for m, c in zip(messages, masked, strict=True)]
+            )
+        )
+    return out
 
 
 def read_previous(folder: Path, names: list[str]) -> dict[str, str]:
@@ -470,13 +500,16 @@ def stage(ctx) -> None:
     # Dedup, leak units and the audit see the text that is written: with `redact`, two records
     # that differ only by a masked secret are the same text, so they join one unit.
     records = records.assign(text=apply_policy(policy, records["text"].tolist(), report))
+    if "messages" in records:
+        records = records.assign(messages=redact_messages(policy, records))
 
     assignments, result = make_splits(records, spec["split"], seed=spec["seed"], previous=previous)
     table = audit_table(result)
     print(table)  # under split.assign solve/auto it says what placed the units
     check_audit(result, spec["split"]["audit"])
+    columns = SPLIT_FILE_COLUMNS + [c for c in CONVERSATION_COLUMNS if c in assignments]
     for name in names:
-        part = assignments[assignments["split"] == name][SPLIT_FILE_COLUMNS].reset_index(drop=True)
+        part = assignments[assignments["split"] == name][columns].reset_index(drop=True)
         sink = pa.BufferOutputStream()
         pq.write_table(pa.Table.from_pandas(part, preserve_index=False), sink, compression="zstd")
         atomic_write_bytes(ctx.outputs[name], sink.getvalue().to_pybytes())

@@ -62,7 +62,9 @@ def check_records(records: pd.DataFrame) -> None:
         dup = records["id"][records["id"].duplicated()].iloc[0]
         raise CampaignError(f"record {dup!r}: id appears twice")
     labels = records["label"].unique()
-    if len(labels) < 2:
+    # A conversation's label only stratifies (one stratum when none is named): the check is for
+    # a classifier's labels, which need two classes to learn anything.
+    if len(labels) < 2 and "messages" not in records:
         raise CampaignError(
             f"data.fields.label: all {len(records)} records have label {labels[0]!r}; a split "
             "needs at least two classes"

@@ -44,6 +44,8 @@ _PUBLIC = {
     "metric_draws": "metrics",
     "read_items": "items",
     "read_probs": "items",
+    "representative": "decide",
+    "score_items": "text_scores",
 }
 __getattr__, __dir__ = exports(__name__, _PUBLIC)
 

@@ -15,7 +15,9 @@ estimated by method of moments (two-way ANOVA mean squares) and pooled over the 
   C = sum_c w_c^2 / k_c * MS_res / n  MS_res: the seed x item residual, pooled (it is in both A
                                       and B once: subtracted once)
   Var = B + max(A - C, 0), Satterthwaite df = Var^2 / (A^2/df_A + B^2/df_B + C^2/df_C)
-  (at most n - 1; A's df count even where the seed part is truncated at 0).
+  (at most n - 1; A's df count even where the seed part is truncated at 0). Against a floor
+  (a cell without seed spread) the df are counted with A at its upper FLOOR_DF_QUANTILE bound:
+  plain Satterthwaite claims 7-8 % at 5 % there at 2 seeds, the seed df alone about 1 %.
 Seeds are replicates, not blocks (a seed number is not assumed to mean the same thing in two
 cells): pooling then gives a 2 x 2 design with 2 seeds 8 - 4 = 4 error df. With one seed per
 cell everywhere the seed part is not measured (nan) and the variance is the items' alone.
@@ -45,6 +47,10 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
+
+# The chi-square quantile of the seed level's upper bound that a contrast against a floor counts
+# its Satterthwaite df with (comparison.contrast).
+FLOOR_DF_QUANTILE = 0.2
 
 
 @dataclass(frozen=True)
@@ -149,8 +155,18 @@ def contrast(
     # items' n - 1 df there under-covers at 2 seeds).
     var_seeds = max(a - c, 0.0)
     var = b + var_seeds
+    if fixed & set(weights):
+        # Against a floor (no seed spread of its own) the seed level is the cells' alone and
+        # dominates at few seeds. Satterthwaite's df is then liberal at 2 seeds (7-8 % false
+        # claims at 5 %): a seed spread measured low by chance also reads as "items dominate",
+        # raising the df exactly when the statistic is large. Its df are counted here with the
+        # seed level at FLOOR_DF_QUANTILE's upper bound (the se itself is unchanged),
+        # which holds the claims at 4-5 % at 2, 3 and 5 seeds; capping at the seed df instead
+        # gives about 1 % (benchmarks/bench_stats.py, floor rows).
+        a = a * df_w / float(stats.chi2.ppf(FLOOR_DF_QUANTILE, df_w))
+    var_df = b + max(a - c, 0.0)  # the variance the df are counted for (= var but on a floor)
     terms = a**2 / df_w + b**2 / max(n - 1, 1) + (c**2 / df_r if df_r else 0.0)
-    df = min(var**2 / terms, n - 1.0) if terms > 0 else n - 1.0
+    df = min(var_df**2 / terms, n - 1.0) if terms > 0 else n - 1.0
     return Estimate(
         estimate, math.sqrt(var), df, var_seeds, b, n_seeds, n, df_w, math.sqrt(ms_w), min(c, b)
     )
@@ -215,6 +231,44 @@ def noninferiority_p(losses: int, gains: int, n: int, margin: float) -> float:
     """One-sided p of H0: the difference (gains - losses) / n <= -margin (Tango's score test):
     small when the variant is shown to lose less than `margin`."""
     return float(stats.norm.sf(_tango_z(losses, gains, n, -margin)))
+
+
+# Berger and Boos's gamma: the nuisance (the rate of items gained) ranges over its one-sided
+# 1 - gamma upper bound, and gamma is added to the p (exact: the test's level holds for every rate).
+REJECT_GAMMA = 0.001
+
+
+def _loss_tail(n: int, p_loss: float, p_gain: float, excess: int) -> float:
+    """P(losses - gains >= excess) for trinomial counts on `n` paired items."""
+    from scipy.stats import binom
+
+    if p_gain > 0:
+        g = np.arange(0, int(binom.isf(1e-13, n, p_gain)) + 2)
+        g = g[g <= n]
+        weights = binom.pmf(g, n, p_gain)
+    else:
+        g, weights = np.zeros(1, dtype=np.int64), np.ones(1)
+    cond = min(1.0, p_loss / (1.0 - p_gain)) if p_gain < 1 else 0.0
+    return float(np.sum(weights * binom.sf(excess + g - 1, n - g, cond)))
+
+
+def loss_exceeds_p(losses: int, gains: int, n: int, margin: float) -> float:
+    """Exact one-sided p of H0: the variant loses at most `margin` ((losses - gains) / n true
+    rate <= margin): small when it is shown to lose more. Tango's score interval, read for
+    this side, is anti-conservative when discordant items are rare (5.3 % at a 2.5 % level
+    with 0.45 % of 1,000 items lost, 0.05 % gained); here the statistic losses - gains is
+    referred to its exact trinomial distribution at the margin, maximized over the rate of
+    gains up to its Clopper-Pearson 1 - REJECT_GAMMA upper bound, plus REJECT_GAMMA
+    (Berger and Boos 1994): valid for every discordance rate."""
+    from scipy.stats import beta
+
+    excess = losses - gains
+    if n < 1 or excess <= n * margin:
+        return 1.0
+    top = float(beta.ppf(1 - REJECT_GAMMA, gains + 1, n - gains)) if gains < n else 1.0
+    top = min(top, (1 - margin) / 2)
+    tails = [_loss_tail(n, margin + q, q, excess) for q in np.linspace(0.0, top, 17)]
+    return min(1.0, max(tails) + REJECT_GAMMA)
 
 
 def smallest_provable_loss(n: int, alpha_one_sided: float) -> float:

@@ -15,7 +15,10 @@ decisions.json
     dominant            NEW  "seeds" | "items" | null: which variance part is larger
     seeds_needed        NEW  int | null: seeds per cell that would decide it (null: seeds alone
                              cannot, or already decided)
-    items_needed        NEW  int | null: evaluation items that would decide it
+    items_needed        NEW  int | null: evaluation items that would decide it (at most
+                             MAX_ITEMS_FACTOR times the items scored)
+    items_note          NEW  str | null: why no number of items is given ("no number of items
+                             decides this ...")
     seeds_needed_low, seeds_needed_high  NEW  int | null: seeds_needed at the ends of the seed
                              variance's 95 % chi-square interval (its uncertainty)
     cell_id             NEW  the plan table's cell id of a quantized variant's run's cell; null
@@ -28,8 +31,11 @@ decisions.json
                          of min_useful_effect), "reject" (adjusted upper end < min_useful_effect),
                          "inconclusive", "inconclusive (one seed)"
     quantized:           "adopt" (non-inferior: Holm-adjusted one-sided p < (1-confidence)/2 on
-                         H0: difference <= -max_quality_loss), "reject" (the family-adjusted
-                         interval's upper end adj_high < -max_quality_loss), "inconclusive",
+                         H0: difference <= -max_quality_loss), "reject" (on accuracy:
+                         the exact one-sided p of "loses at most max_quality_loss" times the
+                         family size below (1-confidence)/2, comparison.loss_exceeds_p; on
+                         another metric the family-adjusted interval's upper end adj_high <
+                         -max_quality_loss), "inconclusive",
                          "inconclusive (too few items)" (no outcome on these items could adopt
                          at the family-adjusted level: even with no item changed, Holm's p
                          given the family's other variants stays >= (1-confidence)/2),
@@ -41,7 +47,11 @@ decisions.json
     chosen_on           NEW  the split it was chosen on (= decide_on)
     reported_on         NEW  the other split; reported: {value, ci_low, ci_high} on it (the
                              headline number: no winner's curse)
-    representative_run  NEW  the run of the median seed on decide_on (what to quantize)
+    representative_run  NEW  the run of the median seed on decide_on (what to quantize; with
+                             an even number of seeds the middle run whose id sorts first)
+    kept_as             NEW  why this cell: "control" (no cell shown better than the control),
+                             "shown better" (adopted against the control), "highest (no
+                             control)" (kept_cell); best_cell is the kept cell, not the argmax
     cell_id             NEW  the chosen cell's id in the plan table (runs.tsv's cell_id)
   below_floor: list {cell, floor, verdict, estimate, ci_low, ci_high}  (as before)
     cell_id             NEW  each entry's cell id in the plan table
@@ -83,6 +93,9 @@ seed_sd, mde, seeds_needed, interval_over, decision, estimability, aliases)
   adj_low, adj_high  NEW  family-adjusted interval (Bonferroni alpha / m)
   dominant, items_needed, seeds_needed_low, seeds_needed_high  NEW  as in decisions.json
   seed_df         NEW  error df of the seed level pooled over the design (0: one seed)
+  p_reject        NEW  quantized rows on accuracy: the exact one-sided p of "loses at most
+                  max_quality_loss" times the family size (capped at 1): reject below
+                  (1-confidence)/2 (comparison.loss_exceeds_p)
   smallest_provable_loss  NEW  quantized rows: the loss bound zero discordant items would give,
                   at the one-sided level Holm leaves the row in its family (between
                   alpha / 2m and alpha / 2); items_to_prove likewise
@@ -142,6 +155,7 @@ def noninferior(
     alpha_one_sided: float,
     provable: bool,
     metric_low: float | None = None,
+    reject_p: float = math.nan,
 ) -> str:
     """A compressed variant: adopt when the Holm-adjusted one-sided p of 'loses at least
     max_quality_loss' is below alpha_one_sided; reject when its family-adjusted interval's upper
@@ -151,8 +165,15 @@ def noninferior(
     metric_low: for a decision metric other than accuracy, the lower end of that metric's own
     family-adjusted interval of the difference; the accuracy test alone cannot adopt a variant
     whose loss on the decision metric may exceed the margin, so adoption also needs metric_low
-    above it."""
-    if math.isfinite(high) and high < -max_quality_loss:
+    above it.
+
+    reject_p: the family-adjusted (Bonferroni) exact p of "loses at most max_quality_loss"
+    (comparison.loss_exceeds_p); where given it decides the reject side instead of `high` (the
+    score interval's upper end rejects too often when discordant items are rare)."""
+    if math.isfinite(reject_p):
+        if reject_p < alpha_one_sided:
+            return REJECT
+    elif math.isfinite(high) and high < -max_quality_loss:
         return REJECT
     metric_agrees = metric_low is None or (
         math.isfinite(metric_low) and metric_low > -max_quality_loss
@@ -185,6 +206,10 @@ def minimum_detectable_effect(
     return float(min_useful_effect + (crit + float(dist.ppf(power))) * se)
 
 
+# items_needed beyond this many times the evaluation's items is not advice (what_would_decide).
+MAX_ITEMS_FACTOR = 100
+
+
 def what_would_decide(
     estimate: float,
     var_seeds: float,
@@ -199,8 +224,10 @@ def what_would_decide(
 ) -> dict:
     """The seeds per cell, or the evaluation items, at which the adjusted interval would leave
     min_useful_effect behind with probability `power`, if the true effect were the estimate:
-    {dominant, seeds_needed, items_needed, seeds_needed_low, seeds_needed_high} (None: that
-    count alone cannot, or nothing can).
+    {dominant, seeds_needed, items_needed, seeds_needed_low, seeds_needed_high, items_note}
+    (None: that count alone cannot, or nothing can; items_note then says why items cannot:
+    the seed part alone is wider than the gap, or more than MAX_ITEMS_FACTOR times the items
+    would be needed).
 
     The crossed seeds x items model: Var(k seeds, n items) = var_seeds * k0 / k + var_residual
     * k0 n0 / (k n) + (var_items - var_residual) * n0 / n, with `var_residual` the seed x item
@@ -223,8 +250,17 @@ def what_would_decide(
     elif measured and target > items_only:
         seeds = max(2, n_seeds)
     vs = var_seeds if measured else 0.0
+    note = None
     if target > vs and var_items > 0:
         items = max(n_items, math.ceil(var_items * n_items / (target - vs)))
+        if items > MAX_ITEMS_FACTOR * max(n_items, 1):
+            # A number nobody can label is not advice: say that items alone do not decide it.
+            items = None
+            note = (
+                f"no number of items within {MAX_ITEMS_FACTOR} times these {n_items:,} decides this"
+            )
+    elif var_items > 0 and gap > 0:
+        note = "no number of items decides this (the seed spread alone is wider than the gap)"
     ends = [None, None]
     if seeds is not None and seed_df > 0 and var_seeds > 0:
         for i, q in enumerate((0.975, 0.025)):  # the low variance end first
@@ -236,10 +272,42 @@ def what_would_decide(
         "items_needed": items,
         "seeds_needed_low": ends[0],
         "seeds_needed_high": ends[1],
+        "items_note": note,
     }
 
 
 def representative(values: dict) -> str:
-    """The run of the median seed (the lower middle one) of `values: {run: metric}`."""
+    """The run of the median seed of `values: {run: metric}`: with an even number of seeds, of
+    the two middle runs the one whose run id sorts first. The id, not the value, breaks the tie:
+    taking the lower (or the higher) of the two would make the kept run the worse (or the
+    luckier) seed by construction; at 2 seeds either run is then equally likely."""
     ranked = sorted(values, key=lambda r: (values[r], r))
-    return ranked[(len(ranked) - 1) // 2]
+    n = len(ranked)
+    return min(ranked[(n - 1) // 2 : n // 2 + 1])
+
+
+SHOWN_BETTER = (ADOPT, ADOPT_SMALL)
+KEPT_CONTROL, KEPT_SHOWN, KEPT_HIGHEST = "control", "shown better", "highest (no control)"
+
+
+def kept_cell(
+    control: str | None, against_control: dict[str, tuple[str, float]], values: dict[str, float]
+) -> tuple[str, str] | None:
+    """The trained cell the verdict keeps, and why: (cell, KEPT_CONTROL | KEPT_SHOWN |
+    KEPT_HIGHEST); None without a cell.
+
+    Keep is a decision, not an argmax: the control (the baseline recipe) is kept unless a cell
+    is shown better than it by the cell family's test (`against_control: {cell: (decision,
+    estimate)}`, decision adopt or adopt (smaller than useful): the family-adjusted interval
+    above 0); among several shown better, the largest estimate. Taking the highest cell when
+    all are equal keeps a non-control cell almost always (the seeds' noise picks it) and a
+    truly worse cell often. Only a campaign without a scored control falls back to the highest
+    of `values: {cell: value on the decision split}`."""
+    if not values:
+        return None
+    if control is None or control not in values:
+        return min(values, key=lambda c: (-values[c], c)), KEPT_HIGHEST
+    shown = {c: est for c, (d, est) in against_control.items() if d in SHOWN_BETTER}
+    if not shown:
+        return control, KEPT_CONTROL
+    return min(shown, key=lambda c: (-shown[c], c)), KEPT_SHOWN

@@ -127,7 +127,11 @@ def quantized_row(
 ) -> dict:
     """A compressed variant against its reference run on the same items (`(n_items,)` 1.0 where
     right): Tango's score interval, the one-sided non-inferiority p at max_quality_loss, and the
-    smallest loss these items can show at all."""
+    smallest loss these items can show at all. Per-item scores in [0, 1] that are not all 0 or
+    1 (a generation metric: token F1, a judge's score) take the paired t path
+    (continuous_quantized_row)."""
+    if not (_binary(reference) and _binary(variant)):
+        return continuous_quantized_row(reference, variant, level, max_quality_loss, consistency)
     ref = np.asarray(reference, dtype=bool)
     var = np.asarray(variant, dtype=bool)
     n = ref.size
@@ -158,8 +162,70 @@ def quantized_row(
         else None,
         "interval_over": "items (the same trained weights: items are the only noise)",
         "_paired": (losses, gains),
+        # the exact p of "loses at most max_quality_loss": the reject side (decide.noninferior)
+        "_reject_p": math.nan
+        if consistency
+        else cmp.loss_exceeds_p(losses, gains, n, max_quality_loss),
         # the p these items give at best (no item changed): what the family check reads
         "_best_p": math.nan if consistency else cmp.noninferiority_p(0, 0, n, max_quality_loss),
+    }
+
+
+def _binary(scores) -> bool:
+    a = np.asarray(scores, dtype=np.float64)
+    return bool(np.all((a == 0.0) | (a == 1.0)))
+
+
+PAIRED_T = "paired t on per-item scores, one-sided non-inferiority"
+
+
+def continuous_quantized_row(
+    reference: np.ndarray,
+    variant: np.ndarray,
+    level: float,
+    max_quality_loss: float,
+    consistency: bool = False,
+) -> dict:
+    """A compressed variant against its reference on per-item scores in [0, 1]: the paired
+    differences' mean with a t interval (n - 1 df), the one-sided t test of non-inferiority at
+    max_quality_loss and, for the reject side, of "loses at most max_quality_loss". The
+    exact score test of quantized_row holds for 0/1 scores only."""
+    from scipy import stats as st
+
+    ref = np.asarray(reference, dtype=np.float64)
+    d = np.asarray(variant, dtype=np.float64) - ref
+    n = d.size
+    mean = float(d.mean())
+    se = float(d.std(ddof=1) / math.sqrt(n)) if n > 1 else math.inf
+    df = max(n - 1.0, 1.0)
+    e = cmp.Estimate(mean, se, df, math.nan, se * se, 1, n, 0, math.nan)
+    low, high = e.interval(level, -1.0, 1.0)
+
+    def one_sided(t: float) -> float:
+        if se == 0:
+            return 0.0 if t > 0 else 1.0
+        return float(st.t.sf(t / se, df))
+
+    return {
+        "n_seeds": 1,
+        "estimate": mean,
+        "ci_low": low,
+        "ci_high": high,
+        "p_value": math.nan if consistency else one_sided(mean + max_quality_loss),
+        "test": "consistency (the same weights)" if consistency else PAIRED_T,
+        "wilcoxon_p": math.nan,
+        "seed_sd": math.nan,
+        "mcnemar_p": math.nan,
+        "n_items": n,
+        "items_changed": int(np.count_nonzero(d)),
+        "smallest_provable_loss": 0.0,
+        "items_to_prove": None,
+        "interval_over": "items (the same trained weights: items are the only noise)",
+        "se": se,
+        "df": df,
+        "_range": (-1.0, 1.0),
+        "_reject_p": math.nan if consistency else one_sided(-mean - max_quality_loss),
+        "_best_p": math.nan if consistency else (0.0 if max_quality_loss > 0 else 1.0),
     }
 
 
@@ -185,6 +251,11 @@ def decide_family(rows: list[dict], level: float, power: float, s: dict) -> None
                     r["decision"] = decide.CONSISTENCY
                     continue
                 provable = _provable(family, r, alpha / 2, margin)
+                # the per-item test is on the decision metric itself unless the metric is not
+                # a mean over items (macro-F1: its own bootstrap interval `_draws` must agree)
+                accuracy = "_draws" not in r
+                # the reject side's exact p at the family's Bonferroni level (accuracy only)
+                r["p_reject"] = min(1.0, r["_reject_p"] * m) if accuracy else math.nan
                 r["decision"] = decide.noninferior(
                     r["p_holm"],
                     r["adj_high"],
@@ -192,7 +263,9 @@ def decide_family(rows: list[dict], level: float, power: float, s: dict) -> None
                     alpha / 2,
                     provable,
                     # the accuracy test decides; another metric's own interval must agree
-                    metric_low=None if r.get("metric", "accuracy") == "accuracy" else r["adj_low"],
+                    metric_low=None if accuracy else r["adj_low"],
+                    # the reject side: the exact test at the family's Bonferroni level
+                    reject_p=r["p_reject"],
                 )
                 continue
             if kind == "floor":
@@ -247,6 +320,8 @@ def _provable(family: list[dict], r: dict, alpha_one: float, margin: float) -> b
     case (no item changed) passes Holm given the family's other p-values. Sets r's
     smallest_provable_loss and items_to_prove at the raw p threshold that Holm leaves this row
     (between alpha_one / m and alpha_one)."""
+    if r["test"] == PAIRED_T:  # per-item scores: no count bound (the t test's best p is 0)
+        return _holm_with(family, r, r["_best_p"]) < alpha_one
     lo, hi = 0.0, alpha_one  # the largest raw p whose Holm p stays under alpha_one
     for _ in range(60):
         mid = (lo + hi) / 2

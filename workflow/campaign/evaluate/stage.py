@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -221,7 +222,9 @@ def stage_evaluate(ctx) -> None:
         _decide(rows, split, conf, power, s, ctx.inputs.get("looks", []))
         comparison_rows += [questions.public(r) for r in rows]
 
-    decisions = words.decisions(ctx.spec, comparison_rows, metric_rows, variants, best_floor)
+    kept_unless_shown = _cell_name(factors, control) if control is not None else None
+    args = (comparison_rows, metric_rows, variants, best_floor, kept_unless_shown)
+    decisions = words.decisions(ctx.spec, *args)
     _carry_cell_ids(decisions, comparison_rows, metric_rows)
     _finish(decisions, skipped, ctx.inputs.get("looks", []))
     _write(ctx, metric_rows, comparison_rows, error_rows, decisions, pd)
@@ -261,6 +264,160 @@ def summary_text(decisions: dict) -> str:
     return "\n".join([*words.verdict_block(values), "", *told, *decisions["lines"]]) + "\n"
 
 
+@dataclass(frozen=True)
+class SplitDesign:
+    """One split's trained runs as the comparison rows read them: `design: {cell: Y (k, n)}`
+    per-item scores in seed order, and for a metric that is not a mean over items (macro-F1)
+    each run's value on the shared resamples (`draws`) and on all items (`points`)."""
+
+    split: str
+    metric: str
+    n_items: int
+    runs_of: dict  # cell -> [run names in seed order]
+    ids: dict  # cell -> the plan table's cell id
+    design: dict
+    draws: dict | None
+    points: dict | None
+    moments: tuple
+
+
+def split_design(split, variants, scored, metric, n_items) -> SplitDesign:
+    """The split's design from the scored variants (`scored: {variant: {correct, draws,
+    point}}`)."""
+    by_cell: dict[tuple, dict[int, str]] = {}
+    for v in variants:
+        if v["kind"] == "run":
+            by_cell.setdefault(v["cell"], {})[v["seed"]] = v["name"]
+    runs_of = {cell: [at[seed] for seed in sorted(at)] for cell, at in sorted(by_cell.items())}
+    design = {
+        cell: np.stack([scored[r]["correct"] for r in runs]) for cell, runs in runs_of.items()
+    }
+    draws = points = None
+    if metric != "accuracy":  # not a mean over items: the two-way bootstrap
+        draws = {c: np.stack([scored[r]["draws"] for r in runs]) for c, runs in runs_of.items()}
+        points = {c: np.array([scored[r]["point"] for r in runs]) for c, runs in runs_of.items()}
+    ids = {v["cell"]: v["cell_id"] for v in variants if v["kind"] == "run"}
+    moments = comparison.design_moments(design)
+    return SplitDesign(split, metric, n_items, runs_of, ids, design, draws, points, moments)
+
+
+def cell_metric_rows(d: SplitDesign, factors, conf, rng) -> list[dict]:
+    """metrics.parquet's cell rows: each cell over its seeds and the items."""
+    rows = questions.cell_rows(d.design, conf, d.draws, d.points, rng, d.n_items)
+    return [
+        {
+            "variant": f"cell: {_cell_name(factors, cell)}",
+            "kind": "cell",
+            "run": None,
+            "cell": _cell_name(factors, cell),
+            "cell_id": d.ids[cell],
+            "seed": None,
+            "split": d.split,
+            "metric": d.metric,
+            "value": row["value"],
+            "ci_low": row["ci_low"],
+            "ci_high": row["ci_high"],
+            "interval_over": row["interval_over"],
+        }
+        for cell, row in rows.items()
+    ]
+
+
+def contrast_rows(d: SplitDesign, factors, control, conf, rng) -> list[dict]:
+    """The cells against the control, the main effects and the interactions."""
+    if control is None or control not in d.runs_of:
+        return []
+    rows = []
+    seeds_of = {cell: len(runs) for cell, runs in d.runs_of.items()}
+    for c in contrasts(factors, sorted(d.runs_of), control, seeds_of):
+        weights = dict(c.weights)
+        if not all(cell in d.design for cell in weights):
+            continue
+        row = questions.contrast_row(
+            d.design, weights, conf, moments=d.moments, draws=d.draws, points=d.points,
+            rng=rng, n_items=d.n_items,
+        )  # fmt: skip
+        rows.append(
+            {
+                "split": d.split,
+                "kind": c.kind,
+                "subject": c.name,
+                "cell_id": d.ids[c.weights[0][0]] if c.kind == "cell" else None,
+                "reference": "control",
+                "metric": d.metric,
+                "estimability": c.estimability or None,
+                "aliases": "; ".join(" x ".join(a) for a in c.aliases) or None,
+                **row,
+            }
+        )
+    return rows
+
+
+def quantized_rows(d: SplitDesign, variants, scored, s, conf, its, changes: list) -> list[dict]:
+    """Compressed variants against their reference run, on the same items (the items each
+    fixed and broke into `changes`)."""
+    rows = []
+    for v in variants:
+        if v["kind"] != "quantized" or v["run"] not in scored:
+            continue
+        ref, mine = scored[v["run"]], scored[v["name"]]
+        row = questions.quantized_row(
+            ref["correct"],
+            mine["correct"],
+            conf,
+            s["max_quality_loss"],
+            consistency=v["name"].rpartition("/")[2] == "fp32",
+        )
+        if d.metric != "accuracy":
+            diff = mine["draws"] - ref["draws"]
+            iv = percentile_interval(mine["point"] - ref["point"], diff, conf)
+            # _draws: the family-adjusted interval is the same bootstrap at its level
+            row |= {"estimate": iv.value, "ci_low": iv.low, "ci_high": iv.high, "_draws": diff}
+            row["test"] += " on accuracy (interval: paired bootstrap of the metric)"
+        rows.append(
+            {
+                "split": d.split,
+                "kind": "quantized",
+                "subject": v["name"],
+                "cell_id": v.get("cell_id"),
+                "reference": v["run"],
+                "metric": d.metric,
+                **row,
+            }
+        )
+        changes += errors.change_rows(v["name"], v["run"], its, ref["correct"], mine["correct"])
+    return rows
+
+
+def floor_rows(d: SplitDesign, scored, best, factors, conf, rng) -> list[dict]:
+    """Each cell against the best floor: the same variance model, the floor without seed
+    spread (comparison.contrast counts its df for that)."""
+    key = ("floor", best)
+    with_floor = {**d.design, key: scored[best]["correct"][None, :]}
+    fdraws = fpoints = None
+    if d.draws is not None:
+        fdraws = {**d.draws, key: scored[best]["draws"][None, :]}
+        fpoints = {**d.points, key: np.array([scored[best]["point"]])}
+    rows = []
+    for cell in d.runs_of:
+        row = questions.contrast_row(
+            with_floor, {cell: 1.0, key: -1.0}, conf, frozenset([key]), d.moments, fdraws,
+            fpoints, rng, d.n_items,
+        )  # fmt: skip
+        rows.append(
+            {
+                "split": d.split,
+                "kind": "floor",
+                "subject": _cell_name(factors, cell),
+                "cell_id": d.ids[cell],
+                "reference": best,
+                "metric": d.metric,
+                **row,
+            }
+        )
+    return rows
+
+
 def _comparisons(
     split,
     variants,
@@ -277,131 +434,13 @@ def _comparisons(
     best,
     rng,
 ) -> list[dict]:
-    """The split's comparison rows (cells into metric_rows), from the per-item scores."""
-    rows: list[dict] = []
-    by_cell: dict[tuple, dict[int, str]] = {}
-    for v in variants:
-        if v["kind"] == "run":
-            by_cell.setdefault(v["cell"], {})[v["seed"]] = v["name"]
-    runs_of = {cell: [at[seed] for seed in sorted(at)] for cell, at in sorted(by_cell.items())}
-    ids = {v["cell"]: v["cell_id"] for v in variants if v["kind"] == "run"}
-    design = {
-        cell: np.stack([scored[r]["correct"] for r in runs]) for cell, runs in runs_of.items()
-    }
-    draws = points = None
-    if metric != "accuracy":  # not a mean over items: the two-way bootstrap
-        draws = {c: np.stack([scored[r]["draws"] for r in runs]) for c, runs in runs_of.items()}
-        points = {c: np.array([scored[r]["point"] for r in runs]) for c, runs in runs_of.items()}
-    for cell, row in questions.cell_rows(design, conf, draws, points, rng, len(its)).items():
-        metric_rows.append(
-            {
-                "variant": f"cell: {_cell_name(factors, cell)}",
-                "kind": "cell",
-                "run": None,
-                "cell": _cell_name(factors, cell),
-                "cell_id": ids[cell],
-                "seed": None,
-                "split": split,
-                "metric": metric,
-                "value": row["value"],
-                "ci_low": row["ci_low"],
-                "ci_high": row["ci_high"],
-                "interval_over": row["interval_over"],
-            }
-        )
-    moments = comparison.design_moments(design)
-    if control is not None and control in by_cell:
-        seeds_of = {cell: len(at) for cell, at in by_cell.items()}
-        for c in contrasts(factors, sorted(by_cell), control, seeds_of):
-            weights = dict(c.weights)
-            if not all(cell in design for cell in weights):
-                continue
-            row = questions.contrast_row(
-                design,
-                weights,
-                conf,
-                moments=moments,
-                draws=draws,
-                points=points,
-                rng=rng,
-                n_items=len(its),
-            )
-            rows.append(
-                {
-                    "split": split,
-                    "kind": c.kind,
-                    "subject": c.name,
-                    "cell_id": ids[c.weights[0][0]] if c.kind == "cell" else None,
-                    "reference": "control",
-                    "metric": metric,
-                    "estimability": c.estimability or None,
-                    "aliases": "; ".join(" x ".join(a) for a in c.aliases) or None,
-                    **row,
-                }
-            )
-    # Compressed variants against their reference run, on the same items.
-    for v in variants:
-        if v["kind"] != "quantized" or v["run"] not in scored:
-            continue
-        ref, mine = scored[v["run"]], scored[v["name"]]
-        row = questions.quantized_row(
-            ref["correct"],
-            mine["correct"],
-            conf,
-            s["max_quality_loss"],
-            consistency=v["name"].rpartition("/")[2] == "fp32",
-        )
-        if metric != "accuracy":
-            diff = mine["draws"] - ref["draws"]
-            iv = percentile_interval(mine["point"] - ref["point"], diff, conf)
-            # _draws: the family-adjusted interval is the same bootstrap at its level
-            row |= {"estimate": iv.value, "ci_low": iv.low, "ci_high": iv.high, "_draws": diff}
-            row["test"] += " on accuracy (interval: paired bootstrap of the metric)"
-        rows.append(
-            {
-                "split": split,
-                "kind": "quantized",
-                "subject": v["name"],
-                "cell_id": v.get("cell_id"),
-                "reference": v["run"],
-                "metric": metric,
-                **row,
-            }
-        )
-        error_rows["changes"] += errors.change_rows(
-            v["name"], v["run"], its, ref["correct"], mine["correct"]
-        )
-    # Cells against the best floor: the same variance model, the floor without seed spread.
+    """The split's comparison rows (cells into metric_rows), one function per kind of row."""
+    d = split_design(split, variants, scored, metric, len(its))
+    metric_rows += cell_metric_rows(d, factors, conf, rng)
+    rows = contrast_rows(d, factors, control, conf, rng)
+    rows += quantized_rows(d, variants, scored, s, conf, its, error_rows["changes"])
     if best is not None:
-        key = ("floor", best)
-        with_floor = {**design, key: scored[best]["correct"][None, :]}
-        fdraws = fpoints = None
-        if draws is not None:
-            fdraws = {**draws, key: scored[best]["draws"][None, :]}
-            fpoints = {**points, key: np.array([scored[best]["point"]])}
-        for cell in runs_of:
-            row = questions.contrast_row(
-                with_floor,
-                {cell: 1.0, key: -1.0},
-                conf,
-                frozenset([key]),
-                moments,
-                fdraws,
-                fpoints,
-                rng,
-                len(its),
-            )
-            rows.append(
-                {
-                    "split": split,
-                    "kind": "floor",
-                    "subject": _cell_name(factors, cell),
-                    "cell_id": ids[cell],
-                    "reference": best,
-                    "metric": metric,
-                    **row,
-                }
-            )
+        rows += floor_rows(d, scored, best, factors, conf, rng)
         if s["floor_changes"]:
             for v in variants:
                 if v["kind"] == "run":

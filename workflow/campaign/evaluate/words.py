@@ -62,6 +62,8 @@ def _needs(r: dict) -> str:
     if items:
         ways.append(f"{items} evaluation items")
     what = " or ".join(ways) or "neither more seeds nor more items (the estimate sits at the bar)"
+    if r.get("items_note"):
+        what += f"; {r['items_note']}"
     return (
         f"{dominant} dominate its variance; to decide at the estimate: {what} "
         "(the price of the seeds: budget phase)"
@@ -79,9 +81,12 @@ def _effect_line(r: dict, split: str, metric: str, s: dict) -> str:
             f" ({r['n_seeds']} seeds, repeated interval to look {r['look']} {adjusted}, {useful}"
         )
     else:
+        # One statement: the decision reads the family-adjusted interval against the useful
+        # size, so the line gives that interval and that size (a Holm p against 0 beside it
+        # would say "shown" where the decision says "inconclusive").
         words += (
-            f" ({r['n_seeds']} seeds, Holm p {r['p_holm']:.3g}, adjusted interval {adjusted}, "
-            f"{useful}; detectable from {r['mde'] * 100:.1f} points"
+            f" ({r['n_seeds']} seeds, family-adjusted interval {adjusted} against {useful}; "
+            f"detectable from {r['mde'] * 100:.1f} points"
         )
     if r.get("interval_note"):  # the looks' repeated intervals do not overlap (looks.py)
         words += "; " + r["interval_note"]
@@ -104,6 +109,11 @@ def _quantized_line(r: dict, split: str, metric: str, s: dict) -> str:
             f" (with {r['n_items']} items the smallest provable loss is "
             f"{r['smallest_provable_loss'] * 100:.2f} points; needs >= {r['items_to_prove']} items)"
         )
+    if r["decision"] == decide.REJECT and math.isfinite(r.get("p_reject", math.nan)):
+        return words + (
+            f" (loses more than the limit: exact test over the same items, family-adjusted "
+            f"p {r['p_reject']:.3g})"
+        )
     return words + f" (non-inferiority, Tango score over the same items, Holm p {r['p_holm']:.3g})"
 
 
@@ -125,21 +135,44 @@ DECISION_KEYS = (
     "items_needed",
     "seeds_needed_low",
     "seeds_needed_high",
+    "items_note",
     "stopped_by_look",
     "intervals_disagree",
     "interval_note",
 )
 
 
+def _kept(
+    metric_rows: list, on: list, split: str, control: str | None
+) -> tuple[dict | None, str | None]:
+    """The kept cell's metric row on `split` and why it is kept (decide.kept_cell's policy on
+    the cells against the control)."""
+    cells = {r["cell"]: r for r in metric_rows if r["kind"] == "cell" and r["split"] == split}
+    names = {r["cell_id"]: name for name, r in cells.items()}
+    against = {
+        names[r["cell_id"]]: (r["decision"], r["estimate"])
+        for r in on
+        if r["kind"] == "cell" and r.get("cell_id") in names
+    }
+    kept = decide.kept_cell(control, against, {c: r["value"] for c, r in cells.items()})
+    return (None, None) if kept is None else (cells[kept[0]], kept[1])
+
+
 def decisions(
-    spec: dict, comparison_rows: list, metric_rows: list, variants: list, best_floor: str | None
+    spec: dict,
+    comparison_rows: list,
+    metric_rows: list,
+    variants: list,
+    best_floor: str | None,
+    control: str | None = None,
 ) -> dict:
-    """decisions.json (its keys: campaign.evaluate.decide's docstring), lines in summary order."""
+    """decisions.json (its keys: campaign.evaluate.decide's docstring), lines in summary order.
+    control: the control cell's name (the recipe kept unless a cell is shown better)."""
     s = spec["evaluation"]
     split, metric = s["decide_on"], s["metric"]
     other = next(x for x in ("validation", "test") if x != split)
-    cells = [r for r in metric_rows if r["kind"] == "cell" and r["split"] == split]
-    best = max(cells, key=lambda r: r["value"]) if cells else None
+    on = [r for r in comparison_rows if r["split"] == split]
+    best, how = _kept(metric_rows, on, split, control)
     by_split = {
         r["split"]: {k: r[k] for k in ("value", "ci_low", "ci_high", "interval_over")}
         for r in metric_rows
@@ -157,7 +190,6 @@ def decisions(
     floor_of = {
         r["split"]: r for r in metric_rows if r["variant"] == best_floor and r["metric"] == metric
     }
-    on = [r for r in comparison_rows if r["split"] == split]
     lines, listed = [], []
     for r in on:
         if r["kind"] not in ("main", "quantized"):
@@ -178,7 +210,7 @@ def decisions(
         )
         for r in flagged
     ]
-    verdict = _verdict(best, by_split, vs_floor, floor_of, best_floor, split, other, metric)
+    verdict = _verdict(best, by_split, vs_floor, floor_of, best_floor, split, other, metric, how)
     note = (
         f"Decisions use the {split} split ({metric}); the chosen option's quality is reported on "
         f"{other}, which was not used to choose it (evaluation.decide_on)."
@@ -209,6 +241,7 @@ def decisions(
             "ci_high": best["ci_high"],
             "interval_over": best["interval_over"],
             "chosen_on": split,
+            "kept_as": how,
             "reported_on": other,
             "reported": {k: by_split.get(other, {}).get(k) for k in ("value", "ci_low", "ci_high")},
             "representative_run": decide.representative(run_values) if run_values else None,
@@ -249,6 +282,7 @@ FLOOR_KEYS = (
     "dominant",
     "seeds_needed",
     "items_needed",
+    "items_note",
 )
 
 
@@ -258,7 +292,8 @@ def _floor_needs(f: dict) -> str:
         ways.append(f"{f['seeds_needed']} seeds per cell")
     if f.get("items_needed"):
         ways.append(f"{f['items_needed']:,} evaluation items")
-    return " or ".join(ways) or "neither more seeds nor more items (the estimate sits at zero)"
+    what = " or ".join(ways) or "neither more seeds nor more items (the estimate sits at zero)"
+    return what + (f"; {f['items_note']}" if f.get("items_note") else "")
 
 
 def floor_question(decisions: dict) -> dict | None:
@@ -276,12 +311,23 @@ def floor_question(decisions: dict) -> dict | None:
         "extra_runs": None,
         "cost": None,
         "items_needed": f.get("items_needed"),
+        "items_note": f.get("items_note"),
     }
 
 
-def _verdict(best, by_split, vs_floor, floor_of, best_floor, split, other, metric) -> dict:
-    """The option to keep: the best cell (chosen on `split`, reported on `other`), or the floor
-    when that cell is below it by the test. `quality`: the kept option's level on `other`;
+KEPT_WORDS = {
+    decide.KEPT_CONTROL: "the control recipe, no cell shown better than it",
+    decide.KEPT_SHOWN: "shown better than the control",
+    decide.KEPT_HIGHEST: "no control scored: the highest cell",
+}
+
+
+def _verdict(
+    best, by_split, vs_floor, floor_of, best_floor, split, other, metric, how=None
+) -> dict:
+    """The option to keep: the kept cell (decide.kept_cell: the control unless a cell is shown
+    better; chosen on `split`, reported on `other`), or the floor when that cell is below it
+    or not shown above it by the test. `quality`: the kept option's level on `other`;
     `against_floor`: the best cell against the floor on `split` (None without a floor)."""
     levels = ("value", "ci_low", "ci_high")
 
@@ -309,11 +355,11 @@ def _verdict(best, by_split, vs_floor, floor_of, best_floor, split, other, metri
         }
     if mine is not None and mine["decision"] == decide.BELOW:
         line = (
-            f"Keep: {best_floor} — the best trained cell ({best['cell']}) is below it by "
+            f"Keep: {best_floor} — the kept trained cell ({best['cell']}) is below it by "
             f"{-mine['estimate'] * 100:.1f} points on {split}; {other} {metric} "
             f"{_value(floor_of.get(other))}"
         )
-        extra = f"Best trained cell on {other}: {_value(by_split.get(other))} (not kept)"
+        extra = f"Kept trained cell on {other}: {_value(by_split.get(other))} (not kept)"
         return {
             "keep": best_floor,
             "kind": "floor",
@@ -326,11 +372,11 @@ def _verdict(best, by_split, vs_floor, floor_of, best_floor, split, other, metri
         # Not shown better than the floor, which costs next to nothing to train and serve: the
         # floor is kept until more seeds or items show the cell above it (or below).
         line = (
-            f"Keep: {best_floor} — the best trained cell ({best['cell']}) is not shown above it "
+            f"Keep: {best_floor} — the kept trained cell ({best['cell']}) is not shown above it "
             f"({interval_words(mine)} on {split}); {other} {metric} {_value(floor_of.get(other))}"
         )
         extra = (
-            f"Best trained cell on {other}: {_value(by_split.get(other))} (not kept until shown "
+            f"Kept trained cell on {other}: {_value(by_split.get(other))} (not kept until shown "
             f"better; to decide: {_floor_needs(against)})"
         )
         return {
@@ -341,8 +387,9 @@ def _verdict(best, by_split, vs_floor, floor_of, best_floor, split, other, metri
             "quality": quality(floor_of.get(other)),
             "against_floor": against,
         }
+    why = KEPT_WORDS.get(how, "chosen")
     line = (
-        f"Keep: {best['cell']} — chosen on {split}; {other} {metric} {_value(by_split.get(other))}"
+        f"Keep: {best['cell']} — {why} on {split}; {other} {metric} {_value(by_split.get(other))}"
     )
     lines = [line]
     if mine is not None:
@@ -401,6 +448,8 @@ def _open_words(q: dict, money, price_at: str | None) -> str:
         return (
             head + "more evaluation items would narrow it (seeds do not apply to one run's weights)"
         )
+    if not ways and q.get("items_note"):
+        return head + q["items_note"]
     if not ways:
         return head + "neither more seeds nor more items would decide it"
     return head + "; or ".join(ways)
@@ -437,7 +486,7 @@ def verdict_block(v: dict, money=None) -> list[str]:
     f = v.get("against_floor")
     if f is not None:
         lines.append(
-            f"  Best cell against the floor {f['floor']}: {interval_words(f)} on {f['split']}, "
+            f"  Kept cell against the floor {f['floor']}: {interval_words(f)} on {f['split']}, "
             f"{f['decision']}"
         )
     lines += [f"  {line}" for line in verdict_look_lines(v.get("looks"))]
@@ -498,6 +547,7 @@ def open_questions(decisions: dict) -> list[dict]:
                 "extra_runs": None,
                 "cost": None,
                 "items_needed": d.get("items_needed"),
+                "items_note": d.get("items_note"),
             }
         )
     floor = floor_question(decisions)

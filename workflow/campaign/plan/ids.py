@@ -53,6 +53,7 @@ OPTIONAL_TRAIN_DEFAULTS = {
     "packing": False,
     "optimizer": "adamw",
     "base_dropout": True,
+    "command": None,
 }
 
 
@@ -72,6 +73,9 @@ def identity(spec: dict) -> dict:
     # The effective batch, not its split: N devices x grad_accum k is the run of one device
     # accumulating N x k micro-batches (the same gradients, summed in another order).
     devices = train.pop("devices", 1)
+    if train.get("command"):
+        # How long a command may take to stop after a signal is operational, like checkpoint_every.
+        train["command"] = {k: v for k, v in train["command"].items() if k != "grace_seconds"}
     if "grad_accum" in train:
         train["grad_accum"] = train["grad_accum"] * devices
     model = spec["model"]

@@ -320,12 +320,16 @@ def stage_plan_table(ctx) -> None:
     """Write the plan as a TSV table, one row per run in plan order with its projected cost and
     whether it is kept, and the plan's report: the design, what it can estimate as written and
     after the cut (spec: see table_spec; inputs: the preflight's report and measurements)."""
+    from campaign.core.fsutil import free_disk_bytes
     from campaign.plan.projection import project
     from campaign.plan.summary import report_lines
 
     report = read_json(ctx.inputs["preflight_report"][0])
     measured = read_json(ctx.inputs["preflight_measurements"][0])
-    rows = in_order(project(ctx.spec, report, measured), ctx.spec["design"]["factors"])
+    # The free disk is measured now, on the file system of the store (where runs write): it
+    # decides only whether the plan fits, never a byte of the table, so it stays out of the key.
+    free = free_disk_bytes(ctx.work_dir)
+    rows = in_order(project(ctx.spec, report, measured, free), ctx.spec["design"]["factors"])
     ctx.outputs["runs"].write_text(tsv_text(rows))
     ctx.outputs["report"].write_text("\n".join(report_lines(ctx.spec, rows)) + "\n")
 
@@ -335,6 +339,7 @@ def plan_report(
 ) -> tuple[list[dict], list[str]]:
     """(rows, report lines) of the current plan: projected and cut by budget_hours when the
     preflight's report and measurements exist, else in order with the max_runs cut only."""
+    from campaign.core.fsutil import free_disk_bytes
     from campaign.plan.projection import project
     from campaign.plan.summary import report_lines
 
@@ -343,7 +348,8 @@ def plan_report(
     if report_path.is_file() and measurements_path.is_file():
         report = read_json(report_path)
         measured = read_json(measurements_path)
-        rows = in_order(project(spec, report, measured), factors)
+        free = free_disk_bytes(params["campaign"]["state_dir"])
+        rows = in_order(project(spec, report, measured, free), factors)
         note = f"(hours projected from {measurements_path})"
     else:
         rows = in_order(spec["rows"], factors)

@@ -6,9 +6,11 @@ step (micro_batch x grad_accum x devices x max_length, the effective batch) agai
 baseline's, and split over its train.devices processes; its validation passes and final
 predictions at the measured seconds per example; its checkpoint writes at the measured seconds
 per write (those are rank 0's: the other processes wait). Its disk: the checkpoints it keeps, the
-model, predictions and logs, at the sizes the preflight wrote. One run at a time on the
-preflight's device (a projection per target card needs each card's throughput, which params do
-not give yet).
+model, predictions and logs, at the sizes the preflight wrote, against the free disk measured
+when the plan is made (`free_bytes`, from the caller): the preflight's own measurement is of the
+day its entry was made, and a store hit brings it back unchanged after space was freed. One run
+at a time on the preflight's device (a projection per target card needs each card's throughput,
+which params do not give yet).
 
 The hours are wall hours of a run on its cards: a run with train.devices N holds N cards for
 them, N x its hours in card-hours (what the budget prices). The preflight measures the
@@ -68,17 +70,20 @@ def run_cost(
 
 
 def project(
-    spec: dict, report: dict, measurements: dict, price_per_hour: float | None = None
+    spec: dict,
+    report: dict,
+    measurements: dict,
+    free_bytes: int,
+    price_per_hour: float | None = None,
 ) -> list[dict]:
     """One row per run (spec["rows"], in plan order) with projected_hours, cumulative_hours
     (over every row so far), projected_bytes and kept: the rows the max_runs cut kept
     (row["kept"]) whose cumulative hours fit ablation.budget_hours, a prefix of the order.
 
     Raises CampaignError (one line) when the budget does not hold even the control, or the kept
-    runs exceed preflight.max_hours or the free disk with its margin."""
+    runs exceed preflight.max_hours or `free_bytes` (the free disk now) with its margin."""
     rates = measurements["throughput"]["details"]["rates"]
     sizes = report["disk"]["details"]
-    free = measurements["disk"]["details"]["free_bytes"]
     timings_bytes = measurements["disk"]["details"].get("timings_bytes", 0)
     budget = spec.get("budget_hours")
     rows, total_s = [], 0.0
@@ -114,10 +119,10 @@ def project(
             f"ablation.budget_hours or raise max_hours"
         )
     need = int(kept_bytes * (1 + spec["disk_margin"]))
-    if need > free:
+    if need > free_bytes:
         raise CampaignError(
             f"preflight.disk_margin: the plan's {n_kept} kept runs need {need / 2**30:.2f} GiB "
-            f"with its margin and {free / 2**30:.2f} GiB are free"
+            f"with its margin and {free_bytes / 2**30:.2f} GiB are free now"
         )
     return priced(rows, price_per_hour)
 

@@ -3,7 +3,6 @@ through which tests break one piece on purpose, and small measuring and formatti
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from campaign.core.fsutil import remove_tree
+from campaign.core.fsutil import free_disk_bytes, remove_tree
 from campaign.memory import format_bytes
 from campaign.train import (
     IGNORE,
@@ -28,14 +27,6 @@ from campaign.train import (
 )
 
 _SAMPLE_STREAM = 0x9F1  # the sample's draw: a stream apart from the run's other seeded draws
-
-
-def free_disk_bytes(path: Path) -> int:
-    """Free bytes on the file system holding `path` (its nearest existing parent)."""
-    path = Path(path).absolute()
-    while not path.exists():
-        path = path.parent
-    return shutil.disk_usage(path).free
 
 
 def _environment_report() -> dict:
@@ -73,6 +64,7 @@ def sample_split(split: Split, n: int, rng: np.random.Generator) -> Split:
         ids=[split.ids[i] for i in keep],
         texts=[split.texts[i] for i in keep],
         labels=[split.labels[i] for i in keep],
+        messages=None if split.messages is None else [split.messages[i] for i in keep],
     )
 
 

@@ -19,6 +19,7 @@ CONFIG_KEYS: dict[str, tuple[str, ...] | None] = {
     "throughput": ("warmup_steps", "window_steps"),
     "max_hours": None,
     "disk_margin": None,
+    "max_unknown_token_share": None,
 }
 
 
@@ -97,3 +98,4 @@ def check_config(cfg: dict) -> None:
     if cfg["max_hours"] is not None:
         _number(cfg, "max_hours", "preflight", 0.0)
     _number(cfg, "disk_margin", "preflight", 0.0)
+    _number(cfg, "max_unknown_token_share", "preflight", 0.0, 1.0)

@@ -30,7 +30,7 @@ from campaign.core.fsutil import remove_tree
 from campaign.preflight import checks
 from campaign.preflight.bench import Bench, Hooks, Result
 from campaign.preflight.config import check_config
-from campaign.train import read_data
+from campaign.train import read_data, tokenizer_problem
 
 COULD_NOT_RUN = "could not run: "
 # The order two processes take the checks in, longest first (CPU seconds on the demo: memory
@@ -115,12 +115,14 @@ def run_preflight(
     card is one); `execution`: the settings the second process pins (the job's).
     """
     check_config(cfg)
+    base = data.get("base_model")
+    if base and (problem := tokenizer_problem(Path(base[0]))) is not None:
+        raise CampaignError(f"model.source: {base[0]} {problem}")  # before any check runs
     loaded = checks.load()
     order = list(loaded)
     unknown = [c for c in only or () if c not in order]
     if unknown:
         raise CampaignError(f"preflight: unknown check {unknown[0]!r} (known: {', '.join(order)})")
-    base = data.get("base_model")
     bench = Bench(
         spec,
         read_data(data),

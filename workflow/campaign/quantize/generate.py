@@ -10,31 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from campaign.memory import kv_cache_bytes
-from campaign.quantize.measure import tensor_bytes
-
-
-def cache_bytes(cache) -> int:
-    """Bytes of every tensor a transformers cache holds, layer by layer: keys and values of a
-    DynamicCache; for a QuantizedCache the quantized keys/values (with their scales) plus the
-    residual full-precision tokens not yet quantized."""
-    if cache is None:
-        return 0
-    total = 0
-    for layer in cache.layers:
-        for value in vars(layer).values():
-            if torch.is_tensor(value):
-                total += tensor_bytes(value)
-    return total
-
-
-def cache_estimate(config, tokens: int, dtype_bytes: int = 4) -> int:
-    """The calculator's bytes for `tokens` cached positions of one sequence (fp32 by default)."""
-    layers = config.num_hidden_layers
-    heads = config.num_attention_heads
-    kv_heads = getattr(config, "num_key_value_heads", None) or heads
-    head_dim = config.hidden_size // heads
-    return kv_cache_bytes(layers, kv_heads, head_dim, tokens, 1, dtype_bytes)
+# The cache's measured bytes and the calculator's estimate: one definition, the engine's.
+from campaign.train.generate import cache_bytes, cache_estimate
 
 
 def generate(model, saved, split, prompts: int, max_new_tokens: int, device, cache=None) -> list:
@@ -78,3 +55,55 @@ def generate(model, saved, split, prompts: int, max_new_tokens: int, device, cac
             }
         )
     return rows
+
+
+def judged_generation(
+    model,
+    tokenizer,
+    prompt_ids: list[list[int]],
+    references: list[str],
+    variant,
+    *,
+    metric: str,
+    max_new_tokens: int,
+    batch_size: int,
+    eos_token_ids: list[int],
+):
+    """A variant of a generative run judged on what it generates: its per-item outputs and
+    scores (`metric` against the references, the same items for every variant) and what the
+    generation cost (tokens/s, seconds per item, KV cache bytes measured next to the estimate).
+
+    Returns (frame with columns prediction, new_tokens, stopped_at_eos, score; the measurements
+    dict the variant's measurements.json holds under "generation")."""
+    import pandas as pd
+
+    from campaign.evaluate.text_scores import score_items
+    from campaign.train.generate import generate as run_engine
+
+    out = run_engine(
+        model,
+        tokenizer,
+        prompt_ids,
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
+        eos_token_ids=eos_token_ids,
+        cache_factory=variant.cache_factory(),
+    )
+    frame = pd.DataFrame(
+        {
+            "prediction": pd.Series(out.texts, dtype="string"),
+            "new_tokens": [len(t) for t in out.new_tokens],
+            "stopped_at_eos": out.stopped_at_eos,
+            "score": score_items(metric, out.texts, references),
+        }
+    )
+    measured = {
+        "batch_size": batch_size,
+        "seconds": out.seconds,
+        "tokens_per_s": out.tokens_per_s,
+        "seconds_per_item": out.seconds / len(prompt_ids) if prompt_ids else None,
+        "kv_cache_bytes": out.kv_cache_bytes,
+        "kv_cache_estimate": out.kv_cache_estimate,
+        "kv_cache": variant.kind,
+    }
+    return frame, measured

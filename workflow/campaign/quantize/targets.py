@@ -10,8 +10,9 @@ the chosen runs are added to the DAG after it.
 
 - representative (the default): the cell with the highest mean score over its seeds (the
   choice the evaluation makes on its decision split), and of that cell the median seed's run:
-  its runs sorted by (score, run id), the one at position (n - 1) // 2, so with an even number
-  of seeds the lower of the middle two (the evaluation's representative_run). Its quality is
+  its runs sorted by (score, run id), the middle one; with an even number of seeds, of the
+  middle two the one whose run id sorts first, so it is not the worse seed by construction
+  (campaign.evaluate.decide.representative: the evaluation's representative_run). Its quality is
   the cell's, not a lucky draw's. Ties between cells go to the cell whose name sorts first.
 - best_seed: the single run with the highest score (ties: the smaller run id): the luckiest
   seed of the best cell, whose quantized variants inherit its luck (the winner's curse). Kept
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from campaign.core.errors import CampaignError
 from campaign.core.fsutil import atomic_write_text
+from campaign.evaluate import representative
 
 MODES = ("representative", "best_seed", "control", "all")
 SELECTED = ("representative", "best_seed")  # known after training: the checkpoint picks
@@ -136,8 +138,8 @@ def select_best_seed(scores: dict[str, float | None], by: str) -> dict:
 
 def select_representative(scores: dict[str, float | None], cells: dict[str, str], by: str) -> dict:
     """The chosen cell (highest mean score over its scored seeds; ties: the cell name that
-    sorts first) and its median-seed run (sorted by (score, run id), position (n - 1) // 2: the
-    lower median with an even number of seeds).
+    sorts first) and its median-seed run (decide.representative: with an even number of seeds
+    the middle run whose id sorts first).
 
     scores: {run id: value of the criterion `by`}; cells: {run id: cell name} of the planned
     runs; a run outside it is an error.
@@ -157,7 +159,7 @@ def select_representative(scores: dict[str, float | None], cells: dict[str, str]
         "cell": chosen,
         "cell_means": dict(sorted(means.items())),
         "cell_runs": ranked,
-        "runs": [ranked[(len(ranked) - 1) // 2]],
+        "runs": [representative({rid: scored[rid] for rid in ranked})],
         "scores": dict(scores),
     }
 

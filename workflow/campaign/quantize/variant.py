@@ -44,6 +44,22 @@ class Variant:
     def apply(self, model, ctx):
         return self.module.apply(model, ctx)
 
+    def cache_factory(self):
+        """`config -> cache` for the generation engine (campaign.train.generate), or None for
+        its default full-precision cache: the module's own make_cache(config) where it defines
+        one, else transformers' QuantizedCache configured by CACHE."""
+        make = getattr(self.module, "make_cache", None)
+        if make is not None or self.cache is None:
+            return make
+        settings = dict(self.cache)
+
+        def quantized(config):
+            from transformers import QuantizedCache
+
+            return QuantizedCache(config=config, **settings)
+
+        return quantized
+
     @property
     def kind(self) -> str:
         """ "kv_cache" (the generation cache is quantized, the weights are not) or "weights"."""

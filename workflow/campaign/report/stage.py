@@ -15,6 +15,7 @@ import base64
 import html
 import math
 import numbers
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -123,25 +124,59 @@ def render_html(title: str, sections: list[Section], figures: dict[str, bytes]) 
     return "\n".join(out) + "\n"
 
 
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+# What makes Markdown (CommonMark, GitHub's) markup inside a line, escaped where it would: code,
+# emphasis, strikethrough, table cells; an underscore at a word's edge (`max_quality_loss` makes
+# no emphasis); a bracket that opens a link, image or reference (`](`, `][`, `]:`: a plain
+# interval like [87.1, 93.5] stays as it is); `<` that starts a tag or autolink (not `p < 0.05`);
+# `&` that starts an entity.
+_MD_SPECIAL = re.compile(
+    r"([\\`*~|]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])|\](?=[(\[:])|<(?=[A-Za-z/!?])|&(?=#?\w+;))"
+)
+# ...and at the start of a line: a heading, a list item, a quote, a rule.
+_MD_LINE_START = re.compile(r"^(\s*)([#+=-]|\d+(?=[.)]))")
+
+
+def md_text(text: str, cell: bool = False) -> str:
+    """`text` (from the data: labels, ids, file names, a source's origin) as Markdown that shows
+    it as it is: every character that would make markup backslash-escaped, on one line; a
+    table `cell` starts no block, so its first character needs no escape. The HTML page escapes
+    the same text with html.escape."""
+    escaped = _MD_SPECIAL.sub(r"\\\1", " ".join(str(text).splitlines()))
+    if cell:
+        return escaped
+    # "1." -> "1\.": a backslash escapes punctuation only, so it goes after the digits.
+    return _MD_LINE_START.sub(
+        lambda m: m[1] + (m[2] + "\\" if m[2][0].isdigit() else "\\" + m[2]), escaped
+    )
+
+
+def _md_row(cells: list[str]) -> str:
+    return "| " + " | ".join(md_text(c, cell=True) for c in cells) + " |"
+
+
+def _fence(block: str) -> str:
+    """A code fence longer than any run of backticks in the block, so the block cannot end it."""
+    longest = max((len(run) for run in re.findall(r"`+", block)), default=0)
+    return "`" * max(3, longest + 1)
 
 
 def render_markdown(title: str, sections: list[Section], figures: dict[str, str]) -> str:
-    """figures: {section key: relative link}."""
-    out = [f"# {title}", ""]
+    """figures: {section key: relative link}. Every text is escaped (md_text); a preformatted
+    block is fenced."""
+    out = [f"# {md_text(title)}", ""]
     for s in sections:
-        out += [f"## {s.title}", ""]
-        out += [f"- {line}" for line in s.lines] + [""]
+        out += [f"## {md_text(s.title)}", ""]
+        out += [f"- {md_text(line)}" for line in s.lines] + [""]
         if s.key in figures:
-            out += [f"![{s.title}]({figures[s.key]})", ""]
+            out += [f"![{md_text(s.title)}]({figures[s.key]})", ""]
         if s.pre:
-            out += ["```", s.pre.rstrip(), "```", ""]
+            fence = _fence(s.pre)
+            out += [fence, s.pre.rstrip(), fence, ""]
         for caption, frame in s.tables:
-            out += [f"**{caption}**", ""]
-            out.append("| " + " | ".join(_md_cell(str(c)) for c in frame.columns) + " |")
+            out += [f"**{md_text(caption)}**", ""]
+            out.append(_md_row([str(c) for c in frame.columns]))
             out.append("|" + "---|" * len(frame.columns))
-            out += ["| " + " | ".join(_md_cell(v) for v in row) + " |" for row in _rows(frame)]
+            out += [_md_row(row) for row in _rows(frame)]
             out.append("")
     return "\n".join(out).rstrip() + "\n"
 

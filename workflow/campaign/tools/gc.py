@@ -1,5 +1,7 @@
 """`campaign gc`: drop what nothing needs: entries and work folders the plan does not reference,
 staging folders of killed commits, quarantined entries, lock files with nothing left to guard.
+Only what the store made (named by a content key, core/store.py) is ever removed; anything else
+under the state folder is listed as left alone.
 It takes each key's lock first (without waiting): a key a running job holds is skipped and
 reported.
 """
@@ -18,10 +20,11 @@ from typing import Any
 from campaign.core.errors import CampaignError
 from campaign.core.fsutil import remove_tree
 from campaign.core.params import get_key
-from campaign.core.store import Entry, Store, staging_key
+from campaign.core.store import Entry, Store, staging_key, unfinished_copies
 from campaign.plan import Run, run_id
 from campaign.tools.jobs import snakemake_summary
 from campaign.tools.liveness import record_alive
+from campaign.tools.verify import say_left_alone
 
 
 def referenced_keys(params_path: str, store: Store, snakefile: str) -> tuple[set[str], list[str]]:
@@ -287,7 +290,30 @@ def collect_garbage(
             else ""
         )
     )
+    sweep_unfinished_copies(store, dry_run)
+    say_left_alone(store)
     return 0
+
+
+def sweep_unfinished_copies(store: Store, dry_run: bool) -> list[Path]:
+    """Remove (with `dry_run`: list) the copies of outputs that a job killed while it
+    materialized them left beside them (`.<name>.<id>.tmp`, core/store.py), for every output this
+    checkout's job records name, except those of a job that still runs (it may be copying)."""
+    here = str(Path.cwd())
+    found: list[Path] = []
+    for record in store.job_records():
+        if record.get("project", here) != here:
+            continue
+        if record.get("state") == "running" and record_alive(record):
+            continue
+        for output in record.get("outputs", []):
+            found += unfinished_copies(Path(output))
+    verb = "would remove" if dry_run else "removed"
+    for path in sorted(set(found)):
+        print(f"{verb:<12}  unfinished copy  {path}  {human_bytes(disk_bytes(path))}")
+        if not dry_run:
+            remove_tree(path)
+    return sorted(set(found))
 
 
 def garbage_collect(

@@ -23,6 +23,8 @@ from typing import Any
 import yaml
 
 from campaign.core.errors import CampaignError
+from campaign.tools.params_yaml import flow, render
+from campaign.train import tokenizer_problem
 
 TEMPLATE = Path(__file__).resolve().parents[3] / "params.yaml"
 
@@ -122,13 +124,15 @@ def model_config(folder: Path) -> dict:
         raise CampaignError(f"{path}: not valid JSON ({e})") from None
     if not isinstance(config, dict) or not isinstance(config.get("model_type"), str):
         raise CampaignError(f"{path}: has no model_type (which family of model is this?)")
+    if (problem := tokenizer_problem(folder)) is not None:
+        raise CampaignError(f"--model {folder}: {problem}")
     return config
 
 
 def check_task(folder: Path, config: dict, task: str) -> None:
-    if task == "causal_lm" and config["model_type"] in ENCODERS:
+    if task in ("causal_lm", "generation") and config["model_type"] in ENCODERS:
         raise CampaignError(
-            f"--task causal_lm: {folder} is a {config['model_type']} model (an encoder, no "
+            f"--task {task}: {folder} is a {config['model_type']} model (an encoder, no "
             "language-model head); use a decoder (gpt2, llama, mistral, qwen2) or "
             "--task sequence_classification"
         )
@@ -211,11 +215,13 @@ def token_lengths(texts: list[str], folder: Path | None) -> list[int]:
     return [math.ceil(len(t.split()) * WORDS_TO_TOKENS) + 2 for t in texts]
 
 
-def choose_max_length(lengths: list[int], max_positions: int) -> int:
-    """The LENGTH_QUANTILE of the token lengths, rounded up to LENGTH_STEP, within
-    [MIN_LENGTH, max_positions]."""
+def choose_max_length(
+    lengths: list[int], max_positions: int, quantile: float = LENGTH_QUANTILE
+) -> int:
+    """The `quantile` of the token lengths, rounded up to LENGTH_STEP, within
+    [MIN_LENGTH, max_positions]: at most 1 - quantile of them are longer."""
     ordered = sorted(lengths)
-    at = ordered[min(len(ordered) - 1, math.ceil(LENGTH_QUANTILE * len(ordered)) - 1)]
+    at = ordered[min(len(ordered) - 1, math.ceil(quantile * len(ordered)) - 1)]
     rounded = LENGTH_STEP * math.ceil(at / LENGTH_STEP)
     return max(min(MIN_LENGTH, max_positions), min(rounded, max_positions))
 
@@ -227,7 +233,118 @@ def max_positions_of(config: dict) -> int:
     return FROM_CONFIG_MAX_POSITIONS
 
 
+def task_fields(args) -> dict:
+    """data.fields from the flags: text and label for the label tasks; for generation either
+    --messages-column or --prompt-column and --response-column (the label column, if any, only
+    stratifies the split)."""
+    fields = {
+        "id": args.id_column,
+        "text": args.text_column,
+        "label": args.label_column,
+        "group": args.group_column,
+        "timestamp": args.timestamp_column,
+    }
+    if args.task != "generation":
+        for key in ("text", "label"):
+            if not fields[key]:
+                raise CampaignError(f"--{key}-column: required for --task {args.task}")
+        return fields
+    talk = {"prompt": args.prompt_column, "response": args.response_column}
+    if args.messages_column:
+        talk = {"messages": args.messages_column}
+    if not all(talk.values()) or (args.messages_column and args.prompt_column):
+        raise CampaignError(
+            "--task generation: name --messages-column, or both --prompt-column and "
+            "--response-column"
+        )
+    if args.text_column:
+        raise CampaignError("--text-column: not used by --task generation (the prompt is)")
+    return {**fields, **talk}
+
+
+def generation_choices(records, folder: Path | None) -> tuple[dict, list[int]]:
+    """(model.generation with model.chat_template, the formatted conversations' token lengths).
+
+    A pretrained folder: its tokenizer and its chat template (none when it has no template);
+    lengths are of the tokenized template, prompt and response. from_config: the plain template
+    and the whitespace estimate (no tokenizer is trained yet). max_new_tokens: the longest
+    response's tokens plus EOS, rounded up to LENGTH_STEP."""
+    from campaign.data import dedup_text, reference
+    from campaign.tasks import generation as gen
+
+    talks = [json.loads(cell) for cell in records["messages"]]
+    tok = None
+    if folder is not None and (folder / "tokenizer_config.json").is_file():
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(str(folder))
+    if tok is not None:
+        setting = "model" if getattr(tok, "chat_template", None) else "none"
+        template = gen.resolve_template(setting, tok, Path("."))
+        lengths = [gen.full_length(tok, template, t) for t in talks]
+        answers = [gen.response_length(tok, t) for t in talks]
+    else:
+        setting = "none"
+        lengths = [token_lengths([dedup_text(t)], None)[0] + 4 * len(t) for t in talks]
+        answers = [token_lengths([reference(t)], None)[0] for t in talks]
+    settings = {
+        **gen.GENERATION_DEFAULTS,
+        "chat_template": setting,
+        # The longest response: a cut generation scores lower for no fault of the model.
+        "max_new_tokens": choose_max_length(answers, 10**6, quantile=1.0),
+    }
+    return settings, lengths
+
+
+def generation_text(model: dict) -> list[str]:
+    """The generation task's keys of the model section (none for the label tasks)."""
+    if "generation" not in model:
+        return []
+    rows = [
+        f"  chat_template: {flow(model['chat_template'])}   # model | none | a Jinja file",
+        "  # Generation on validation and test at the end of each run, scored per item.",
+        "  generation:",
+    ]
+    return rows + [f"    {k}: {flow(v)}" for k, v in model["generation"].items()]
+
+
 # ------------------------------------------------------------------ the params
+def model_section(template: dict, args, choices_in: dict) -> dict:
+    """The model section: the task, the source, a small config for from_config (a Llama with
+    grouped-query attention for generation), the tokenizer, and generation's own keys."""
+    pretrained = args.model != "from_config"
+    task = args.task
+    source = args.model if not pretrained else project_path(args.model)
+    model: dict[str, Any] = {"task": task, "source": source}
+    if pretrained:
+        model["tokenizer"] = {"source": "model"}
+    else:
+        config = copy.deepcopy(template["model"].get("config") or {})
+        config.update(
+            architecture={"causal_lm": "gpt2", "generation": "llama"}.get(task, "bert"),
+            hidden_size=config.get("hidden_size", 64),
+            num_hidden_layers=config.get("num_hidden_layers", 2),
+            num_attention_heads=config.get("num_attention_heads", 2),
+            intermediate_size=config.get("intermediate_size", 128),
+            dropout=config.get("dropout", 0.1),
+            max_position_embeddings=max(128, choices_in["max_length"]),
+        )
+        if task == "generation":  # a small Llama: grouped-query attention, 2 key/value heads
+            config.update(num_attention_heads=4, num_key_value_heads=2)
+        model["config"] = config
+        tokenizer = dict(template["model"].get("tokenizer") or {})
+        model["tokenizer"] = {
+            "source": "train_split",
+            "vocab_size": tokenizer.get("vocab_size", 2000),
+            "min_frequency": tokenizer.get("min_frequency", 2),
+            "lowercase": tokenizer.get("lowercase", True) and task != "generation",
+        }
+    if choices_in.get("generation") is not None:
+        model["chat_template"] = choices_in["generation"].pop("chat_template")
+        model["generation"] = choices_in["generation"]
+    return model
+
+
 def build_params(template: dict, args, records, choices_in: dict) -> dict:
     """The template's params with the user's data, model and a first small design."""
     p = copy.deepcopy(template)
@@ -242,31 +359,7 @@ def build_params(template: dict, args, records, choices_in: dict) -> dict:
     split["previous"] = None
 
     pretrained = args.model != "from_config"
-    task = args.task
-    source = args.model if not pretrained else project_path(args.model)
-    model: dict[str, Any] = {"task": task, "source": source}
-    if pretrained:
-        model["tokenizer"] = {"source": "model"}
-    else:
-        config = copy.deepcopy(template["model"].get("config") or {})
-        config.update(
-            architecture="gpt2" if task == "causal_lm" else "bert",
-            hidden_size=config.get("hidden_size", 64),
-            num_hidden_layers=config.get("num_hidden_layers", 2),
-            num_attention_heads=config.get("num_attention_heads", 2),
-            intermediate_size=config.get("intermediate_size", 128),
-            dropout=config.get("dropout", 0.1),
-            max_position_embeddings=max(128, choices_in["max_length"]),
-        )
-        model["config"] = config
-        tokenizer = dict(template["model"].get("tokenizer") or {})
-        model["tokenizer"] = {
-            "source": "train_split",
-            "vocab_size": tokenizer.get("vocab_size", 2000),
-            "min_frequency": tokenizer.get("min_frequency", 2),
-            "lowercase": tokenizer.get("lowercase", True),
-        }
-    p["model"] = model
+    p["model"] = model_section(template, args, choices_in)
 
     mode = "from_config" if not pretrained else ("lora" if choices_in["lora"] else "full")
     lr, levels = LR_LEVELS[mode]
@@ -333,171 +426,14 @@ def choose_salt(records, params: dict) -> tuple[str, str]:
     )
 
 
-# ------------------------------------------------------------------ writing YAML from the template
-_TOP = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*):")
-
-
-def _sections(text: str) -> tuple[list[str], dict[str, list[str]]]:
-    """(head lines, {section: its lines}); a section's own comment lines above it belong to it."""
-    lines = text.splitlines()
-    starts = []
-    for i, line in enumerate(lines):
-        m = _TOP.match(line)
-        if m:
-            j = i
-            while j > 0 and lines[j - 1].startswith("#"):
-                j -= 1
-            starts.append((j, m.group(1)))
-    head = lines[: starts[0][0]] if starts else lines
-    out = {}
-    for k, (start, key) in enumerate(starts):
-        end = starts[k + 1][0] if k + 1 < len(starts) else len(lines)
-        out[key] = lines[start:end]
-    return head, out
-
-
-class _Dumper(yaml.SafeDumper):
-    """Floats as the template writes them (3.0e-4, not 0.0003), and indented block lists."""
-
-    def increase_indent(self, flow: bool = False, indentless: bool = False):
-        return super().increase_indent(flow, False)
-
-
-def _float(dumper: yaml.SafeDumper, value: float):
-    text = repr(value)
-    if value and math.isfinite(value) and abs(value) < 1.0e-2:
-        mantissa, exponent = f"{value:e}".split("e")
-        mantissa = mantissa.rstrip("0")
-        mantissa += "0" if mantissa.endswith(".") else ""
-        scientific = f"{mantissa}e{int(exponent)}"
-        text = scientific if float(scientific) == value else text
-    return dumper.represent_scalar("tag:yaml.org,2002:float", text)
-
-
-_Dumper.add_representer(float, _float)
-
-
-def _dump(value: Any, flow: bool) -> str:
-    """YAML of value: all in flow style, or blocks with their innermost lists in flow style."""
-    records = isinstance(value, list) and all(isinstance(v, dict) for v in value)
-    text = yaml.dump(
-        value,
-        Dumper=_Dumper,
-        default_flow_style=True if flow else (False if records else None),
-        width=10_000 if flow else 96,
-        sort_keys=False,
-    )
-    return text.removesuffix("...\n").strip("\n")
-
-
-def _flow(value: Any) -> str:
-    return _dump(value, flow=True)
-
-
-def _nested(value: Any) -> bool:
-    """A value to write in block style (its innermost lists in flow style): a list of
-    mappings, or a mapping holding a list or mapping."""
-    if isinstance(value, list):
-        return any(isinstance(v, dict) for v in value)
-    return isinstance(value, dict) and any(isinstance(v, dict | list) and v for v in value.values())
-
-
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip(" "))
-
-
-def _set(lines: list[str], path: list[str], value: Any) -> bool:
-    """Replace the value of `path` (keys below the section line) by `value` in flow style,
-    keeping the key's trailing comment; False if the key is not written in block style."""
-    start, depth = 0, 0  # the section line itself is lines[0], at indent 0
-    end = len(lines)
-    for part in path:
-        key = re.compile(rf"^(\s+){re.escape(part)}:(\s|$)")
-        found = None
-        for i in range(start + 1, end):
-            m = key.match(lines[i])
-            if m and _indent(lines[i]) > depth:
-                found = i
-                break
-        if found is None:
-            return False
-        depth = _indent(lines[found])
-        start = found
-        end = found + 1
-        while end < len(lines) and (
-            not lines[end].strip()
-            or lines[end].lstrip().startswith("#")
-            or _indent(lines[end]) > depth
-        ):
-            end += 1
-        while end - 1 > start and (
-            not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")
-        ):
-            end -= 1  # comments after the block belong to the next key
-    line = lines[start]
-    head = line[: line.index(":") + 1]
-    if _nested(value):
-        pad = " " * (depth + 2)
-        block = [pad + row for row in _dump(value, flow=False).splitlines()]
-        lines[start:end] = [head, *block]
-        return True
-    text = f"{head} {_flow(value)}"
-    m = re.search(r"\s+#\s.*$", line)
-    # The key's comment stays, at its column; a comment on null ("or {...}") says what the
-    # value now is, so it goes.
-    if m and end == start + 1 and yaml.safe_load(line[len(head) : m.start()] or "null") is not None:
-        column = m.start() + len(m.group(0)) - len(m.group(0).lstrip())
-        text = text.ljust(column - 1) + " " + m.group(0).strip()
-    lines[start:end] = [text]
-    return True
-
-
-def _leaves(new: Any, old: Any, path: list[str]) -> list[tuple[list[str], Any]]:
-    """The (path, value) pairs where `new` differs from `old`, as deep as both are mappings."""
-    if isinstance(new, dict) and isinstance(old, dict) and new.keys() == old.keys():
-        out = []
-        for k in new:
-            out += _leaves(new[k], old[k], [*path, k])
-        return out
-    return [] if new == old else [(path, new)]
-
-
-def render(template_text: str, template: dict, params: dict) -> str:
-    """params as YAML: the template's text with the changed values set in place (its comments
-    kept), the model section by model_text; a section whose text cannot be edited so is
-    written whole, without comments."""
-    head, sections = _sections(template_text)
-    out = list(head)
-    for key, value in params.items():
-        if key == "model":
-            out += model_text(value)
-            continue
-        lines = list(sections.get(key, []))
-        edited = bool(lines) and template.get(key) is not None
-        if edited:
-            for path, leaf in _leaves(value, template[key], []):
-                if not path or not _set(lines, path, leaf):
-                    edited = False
-                    break
-        if edited:
-            try:
-                edited = yaml.safe_load("\n".join(lines)) == {key: value}
-            except yaml.YAMLError:
-                edited = False
-        if not edited:
-            lines = [*_dump({key: value}, flow=False).splitlines(), ""]
-        out += lines
-    return "\n".join(out).rstrip("\n") + "\n"
-
-
 def model_text(model: dict) -> list[str]:
     """The `model` section with a comment per key (a pretrained source has no config)."""
     pretrained = model["source"] != "from_config"
     tok = model["tokenizer"]
     rows = [
         "model:",
-        f"  task: {model['task']}   # or causal_lm (prompt -> response, loss on response tokens)",
-        f"  source: {_flow(model['source'])}",
+        f"  task: {model['task']}   # sequence_classification | causal_lm | generation",
+        f"  source: {flow(model['source'])}",
     ]
     if pretrained:
         rows[-1] += "   # a local pretrained folder; a pretrained source needs no model.config"
@@ -505,15 +441,15 @@ def model_text(model: dict) -> list[str]:
             "  tokenizer:",
             "    source: model   # its own tokenizer: the embeddings are indexed by it",
         ]
-        return [*rows, ""]
+        return [*rows, *generation_text(model), ""]
     rows[-1] += "   # or a local folder with a pretrained model (config.json ...)"
     rows.append("  # The small transformers config of a from_config model (trained from scratch).")
     rows.append("  config:")
-    rows += [f"    {k}: {_flow(v)}" for k, v in model["config"].items()]
+    rows += [f"    {k}: {flow(v)}" for k, v in model["config"].items()]
     rows.append("  # A tokenizer trained on the train split only.")
     rows.append("  tokenizer:")
-    rows += [f"    {k}: {_flow(v)}" for k, v in tok.items()]
-    return [*rows, ""]
+    rows += [f"    {k}: {flow(v)}" for k, v in tok.items()]
+    return [*rows, *generation_text(model), ""]
 
 
 # ------------------------------------------------------------------ the command
@@ -553,13 +489,7 @@ def init(args) -> int:
         "licence": args.licence.strip(),
         "origin": (args.origin or f"local file {data.name} (campaign init)").strip(),
     }
-    fields = {
-        "id": args.id_column,
-        "text": args.text_column,
-        "label": args.label_column,
-        "group": args.group_column,
-        "timestamp": args.timestamp_column,
-    }
+    fields = task_fields(args)
     flags = {k: f"--{k}-column" for k in fields}
     folder = None if args.model == "from_config" else Path(args.model)
     config = model_config(folder) if folder is not None else None
@@ -567,7 +497,7 @@ def init(args) -> int:
         check_task(folder, config, args.task)
     records = read_records(source, fields, flags)
     labels = records["label"].value_counts().sort_index()
-    if len(labels) < 2:
+    if len(labels) < 2 and args.task != "generation":
         raise CampaignError(
             f"--label-column {args.label_column!r}: {data} has {len(labels)} distinct label(s) "
             f"({', '.join(map(str, labels.index))}); a classifier needs at least 2"
@@ -583,11 +513,19 @@ def init(args) -> int:
         if config is not None:
             targets = lora_targets(folder, config, given)
         else:
-            targets = given or LORA_TARGETS["gpt2" if args.task == "causal_lm" else "bert"]
+            family = {"causal_lm": "gpt2", "generation": "llama"}.get(args.task, "bert")
+            targets = given or LORA_TARGETS[family]
     else:
         targets = None
     max_positions = max_positions_of(config) if config is not None else FROM_CONFIG_MAX_POSITIONS
-    max_length = choose_max_length(token_lengths(list(records["text"]), folder), max_positions)
+    generation, quantile = None, LENGTH_QUANTILE
+    if args.task == "generation":
+        generation, lengths = generation_choices(records, folder)
+        # A cut answer teaches the model to stop early: no more may be cut than training allows.
+        quantile = 1.0 - generation["max_truncated_share"]
+    else:
+        lengths = token_lengths(list(records["text"]), folder)
+    max_length = choose_max_length(lengths, max_positions, quantile)
     metric = choose_metric({str(k): int(v) for k, v in labels.items()})
 
     chosen = {
@@ -596,6 +534,7 @@ def init(args) -> int:
         "lora": targets,
         "max_length": max_length,
         "metric": metric,
+        "generation": generation,
     }
     params = build_params(template, args, records, chosen)
     params["split"]["salt"] = params["campaign"]["name"]
@@ -606,7 +545,7 @@ def init(args) -> int:
         validate(copy.deepcopy(params), source=str(out))
     except CampaignError as e:
         raise CampaignError(f"init: the params it would write are not valid: {e}") from None
-    text = render(template_text, template, params)
+    text = render(template_text, template, params, model_text)
     if yaml.safe_load(text) != params:  # the rendering must say exactly what was validated
         raise CampaignError("init: internal error: the written YAML differs from the params")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -621,7 +560,8 @@ def init(args) -> int:
         max_length=max_length,
         lora_targets=targets,
         salt_note=salt_note,
-        metric=metric,
+        # A generation campaign is judged on its per-item metric of the generated text.
+        metric=metric if generation is None else params["model"]["generation"]["metric"],
     )
     print(summary(out, params, choices))
     return 0
@@ -661,8 +601,17 @@ def add_parser(sub) -> None:
     p = sub.add_parser("init", help=text, description=text)
     p.add_argument("--data", required=True, help="the data file (CSV, JSON Lines or Parquet)")
     p.add_argument("--format", choices=["csv", "jsonl", "parquet"], help="default: from the suffix")
-    p.add_argument("--text-column", required=True)
-    p.add_argument("--label-column", required=True)
+    p.add_argument("--text-column", help="the text (required unless --task generation)")
+    p.add_argument(
+        "--label-column",
+        help="the label (required unless --task generation; there, a column to stratify on)",
+    )
+    p.add_argument("--prompt-column", help="--task generation: the prompt (with --response-column)")
+    p.add_argument("--response-column", help="--task generation: the reference response")
+    p.add_argument(
+        "--messages-column",
+        help="--task generation: a list of {role, content} ending with the assistant's answer",
+    )
     p.add_argument("--id-column", required=True, help="a unique id per record")
     p.add_argument(
         "--group-column",
@@ -677,7 +626,7 @@ def add_parser(sub) -> None:
     )
     p.add_argument(
         "--task",
-        choices=["sequence_classification", "causal_lm"],
+        choices=["sequence_classification", "causal_lm", "generation"],
         default="sequence_classification",
     )
     p.add_argument(

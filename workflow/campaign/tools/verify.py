@@ -5,6 +5,18 @@ from __future__ import annotations
 from campaign.core.store import Store
 
 
+def say_left_alone(store: Store) -> None:
+    """One line per thing under the state folder the store did not make: never removed."""
+    foreign = store.foreign()
+    for name in foreign:
+        print(f"left alone    {store.root / name}  (not made by the store)")
+    if foreign:
+        print(
+            f"left alone {len(foreign)} item(s) under {store.root} that the store did not make; "
+            "move them out of the state folder"
+        )
+
+
 def _move_out(store: Store, key: str, stage: str) -> str:
     """Quarantine a corrupt entry under its key's lock: "moved", "locked" or "sound now".
 
@@ -65,4 +77,5 @@ def verify_store(store: Store, remove: bool = False) -> list[str]:
             else " (run with --remove, or let the next use recompute)"
         )
     print(verdict)
+    say_left_alone(store)
     return bad

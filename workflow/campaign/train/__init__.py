@@ -43,6 +43,8 @@ _PUBLIC = {
     "prediction_frame": "scoring",
     # models and tokenizers
     "check_model_spec": "models",
+    "check_model_folder": "models",
+    "tokenizer_problem": "models",
     "label_names": "models",
     "load_tokenizer": "models",
     "save_model": "models",
@@ -75,16 +77,18 @@ _PUBLIC = {
 __getattr__, __dir__ = exports(__name__, _PUBLIC)
 
 
-def _run_identity(spec: dict) -> dict:
-    from campaign.plan import identity
-
-    return identity(spec)
-
-
 # How a training (or preflight, or prediction) job computes: settings in its key, pinned in it.
 EXECUTION = "campaign.train.execution"
 # The pretrained model folder model.source names, hashed as the base_model input.
 MODEL_INPUTS = "campaign.train.models:derive_inputs"
+# A training job's: that folder, and the files train.command declares.
+TRAIN_INPUTS = "campaign.train.command:derive_inputs"
+
+
+def _run_key(spec: dict) -> dict:
+    from campaign.train.command import key_view
+
+    return key_view(spec)
 
 
 def _check_params(params: dict) -> None:
@@ -121,9 +125,11 @@ PHASE = Phase(
     stages=(
         Stage(
             name="train",
-            entry="campaign.train.stage:stage",
+            # the built-in loop, or train.command's (campaign.train.command dispatches)
+            entry="campaign.train.command:stage",
             help="fine-tune one planned run (resumes from its last checkpoint)",
-            inputs=INPUTS,
+            # command_files: what train.command declares (campaign.train.command), hashed.
+            inputs={**INPUTS, "command_files": Derived()},
             # Training waits for a passed preflight and a plan that fits its limits. ancient():
             # a plan table redone for a bigger plan does not make the runs already trained stale.
             after={"plan": From("plan_table", "runs", ancient=True)},
@@ -138,9 +144,9 @@ PHASE = Phase(
             final=True,
             spec=run_spec_of,
             libraries=LIBRARIES,
-            key_view=_run_identity,
+            key_view=_run_key,
             volatile=("timings",),
-            derive_inputs=MODEL_INPUTS,
+            derive_inputs=TRAIN_INPUTS,
             execution=EXECUTION,
         ),
     ),

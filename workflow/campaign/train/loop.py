@@ -25,6 +25,7 @@ import torch
 from campaign.core.errors import CampaignError, Preempted
 from campaign.core.hashing import hash_value
 from campaign.core.progress import job_progress
+from campaign.core.tasks import trainer_module
 from campaign.plan import identity, run_id
 from campaign.train import checkpoint, devices, distributed, models, optim
 from campaign.train.batches import (
@@ -112,7 +113,9 @@ class Trainer:
         # A checkpoint belongs to the run's identity: changing checkpoint_every or
         # keep_checkpoints mid-campaign keeps every checkpoint usable.
         self.spec_hash = hash_value(identity(spec))
-        self.data_hash = hash_value([data.train.ids, data.train.texts, data.train.labels])
+        train = data.train
+        conversations = [] if train.messages is None else [train.messages]
+        self.data_hash = hash_value([train.ids, train.texts, train.labels, *conversations])
 
         random.seed(self.seed)
         np.random.seed(self.seed % 2**32)
@@ -123,12 +126,7 @@ class Trainer:
         self.tokenizer = models.make_tokenizer(self.model_spec, data.train.texts, source)
         self.labels = models.label_names(data.train.labels)
         self.label_ids = {name: i for i, name in enumerate(self.labels)}
-        self.fmt = None
-        if self.task == "causal_lm":
-            self.fmt = CausalFormat.build(self.tokenizer, self.labels, self.recipe.max_length)
-        self.examples = {
-            name: self._encode(getattr(data, name)) for name in ("train", *EVAL_SPLITS)
-        }
+        self._prepare_examples(data, root)
         self.pad_id = self.tokenizer.pad_token_id
 
         model = models.build_model(self.model_spec, self.tokenizer, self.labels, self.seed, source)
@@ -172,6 +170,24 @@ class Trainer:
         self.stop_signal: int | None = None  # set by a PREEMPT_SIGNALS handler during run()
 
     # -------------------------------------------------------------- data
+    def _prepare_examples(self, data: Data, root: Path) -> None:
+        """The task's format and every split's examples. A task with its own module
+        (campaign/tasks/) formats, scores and predicts through its hooks."""
+        self.fmt = None
+        self.hooks = trainer_module(self.task)
+        self.run_setup = None
+        if self.hooks is not None:
+            self.run_setup = self.hooks.setup(self.model_spec, self.tokenizer, root)
+        elif self.task == "causal_lm":
+            self.fmt = CausalFormat.build(self.tokenizer, self.labels, self.recipe.max_length)
+        self.examples = {
+            name: self._encode(getattr(data, name)) for name in ("train", *EVAL_SPLITS)
+        }
+        if self.hooks is not None:
+            self.hooks.check_train_examples(self.run_setup, self.examples["train"])
+        # What a split's final score is: accuracy, or the task's per-item metric averaged.
+        self.score_name = "accuracy" if self.run_setup is None else f"mean {self.run_setup.metric}"
+
     def _prepare_base(self, model) -> None:
         """The base model as the recipe trains it: max_length within its positions, its own
         dropout as train.base_dropout says (before LoRA adds the adapters' dropout)."""
@@ -193,6 +209,10 @@ class Trainer:
     def _encode(self, split: Split) -> list[dict]:
         if len(split) == 0:
             return []
+        if self.hooks is not None:
+            return self.hooks.encode_split(
+                self.run_setup, self.tokenizer, split, self.recipe.max_length
+            )
         if self.task == "sequence_classification":
             return encode_classification(
                 self.tokenizer, split.texts, split.labels, self.label_ids, self.recipe.max_length
@@ -424,7 +444,7 @@ class Trainer:
                 due = self.step % r.eval_every == 0 or last
                 if self.rank == 0 and due and (final_evaluation or not last):
                     result = self._validate()
-                    if result is not None:
+                    if result is not None and result[1] is not None:
                         fields["val_acc"] = result[1]
                 if self.rank == 0 and (self.step % r.checkpoint_every == 0 or last):
                     self.save()
@@ -433,10 +453,10 @@ class Trainer:
                     after_step(self.step)
 
     # -------------------------------------------------------------- evaluation
-    def _validate(self) -> tuple[float, float, np.ndarray] | None:
+    def _validate(self, final: bool = False) -> tuple[float, float, np.ndarray] | None:
         """Score the validation split now and append its row (step, loss, accuracy) to history."""
         t0 = time.perf_counter()
-        result = self.evaluate("validation")
+        result = self.evaluate("validation", final=final)
         if result is not None:
             loss, accuracy, _ = result
             seconds = time.perf_counter() - t0
@@ -461,9 +481,9 @@ class Trainer:
         out = {}
         for split in EVAL_SPLITS:
             if split == "validation" and self.step not in scored:
-                out[split] = self._validate()
+                out[split] = self._validate(final=True)
             else:
-                out[split] = self.evaluate(split)
+                out[split] = self.evaluate(split, final=True)
         return out
 
     @torch.no_grad()
@@ -497,10 +517,24 @@ class Trainer:
             self.autocast,
         )
 
-    def evaluate(self, split: str) -> tuple[float, float, np.ndarray] | None:
-        """(mean loss per target, accuracy, probabilities) on a split; None when it is empty."""
+    def evaluate(self, split: str, final: bool = False) -> tuple[float, float, Any] | None:
+        """(mean loss per target, accuracy, probabilities) on a split; None when it is empty.
+        A task module's: (loss, mean per-item score, predictions frame), the last two only when
+        `final` (the saved model; generating at every evaluation would cost more than training)."""
         if not self.examples[split]:
             return None
+        if self.hooks is not None:
+            return self.hooks.evaluate(
+                self.model,
+                self.tokenizer,
+                self.run_setup,
+                getattr(self.data, split),
+                self.examples[split],
+                micro_batch=self.recipe.micro_batch,
+                pad_id=self.pad_id,
+                device=self.device,
+                final=final,
+            )
         probs, loss, count = self.scores(split)
         truth = np.array([self.label_ids.get(v, -1) for v in getattr(self.data, split).labels])
         accuracy = float((probs.argmax(axis=1) == truth).mean())
@@ -511,7 +545,9 @@ class Trainer:
         """DataFrame: id, label, prediction, then score_<label> (probability) per class.
         result: the split's evaluate() on the current model, when the caller has it."""
         if result is None:
-            result = self.evaluate(split)
+            result = self.evaluate(split, final=True)
+        if self.hooks is not None:
+            return result[2] if result is not None else self.hooks.empty_predictions()
         return prediction_frame(
             getattr(self.data, split), self.labels, result[2] if result is not None else None
         )

@@ -12,8 +12,12 @@ from typing import Any
 
 from campaign.core.errors import CampaignError
 
-TASKS = ("sequence_classification", "causal_lm")
-ARCHITECTURES = ("bert", "gpt2")
+TASKS = ("sequence_classification", "causal_lm", "generation")
+DECODER_TASKS = ("causal_lm", "generation")  # a causal LM head; the loss on response tokens
+ARCHITECTURES = ("bert", "gpt2", "llama")
+# llama: a decoder with grouped-query attention (num_key_value_heads < num_attention_heads), the
+# layout of today's instruct models, small enough from a config for tests on a CPU.
+ARCH_KEYS = {"llama": ("num_key_value_heads",)}
 CONFIG_KEYS = (
     "hidden_size",
     "num_hidden_layers",
@@ -76,9 +80,18 @@ def check_model_spec(model_spec: dict) -> None:
                 f"model.config.architecture: {config.get('architecture')!r} is not one of "
                 f"{', '.join(ARCHITECTURES)}"
             )
-        _need(config, CONFIG_KEYS, "model.config")
+        _need(config, CONFIG_KEYS + ARCH_KEYS.get(config["architecture"], ()), "model.config")
+        if task in DECODER_TASKS and config["architecture"] == "bert":
+            raise CampaignError(
+                f"model.config.architecture: {task} needs gpt2 or llama (a decoder)"
+            )
         if task == "causal_lm" and config["architecture"] != "gpt2":
             raise CampaignError("model.config.architecture: causal_lm needs gpt2 (a decoder)")
+        if config["architecture"] == "llama" and task != "generation":
+            raise CampaignError(
+                f"model.config.architecture: llama is a decoder for the generation task, not "
+                f"{task} (use bert or gpt2)"
+            )
         if tok["source"] != "train_split":
             raise CampaignError(
                 "model.tokenizer.source: a from_config model has no tokenizer of its own; "
@@ -164,7 +177,7 @@ def train_tokenizer(
             sep_token="[SEP]",
             mask_token="[MASK]",
         )
-    elif architecture == "gpt2":
+    elif architecture in ("gpt2", "llama"):  # byte-level BPE for both decoders
         tok = Tokenizer(models.BPE())
         if lowercase:
             tok.normalizer = normalizers.Lowercase()
@@ -186,16 +199,85 @@ def train_tokenizer(
     return PreTrainedTokenizerFast(tokenizer_object=tok, **specials)
 
 
+# The files a tokenizer is saved as (transformers' save_pretrained): a fast tokenizer's
+# tokenizer.json, a WordPiece vocab.txt, a BPE vocab.json (with merges.txt), a SentencePiece model.
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "vocab.txt",
+    "vocab.json",
+    "tokenizer.model",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+)
+
+
+def _vocabulary_size(folder: Path, present: Sequence[str]) -> int | None:
+    """Tokens in the folder's vocabulary file (None for a SentencePiece model: not read here)."""
+    import json
+
+    if "tokenizer.json" in present:
+        from tokenizers import Tokenizer
+
+        return Tokenizer.from_file(str(folder / "tokenizer.json")).get_vocab_size(True)
+    if "vocab.txt" in present:
+        text = (folder / "vocab.txt").read_text(encoding="utf-8")
+        return sum(1 for line in text.splitlines() if line.strip())
+    if "vocab.json" in present:
+        return len(json.loads((folder / "vocab.json").read_text(encoding="utf-8")))
+    return None
+
+
+def tokenizer_problem(folder: Path) -> str | None:
+    """Why a pretrained model folder has no usable tokenizer, or None. Without tokenizer files
+    transformers still builds one, of its five special tokens, that reads every word as [UNK]:
+    training then learns nothing and every check passes. No transformers import (init and
+    validate call it); a vocabulary under half the model's embedding rows is another model's."""
+    import json
+
+    present = [name for name in TOKENIZER_FILES if (folder / name).is_file()]
+    if not present:
+        return (
+            "has no tokenizer files (tokenizer.json, vocab.txt, vocab.json or a SentencePiece "
+            "model): copy the model's tokenizer into the folder (save_pretrained writes it)"
+        )
+    try:
+        size = _vocabulary_size(folder, present)
+    except Exception as e:  # a damaged file: whatever the library raises, one line
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return f"has a tokenizer file that cannot be read ({present[0]}: {first})"
+    try:
+        embeds = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("vocab_size")
+    except (OSError, ValueError, AttributeError):
+        embeds = None
+    if size is not None and isinstance(embeds, int) and size * 2 < embeds:
+        return (
+            f"has a tokenizer of {size} tokens for a model that embeds {embeds}: it is not this "
+            "model's tokenizer"
+        )
+    return None
+
+
+def check_model_folder(model_spec: dict, root: Path) -> Path | None:
+    """model.source's folder with a config.json and a usable tokenizer (one-line CampaignError
+    naming model.source otherwise); None for from_config."""
+    path = source_path(model_spec, root)
+    if path is not None and (problem := tokenizer_problem(path)) is not None:
+        raise CampaignError(f"model.source: {model_spec['source']} {problem}")
+    return path
+
+
 def load_tokenizer(path: Path, task: str):
     """The tokenizer saved with a model folder; a decoder without a pad token pads with EOS."""
     from transformers import AutoTokenizer
 
+    if (problem := tokenizer_problem(Path(path))) is not None:
+        raise CampaignError(f"model.source: {path} {problem}")
     tok = AutoTokenizer.from_pretrained(str(path))
     if tok.pad_token_id is None:
         if tok.eos_token_id is None:
             raise CampaignError(f"model.source: the tokenizer in {path} has no pad or EOS token")
         tok.pad_token = tok.eos_token
-    if task == "causal_lm" and tok.eos_token_id is None:
+    if task in DECODER_TASKS and tok.eos_token_id is None:
         # An encoder tokenizer ([SEP] ends every sequence) can still end a response.
         tok.eos_token = tok.sep_token
     return tok
@@ -243,6 +325,8 @@ def _from_config(model_spec: dict, tokenizer, labels: list[str]):
             **label_map,
         )
         return tf.BertForSequenceClassification(config)
+    if cfg["architecture"] == "llama":
+        return tf.LlamaForCausalLM(llama_config(cfg, tokenizer))
     config = tf.GPT2Config(
         vocab_size=len(tokenizer),
         n_positions=cfg["max_position_embeddings"],
@@ -259,9 +343,36 @@ def _from_config(model_spec: dict, tokenizer, labels: list[str]):
         pad_token_id=tokenizer.pad_token_id,
         **label_map,
     )
-    if task == "causal_lm":
+    if task in DECODER_TASKS:
         return tf.GPT2LMHeadModel(config)
     return tf.GPT2ForSequenceClassification(config)
+
+
+def llama_config(cfg: dict, tokenizer):
+    """A Llama config from model.config: grouped-query attention with num_key_value_heads heads
+    of keys and values shared by num_attention_heads query heads (which it must divide)."""
+    import transformers as tf
+
+    heads, kv_heads = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    if not isinstance(kv_heads, int) or kv_heads < 1 or heads % kv_heads:
+        raise CampaignError(
+            f"model.config.num_key_value_heads: {kv_heads!r} must divide "
+            f"num_attention_heads ({heads})"
+        )
+    return tf.LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=cfg["hidden_size"],
+        num_hidden_layers=cfg["num_hidden_layers"],
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        intermediate_size=cfg["intermediate_size"],
+        max_position_embeddings=cfg["max_position_embeddings"],
+        attention_dropout=cfg["dropout"],
+        bos_token_id=tokenizer.eos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=True,
+    )
 
 
 def _pretrained(path: Path, task: str, tokenizer, labels: list[str]):

@@ -151,7 +151,8 @@ def run_training(
     scores = trainer.final_scores()
     if scores["validation"] is not None:  # the progress line of the last step has none
         print(
-            f"train: validation accuracy {scores['validation'][1]:.4g} at step {trainer.step} "
+            f"train: validation {trainer.score_name} {scores['validation'][1]:.4g} at step "
+            f"{trainer.step} "
             "(the saved model)",
             file=trainer.stream,
             flush=True,

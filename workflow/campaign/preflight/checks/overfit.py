@@ -96,6 +96,10 @@ def run(bench: Bench) -> Result:
             f"(must fall below {threshold:g}; lr {bench.recipe.lr:g})",
             details,
         )
+    if trainer.hooks is not None:  # a generative task must also give the answers back
+        missed = trainer.hooks.not_reproduced(trainer, bench.sample.train, len(examples), details)
+        if missed:
+            return Result(False, f"loss fell to {final:.3g}, but {missed}", details)
     return Result(
         True,
         f"loss fell from {initial:.3g} to {final:.3g} (below {threshold:g}) at step {reached} "

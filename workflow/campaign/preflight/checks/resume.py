@@ -36,7 +36,9 @@ def _load_saved(folder: Path, task: str, device, base: Path | None):
 
 
 def _scores(frame) -> np.ndarray:
-    return frame[[c for c in frame.columns if c.startswith("score_")]].to_numpy()
+    """The predictions' scores: a probability per label (score_<label>), or a generation
+    task's per-item score of the generated text (score)."""
+    return frame[[c for c in frame.columns if c == "score" or c.startswith("score_")]].to_numpy()
 
 
 @torch.no_grad()

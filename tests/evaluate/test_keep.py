@@ -1,0 +1,124 @@
+"""The verdict's keep is a decision (issue 33): the control recipe is kept unless a cell is
+shown better than it by the cells' family test; the representative run is not the worse seed by
+construction; a cell against the floor at 2 seeds claims no more than its level."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from campaign.evaluate import decide, words
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import bench_stats  # noqa: E402
+
+SPEC = {"evaluation": {"decide_on": "validation", "metric": "accuracy", "confidence": 0.95,
+                       "min_useful_effect": 0.01, "max_quality_loss": 0.01}}  # fmt: skip
+
+
+def _cell(name: str, value: float, split: str = "validation") -> dict:
+    return {"variant": f"cell: {name}", "kind": "cell", "cell": name, "cell_id": f"id-{name}",
+            "split": split, "metric": "accuracy", "value": value, "ci_low": value - 0.05,
+            "ci_high": value + 0.05, "interval_over": "crossed"}  # fmt: skip
+
+
+def _against_control(name: str, decision: str, estimate: float) -> dict:
+    return {"split": "validation", "kind": "cell", "subject": f"{name} (cell)",
+            "cell_id": f"id-{name}", "decision": decision, "estimate": estimate}  # fmt: skip
+
+
+def _keep(decisions_of_cells: dict) -> dict:
+    metric_rows = [_cell("lr=1", 0.70), *(_cell(c, 0.70 + est) for c, (_, est) in
+                                           decisions_of_cells.items())]  # fmt: skip
+    metric_rows += [dict(r, split="test") for r in metric_rows]
+    rows = [_against_control(c, d, est) for c, (d, est) in decisions_of_cells.items()]
+    return words.decisions(SPEC, rows, metric_rows, [], None, "lr=1")
+
+
+def test_the_control_is_kept_when_the_highest_cell_is_not_shown_better():
+    d = _keep({"lr=2": (decide.INCONCLUSIVE, 0.04), "lr=3": (decide.REJECT, -0.02)})
+    assert d["best_cell"]["cell"] == "lr=1" and d["best_cell"]["kept_as"] == decide.KEPT_CONTROL
+    assert d["verdict"]["keep"] == "lr=1"
+    assert "no cell shown better" in d["verdict"]["line"]
+
+
+def test_a_cell_shown_better_is_kept_the_largest_among_several():
+    d = _keep({"lr=2": (decide.ADOPT_SMALL, 0.02), "lr=3": (decide.ADOPT, 0.05)})
+    assert d["verdict"]["keep"] == "lr=3" and d["best_cell"]["kept_as"] == decide.KEPT_SHOWN
+
+
+def test_without_a_control_the_highest_cell_is_kept_and_said_so():
+    metric_rows = [
+        _cell("a", 0.6),
+        _cell("b", 0.7),
+        _cell("a", 0.6, "test"),
+        _cell("b", 0.7, "test"),
+    ]
+    d = words.decisions(SPEC, [], metric_rows, [], None, None)
+    assert d["verdict"]["keep"] == "b" and "no control scored" in d["verdict"]["line"]
+
+
+def test_the_representative_of_two_seeds_is_chosen_by_run_id_not_by_value():
+    assert decide.representative({"r-a": 0.9, "r-b": 0.7}) == "r-a"
+    assert decide.representative({"r-a": 0.7, "r-b": 0.9}) == "r-a"
+    assert decide.representative({"r-c": 0.1, "r-a": 0.5, "r-b": 0.9}) == "r-a"  # the median
+
+
+def test_a_short_simulation_of_the_verdict_meets_keep_and_floor_goals():
+    """Four equal cells at 2 seeds (seed sd ~4.8 points), through stage._comparisons, _decide
+    and words.decisions: a non-control cell kept in at most 5 % (+2 Monte Carlo se); the
+    control-against-floor claim at 2 seeds under 5 % + 2 se (the uncapped Satterthwaite df
+    claimed 7-8 %)."""
+    reps = 80
+    rng = np.random.default_rng(7)
+    kept = sum(
+        bench_stats.verdict_of(*bench_stats.verdict_campaign(rng, [0.0] * 4, 2), r)["best_cell"][
+            "cell"
+        ]
+        != "cell=c0"
+        for r in range(reps)
+    )
+    assert kept / reps <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / reps)
+    claims = bench_stats.floor_claims(np.random.default_rng(8), 2, 400)
+    assert claims <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / 400)
+
+
+def test_items_needed_is_bounded_and_says_when_no_number_of_items_decides():
+    # The gap (2 points above the 1-point bar) needs Var <= (0.02 / 2.80)^2 = 5.10e-5.
+    # Seed part 5.07e-5 leaves ~3e-7 for items of 1e-4 at 300 items: ~100,000 items, over 100 x.
+    need = decide.what_would_decide(0.03, 5.07e-5, 1e-4, 3, 300, 0.95, 0.8, 0.01)
+    assert need["items_needed"] is None
+    assert "no number of items within 100 times these 300" in need["items_note"]
+    # The seed part alone is wider than the gap: no number of items at all.
+    need = decide.what_would_decide(0.03, 6e-5, 1e-4, 3, 300, 0.95, 0.8, 0.01)
+    assert need["items_needed"] is None and need["items_note"].startswith("no number of items")
+    # Within reach: a number, no note.
+    need = decide.what_would_decide(0.03, 1e-6, 1e-4, 3, 300, 0.95, 0.8, 0.01)
+    assert 300 < need["items_needed"] <= 30_000 and need["items_note"] is None
+    line = words._needs({"n_seeds": 3, "dominant": "items", **need})
+    assert f"{need['items_needed']} evaluation items" in line
+
+
+def test_scores_in_0_1_take_the_paired_t_path_and_decide_both_ways():
+    """Per-item scores that are not all 0/1 (a generation metric) are tested by the paired t:
+    a variant 0.1 points below its reference on 1,000 items is adopted at a 1-point margin, one
+    5 points below is rejected; 0/1 scores keep the exact score test."""
+    from campaign.evaluate import questions
+
+    rng = np.random.default_rng(3)
+    ref = rng.beta(4, 2, 1000)
+    policy = {"min_useful_effect": 0.01, "max_quality_loss": 0.01}
+    decided = []
+    for loss in (0.001, 0.05):
+        var = np.clip(ref - loss + rng.normal(0, 0.01, ref.size), 0, 1)
+        row = questions.quantized_row(ref, var, 0.95, 0.01)
+        assert row["test"] == questions.PAIRED_T
+        rows = [{"kind": "quantized", "subject": "v", "metric": "token_f1", **row}]
+        questions.decide_family(rows, 0.95, 0.8, policy)
+        decided.append(rows[0]["decision"])
+    assert decided == [decide.ADOPT, decide.REJECT]
+    binary = questions.quantized_row(ref > 0.5, ref > 0.5, 0.95, 0.01)
+    assert binary["test"].startswith("Tango")

@@ -1,0 +1,197 @@
+"""Your own trainer (train.command): the HF Trainer example keeps the contract through a real
+`campaign train` job (signalled mid-run, exit 75, resumed from its checkpoint, scored into the
+outputs of a built-in run), and commands that break the contract fail in one line naming the
+broken part."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_preemption import job_env
+from trainkit import OUTPUTS, REPO, context, tiny_spec, write_splits
+
+from campaign.core.errors import PREEMPTED_EXIT, CampaignError
+from campaign.core.store import Store
+from campaign.train import run_training
+from campaign.train.command import PROGRESS_LINES, key_view, read_progress_lines, stage
+
+EXAMPLE = "examples/hf_trainer_classification.py"
+
+
+def command_spec(argv: list[str], files=(), **train) -> dict:
+    return tiny_spec(command={"argv": argv, "files": list(files), **train.pop("command", {})},
+                     **train)  # fmt: skip
+
+
+def train_command(spec: dict, inputs: dict, state: Path, out: Path, log: Path) -> list[str]:
+    """`campaign train` as the rule runs it, in the project folder the paths are relative to."""
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "campaign", "train", "--spec", json.dumps(spec)]
+    cmd += [a for name, paths in inputs.items() for a in ("--in", f"{name}={paths[0]}")]
+    first, *rest = spec["train"]["command"]["files"]
+    cmd += ["--in", "base_model=", "--in", f"command_files={first}", *rest]
+    cmd += ["--state-dir", str(state), "--log", str(log)]
+    return cmd + [a for name in OUTPUTS for a in ("--out", f"{name}={out / name}")]
+
+
+def wait_for_line(job: subprocess.Popen, work: Path, log: Path, step: int) -> None:
+    deadline = time.monotonic() + 240
+    while True:
+        for path in work.glob(f"*/{PROGRESS_LINES}"):
+            rows = read_progress_lines(path)
+            if rows and rows[-1]["step"] >= step:
+                return
+        assert job.poll() is None, log.read_text() if log.exists() else "job died"
+        assert time.monotonic() < deadline, "no progress line after 240 s"
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+def test_the_hf_trainer_example_is_signalled_resumes_and_writes_a_builtin_runs_outputs(tmp_path):
+    steps = 24
+    # A project folder holding the splits and the example (reproduce reads paths inside it).
+    (tmp_path / "examples").mkdir()
+    shutil.copy(REPO / EXAMPLE, tmp_path / EXAMPLE)
+    written = write_splits(tmp_path / "splits", n_train=64, n_eval=16)
+    inputs = {name: [p.relative_to(tmp_path)] for name, (p,) in written.items()}
+    spec = command_spec([sys.executable, EXAMPLE], [EXAMPLE], max_steps=steps,
+                        checkpoint_every=2)  # fmt: skip
+    state, out, log = Path("state"), tmp_path / "out", tmp_path / "job.log"
+    cmd = train_command(spec, inputs, state, out, log)
+    job = subprocess.Popen(cmd, cwd=tmp_path, env=job_env())
+    try:
+        wait_for_line(job, tmp_path / state / "work", log, 3)
+        job.send_signal(signal.SIGUSR1)
+        assert job.wait(timeout=120) == PREEMPTED_EXIT, log.read_text()
+    finally:
+        if job.poll() is None:
+            job.kill()
+    (record,) = Store(tmp_path / state).job_records()
+    stopped = record["step"]
+    assert record["state"] == "preempted" and 3 <= stopped < steps, record
+    (work,) = (tmp_path / state / "work").iterdir()
+    assert list((work / "checkpoints").glob("checkpoint-*")), "no checkpoint left for the rerun"
+
+    again = subprocess.run(cmd, cwd=tmp_path, env=job_env(), timeout=300)
+    assert again.returncode == 0, log.read_text()
+    timings = json.loads((out / "timings").read_text())
+    # The command restarted from its checkpoint (an even step at most `stopped`), not step 0.
+    assert 2 <= timings["resumed_from_step"] <= stopped, timings
+    manifest = json.loads((out / "run_manifest").read_text())
+    assert manifest["trainer"]["kind"] == "command" and manifest["steps"] == steps
+    metrics = pd.read_parquet(out / "metrics")
+    assert list(metrics.loc[metrics["split"] == "train", "step"]) == list(range(1, steps + 1))
+
+    # An uninterrupted run of the same command (campaign reproduce) against the resumed one.
+    rep = subprocess.run(
+        [sys.executable, "-m", "campaign", "reproduce", manifest["store_key"], "--state-dir",
+         str(state)], cwd=tmp_path, env=job_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert "reproduced bit for bit" in rep.stdout and rep.returncode == 0, rep.stdout + rep.stderr
+
+    # The same columns, types and items as a built-in run of the same cell.
+    builtin = context(tiny_spec(max_steps=2), written, tmp_path / "builtin")
+    run_training(builtin.spec, builtin.inputs, builtin.outputs, builtin.work_dir, builtin.root)
+    for name in ("predictions_validation", "predictions_test", "metrics"):
+        ours, theirs = pd.read_parquet(out / name), pd.read_parquet(builtin.outputs[name])
+        assert dict(ours.dtypes) == dict(theirs.dtypes), name
+        if name != "metrics":
+            assert list(ours["id"]) == list(theirs["id"]), name
+
+
+# Commands that break the contract: (script, grace_seconds, the words of the one-line failure).
+WRITES_NOTHING = "import sys; sys.exit(0)"
+NO_MODEL = """
+import json, os
+spec = json.load(open(os.environ["CAMPAIGN_RUN_SPEC"]))
+with open(spec["progress_file"], "a") as f:
+    for step in range(1, spec["max_steps"] + 1):
+        f.write(json.dumps({"step": step, "loss": 1.0, "tokens": 10}) + "\\n")
+"""
+IGNORES_SIGNAL = """
+import json, os, signal, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+spec = json.load(open(os.environ["CAMPAIGN_RUN_SPEC"]))
+with open(spec["progress_file"], "a") as f:
+    f.write(json.dumps({"step": 1, "loss": 1.0, "tokens": 10}) + "\\n")
+time.sleep(120)
+"""
+FAILS = "import sys; sys.exit(3)"
+BROKEN = {
+    "writes_nothing": (WRITES_NOTHING, "exited 0 without any output"),
+    "no_model": (NO_MODEL, "no model written"),
+    "ignores_signal": (IGNORES_SIGNAL, "still running 1 s after signal"),
+    "fails": (FAILS, "exited 3"),
+}
+
+
+def warn_when_running(work: Path) -> None:
+    """SIGUSR1 to this process (the job) once the command has written its first line."""
+    deadline = time.monotonic() + 60
+    while not (work / PROGRESS_LINES).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    signal.raise_signal(signal.SIGUSR1)
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_a_command_that_breaks_the_contract_fails_in_one_line_naming_the_part(tmp_path, case):
+    script, words = BROKEN[case]
+    path = tmp_path / "trainer.py"
+    path.write_text(script)
+    # "python": the job's own interpreter, whichever python PATH would give
+    spec = command_spec(["python", str(path)], command={"grace_seconds": 1}, max_steps=3)
+    ctx = context(spec, write_splits(tmp_path / "splits", n_train=24, n_eval=8), tmp_path)
+    if case == "ignores_signal":  # the scheduler's warning, once the command is running
+        threading.Thread(target=warn_when_running, args=(ctx.work_dir,), daemon=True).start()
+    started = time.monotonic()
+    with pytest.raises(CampaignError) as failed:
+        stage(ctx)
+    message = str(failed.value)
+    assert words in message and "\n" not in message, message
+    assert not ctx.outputs["predictions_test"].exists()
+    assert time.monotonic() - started < 60  # a command ignoring the signal is killed
+
+
+def test_the_key_covers_the_command_its_files_and_its_packages_versions(tmp_path):
+    from campaign.train.command import derive_inputs
+
+    spec = command_spec(["python", EXAMPLE], [EXAMPLE], command={"packages": ["transformers"]})
+    view = key_view(spec)
+    assert view["train"]["command"]["argv"] == ["python", EXAMPLE]
+    assert view["command_packages"]["transformers"] not in ("", "absent")
+    assert derive_inputs(spec, tmp_path)["command_files"] == [tmp_path / EXAMPLE]
+    # How long the command may take to stop is operational: the same run, the same key.
+    slower = command_spec(["python", EXAMPLE], [EXAMPLE],
+                          command={"packages": ["transformers"], "grace_seconds": 5})  # fmt: skip
+    assert key_view(slower) == view
+    assert key_view(command_spec(["python", "other.py"])) != view
+    # A built-in run's key has no command part: runs made before the key existed keep theirs.
+    assert "command" not in key_view(tiny_spec())["train"]
+
+
+def test_the_validation_row_is_the_true_labels_mean_log_loss_and_the_accuracy():
+    from campaign.train.command import _validation
+
+    frame = pd.DataFrame(
+        {
+            "label": ["a", "b", "z"],  # z: a label the train split lacks (no loss, wrong)
+            "prediction": ["a", "a", "a"],
+            "score_a": [0.5, 0.75, 0.5],
+            "score_b": [0.5, 0.25, 0.5],
+        }
+    )
+    loss, accuracy = _validation(frame, ["a", "b"])
+    assert abs(loss - (-(np.log(0.5) + np.log(0.25)) / 2)) < 1e-12
+    assert accuracy == 1 / 3

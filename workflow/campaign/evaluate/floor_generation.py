@@ -1,0 +1,212 @@
+"""The floors of a generative task: what a fine-tune must beat for its cost to be worth paying,
+scored per item by the same text metric on the same items as the trained runs.
+
+- retrieval: the reference response of the nearest training prompt by TF-IDF cosine similarity
+  (word unigrams and bigrams, sublinear term frequency, fitted on the train split's prompts). It
+  answers "does the model do more than look up a similar example?". Ties go to the earliest
+  training record, so the floor is a function of the split alone.
+- zero_shot: the base model without fine-tuning, prompted with the same template as the runs
+  (the caller formats: the task module owns the template) and decoded by the same engine
+  (campaign.train.generate). It answers "did fine-tuning add anything to the instruct model?".
+
+A conversation here is the task's canonical record: a list of {"role", "content"} whose last
+entry is the assistant's reference response; its prompt text (for TF-IDF) is the content of the
+turns before it, one per line.
+
+Each floor's per-item frame has the columns the generation runs' predictions have (id, reference,
+prediction, score) plus what explains it (the retrieval's neighbour and similarity; the zero-shot
+run's generated tokens and whether it stopped at EOS), and each is timed (fit, predict) as the
+classification floors are (campaign.evaluate.floor.Timings).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from campaign.core.errors import CampaignError
+from campaign.evaluate.floor import Timings
+from campaign.evaluate.text_scores import score_items
+
+FLOORS = ("retrieval", "zero_shot")
+# TF-IDF as a practitioner would first try it for nearest-prompt lookup; min_df 1: a rare word
+# is what makes two prompts neighbours.
+TFIDF = {"ngram_range": (1, 2), "min_df": 1, "sublinear_tf": True, "max_features": 200_000}
+
+
+def prompt_text(conversation: Sequence[Mapping]) -> str:
+    """The text TF-IDF sees of a conversation: the content of every turn before the last."""
+    return "\n".join(str(m["content"]) for m in conversation[:-1])
+
+
+def reference_text(conversation: Sequence[Mapping]) -> str:
+    """The last (assistant) turn's content: the reference every floor and run is scored on."""
+    return str(conversation[-1]["content"])
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    """The retrieval floor's answer for each query prompt, in input order."""
+
+    responses: list[str]
+    neighbours: np.ndarray  # (n_queries,) index into the training records
+    similarity: np.ndarray  # (n_queries,) cosine similarity in [0, 1]
+
+
+def retrieval_model(train_prompts: list[str], train_responses: list[str]):
+    """Fitted once on the train split: query prompts -> Retrieved."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    if not train_prompts or len(train_prompts) != len(train_responses):
+        raise CampaignError(
+            f"retrieval floor: {len(train_prompts)} training prompts for "
+            f"{len(train_responses)} responses (need the same number, at least one)"
+        )
+    vectorizer = TfidfVectorizer(**TFIDF)
+    try:
+        train = vectorizer.fit_transform(train_prompts)
+    except ValueError:  # scikit-learn's "empty vocabulary"
+        raise CampaignError(
+            "retrieval floor: the training prompts hold no word TF-IDF can use"
+        ) from None
+
+    def retrieve(prompts: list[str]) -> Retrieved:
+        if not prompts:
+            empty = np.zeros(0)
+            return Retrieved([], empty.astype(np.int64), empty)
+        # Rows are L2-normalized, so the dot product is the cosine; argmax takes the first
+        # (earliest) of tied neighbours. A query with no known word ties everywhere: record 0.
+        sims = (vectorizer.transform(prompts) @ train.T).toarray()
+        best = sims.argmax(axis=1)
+        return Retrieved(
+            [train_responses[i] for i in best],
+            best.astype(np.int64),
+            sims[np.arange(len(prompts)), best],
+        )
+
+    return retrieve
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    """One evaluation split as the floors need it."""
+
+    ids: list[str]
+    conversations: list[list[dict]]
+
+
+@dataclass(frozen=True)
+class BaseModel:
+    """The untuned base model for the zero-shot floor, with how the runs prompt and decode.
+
+    prompt_ids: a whole conversation -> the ids of its prompt (every turn before the reference,
+    formatted by the task's template with the generation prompt added): the same function the
+    trained runs' evaluation uses (the generation task's prompt_ids with tokenizer and template
+    bound)."""
+
+    model: object
+    tokenizer: object
+    prompt_ids: Callable[[Sequence[Mapping]], list[int]]
+    max_new_tokens: int
+    batch_size: int
+    eos_token_ids: list[int]
+
+
+def _frame(ids, references, predictions, scores, **extra):
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        {
+            "id": pd.Series(ids, dtype="string"),
+            "reference": pd.Series(references, dtype="string"),
+            "prediction": pd.Series(predictions, dtype="string"),
+            "score": np.asarray(scores, dtype=np.float64),
+        }
+    )
+    for name, values in extra.items():
+        frame[name] = values
+    return frame
+
+
+def generation_floors(
+    train: Sequence[Sequence[Mapping]],
+    evals: Mapping[str, EvalSet],
+    metric: str,
+    base: BaseModel | None = None,
+    timings: Timings | None = None,
+) -> dict[str, dict]:
+    """{floor: {split: per-item frame}} for every floor that can run: retrieval always, the
+    zero-shot base model when `base` is given. `train`: the train split's conversations."""
+    timings = timings or Timings()
+    out: dict[str, dict] = {"retrieval": {}}
+    with timings.fit("retrieval"):
+        retrieve = retrieval_model(
+            [prompt_text(c) for c in train], [reference_text(c) for c in train]
+        )
+    for split, data in evals.items():
+        refs = [reference_text(c) for c in data.conversations]
+        with timings.predict("retrieval", split, len(data.ids)):
+            got = retrieve([prompt_text(c) for c in data.conversations])
+        scores = score_items(metric, got.responses, refs)
+        out["retrieval"][split] = _frame(
+            data.ids,
+            refs,
+            got.responses,
+            scores,
+            neighbour=got.neighbours,
+            similarity=got.similarity,
+        )
+    if base is not None:
+        out["zero_shot"] = _zero_shot(base, evals, metric, timings)
+    return out
+
+
+def _zero_shot(base: BaseModel, evals: Mapping[str, EvalSet], metric: str, timings: Timings):
+    from campaign.train.generate import generate
+
+    frames = {}
+    with timings.fit("zero_shot"):
+        pass  # nothing is trained: the floor's training cost is zero by construction
+    for split, data in evals.items():
+        refs = [reference_text(c) for c in data.conversations]
+        prompts = [base.prompt_ids(c) for c in data.conversations]
+        with timings.predict("zero_shot", split, len(data.ids)):
+            got = generate(
+                base.model,
+                base.tokenizer,
+                prompts,
+                max_new_tokens=base.max_new_tokens,
+                batch_size=base.batch_size,
+                eos_token_ids=base.eos_token_ids,
+            )
+        frames[split] = _frame(
+            data.ids,
+            refs,
+            got.texts,
+            score_items(metric, got.texts, refs),
+            new_tokens=[len(t) for t in got.new_tokens],
+            stopped_at_eos=got.stopped_at_eos,
+        )
+    return frames
+
+
+def write_floors(frames: Mapping[str, Mapping], outputs: Mapping[str, str]) -> None:
+    """Each floor's frame of each split to outputs["<floor>_<split>"] (Parquet, atomically).
+    Every frame is built before the first is written, so a failure leaves no partial set."""
+    import io
+
+    from campaign.core.fsutil import atomic_write_bytes
+
+    wanted = {
+        f"{floor}_{split}": frame for floor, s in frames.items() for split, frame in s.items()
+    }
+    unknown = sorted(set(wanted) - set(outputs))
+    if unknown:
+        raise CampaignError(f"generation floors: no output path declared for {unknown}")
+    for name, frame in wanted.items():
+        buffer = io.BytesIO()
+        # No pandas index, fixed writer options: the same frame gives the same bytes.
+        frame.to_parquet(buffer, index=False, engine="pyarrow", compression="zstd")
+        atomic_write_bytes(outputs[name], buffer.getvalue())

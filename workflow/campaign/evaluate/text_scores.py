@@ -1,0 +1,198 @@
+"""Per-item scores of generated text against the reference response, each a float in [0, 1]:
+what the statistics (seeds x items) see for a generative task.
+
+- exact_match: 1 when the two texts are equal after normalization (Unicode NFKC, lower case,
+  punctuation to spaces, the articles a/an/the dropped, whitespace collapsed: SQuAD's answer
+  normalization, so "The Paris." matches "paris").
+- token_f1: the harmonic mean of precision and recall of the normalized tokens, counted as
+  multisets (SQuAD's token F1): partial credit for a partly right answer.
+- similarity: rapidfuzz's normalized Indel similarity of the normalized texts (character level:
+  a typo costs a little, a different answer a lot).
+- json_fields: for extraction, the F1 of the top-level fields of a JSON object: a field is correct
+  (same value), wrong (other value), missing (in the reference only) or spurious (in the
+  prediction only); a prediction that is not a JSON object scores 0 and is counted invalid.
+  String values are compared normalized, other values exactly. A ```json fence is tolerated.
+- A user metric: a dotted Python name (`package.module.function` or `package.module:function`)
+  of a function (prediction, reference) -> float in [0, 1].
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from rapidfuzz.distance import Indel
+
+from campaign.core.errors import CampaignError
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_NOT_WORD = re.compile(r"[^\w\s]")
+_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
+
+
+def normalize(text: str) -> str:
+    """The answer normalization every text metric here uses (see the module docstring)."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    text = _NOT_WORD.sub(" ", text)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def exact_match(prediction: str, reference: str) -> float:
+    return float(normalize(prediction) == normalize(reference))
+
+
+def token_f1(prediction: str, reference: str) -> float:
+    pred, ref = normalize(prediction).split(), normalize(reference).split()
+    if not pred or not ref:
+        return float(pred == ref)  # both empty: agreed on nothing to say
+    common = sum((Counter(pred) & Counter(ref)).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(pred), common / len(ref)
+    return 2 * precision * recall / (precision + recall)
+
+
+def similarity(prediction: str, reference: str) -> float:
+    return float(Indel.normalized_similarity(normalize(prediction), normalize(reference)))
+
+
+@dataclass
+class FieldCounts:
+    """Field outcomes of JSON extraction, summed over items (or of one item)."""
+
+    correct: Counter = field(default_factory=Counter)
+    wrong: Counter = field(default_factory=Counter)
+    missing: Counter = field(default_factory=Counter)
+    spurious: Counter = field(default_factory=Counter)
+    invalid: int = 0  # predictions that are not a JSON object
+    items: int = 0
+
+    def add(self, other: FieldCounts) -> None:
+        for name in ("correct", "wrong", "missing", "spurious"):
+            getattr(self, name).update(getattr(other, name))
+        self.invalid += other.invalid
+        self.items += other.items
+
+
+def parse_object(text: str) -> dict | None:
+    """The JSON object a text holds (a ```json fence stripped), or None when it holds none."""
+    fenced = _FENCE.match(text)
+    try:
+        value = json.loads(fenced.group(1) if fenced else text)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _same_value(a, b) -> bool:
+    if isinstance(a, str) and isinstance(b, str):
+        return normalize(a) == normalize(b)
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def field_counts(prediction: str, reference: str) -> FieldCounts:
+    """One item's field outcomes. The reference must be a JSON object (a data error if not)."""
+    ref = parse_object(reference)
+    if ref is None:
+        raise CampaignError(f"json_fields: the reference is not a JSON object: {reference[:80]!r}")
+    out = FieldCounts(items=1)
+    pred = parse_object(prediction)
+    if pred is None:
+        out.invalid = 1
+        pred = {}
+    for name, value in ref.items():
+        if name not in pred:
+            out.missing[name] += 1
+        elif _same_value(pred[name], value):
+            out.correct[name] += 1
+        else:
+            out.wrong[name] += 1
+    for name in pred.keys() - ref.keys():
+        out.spurious[name] += 1
+    return out
+
+
+def json_fields(prediction: str, reference: str) -> float:
+    counts = field_counts(prediction, reference)
+    if counts.invalid:
+        return 0.0
+    correct = sum(counts.correct.values())
+    wrong = sum(counts.wrong.values())
+    predicted = correct + wrong + sum(counts.spurious.values())
+    expected = correct + wrong + sum(counts.missing.values())
+    if predicted + expected == 0:
+        return 1.0  # {} for {}: nothing to extract, nothing extracted
+    return 2 * correct / (predicted + expected)
+
+
+def json_field_table(predictions: Sequence[str], references: Sequence[str]) -> FieldCounts:
+    """The field outcomes over all items: the per-field confusions of an extraction report."""
+    total = FieldCounts()
+    for i, (p, r) in enumerate(zip(predictions, references, strict=True)):
+        try:
+            total.add(field_counts(p, r))
+        except CampaignError as e:
+            raise CampaignError(f"item {i}: {e}") from None
+    return total
+
+
+METRICS: dict[str, Callable[[str, str], float]] = {
+    "exact_match": exact_match,
+    "token_f1": token_f1,
+    "similarity": similarity,
+    "json_fields": json_fields,
+}
+
+
+def resolve(metric: str) -> Callable[[str, str], float]:
+    """A built-in metric by name, or a user's function by its dotted Python name."""
+    if metric in METRICS:
+        return METRICS[metric]
+    module_name, sep, attr = metric.partition(":")
+    if not sep:
+        module_name, _, attr = metric.rpartition(".")
+    if not module_name or not attr:
+        raise CampaignError(
+            f"metric {metric!r}: not one of {sorted(METRICS)} nor a dotted Python name "
+            f"(package.module.function)"
+        )
+    try:
+        fn = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as e:
+        raise CampaignError(f"metric {metric!r}: cannot import it ({e})") from None
+    if not callable(fn):
+        raise CampaignError(f"metric {metric!r}: {attr} is not a function")
+    return fn
+
+
+def score_items(metric: str, predictions: list[str], references: list[str]) -> np.ndarray:
+    """scores: (n_items,) floats in [0, 1], item i scoring predictions[i] against references[i]."""
+    if len(predictions) != len(references):
+        raise CampaignError(
+            f"metric {metric}: {len(predictions)} predictions for {len(references)} references"
+        )
+    fn = resolve(metric)
+    out = np.empty(len(predictions), dtype=np.float64)
+    for i, (p, r) in enumerate(zip(predictions, references, strict=True)):
+        try:
+            value = fn(p, r)
+        except CampaignError as e:
+            raise CampaignError(f"metric {metric}, item {i}: {e}") from None
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            value = math.nan
+        if not 0.0 <= value <= 1.0:  # NaN fails this too
+            raise CampaignError(
+                f"metric {metric}, item {i}: returned {value!r}, not a number in [0, 1]"
+            )
+        out[i] = value
+    return out

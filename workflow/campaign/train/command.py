@@ -1,0 +1,508 @@
+"""Your own trainer: one planned run trained by the user's command (train.command), which keeps
+the contract of docs/trainer-contract.md, then scored by the campaign's own code.
+
+The campaign hands the command a run spec (a JSON file named by CAMPAIGN_RUN_SPEC), runs it with
+the job's log as its stdout and stderr, passes the scheduler's signals on, and checks what it left
+behind. A broken contract fails the job with one line naming the broken part. The model it wrote
+is scored by `SavedModel`, the code the quantize phase scores with, so the outputs are those of a
+built-in run and evaluate, budget and report compare like with like.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.metadata
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from campaign.core.errors import PREEMPTED_EXIT, CampaignError, Preempted
+from campaign.core.fsutil import atomic_write_text
+from campaign.core.hashing import hash_tree, hash_value
+from campaign.core.progress import job_progress
+from campaign.plan import identity, run_id
+
+SPEC_ENV = "CAMPAIGN_RUN_SPEC"
+SPEC_FORMAT = 1
+# In the job's work folder (.campaign/work/<key>/), which outlives a failed or preempted job.
+SPEC_FILE = "run_spec.json"
+CHECKPOINTS = "checkpoints"
+PROGRESS_LINES = "progress.jsonl"
+TOKENIZER = "tokenizer"
+# train.command.grace_seconds when absent (the schema's "Absent: 60").
+GRACE_SECONDS = 60.0
+# The built-in loop's preemption signals (loop.PREEMPT_SIGNALS); SIGURG, the SLURM profile's
+# warning, reaches the command as SIGUSR1: the contract names only SIGUSR1 and SIGTERM.
+FORWARD = {signal.SIGUSR1: signal.SIGUSR1, signal.SIGTERM: signal.SIGTERM,
+           signal.SIGURG: signal.SIGUSR1}  # fmt: skip
+POLL_SECONDS = 0.2
+# argv[0] naming these runs the campaign's own interpreter (a job's PATH may hold another).
+OWN_PYTHON = ("python", "python3")
+# What save_pretrained writes as a model's weights, sharded or not.
+WEIGHTS = ("model*.safetensors", "pytorch_model*.bin")
+
+
+@dataclass(frozen=True)
+class Command:
+    """train.command, checked: the command line, the files and packages its key covers."""
+
+    argv: tuple[str, ...]
+    files: tuple[str, ...] = ()
+    packages: tuple[str, ...] = ()
+    grace_seconds: float = GRACE_SECONDS
+
+    @classmethod
+    def of(cls, train: dict) -> Command | None:
+        """The run's command, or None for the built-in loop."""
+        raw = train.get("command")
+        if raw is None:
+            return None
+        if not isinstance(raw, dict) or not raw.get("argv"):
+            raise CampaignError("train.command.argv: expected a non-empty list of strings")
+        unknown = sorted(set(raw) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise CampaignError(f"train.command.{unknown[0]}: not a key the command backend knows")
+        return cls(
+            argv=tuple(str(a) for a in raw["argv"]),
+            files=tuple(str(f) for f in raw.get("files", ())),
+            packages=tuple(str(p) for p in raw.get("packages", ())),
+            grace_seconds=float(raw.get("grace_seconds", GRACE_SECONDS)),
+        )
+
+    def package_versions(self) -> dict[str, str]:
+        out = {}
+        for name in self.packages:
+            try:
+                out[name] = importlib.metadata.version(name)
+            except importlib.metadata.PackageNotFoundError:
+                out[name] = "absent"
+        return out
+
+
+def derive_inputs(spec: dict, root: Path) -> dict[str, list[Path]]:
+    """The train stage's derived inputs (Stage.derive_inputs): the base model folder, and the
+    files train.command declares, so that their content is part of the run's store key."""
+    from campaign.train.models import derive_inputs as model_inputs
+
+    command = Command.of(spec["train"])
+    files = [] if command is None else [Path(root) / f for f in command.files]
+    return {**model_inputs(spec, root), "command_files": files}
+
+
+def key_view(spec: dict) -> dict:
+    """What a training job's key holds of its spec: the run's identity, and for a command the
+    installed versions of the packages it names (a new TRL trains another model)."""
+    view = identity(spec)
+    command = Command.of(spec["train"])
+    if command is not None and command.packages:
+        view = {**view, "command_packages": command.package_versions()}
+    return view
+
+
+# ------------------------------------------------------------------ the run spec
+def run_spec(spec: dict, inputs: dict, outputs: dict, work_dir: Path, labels: list[str]) -> dict:
+    """The JSON the command reads (docs/trainer-contract.md): every path absolute."""
+    from campaign.train.recipe import Recipe
+
+    recipe = Recipe.from_spec(spec["train"])
+    base = inputs.get("base_model") or []
+    tokenizer = Path(base[0]) if base else Path(work_dir) / TOKENIZER
+    return {
+        "format": SPEC_FORMAT,
+        "run": run_id(spec),
+        "task": spec["model"]["task"],
+        "seed": int(spec["seed"]),
+        "recipe": {k: v for k, v in spec["train"].items() if k != "command"},
+        "model": {
+            **spec["model"],
+            "source": str(Path(base[0]).resolve()) if base else "from_config",
+        },
+        "tokenizer": str(tokenizer.resolve()),
+        "labels": list(labels),
+        "splits": {
+            name: str(Path(inputs[name][0]).resolve()) for name in ("train", "validation", "test")
+        },
+        "output_dir": str(Path(outputs["model"]).resolve()),
+        "checkpoint_dir": str((Path(work_dir) / CHECKPOINTS).resolve()),
+        "progress_file": str((Path(work_dir) / PROGRESS_LINES).resolve()),
+        "devices": recipe.devices,
+        "max_steps": recipe.max_steps,
+    }
+
+
+def read_progress_lines(path: Path) -> list[dict]:
+    """The command's progress lines ({step, loss, tokens, ...}), oldest first; a half-written
+    last line (the command killed mid-write) is left out."""
+    if not path.is_file():
+        return []
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(row, dict) or not isinstance(row.get("step"), int):
+            raise CampaignError(
+                f"train.command: broke the contract: progress line {number} of {path.name} has "
+                "no whole-number step"
+            )
+        rows.append(row)
+    return rows
+
+
+# ------------------------------------------------------------------ running the command
+def _tied() -> None:
+    """In the command's process, before it runs: SIGTERM when the job's process dies (kill -9,
+    a node's OOM killer), so that it checkpoints and stops instead of training on, orphaned,
+    into the checkpoint folder a requeued job then shares. Linux only; elsewhere a no-op."""
+    import ctypes
+
+    if sys.platform.startswith("linux"):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+class _Relay:
+    """While the command runs, the job's preemption signals are noted and passed on to it."""
+
+    def __init__(self, child: subprocess.Popen):
+        self.child = child
+        self.signum: int | None = None
+        self.at: float | None = None
+
+    def __call__(self, signum, _frame) -> None:
+        if self.signum is None:
+            self.signum, self.at = signum, time.monotonic()
+        with contextlib.suppress(ProcessLookupError):
+            self.child.send_signal(FORWARD[signum])
+
+    @contextlib.contextmanager
+    def installed(self):
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {s: signal.signal(s, self) for s in FORWARD}
+        try:
+            yield
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+
+def run_command(command: Command, spec_path: Path, work_dir: Path, root: Path, spec: dict) -> int:
+    """Run the command to its end and check the signal part of the contract; returns the step
+    it resumed from (0: a fresh start). Raises Preempted for exit 75 (the job is requeued)."""
+    progress_path = Path(work_dir) / PROGRESS_LINES
+    done = read_progress_lines(progress_path)
+    start = done[-1]["step"] if done else 0
+    bar = job_progress("train", work_dir, int(spec["train"]["max_steps"]), start, run_id(spec))
+    env = {**os.environ, SPEC_ENV: str(spec_path)}
+    argv = list(command.argv)
+    if argv[0] in OWN_PYTHON:  # the interpreter the job runs in, whatever PATH says
+        argv[0] = sys.executable
+    try:
+        # Its own session: a signal reaches it once, from us, not also from the job's group.
+        child = subprocess.Popen(argv, cwd=root, env=env, start_new_session=True, preexec_fn=_tied)
+    except OSError as e:
+        raise CampaignError(f"train.command.argv: cannot start {command.argv[0]!r} ({e})") from None
+    relay = _Relay(child)
+    shown = start
+    try:
+        with relay.installed(), contextlib.closing(bar):
+            while child.poll() is None:
+                if relay.at is not None and time.monotonic() - relay.at > command.grace_seconds:
+                    child.kill()
+                    child.wait()
+                    raise CampaignError(
+                        f"train.command: broke the contract: still running "
+                        f"{command.grace_seconds:g} s after signal {relay.signum} (it must "
+                        f"checkpoint and exit {PREEMPTED_EXIT}); killed"
+                    )
+                rows = read_progress_lines(progress_path)
+                if rows and rows[-1]["step"] != shown:
+                    shown = rows[-1]["step"]
+                    bar.update(shown, loss=rows[-1].get("loss"))
+                time.sleep(POLL_SECONDS)
+    finally:
+        if child.poll() is None:  # we are failing for another reason: leave nothing running
+            child.kill()
+            child.wait()
+    rc = child.returncode
+    rows = read_progress_lines(progress_path)
+    step = rows[-1]["step"] if rows else 0
+    if rc == PREEMPTED_EXIT:
+        raise Preempted(relay.signum or signal.SIGTERM, step)
+    if rc < 0 and relay.signum is not None:
+        raise CampaignError(
+            f"train.command: broke the contract: died of signal {-rc} after signal "
+            f"{relay.signum} instead of checkpointing and exiting {PREEMPTED_EXIT}"
+        )
+    if rc != 0:
+        raise CampaignError(
+            f"train.command: exited {rc} (the contract: 0 when trained, {PREEMPTED_EXIT} after a "
+            "signal); see the job's log"
+        )
+    # Where the command itself started: one step before its first new progress line (0: from
+    # scratch, though a checkpoint was there; the test of the contract's resume reads this).
+    new = rows[len(done) :]
+    return new[0]["step"] - 1 if new else start
+
+
+# ------------------------------------------------------------------ checking and scoring
+def check_outputs(folder: Path, progress: list[dict], max_steps: int) -> None:
+    """The contract's outputs after exit 0, each missing part named in one line."""
+    weights = [p for pattern in WEIGHTS for p in folder.glob(pattern)]
+    model = folder.is_dir() and (folder / "config.json").is_file() and bool(weights)
+    if not model and (folder / "adapter_config.json").is_file():
+        raise CampaignError(
+            "train.command: output_dir holds a peft adapter, which the campaign does not score "
+            "yet; save the merged model (merge_and_unload, then save_pretrained)"
+        )
+    if not model and not progress:
+        raise CampaignError(
+            "train.command: broke the contract: exited 0 without any output (no model in "
+            "output_dir, no line in progress_file)"
+        )
+    if not model:
+        raise CampaignError(
+            "train.command: broke the contract: no model written (output_dir needs "
+            "save_pretrained's config.json and weights)"
+        )
+    if not progress:
+        raise CampaignError(
+            "train.command: broke the contract: no progress line appended to progress_file"
+        )
+    if progress[-1]["step"] != max_steps:
+        raise CampaignError(
+            f"train.command: broke the contract: its last progress line is step "
+            f"{progress[-1]['step']}, not max_steps {max_steps}"
+        )
+
+
+def _load(saved, folder: Path):
+    try:
+        return saved.load()
+    except CampaignError:
+        raise
+    except Exception as e:  # whatever transformers says about a folder it cannot read
+        raise CampaignError(
+            f"train.command: the model in output_dir does not load ({type(e).__name__}: "
+            f"{str(e).splitlines()[0] if str(e) else ''})"
+        ) from None
+
+
+def _check_labels(model, labels: list[str], task: str) -> None:
+    if task != "sequence_classification":
+        return
+    id2label = getattr(model.config, "id2label", None) or {}
+    got = [id2label.get(i, id2label.get(str(i))) for i in range(len(id2label))]
+    if got != list(labels):
+        raise CampaignError(
+            f"train.command: broke the contract: the model's id2label {got} is not the run "
+            f"spec's labels {list(labels)}"
+        )
+
+
+def metrics_frame(progress: list[dict], validation: tuple[float, float] | None, step: int):
+    """metrics.parquet as the built-in loop writes it (loop.METRIC_COLUMNS): the command's
+    progress lines as train rows, and the saved model's validation row."""
+    import pandas as pd
+
+    from campaign.train.loop import METRIC_COLUMNS
+
+    rows = [
+        {
+            "step": r["step"],
+            "split": "train",
+            "loss": r.get("loss"),
+            "lr": r.get("lr"),
+            "grad_norm": r.get("grad_norm"),
+            "tokens": r.get("tokens"),
+        }
+        for r in _last_per_step(progress)
+    ]
+    if validation is not None:
+        rows.append({"step": step, "split": "validation", "loss": validation[0],
+                     "accuracy": validation[1]})  # fmt: skip
+    frame = pd.DataFrame([{k: row.get(k) for k in METRIC_COLUMNS} for row in rows])
+    return frame.astype(
+        {"step": "int64", "split": "string", "loss": "float64", "accuracy": "float64",
+         "lr": "float64", "grad_norm": "float64", "targets": "Int64", "tokens": "Int64"}
+    )  # fmt: skip
+
+
+def _last_per_step(progress: list[dict]) -> list[dict]:
+    """One row per step: a resumed command repeats the steps after its checkpoint; the run's
+    model went through the last of them."""
+    by_step: dict[int, dict] = {}
+    for row in progress:
+        by_step[row["step"]] = row
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def _validation(frame, labels: list[str]) -> tuple[float, float] | None:
+    """(mean loss, accuracy) of a predictions table: the loss is -log of the true label's score
+    over the items whose label the model has (as the built-in loop's ignores the others), the
+    accuracy counts every item."""
+    import numpy as np
+
+    if len(frame) == 0:
+        return None
+    scores = frame[[f"score_{name}" for name in labels]].to_numpy(dtype=np.float64)
+    index = {name: i for i, name in enumerate(labels)}
+    truth = np.array([index.get(v, -1) for v in frame["label"]])
+    known = truth >= 0
+    picked = scores[np.flatnonzero(known), truth[known]]
+    loss = float(-np.log(np.clip(picked, 1e-300, None)).mean()) if known.any() else float("nan")
+    return loss, float((frame["prediction"] == frame["label"]).mean())
+
+
+# ------------------------------------------------------------------ the stage body
+def stage(ctx) -> None:
+    """The train stage's entry: the user's command when train.command is set, else the built-in
+    loop (campaign.train.stage). The dispatch lives here so the loop's module knows nothing of
+    outside trainers."""
+    if ctx.spec["train"].get("command") is None:
+        from campaign.train.stage import stage as builtin
+
+        builtin(ctx)
+        return
+    train_with_command(
+        ctx.spec, ctx.inputs, ctx.outputs, ctx.work_dir, ctx.root, ctx.execution, ctx.key
+    )
+
+
+def prepare(spec: dict, inputs: dict, outputs: dict, work_dir: Path, root: Path):
+    """The run spec file and what it names (the tokenizer of a from_config model, trained on
+    the train split only, as the built-in loop trains it). Returns (spec path, data, labels)."""
+    from campaign.train import models
+    from campaign.train.loop import read_data
+
+    data = read_data(inputs)
+    labels = models.label_names(data.train.labels)
+    work_dir = Path(work_dir)
+    (work_dir / CHECKPOINTS).mkdir(parents=True, exist_ok=True)
+    if not inputs.get("base_model") and not (work_dir / TOKENIZER).is_dir():
+        tok = models.make_tokenizer(spec["model"], data.train.texts, None)
+        tok.save_pretrained(str(work_dir / TOKENIZER))
+    path = work_dir / SPEC_FILE
+    body = run_spec(spec, inputs, outputs, work_dir, labels)
+    atomic_write_text(path, json.dumps(body, indent=2, sort_keys=True) + "\n")
+    return path, data, labels
+
+
+def train_with_command(
+    spec: dict,
+    inputs: dict[str, list[Path]],
+    outputs: dict[str, Path],
+    work_dir: Path,
+    root: Path = Path("."),
+    execution: dict | None = None,
+    key: str | None = None,
+) -> None:
+    """The train stage for a run whose train.command is set: run it, check it, score it, and
+    write every output a built-in run writes."""
+    from campaign.train import devices
+    from campaign.train.loop import EVAL_SPLITS
+    from campaign.train.recipe import Recipe
+    from campaign.train.scoring import SavedModel
+    from campaign.train.stage import write_parquet
+
+    started = time.perf_counter()
+    command = Command.of(spec["train"])
+    recipe = Recipe.from_spec(spec["train"])
+    spec_path, data, labels = prepare(spec, inputs, outputs, work_dir, root)
+    t0 = time.perf_counter()
+    resumed_from = run_command(command, spec_path, work_dir, root, spec)
+    train_seconds = time.perf_counter() - t0
+    progress = read_progress_lines(Path(work_dir) / PROGRESS_LINES)
+    folder = Path(outputs["model"])
+    check_outputs(folder, progress, recipe.max_steps)
+    base = inputs.get("base_model") or []
+    saved = SavedModel(folder, spec["model"]["task"], labels, recipe.max_length,
+                       recipe.micro_batch, Path(base[0]) if base else None)  # fmt: skip
+    model = _load(saved, folder)
+    _check_labels(model, labels, saved.task)
+    device = devices.select_device()
+    model = model.to(device)
+    autocast = functools.partial(devices.autocast, device, recipe.precision)
+    frames = {}
+    with _no_grad():
+        for split in EVAL_SPLITS:
+            frames[split] = saved.predictions(model, getattr(data, split), device, autocast)
+            write_parquet(frames[split], outputs[f"predictions_{split}"])
+    validation = _validation(frames["validation"], labels)
+    write_parquet(metrics_frame(progress, validation, recipe.max_steps), outputs["metrics"])
+    manifest = _manifest(spec, inputs, execution, device, labels, saved, model, command)
+    manifest["final_validation"] = (
+        None
+        if validation is None
+        else {
+            "step": recipe.max_steps,
+            "split": "validation",
+            "loss": validation[0],
+            "accuracy": validation[1],
+        }  # fmt: skip
+    )
+    manifest["store_key"] = key
+    atomic_write_text(
+        outputs["run_manifest"], json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    )
+    if "timings" in outputs:
+        record = {
+            "device": devices.device_info(device),
+            "resumed_from_step": resumed_from or None,
+            "train_seconds": round(train_seconds, 3),
+            "wall_seconds": round(time.perf_counter() - started, 3),
+            # the command's process tree is the job's peak on a CPU
+            "peak_memory_bytes": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
+            "processes": {"count": recipe.devices, "launcher": "command"},
+            "per_step": {"step": [r["step"] for r in _last_per_step(progress)]},
+        }
+        atomic_write_text(outputs["timings"], json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+
+@contextlib.contextmanager
+def _no_grad():
+    import torch
+
+    with torch.no_grad():
+        yield
+
+
+def _manifest(spec, inputs, execution, device, labels, saved, model, command: Command) -> dict:
+    """The run manifest's fields a built-in run also writes (train/stage.py run_manifest), and
+    the trainer that made it."""
+    from campaign.core.code import code_version, module_hashes
+    from campaign.train import models
+    from campaign.train.stage import _STAGE_MODULES, library_versions
+
+    total, _ = models.count_parameters(model)
+    return {
+        "spec": identity(spec),
+        "spec_hash": hash_value(identity(spec)),
+        "inputs": {name: [hash_tree(p) for p in paths] for name, paths in sorted(inputs.items())},
+        "code": {
+            "version": code_version(*_STAGE_MODULES, __name__),
+            "modules": module_hashes(*_STAGE_MODULES, __name__),
+        },
+        "versions": {**library_versions(False), **command.package_versions()},
+        "execution": execution,
+        "device": device.type,
+        "labels": list(labels),
+        "tokenizer_vocab_size": len(saved.tokenizer),
+        "parameters": {"total": total, "trainable_during_training": None},
+        "lora": None,
+        "steps": int(spec["train"]["max_steps"]),
+        "trainer": {"kind": "command", "argv": list(command.argv), "files": list(command.files)},
+    }
