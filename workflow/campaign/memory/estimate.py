@@ -25,6 +25,7 @@ the head (modules_to_save), have gradients and optimizer state; the copy also ad
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -187,6 +188,9 @@ def estimate_memory(
     precision = train_cfg["precision"]
     lora = train_cfg.get("lora") or None
     shape = model_shape(model_cfg, num_labels)
+    if train_cfg.get("base_dropout", True) is False:
+        # The base's dropout set to 0 (train.models.set_base_dropout): it saves no masks.
+        shape = dataclasses.replace(shape, dropout=0.0)
     batch, seq_len, d = train_cfg["micro_batch"], train_cfg["max_length"], COMPUTE_BYTES[precision]
     if seq_len > shape.max_positions:
         raise CampaignError(

@@ -52,6 +52,7 @@ OPTIONAL_TRAIN_DEFAULTS = {
     "group_by_length": False,
     "packing": False,
     "optimizer": "adamw",
+    "base_dropout": True,
     "command": None,
 }
 

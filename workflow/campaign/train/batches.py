@@ -189,15 +189,42 @@ def count_targets(batch: dict[str, torch.Tensor]) -> int:
     return int((labels[:, 1:] != IGNORE).sum())
 
 
-def length_grouped(perm: np.ndarray, lengths: np.ndarray, group: int) -> np.ndarray:
-    """`perm` with each window of `group` consecutive entries sorted longest first (ties keep
+def length_grouped(
+    perm: np.ndarray, lengths: np.ndarray, group: int, labels: np.ndarray | None = None
+) -> np.ndarray:
+    """`perm` with each window of `group` consecutive entries ordered longest first (ties keep
     their order): micro-batches then hold examples of similar length, so less padding. A
-    function of the permutation alone, so a resumed run regroups exactly."""
+    function of the permutation alone, so a resumed run regroups exactly.
+
+    labels (one per example): the window is ordered by each example's length rank WITHIN ITS
+    LABEL (label_mixed), so every run of consecutive examples holds the labels in the window's
+    proportions. A plain length sort makes micro-batches label-homogeneous wherever length and
+    label go together (long political quotations, short one-liners on computers): each step's
+    gradient then pulls towards one class and the run learns less than an unsorted one."""
     out = np.array(perm, copy=True)
     for start in range(0, len(out), group):
         window = out[start : start + group]
-        out[start : start + group] = window[np.argsort(-lengths[window], kind="stable")]
+        if labels is None:
+            order = np.argsort(-lengths[window], kind="stable")
+        else:
+            order = label_mixed(lengths[window], labels[window])
+        out[start : start + group] = window[order]
     return out
+
+
+def label_mixed(lengths: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Positions (n,) of a window ordered by length quantile within each label: the j-th longest
+    of a label's n_c examples gets key (j + 0.5) / n_c, and keys sort ascending (ties: longer
+    first, then window order). Any k consecutive positions then hold each label about
+    k * n_c / n times, and lengths still fall from each label's longest to its shortest.
+
+    lengths [9, 8, 2, 1], labels [a, a, b, b] -> [0, 2, 1, 3] (a 9, b 2, a 8, b 1)."""
+    keys = np.empty(len(lengths), dtype=np.float64)
+    for label in np.unique(labels):
+        members = np.flatnonzero(labels == label)
+        ranked = members[np.argsort(-lengths[members], kind="stable")]
+        keys[ranked] = (np.arange(len(ranked)) + 0.5) / len(ranked)
+    return np.lexsort((np.arange(len(lengths)), -lengths, keys))
 
 
 class DataOrder:
@@ -213,6 +240,7 @@ class DataOrder:
         seed: int,
         lengths: Sequence[int] | None = None,
         group: int | None = None,
+        labels: Sequence[int] | None = None,
     ):
         if n_examples < 1:
             raise CampaignError("input 'train': the train split has no examples")
@@ -220,6 +248,8 @@ class DataOrder:
         # train.group_by_length: each permutation sorted by length within windows of `group`.
         self.lengths = None if lengths is None else np.asarray(lengths, dtype=np.int64)
         self.group = group
+        # With lengths: the examples' label ids, so that each micro-batch keeps the label mix.
+        self.labels = None if labels is None else np.asarray(labels, dtype=np.int64)
         self.epoch, self.index = 0, 0
         self._perm = self.permutation(0)
 
@@ -229,7 +259,7 @@ class DataOrder:
         )
         perm = rng.permutation(self.n)
         if self.lengths is not None:
-            perm = length_grouped(perm, self.lengths, int(self.group))
+            perm = length_grouped(perm, self.lengths, int(self.group), self.labels)
         return perm
 
     def take(self, count: int) -> list[int]:

@@ -130,7 +130,7 @@ class Trainer:
         self.pad_id = self.tokenizer.pad_token_id
 
         model = models.build_model(self.model_spec, self.tokenizer, self.labels, self.seed, source)
-        self._check_length(model.config)
+        self._prepare_base(model)
         # train.base_quantization: the frozen base's linear weights quantized before LoRA.
         model = models.quantize_base(model, spec["train"], self.device.type)
         if self.recipe.packing:  # before LoRA and the device: a refusal costs no more
@@ -188,6 +188,12 @@ class Trainer:
         # What a split's final score is: accuracy, or the task's per-item metric averaged.
         self.score_name = "accuracy" if self.run_setup is None else f"mean {self.run_setup.metric}"
 
+    def _prepare_base(self, model) -> None:
+        """The base model as the recipe trains it: max_length within its positions, its own
+        dropout as train.base_dropout says (before LoRA adds the adapters' dropout)."""
+        self._check_length(model.config)
+        models.set_base_dropout(model, self.recipe.base_dropout)
+
     def _check_length(self, config) -> None:
         limit = getattr(config, "max_position_embeddings", None)
         if limit is not None and self.recipe.max_length > limit:
@@ -218,7 +224,14 @@ class Trainer:
         if not self.recipe.group_by_length:
             return {}
         lengths = [len(e["input_ids"]) for e in self.examples["train"]]
-        return {"lengths": lengths, "group": self.recipe.micro_batch * GROUP_MICRO_BATCHES}
+        # The label ids too: a window sorted by length alone makes label-homogeneous batches
+        # where length and label go together (batches.label_mixed keeps each batch's mix).
+        labels = [self.label_ids.get(v, -1) for v in self.data.train.labels]
+        return {
+            "lengths": lengths,
+            "group": self.recipe.micro_batch * GROUP_MICRO_BATCHES,
+            "labels": labels,
+        }
 
     def _to_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         return {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}

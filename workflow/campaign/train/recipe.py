@@ -18,6 +18,7 @@ OPTIONAL = (
     "packing",
     "optimizer",
     "devices",
+    "base_dropout",
     "command",
 )
 # group_by_length: examples are sorted by length within windows of this many micro-batches of
@@ -59,6 +60,9 @@ class Recipe:
     # processes (devices) one run trains on, each taking grad_accum micro-batches of every
     # global batch (train/distributed.py); run ids count the effective batch, not its split.
     devices: int = 1
+    # the base model's own dropout during training (models.set_base_dropout): on, as
+    # transformers and peft train it; false sets it to 0 (LoRA's dropout is train.lora.dropout).
+    base_dropout: bool = True
     # your own training command instead of this loop (train/command.py); null: this loop.
     command: dict | None = None
 
@@ -100,7 +104,7 @@ class Recipe:
             raise CampaignError("train.max_grad_norm: expected a number > 0, or null for none")
         if self.max_length < 2:
             raise CampaignError("train.max_length: expected at least 2 tokens")
-        for key in ("gradient_checkpointing", "group_by_length", "packing"):
+        for key in ("gradient_checkpointing", "group_by_length", "packing", "base_dropout"):
             if not isinstance(getattr(self, key), bool):
                 raise CampaignError(f"train.{key}: expected true or false")
         optim.check_name(self.optimizer)
