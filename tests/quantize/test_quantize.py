@@ -169,7 +169,10 @@ def test_cuda_only_variants_are_rows_with_their_reason(variant, tiny_run, splits
 def test_kv_cache_variants_skip_a_classifier_with_the_reason(tiny_run, splits, tmp_path):
     result, _ = job("kv_int4", tiny_run, splits, tmp_path)
     assert result["status"] == "skipped"
-    assert "applies to causal_lm runs; this run is sequence_classification" in result["reason"]
+    assert (
+        "applies to causal_lm and generation runs; this run is sequence_classification"
+        in (result["reason"])
+    )
 
 
 def test_placement_reasons():

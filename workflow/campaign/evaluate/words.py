@@ -6,29 +6,9 @@ from __future__ import annotations
 
 import math
 
+from campaign.core.wording import level_words, percent, points  # noqa: F401 (public here)
 from campaign.evaluate import decide
 from campaign.evaluate.look_words import verdict_look_lines
-
-
-def points(value: float) -> str:
-    """A metric difference in points, signed: +4.1."""
-    return f"{value * 100:+.1f}"
-
-
-def percent(value: float | None) -> str:
-    """A metric level in percent: 0.912 -> "91.2 %" (differences are in points: `points`)."""
-    if value is None or not math.isfinite(value):
-        return "not measured"
-    return f"{value * 100:.1f} %"
-
-
-def level_words(value: float | None, low: float | None, high: float | None) -> str:
-    """A level with its interval, in percent: "91.2 % [88.0, 94.1]"."""
-    if value is None or not math.isfinite(value):
-        return "not measured"
-    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
-        return f"{percent(value)} (no interval)"
-    return f"{percent(value)} [{low * 100:.1f}, {high * 100:.1f}]"
 
 
 def interval_words(row: dict) -> str:

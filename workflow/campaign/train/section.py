@@ -12,7 +12,7 @@ import pandas as pd
 from campaign.core.figures import empty_axes, figure_axes
 from campaign.core.io import read_table
 from campaign.core.stage import Section
-from campaign.evaluate import level_words
+from campaign.core.wording import level_words
 
 
 def read_curves(paths: list[Path]) -> pd.DataFrame:
