@@ -266,7 +266,12 @@ def test_records_equal_after_redaction_form_one_unit(tmp_path, monkeypatch):
 def test_sigterm_and_ctrl_c_are_recorded_as_interrupted(tmp_path, sig, code):
     data = tmp_path / "data" / "demo.jsonl"
     data.parent.mkdir()
-    data.write_bytes(DEMO.read_bytes())
+    # Three copies of the demo's records (new ids): the split computes for seconds, so the
+    # signal lands while it computes even on a fast, quiet machine (one copy once finished
+    # within the 0.2 s the test waits after the miss, and the job committed).
+    rows = [json.loads(line) for line in DEMO.read_text().splitlines()]
+    copies = [{**r, "id": f"{r['id']}-{k}"} for k in range(3) for r in rows]
+    data.write_text("".join(json.dumps(r) + "\n" for r in copies))
     p = params()
     spec = get_stage("split").spec(p)
     spec["sources"][0]["path"] = "data/demo.jsonl"

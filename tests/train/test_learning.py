@@ -179,6 +179,7 @@ def test_memory_check_measures_what_base_dropout_false_saves(tmp_path):
         "activation_tolerance": 0.02,
         "overfit": {"examples": 4, "steps": 10, "max_final_loss": 0.1},
         "grad_accum_tolerance": 1.0e-9,
+        "max_unknown_token_share": 0.05,
         "resume": {"steps_before": 1, "steps_after": 1},
         "throughput": {"warmup_steps": 1, "window_steps": 2},
         "max_hours": None,

@@ -46,9 +46,43 @@ def test_docstring_edit_reruns_nothing_code_edit_reruns_its_stage_and_gc_drops_o
 
 
 @pytest.mark.slow(minutes=5)
+def mode_picking_another_run(project, params: dict) -> str:
+    """The selection mode (representative or best_seed) whose pick, by the checkpoint's own
+    functions on the finished runs' predictions, is not the control run the campaign already
+    quantized: its quantize job is then one only the checkpoint adds."""
+    from campaign.core.registry import get_stage
+    from campaign.quantize import targets
+
+    control = targets.control_run(params)
+    splits = {
+        n: project / f"results/data/splits/{n}.parquet" for n in ("train", "validation", "test")
+    }
+    for mode in targets.SELECTED:
+        spec = get_stage("quantize_select").spec(
+            {**params, "quantization": {**params["quantization"], "runs": mode}}
+        )
+        runs = sorted(
+            p.parent.name
+            for p in (project / "results/runs").glob(f"run-*/predictions_{spec['split']}.parquet")
+        )
+        predictions = [
+            project / f"results/runs/{r}/predictions_{spec['split']}.parquet" for r in runs
+        ]
+        scores = targets.run_scores(predictions, splits, spec["split"], spec["metric"])
+        by = targets.criterion(spec["split"], spec["metric"])
+        if mode == "best_seed":
+            picked = targets.select_best_seed(scores, by)
+        else:
+            picked = targets.select_representative(scores, spec["cells"], by)
+        if control not in picked["runs"]:
+            return mode
+    raise AssertionError(f"every selection mode picks the control run {control}")
+
+
 def test_the_quantize_checkpoint_and_its_jobs_run_in_the_first_snakemake(finished_project):
-    """quantization.runs: representative puts the quantize_select checkpoint between training and
-    the quantize jobs, which Snakemake knows only once the checkpoint has run (issue 32, item 9).
+    """quantization.runs: representative (or best_seed) puts the quantize_select checkpoint
+    between training and the quantize jobs, which Snakemake knows only once the checkpoint has
+    run (issue 32, item 9).
 
     Switched on in a finished campaign, the first `snakemake` plans the checkpoint (its output is
     a target: missing, it was never run, as the consumers' outputs existed) and quantizes the run
@@ -62,7 +96,7 @@ def test_the_quantize_checkpoint_and_its_jobs_run_in_the_first_snakemake(finishe
 
     params_path = finished_project / "params.yaml"
     params = yaml.safe_load(params_path.read_text())
-    params["quantization"]["runs"] = "representative"
+    params["quantization"]["runs"] = mode_picking_another_run(finished_project, params)
     params_path.write_text(yaml.safe_dump(params, sort_keys=False))
     dry = snakemake(finished_project, "-n")
     assert "checkpoint quantize_select:" in dry.stdout, dry.stdout[-3000:]

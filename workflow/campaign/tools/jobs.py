@@ -4,6 +4,7 @@ job's state from its outputs and the runner's job record: what `campaign status`
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -28,12 +29,12 @@ def snakemake_summary(params_path: str, snakefile: str) -> list[dict]:
         "--summary",
         "--snakefile",
         snakefile,
-        "--configfile",
-        params_path,
         "--cores",
         "1",
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    # The Snakefile reads the campaign from CAMPAIGN_PARAMS (and refuses another --configfile).
+    env = {**os.environ, "CAMPAIGN_PARAMS": params_path}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise CampaignError(f"snakemake --summary failed: {last}")

@@ -485,7 +485,7 @@ def _manifest(spec, inputs, execution, device, labels, saved, model, command: Co
     the trainer that made it."""
     from campaign.core.code import code_version, module_hashes
     from campaign.train import models
-    from campaign.train.stage import _STAGE_MODULES, library_versions
+    from campaign.train.stage import library_versions, stage_modules
 
     total, _ = models.count_parameters(model)
     return {
@@ -493,8 +493,8 @@ def _manifest(spec, inputs, execution, device, labels, saved, model, command: Co
         "spec_hash": hash_value(identity(spec)),
         "inputs": {name: [hash_tree(p) for p in paths] for name, paths in sorted(inputs.items())},
         "code": {
-            "version": code_version(*_STAGE_MODULES, __name__),
-            "modules": module_hashes(*_STAGE_MODULES, __name__),
+            "version": code_version(*stage_modules()),
+            "modules": module_hashes(*stage_modules()),
         },
         "versions": {**library_versions(False), **command.package_versions()},
         "execution": execution,

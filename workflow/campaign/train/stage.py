@@ -23,8 +23,13 @@ from campaign.plan import identity
 from campaign.train import devices, distributed, models
 from campaign.train.loop import EVAL_SPLITS, Trainer, read_data
 
-# What the train stage's code version covers (Stage.code_modules of the stage in __init__).
-_STAGE_MODULES = (__name__, "campaign.train.execution")
+
+def stage_modules() -> tuple[str, ...]:
+    """What the train stage's code version covers: the modules its declaration names
+    (Stage.code_modules), so a run manifest's code version is its store key's."""
+    from campaign.core.registry import get_stage
+
+    return get_stage("train").code_modules
 
 
 def write_parquet(frame, path: Path) -> None:
@@ -64,8 +69,8 @@ def run_manifest(
         "spec_hash": trainer.spec_hash,
         "inputs": {name: [hash_tree(p) for p in paths] for name, paths in sorted(inputs.items())},
         "code": {
-            "version": code_version(*_STAGE_MODULES),
-            "modules": module_hashes(*_STAGE_MODULES),
+            "version": code_version(*stage_modules()),
+            "modules": module_hashes(*stage_modules()),
         },
         "versions": library_versions(trainer.recipe.lora is not None),
         "execution": execution,
