@@ -23,13 +23,15 @@ from campaign.plan import identity
 from campaign.train import devices, distributed, models
 from campaign.train.loop import EVAL_SPLITS, Trainer, read_data
 
+# What the train stage's code version covers: its declaration's code modules (Stage.code_modules:
+# the entry, campaign.train.command, and the execution module), so a run manifest's code version
+# is its store key's (tests/index checks it). Written out, not read from the registry: importing
+# the registry here would put every reader in the training stage's code version.
+STAGE_MODULES = ("campaign.train.command", "campaign.train.execution")
+
 
 def stage_modules() -> tuple[str, ...]:
-    """What the train stage's code version covers: the modules its declaration names
-    (Stage.code_modules), so a run manifest's code version is its store key's."""
-    from campaign.core.registry import get_stage
-
-    return get_stage("train").code_modules
+    return STAGE_MODULES
 
 
 def write_parquet(frame, path: Path) -> None:
