@@ -185,9 +185,7 @@ def calibration_batches(spec: dict, inputs: dict, tok, template: str, device) ->
     cal = spec["calibration"]
     rng = np.random.default_rng(cal["seed"])
     picked = np.sort(rng.choice(len(train), size=min(cal["size"], len(train)), replace=False))
-    examples = [
-        gen.encode(tok, template, train.messages[i], spec["max_length"]) for i in picked
-    ]
+    examples = [gen.encode(tok, template, train.messages[i], spec["max_length"]) for i in picked]
     rows = [{"input_ids": e.input_ids, "labels": e.labels} for e in examples]
     out = []
     for j in range(0, len(rows), spec["batch_size"]):
