@@ -8,6 +8,7 @@ generation metric, and the broken cache is rejected on what it generates."""
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
@@ -107,9 +108,9 @@ def generation_campaign(tmp_path_factory) -> Path:
 def test_the_verdict_weighs_the_floors_on_generated_scores(generation_campaign):
     decisions = json.loads((generation_campaign / "results/evaluation/decisions.json").read_text())
     assert decisions["metric"] == "token_f1"
-    floors = [d for d in decisions["skipped_variants"] if d["variant"].startswith("floor/")]
+    floors = decisions["skipped_floors"]
     assert (
-        floors == [{"variant": "floor/zero_shot", "reason": pytest.approx(floors[0]["reason"])}]
+        floors == [{"floor": "floor/zero_shot", "reason": pytest.approx(floors[0]["reason"])}]
         and "from_config" in floors[0]["reason"]
     )
     comparisons = pd.read_parquet(generation_campaign / "results/evaluation/comparisons.parquet")
@@ -141,3 +142,17 @@ def test_the_broken_cache_is_rejected_on_what_it_generates(generation_campaign):
     # the full-precision cache measured at the batch size used is the analytic estimate
     assert result["kv_cache"]["bytes"] == result["kv_cache"]["estimate_fp32"] > 0
     assert by_variant["fp32"].decision != "reject"
+
+
+def test_the_report_shows_the_samples_escaped_and_the_generation_metric(generation_campaign):
+    page = (generation_campaign / "results/report/index.html").read_text()
+    assert '<section id="samples"><h2>Generated samples</h2>' in page
+    assert "token_f1" in page and "perplexity" in page
+    # an answer with markup is shown as text wherever it appears, never as HTML
+    assert "<b>bold</b>" not in page
+    samples = pd.read_parquet(generation_campaign / "results/evaluation/errors/samples.parquet")
+    shown = samples[samples.split == "validation"].prediction.iloc[0]
+    assert html.escape(shown) in page
+    index = pd.read_parquet(generation_campaign / "results/index.parquet")
+    runs = index[index.kind == "run"]
+    assert (runs.metric == "token_f1").all() and (runs.validation_perplexity > 1).all()
