@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from campaign.core.defaults import TRAIN_DEFAULTS
 from campaign.core.hashing import hash_value
 
 RUN_ID_PREFIX = "run-"
@@ -46,29 +47,17 @@ def resolved_spec(params: dict, overrides: dict[str, Any], seed: int) -> dict:
     return spec
 
 
-# Train keys added after runs were made, at the value that means "as before".
-OPTIONAL_TRAIN_DEFAULTS = {
-    "base_quantization": None,
-    "group_by_length": False,
-    "packing": False,
-    "optimizer": "adamw",
-    "base_dropout": True,
-    "command": None,
-}
-
-
 def identity(spec: dict) -> dict:
     """The part of a run spec that decides its result: what run ids and store keys hash.
 
     Operational train keys are left out, and so is where a pretrained model lies: its folder
     counts by its content (the base_model input of every job that builds the model). An optional
-    train key at its default (OPTIONAL_TRAIN_DEFAULTS) is left out too: a spec written before
+    train key at its default (TRAIN_DEFAULTS) is left out too: a spec written before
     the key existed trains the same model, and must keep its id and store entries."""
     train = {
         k: v
         for k, v in spec["train"].items()
-        if k not in OPERATIONAL_TRAIN_KEYS
-        and not (k in OPTIONAL_TRAIN_DEFAULTS and v == OPTIONAL_TRAIN_DEFAULTS[k])
+        if k not in OPERATIONAL_TRAIN_KEYS and not (k in TRAIN_DEFAULTS and v == TRAIN_DEFAULTS[k])
     }
     # The effective batch, not its split: N devices x grad_accum k is the run of one device
     # accumulating N x k micro-batches (the same gradients, summed in another order).

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 
+from campaign.core.defaults import train_key
 from campaign.core.errors import CampaignError
 
 HOUR_S = 3600.0
@@ -40,7 +41,7 @@ def step_scale(recipe: dict, baseline: dict) -> float:
     (padded tokens of the effective batch; devices: 1 when absent)."""
 
     def tokens(r: dict) -> int:
-        return r["micro_batch"] * r["grad_accum"] * r.get("devices", 1) * r["max_length"]
+        return r["micro_batch"] * r["grad_accum"] * train_key(r, "devices") * r["max_length"]
 
     return tokens(recipe) / tokens(baseline)
 
@@ -52,7 +53,7 @@ def run_cost(
     absent). rates: the throughput check's measured rates; sizes: the disk check's exact sizes
     (one checkpoint, the model, predictions, logs; example counts)."""
     steps = recipe["max_steps"]
-    devices = recipe.get("devices", 1)
+    devices = train_key(recipe, "devices")
     per_example = rates["eval_seconds_per_example"]
     n_val, n_test = sizes["validation_examples"], sizes["test_examples"]
     seconds = {
