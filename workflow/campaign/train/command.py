@@ -28,7 +28,7 @@ from campaign.core.errors import PREEMPTED_EXIT, CampaignError, Preempted
 from campaign.core.fsutil import atomic_write_text
 from campaign.core.hashing import hash_tree, hash_value
 from campaign.core.progress import job_progress
-from campaign.plan import identity, run_id
+from campaign.plan import command_of, identity, run_id
 
 SPEC_ENV = "CAMPAIGN_RUN_SPEC"
 SPEC_FORMAT = 1
@@ -61,8 +61,9 @@ class Command:
 
     @classmethod
     def of(cls, train: dict) -> Command | None:
-        """The run's command, or None for the built-in loop."""
-        raw = train.get("command")
+        """The run's command (written in train.command or named there from train.commands), or
+        None for the built-in loop."""
+        raw = command_of(train)
         if raw is None:
             return None
         if not isinstance(raw, dict) or not raw.get("argv"):
@@ -87,14 +88,29 @@ class Command:
         return out
 
 
+def commands_of(train: dict) -> dict[str, tuple[Command, dict]]:
+    """Every command a campaign's train section can run, by name: train.command written inline
+    (named "train.command") and each of train.commands. Values: (checked, as written)."""
+    out = {}
+    if isinstance(train.get("command"), dict):
+        out["train.command"] = train["command"]
+    out.update(train.get("commands") or {})
+    return {name: (Command.of({"command": raw}), raw) for name, raw in out.items()}
+
+
 def derive_inputs(spec: dict, root: Path) -> dict[str, list[Path]]:
-    """The train stage's derived inputs (Stage.derive_inputs): the base model folder, and the
-    files train.command declares, so that their content is part of the run's store key."""
+    """The derived inputs of a training job or the preflight (Stage.derive_inputs): the base
+    model folder, and the files the commands declare, so that their content is in the key: a
+    run's own command's, or for the preflight ({run, preflight}) every command it checks."""
     from campaign.train.models import derive_inputs as model_inputs
 
-    command = Command.of(spec["train"])
-    files = [] if command is None else [Path(root) / f for f in command.files]
-    return {**model_inputs(spec, root), "command_files": files}
+    if "train" in spec:
+        command = Command.of(spec["train"])
+        commands = [] if command is None else [command]
+    else:
+        commands = [c for c, _ in commands_of(spec["run"]["train"]).values()]
+    files = sorted({f for c in commands for f in c.files})
+    return {**model_inputs(spec, root), "command_files": [Path(root) / f for f in files]}
 
 
 def key_view(spec: dict) -> dict:
@@ -120,7 +136,7 @@ def run_spec(spec: dict, inputs: dict, outputs: dict, work_dir: Path, labels: li
         "run": run_id(spec),
         "task": spec["model"]["task"],
         "seed": int(spec["seed"]),
-        "recipe": {k: v for k, v in spec["train"].items() if k != "command"},
+        "recipe": {k: v for k, v in spec["train"].items() if k not in ("command", "commands")},
         "model": {
             **spec["model"],
             "source": str(Path(base[0]).resolve()) if base else "from_config",
@@ -329,7 +345,7 @@ def metrics_frame(progress: list[dict], validation: tuple[float, float] | None, 
             "grad_norm": r.get("grad_norm"),
             "tokens": r.get("tokens"),
         }
-        for r in _last_per_step(progress)
+        for r in last_per_step(progress)
     ]
     if validation is not None:
         rows.append({"step": step, "split": "validation", "loss": validation[0],
@@ -341,7 +357,7 @@ def metrics_frame(progress: list[dict], validation: tuple[float, float] | None, 
     )  # fmt: skip
 
 
-def _last_per_step(progress: list[dict]) -> list[dict]:
+def last_per_step(progress: list[dict]) -> list[dict]:
     """One row per step: a resumed command repeats the steps after its checkpoint; the run's
     model went through the last of them."""
     by_step: dict[int, dict] = {}
@@ -372,7 +388,7 @@ def stage(ctx) -> None:
     """The train stage's entry: the user's command when train.command is set, else the built-in
     loop (campaign.train.stage). The dispatch lives here so the loop's module knows nothing of
     outside trainers."""
-    if ctx.spec["train"].get("command") is None:
+    if Command.of(ctx.spec["train"]) is None:
         from campaign.train.stage import stage as builtin
 
         builtin(ctx)
@@ -385,18 +401,27 @@ def stage(ctx) -> None:
 def prepare(spec: dict, inputs: dict, outputs: dict, work_dir: Path, root: Path):
     """The run spec file and what it names (the tokenizer of a from_config model, trained on
     the train split only, as the built-in loop trains it). Returns (spec path, data, labels)."""
+    from campaign.core.tasks import trainer_module
     from campaign.train import models
     from campaign.train.loop import read_data
 
     data = read_data(inputs)
-    labels = models.label_names(data.train.labels)
+    task = trainer_module(spec["model"]["task"])
+    # A task with its own module has no label ids (its items are scored by the task).
+    labels = [] if task is not None else models.label_names(data.train.labels)
     work_dir = Path(work_dir)
     (work_dir / CHECKPOINTS).mkdir(parents=True, exist_ok=True)
-    if not inputs.get("base_model") and not (work_dir / TOKENIZER).is_dir():
+    base = inputs.get("base_model") or []
+    if not base and not (work_dir / TOKENIZER).is_dir():
         tok = models.make_tokenizer(spec["model"], data.train.texts, None)
         tok.save_pretrained(str(work_dir / TOKENIZER))
     path = work_dir / SPEC_FILE
     body = run_spec(spec, inputs, outputs, work_dir, labels)
+    if task is not None:
+        # The chat template the campaign formats and scores with (model.chat_template
+        # resolved), so the command trains on the very text its model is judged on.
+        tok = models.load_tokenizer(Path(body["tokenizer"]), spec["model"]["task"])
+        body["chat_template"] = task.setup(spec["model"], tok, root).template
     atomic_write_text(path, json.dumps(body, indent=2, sort_keys=True) + "\n")
     return path, data, labels
 
@@ -467,7 +492,7 @@ def train_with_command(
             # the command's process tree is the job's peak on a CPU
             "peak_memory_bytes": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
             "processes": {"count": recipe.devices, "launcher": "command"},
-            "per_step": {"step": [r["step"] for r in _last_per_step(progress)]},
+            "per_step": {"step": [r["step"] for r in last_per_step(progress)]},
         }
         atomic_write_text(outputs["timings"], json.dumps(record, indent=2, sort_keys=True) + "\n")
 

@@ -20,6 +20,7 @@ OPTIONAL = (
     "devices",
     "base_dropout",
     "command",
+    "commands",
 )
 # group_by_length: examples are sorted by length within windows of this many micro-batches of
 # each epoch's permutation (as transformers' LengthGroupedSampler's "megabatches").
@@ -63,8 +64,10 @@ class Recipe:
     # the base model's own dropout during training (models.set_base_dropout): on, as
     # transformers and peft train it; false sets it to 0 (LoRA's dropout is train.lora.dropout).
     base_dropout: bool = True
-    # your own training command instead of this loop (train/command.py); null: this loop.
-    command: dict | None = None
+    # your own training command instead of this loop (train/command.py), or its name in
+    # commands; null or builtin: this loop.
+    command: dict | str | None = None
+    commands: dict | None = None
 
     @classmethod
     def from_spec(cls, train: dict) -> Recipe:
