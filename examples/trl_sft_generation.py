@@ -12,6 +12,12 @@ spec, format with the chat template the campaign scores with, log progress lines
 with a checkpoint and exit 75, resume, save the model and tokenizer to output_dir. It imports
 nothing from the campaign.
 
+An existing `trl sft` config file can come along: `argv: [python, examples/trl_sft_generation.py,
+my_sft.yaml]` (list it in `files` too). Its SFTConfig keys apply; the keys the campaign decides
+(the recipe's lr, steps, batch, schedule, seed, lengths, precision, the paths) are the run spec's,
+and the model and the data are the spec's (model_name_or_path, dataset_name and the like are
+ignored, and named on stdout).
+
 The loss: TRL's prompt-completion format, so only the last assistant turn of each conversation is
 a target (completion_only_loss). The built-in loop also trains on earlier assistant turns of a
 multi-turn conversation; on prompt -> response pairs the two train on the same tokens.
@@ -30,6 +36,7 @@ import pandas as pd
 import torch
 import transformers as tf
 import trl
+import yaml
 
 PREEMPTED_EXIT = 75  # CONTRACT: "checkpointed, run me again"
 SCHEDULES = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}
@@ -107,13 +114,25 @@ class Contract(tf.TrainerCallback):
             f.write(json.dumps(line) + "\n")
 
 
+def config_file(argv: list[str]) -> dict:
+    """The SFTConfig keys of a `trl sft` config file named on the command line (none: {})."""
+    if not argv:
+        return {}
+    raw = yaml.safe_load(Path(argv[0]).read_text()) or {}
+    fields = trl.SFTConfig.__dataclass_fields__
+    ignored = sorted(k for k in raw if k not in fields)
+    if ignored:
+        print(f"{argv[0]}: not SFTConfig keys, the run spec decides them: {', '.join(ignored)}")
+    return {k: v for k, v in raw.items() if k in fields}
+
+
 def main() -> int:
     spec = json.loads(Path(os.environ["CAMPAIGN_RUN_SPEC"]).read_text())  # CONTRACT
     recipe = spec["recipe"]
     tokenizer = tf.AutoTokenizer.from_pretrained(spec["tokenizer"])
     tokenizer.chat_template = spec["chat_template"]  # CONTRACT: the template the campaign scores
     model = build_model(spec, tokenizer)
-    args = trl.SFTConfig(
+    decided = dict(
         output_dir=spec["checkpoint_dir"],  # CONTRACT: checkpoints where a rerun finds them
         max_steps=recipe["max_steps"],
         per_device_train_batch_size=recipe["micro_batch"],
@@ -138,6 +157,7 @@ def main() -> int:
         bf16=recipe["precision"] == "bf16",
         fp16=recipe["precision"] == "fp16",
     )
+    args = trl.SFTConfig(**{**config_file(sys.argv[1:]), **decided})  # the recipe wins
     contract = Contract(spec["progress_file"])
     trainer = trl.SFTTrainer(
         model=model,

@@ -1,8 +1,9 @@
 """The TRL SFTTrainer example (examples/trl_sft_generation.py) keeps the trainer contract on the
-generation task: on a tiny from-config Llama it trains through the train stage's command path
-(the run spec, the command run with the job's signals passed on, the contract's outputs checked),
-is signalled mid-run, exits 75, resumes from its checkpoint, and ends with the weights of an
-uninterrupted run. Scoring a generative model is the evaluate side's (not tested here)."""
+generation task: on a tiny from-config Llama, through the train stage's command path (the run
+spec, the command run with the job's signals passed on, the contract's outputs checked), it is
+signalled mid-run, exits 75, resumes from its checkpoint in the stage run again, which scores
+its model per item as a built-in generation run's, and it ends with the weights of an
+uninterrupted run."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from trainkit import REPO, context, tiny_spec
 
 from campaign.core.errors import Preempted
 from campaign.data import conversations as conv
+from campaign.tasks import generation as gen
 from campaign.train.command import (
     PROGRESS_LINES,
     Command,
@@ -25,6 +27,7 @@ from campaign.train.command import (
     prepare,
     read_progress_lines,
     run_command,
+    stage,
 )
 
 EXAMPLE = "examples/trl_sft_generation.py"
@@ -56,15 +59,27 @@ def splits(tmp_path_factory) -> dict[str, list[Path]]:
             "test": _write(folder, "test", PAIRS[4:8])}  # fmt: skip
 
 
-def _spec() -> dict:
+# A `trl sft` config file as a team has one: its SFTConfig keys apply, the recipe's win, the
+# model and the dataset are the run spec's.
+SFT_CONFIG = """
+model_name_or_path: HuggingFaceTB/SmolLM2-135M-Instruct
+dataset_name: trl-lib/Capybara
+learning_rate: 0.5
+dataset_num_proc: 1
+"""
+
+
+def _spec(config: Path) -> dict:
     spec = tiny_spec("generation", "llama", hidden=32, layers=2, max_steps=STEPS,
                      checkpoint_every=2, micro_batch=4, grad_accum=1, warmup_steps=0,
                      max_length=64, lr=3e-3,
-                     command={"argv": ["python", EXAMPLE], "files": [EXAMPLE]})  # fmt: skip
+                     command={"argv": ["python", EXAMPLE, str(config)],
+                              "files": [EXAMPLE]})  # fmt: skip
     spec["model"]["config"].update(num_attention_heads=4, num_key_value_heads=2, dropout=0.0,
                                    max_position_embeddings=128)  # fmt: skip
     spec["model"]["tokenizer"].update(vocab_size=300, min_frequency=1, lowercase=False)
     spec["model"]["chat_template"] = "none"
+    spec["model"]["generation"] = {"metric": "token_f1", "max_new_tokens": 6, "batch_size": 4}
     return spec
 
 
@@ -87,9 +102,11 @@ def _weights(folder: Path) -> dict:
 
 @pytest.mark.slow(minutes=3)
 def test_the_trl_example_is_signalled_resumes_and_ends_with_an_uninterrupted_runs_weights(
-    splits, tmp_path
+    splits, tmp_path, capfd
 ):
-    spec = _spec()
+    config = tmp_path / "sft.yaml"
+    config.write_text(SFT_CONFIG)
+    spec = _spec(config)
     command = Command.of(spec["train"])
     ctx = context(spec, splits, tmp_path / "signalled")
     path, _, _ = prepare(ctx.spec, ctx.inputs, ctx.outputs, ctx.work_dir, REPO)
@@ -102,17 +119,29 @@ def test_the_trl_example_is_signalled_resumes_and_ends_with_an_uninterrupted_run
         run_command(command, path, ctx.work_dir, REPO, spec)
     assert 3 <= stopped.value.step < STEPS, stopped.value.step
     assert list((ctx.work_dir / "checkpoints").glob("checkpoint-*")), "no checkpoint to resume"
-    resumed_from = run_command(command, path, ctx.work_dir, REPO, spec)
+    stage(ctx)  # the job started again: resumed, checked, and scored by the campaign
+    resumed_from = json.loads(ctx.outputs["timings"].read_text())["resumed_from_step"]
     # It restarted from its newest checkpoint (every 2 steps), not from step 0.
     assert 2 <= resumed_from <= stopped.value.step, resumed_from
     progress = read_progress_lines(ctx.work_dir / PROGRESS_LINES)
-    check_outputs(ctx.outputs["model"], progress, STEPS)
+    # Generated and scored per item by the generation task, as a built-in run is.
+    for split, pairs in (("validation", PAIRS[:4]), ("test", PAIRS[4:8])):
+        frame = pd.read_parquet(ctx.outputs[f"predictions_{split}"])
+        assert tuple(frame.columns) == gen.PREDICTION_COLUMNS
+        assert list(frame["reference"]) == [a for _, a in pairs]
+        assert frame["score"].between(0, 1).all()
     losses = {r["step"]: r["loss"] for r in progress}
     assert losses[STEPS] < losses[1]  # it learned
+    assert progress[0]["lr"] == spec["train"]["lr"]  # the recipe's, not the config file's
+    assert "not SFTConfig keys, the run spec decides them: dataset_name, model_name_or_path" in (
+        capfd.readouterr().out
+    )
 
     plain = context(spec, splits, tmp_path / "uninterrupted")
     path, _, _ = prepare(plain.spec, plain.inputs, plain.outputs, plain.work_dir, REPO)
     assert run_command(command, path, plain.work_dir, REPO, spec) == 0
+    check_outputs(plain.outputs["model"], read_progress_lines(plain.work_dir / PROGRESS_LINES),
+                  STEPS)  # fmt: skip
     ours, theirs = _weights(ctx.outputs["model"]), _weights(plain.outputs["model"])
     assert ours.keys() == theirs.keys()
     differ = [name for name in ours if not ours[name].equal(theirs[name])]

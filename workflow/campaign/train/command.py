@@ -305,9 +305,11 @@ def check_outputs(folder: Path, progress: list[dict], max_steps: int) -> None:
         )
 
 
-def _load(saved, folder: Path):
+def _load(load, folder: Path):
+    """load() of the command's model folder; what transformers says when it cannot, in one
+    line naming the contract."""
     try:
-        return saved.load()
+        return load()
     except CampaignError:
         raise
     except Exception as e:  # whatever transformers says about a folder it cannot read
@@ -440,7 +442,6 @@ def train_with_command(
     from campaign.train import devices
     from campaign.train.loop import EVAL_SPLITS
     from campaign.train.recipe import Recipe
-    from campaign.train.scoring import SavedModel
     from campaign.train.stage import write_parquet
 
     started = time.perf_counter()
@@ -454,21 +455,14 @@ def train_with_command(
     folder = Path(outputs["model"])
     check_outputs(folder, progress, recipe.max_steps)
     base = inputs.get("base_model") or []
-    saved = SavedModel(folder, spec["model"]["task"], labels, recipe.max_length,
-                       recipe.micro_batch, Path(base[0]) if base else None)  # fmt: skip
-    model = _load(saved, folder)
-    _check_labels(model, labels, saved.task)
     device = devices.select_device()
-    model = model.to(device)
-    autocast = functools.partial(devices.autocast, device, recipe.precision)
-    frames = {}
-    with _no_grad():
-        for split in EVAL_SPLITS:
-            frames[split] = saved.predictions(model, getattr(data, split), device, autocast)
-            write_parquet(frames[split], outputs[f"predictions_{split}"])
-    validation = _validation(frames["validation"], labels)
+    model, tokenizer, frames, validation = score(
+        spec, data, labels, folder, Path(base[0]) if base else None, device, root
+    )
+    for split in EVAL_SPLITS:
+        write_parquet(frames[split], outputs[f"predictions_{split}"])
     write_parquet(metrics_frame(progress, validation, recipe.max_steps), outputs["metrics"])
-    manifest = _manifest(spec, inputs, execution, device, labels, saved, model, command)
+    manifest = _manifest(spec, inputs, execution, device, labels, tokenizer, model, command)
     manifest["final_validation"] = (
         None
         if validation is None
@@ -497,6 +491,64 @@ def train_with_command(
         atomic_write_text(outputs["timings"], json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
+def score(spec: dict, data, labels: list[str], folder: Path, base: Path | None, device, root):
+    """The saved model scored on validation and test as the built-in loop scores its own runs:
+    a task module's way (the generation task generates and scores each item) or SavedModel's
+    label probabilities. Returns (model, tokenizer, {split: predictions}, validation), where
+    validation is (mean loss, accuracy or mean per-item score) or None for an empty split."""
+    from campaign.core.tasks import trainer_module
+    from campaign.train.loop import EVAL_SPLITS
+    from campaign.train.recipe import Recipe
+
+    recipe = Recipe.from_spec(spec["train"])
+    task_name = spec["model"]["task"]
+    task = trainer_module(task_name)
+    if task is None:
+        return _score_labels(spec, data, labels, folder, base, device)
+    from campaign.train.models import load_run_model, load_tokenizer
+
+    tokenizer = load_tokenizer(folder, task_name)
+    model = _load(lambda: load_run_model(folder, task_name, base), folder).to(device)
+    run = task.setup(spec["model"], tokenizer, root)
+    frames, validation = {}, None
+    for split in EVAL_SPLITS:
+        part = getattr(data, split)
+        if not len(part):
+            frames[split] = task.empty_predictions()
+            continue
+        examples = task.encode_split(run, tokenizer, part, recipe.max_length)
+        loss, mean_score, frames[split] = task.evaluate(
+            model, tokenizer, run, part, examples, micro_batch=recipe.micro_batch,
+            pad_id=tokenizer.pad_token_id, device=device, final=True,
+        )  # fmt: skip
+        if split == "validation":
+            validation = (loss, mean_score)
+    return model, tokenizer, frames, validation
+
+
+def _score_labels(spec: dict, data, labels: list[str], folder: Path, base, device):
+    """A label-scoring task (sequence_classification, causal_lm): SavedModel's probabilities,
+    the code the quantize phase scores with."""
+    from campaign.train import devices
+    from campaign.train.loop import EVAL_SPLITS
+    from campaign.train.recipe import Recipe
+    from campaign.train.scoring import SavedModel
+
+    recipe = Recipe.from_spec(spec["train"])
+    saved = SavedModel(folder, spec["model"]["task"], labels, recipe.max_length,
+                       recipe.micro_batch, base)  # fmt: skip
+    model = _load(saved.load, folder)
+    _check_labels(model, labels, saved.task)
+    model = model.to(device)
+    autocast = functools.partial(devices.autocast, device, recipe.precision)
+    with _no_grad():
+        frames = {
+            split: saved.predictions(model, getattr(data, split), device, autocast)
+            for split in EVAL_SPLITS
+        }
+    return model, saved.tokenizer, frames, _validation(frames["validation"], labels)
+
+
 @contextlib.contextmanager
 def _no_grad():
     import torch
@@ -505,7 +557,7 @@ def _no_grad():
         yield
 
 
-def _manifest(spec, inputs, execution, device, labels, saved, model, command: Command) -> dict:
+def _manifest(spec, inputs, execution, device, labels, tokenizer, model, command: Command) -> dict:
     """The run manifest's fields a built-in run also writes (train/stage.py run_manifest), and
     the trainer that made it."""
     from campaign.core.code import code_version, module_hashes
@@ -525,7 +577,7 @@ def _manifest(spec, inputs, execution, device, labels, saved, model, command: Co
         "execution": execution,
         "device": device.type,
         "labels": list(labels),
-        "tokenizer_vocab_size": len(saved.tokenizer),
+        "tokenizer_vocab_size": len(tokenizer),
         "parameters": {"total": total, "trainable_during_training": None},
         "lora": None,
         "steps": int(spec["train"]["max_steps"]),
