@@ -148,7 +148,7 @@ def test_a_command_runs_steps_are_timed_at_the_rate_the_preflight_measured_for_i
     assert cost_recipe({**train, "command": {"argv": ["x"]}})["trainer"] == "train.command"
     spec, report, measurements, free = plan()
     spec["recipes"]["run-b"] = {**BASELINE, "trainer": "hf"}
-    measurements["command"] = {"details": {"rates": {"hf": {"steps_per_s": 0.5}}}}
+    measurements["command"] = {"details": {"runs": {"hf": {"steps_per_s": 0.5}}}}
     rows = project(spec, report, measurements, free)
     builtin = run_cost(BASELINE, BASELINE, RATES, SIZES)["seconds"]
     # 100 steps at the command's 0.5 per s: 200 s of steps instead of 50, the rest as built-in.

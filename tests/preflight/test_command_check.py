@@ -48,19 +48,19 @@ def test_the_hf_trainer_example_keeps_the_contract_on_the_sample_and_is_measured
     hf = {"argv": ["python", EXAMPLE], "files": [EXAMPLE], "packages": ["transformers"]}
     result = run(inputs, tmp_path, _with_commands(hf=hf), checks=("command",))["command"]
     assert result["passed"], result["summary"]
-    d = result["details"]["commands"]["hf"]
+    d, m = result["details"]["commands"]["hf"], result["details"]["runs"]["hf"]
     before = cfg()["resume"]["steps_before"]
     # Signalled after steps_before steps, it stopped there and resumed from that checkpoint.
-    assert d["signalled_at_step"] == before and d["resumed_from_step"] == d["stopped_at_step"]
-    assert before <= d["resumed_from_step"] < d["steps"]
-    assert d["last_loss"] < d["first_loss"]
-    rates = result["details"]["rates"]["hf"]
-    assert rates["steps_per_s"] > 0 and rates["peak_rss_bytes"] > 50 * 2**20  # a torch process
+    assert d["signalled_at_step"] == before and m["resumed_from_step"] == m["stopped_at_step"]
+    assert before <= m["resumed_from_step"] < d["steps"]
+    assert m["last_loss"] < m["first_loss"]
+    assert m["steps_per_s"] > 0 and m["peak_rss_bytes"] > 50 * 2**20  # a torch process
     assert "hf: loss" in result["summary"] and "resumed from step" in result["summary"]
-    # The rates are machine measurements: measurements.json, not the compared report.
+    # Where the signal landed and the rates vary between runs: measurements.json, not the
+    # report `campaign reproduce` compares.
     report, measurements = split_report({"command": result, "passed": True})
-    assert "rates" not in report["command"]["details"]
-    assert measurements["command"]["details"]["rates"]["hf"] == rates
+    assert report["command"]["details"] == {"commands": {"hf": d}}
+    assert measurements["command"]["details"]["runs"]["hf"] == m
 
 
 def test_a_command_that_does_not_resume_fails_the_check_by_name(inputs, tmp_path):

@@ -84,7 +84,7 @@ def project(
     runs exceed preflight.max_hours or `free_bytes` (the free disk now) with its margin."""
     rates = measurements["throughput"]["details"]["rates"]
     # The preflight's command check: each outside trainer's own steps/s (absent: not measured).
-    trainers = (measurements.get("command") or {}).get("details", {}).get("rates") or {}
+    trainers = (measurements.get("command") or {}).get("details", {}).get("runs") or {}
     sizes = report["disk"]["details"]
     timings_bytes = measurements["disk"]["details"].get("timings_bytes", 0)
     budget = spec.get("budget_hours")

@@ -33,7 +33,7 @@ from campaign.train.command import (
 )
 
 ORDER = 75  # place in the report: after throughput, which times the built-in loop
-VOLATILE = ("rates",)  # throughput and memory: machine measurements
+VOLATILE = ("runs",)  # where the signal landed, losses, throughput, memory: measurements
 # It times the command's steps: nothing else runs beside it.
 ALONE = True
 WATCH_SECONDS = 0.05  # how often the watcher reads the progress file and the memory
@@ -118,8 +118,9 @@ def _spec(bench: Bench, command: dict, steps: int) -> dict:
     return {**bench.spec, "train": train}
 
 
-def check_one(bench: Bench, name: str, command: Command, raw: dict) -> dict:
-    """One command through the contract on the sample: {passed, summary, ...} and its rates."""
+def check_one(bench: Bench, name: str, command: Command, raw: dict) -> tuple[dict, dict]:
+    """One command through the contract on the sample: (what the check decided, what it
+    measured: where it stopped and resumed, its losses, steps/s and peak memory)."""
     before, after = bench.cfg["resume"]["steps_before"], bench.cfg["resume"]["steps_after"]
     steps = before + after + bench.cfg["throughput"]["window_steps"]
     folder = bench.scratch(f"command-{name}")
@@ -152,43 +153,43 @@ def check_one(bench: Bench, name: str, command: Command, raw: dict) -> dict:
     timed = sorted(s for s in second.seen if s > resumed_from + 1)  # the first: a warm-up
     window = second.seen[timed[-1]] - second.seen[timed[0]] if len(timed) > 1 else 0.0
     steps_per_s = (len(timed) - 1) / window if window > 0 else None
-    return {
+    stable = {
         "passed": len(losses) > 1 and losses[-1] < losses[0],
         "steps": steps,
         "signalled_at_step": before,
+    }
+    # Where a signal lands and what a step takes vary between identical runs: measurements.
+    measured = {
         "stopped_at_step": stopped_at,
         "resumed_from_step": resumed_from,
         "first_loss": losses[0] if losses else None,
         "last_loss": losses[-1] if losses else None,
-        "rates": {
-            "steps_per_s": steps_per_s,
-            "tokens_per_s": (
-                sum(r.get("tokens") or 0 for r in progress if r["step"] in timed[1:]) / window
-                if window > 0
-                else None
-            ),
-            "peak_rss_bytes": max(first.peak_rss, second.peak_rss),
-        },
+        "steps_per_s": steps_per_s,
+        "tokens_per_s": (
+            sum(r.get("tokens") or 0 for r in progress if r["step"] in timed[1:]) / window
+            if window > 0
+            else None
+        ),
+        "peak_rss_bytes": max(first.peak_rss, second.peak_rss),
     }
+    return stable, measured
 
 
-def _line(name: str, d: dict) -> str:
+def _line(name: str, d: dict, m: dict | None) -> str:
+    """One command's part of the summary (d: what the check decided; m: what it measured)."""
     if "error" in d:
         return f"{name}: {d['error']}"
+    m = m or {}
+    losses = f"{m.get('first_loss')} -> {m.get('last_loss')} over {d['steps']} steps"
     if not d["passed"]:
-        return (
-            f"{name}: the loss did not fall on the overfit sample ({d['first_loss']} -> "
-            f"{d['last_loss']} over {d['steps']} steps)"
-        )
-    loss = f"loss {d['first_loss']:.3g} -> {d['last_loss']:.3g}" if d["last_loss"] else "no loss"
-    rate = d.get("rates") or {}
-    speed = f", {rate['steps_per_s']:.2f} steps/s" if rate.get("steps_per_s") else ""
-    memory = (
-        f", peak {rate['peak_rss_bytes'] / 2**20:.0f} MiB" if rate.get("peak_rss_bytes") else ""
-    )
+        return f"{name}: the loss did not fall on the overfit sample ({losses})"
+    speed = f", {m['steps_per_s']:.2f} steps/s" if m.get("steps_per_s") else ""
+    rss = m.get("peak_rss_bytes")
+    memory = f", peak {rss / 2**20:.0f} MiB" if rss else ""
     return (
-        f"{name}: {loss} over {d['steps']} steps, signalled at step {d['signalled_at_step']} "
-        f"and resumed from step {d['resumed_from_step']}{speed}{memory}"
+        f"{name}: loss {m['first_loss']:.3g} -> {m['last_loss']:.3g} over {d['steps']} steps, "
+        f"signalled at step {d['signalled_at_step']}, stopped at {m['stopped_at_step']} and "
+        f"resumed from step {m['resumed_from_step']}{speed}{memory}"
     )
 
 
@@ -197,15 +198,12 @@ def run(bench: Bench) -> Result:
     if not named:
         return Result(True, "not used: every run trains with the built-in loop", {"commands": {}})
     results: dict[str, dict[str, Any]] = {}
-    rates: dict[str, dict] = {}
+    runs: dict[str, dict] = {}
     for name, (command, raw) in named.items():
         try:
-            one = check_one(bench, name, command, raw)
-            rates[name] = one.pop("rates")
+            results[name], runs[name] = check_one(bench, name, command, raw)
         except CampaignError as e:
-            one = {"passed": False, "error": str(e)}
-        results[name] = one
+            results[name] = {"passed": False, "error": str(e)}
     passed = all(r["passed"] for r in results.values())
-    details = {"commands": results, "rates": rates}
-    summary = "; ".join(_line(n, {**d, "rates": rates.get(n)}) for n, d in results.items())
-    return Result(passed, summary, details)
+    summary = "; ".join(_line(n, d, runs.get(n)) for n, d in results.items())
+    return Result(passed, summary, {"commands": results, "runs": runs})
