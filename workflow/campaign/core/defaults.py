@@ -33,6 +33,8 @@ TRAIN_DEFAULTS = MappingProxyType(
         "base_dropout": True,
         # your own training command (train/command.py): none, the built-in loop
         "command": None,
+        # named training commands train.command may name: none
+        "commands": {},
     }
 )
 

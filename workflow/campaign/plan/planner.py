@@ -25,7 +25,7 @@ from campaign.core.io import cell_id, read_json
 from campaign.core.params import get_key
 from campaign.plan import designs
 from campaign.plan.columns import in_order, tsv_text
-from campaign.plan.ids import RUN_ID_PATTERN, identity, resolved_spec, run_id
+from campaign.plan.ids import BUILTIN_TRAINER, RUN_ID_PATTERN, identity, resolved_spec, run_id
 from campaign.plan.order import tier_cells
 
 __all__ = ["RUN_ID_PATTERN", "identity", "resolved_spec", "run_id"]
@@ -284,7 +284,16 @@ def cost_recipe(train: dict) -> dict:
     it is not 1 (a spec without it keeps its key)."""
     recipe = {k: train[k] for k in COST_KEYS}
     devices = int(train_key(train, "devices"))
-    return recipe | ({"devices": devices} if devices != 1 else {})
+    recipe |= {"devices": devices} if devices != 1 else {}
+    # An outside trainer's run is timed at the rate the preflight measured for its command
+    # (its name in train.commands, or train.command written inline); the built-in loop's
+    # runs keep the recipe they had.
+    command = train.get("command")
+    if isinstance(command, dict):
+        recipe["trainer"] = "train.command"
+    elif command is not None and command != BUILTIN_TRAINER:
+        recipe["trainer"] = command
+    return recipe
 
 
 def table_spec(params: dict) -> dict:

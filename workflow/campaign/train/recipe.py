@@ -53,8 +53,10 @@ class Recipe:
     # the base model's own dropout during training (models.set_base_dropout): on, as
     # transformers and peft train it; false sets it to 0 (LoRA's dropout is train.lora.dropout).
     base_dropout: bool
-    # your own training command instead of this loop (train/command.py); null: this loop.
-    command: dict | None
+    # your own training command instead of this loop (train/command.py), or its name in
+    # commands; null or builtin: this loop.
+    command: dict | str | None
+    commands: dict | None
 
     @classmethod
     def from_spec(cls, train: dict) -> Recipe:
