@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 import json
 
-from campaign.evaluate.decide import BELOW, NOT_SHOWN
+from campaign.evaluate import BELOW, NOT_SHOWN
 from campaign.plan import COST_COLUMNS, ID_COLUMNS
 
 

@@ -24,6 +24,7 @@ LIBRARIES = (
 INPUTS = {**SPLIT_FILES, "base_model": Derived()}
 
 _PUBLIC = {
+    "logits_of": "steps",
     "generate": "engine",
     "cache_bytes": "engine",
     "cache_estimate": "engine",
