@@ -200,7 +200,7 @@ def test_a_floor_line_does_not_say_the_interval_reaches_the_floor_when_it_does_n
     # The demo's case: -19.9 points [-37.0, -2.7] against the floor, unadjusted interval clear of
     # 0, but Holm over the 4 cells leaves p above 0.05: not decided below, and the line must say
     # why (the family's adjusted test), not that its interval reaches the floor.
-    from campaign.evaluate import words
+    from campaign.evaluate import records
 
     spec = {"evaluation": {"decide_on": "validation", "metric": "accuracy", "confidence": 0.95,
                            "min_useful_effect": 0.01, "max_quality_loss": 0.01}}  # fmt: skip
@@ -209,7 +209,7 @@ def test_a_floor_line_does_not_say_the_interval_reaches_the_floor_when_it_does_n
            "adj_low": -0.42, "adj_high": 0.02, "decision": decide.NOT_SHOWN}  # fmt: skip
     floor = {"variant": "floor/t", "kind": "floor", "metric": "accuracy", "split": "validation",
              "value": 0.8, "ci_low": 0.75, "ci_high": 0.85}  # fmt: skip
-    lines = words.decisions(spec, [row], [floor], [], "floor/t")["lines"]
+    lines = records.build(spec, [row], [floor], "floor/t").lines
     line = next(x for x in lines if x.startswith("lr=1:"))
     assert "its interval reaches it" not in line
     assert "Holm p 0.09" in line and "[-42.0, 2.0]" in line

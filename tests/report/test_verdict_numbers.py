@@ -17,7 +17,7 @@ import yaml
 
 from campaign.budget import format_money
 from campaign.budget.words import verdict_values
-from campaign.evaluate import verdict_block
+from campaign.evaluate import decisions_from_dict, verdict_block
 from campaign.report.sections import verdict_section
 from campaign.tools.findings import findings
 
@@ -169,7 +169,7 @@ def demo_block(tables: dict, tmp_path, acts: list[str]) -> list[str]:
     equal = tables["equal"].to_dict("records")
     ship = {r["variant"]: f"results/ship/{r['variant']}" for r in equal if r["kind"] != "floor"}
     values = verdict_values(
-        tables["decisions"],
+        decisions_from_dict(tables["decisions"]),
         equal,
         tables["to_decide"].to_dict("records"),
         ship,

@@ -311,3 +311,14 @@ def kept_cell(
     if not shown:
         return control, KEPT_CONTROL
     return min(shown, key=lambda c: (-shown[c], c)), KEPT_SHOWN
+
+
+# What the verdict leaves open (a question with a price: more seeds or more items decide it).
+OPEN = (INCONCLUSIVE, ADOPT_SMALL, ONE_SEED, TOO_FEW_ITEMS)
+
+
+def keeps_floor(against_floor: str) -> bool:
+    """Whether the verdict keeps the floor rather than the kept cell, given the cell's decision
+    against it: below it by the test, or not shown above it (the floor costs next to nothing to
+    train and serve, and nothing better is shown)."""
+    return against_floor in (BELOW, NOT_SHOWN)
