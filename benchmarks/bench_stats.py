@@ -21,7 +21,7 @@ beside each rate):
   per-item scores in [0, 1]: coverage 93-97 %, A/A <= 5 %, non-inferiority adoption and
         rejection at a loss equal to the margin                          <= 2.5 %
   advice followed: adoption after extending an open campaign to the
-        advised seeds (same items, first runs kept)                      75-85 % (80 % stated)
+        advised seeds (same items, first runs kept)       >= 75 % (at least 80 % stated)
   2 x 2 with equal cells: an interaction claimed, a main effect adopted  <= 5 %
   non-inferiority reject at a loss equal to the margin, exact enumeration <= 2.5 %
 MISSED where a goal fails. A short form runs in the test suite (tests/evaluate/
@@ -449,10 +449,11 @@ def simulate_continuous(k: int, n: int, reps: int, seed: int) -> dict:
 
 
 def advice_followed(k: int, n: int, reps: int, seed: int, effect: float = 0.03) -> tuple:
-    """(median seeds advised, the share of campaigns that adopt after following the advice):
-    each campaign at k seeds, if its effect is open and seeds_needed is given, is extended to
-    that many seeds per cell on the same items with its first runs kept (what a user does), and
-    decided again by the same functions. decide.what_would_decide states `power` (80 %)."""
+    """(median seeds advised, the share of campaigns that adopt after following the advice,
+    campaigns given a count): each campaign at k seeds, if its effect is open and seeds_needed
+    is given, is extended to that many seeds per cell on the same items with its first runs
+    kept (what a user does), and decided again by the same functions. decide.what_would_decide
+    states `power` (80 %); it gives no count where the gap's lower bound reaches the bar."""
     rng = np.random.default_rng([seed, k, n, 5])
     tau = _tau_for(effect)
     adopted = followed = 0
@@ -468,17 +469,19 @@ def advice_followed(k: int, n: int, reps: int, seed: int, effect: float = 0.03) 
 
         design = {c: runs(c, k) for c in (0, 1)}
         row = _rows(design)[0]
-        need = row.get("seeds_needed")
-        if row["decision"] not in ("inconclusive", "adopt (smaller than useful)") or not need:
+        if row["decision"] not in OPEN_EFFECT or not row.get("seeds_needed"):
             continue
-        need = int(min(need, MAX_SEEDS_CHECKED))
+        followed += 1
+        need = int(min(row["seeds_needed"], MAX_SEEDS_CHECKED))
         advised.append(need)
         if need > k:
             design = {c: np.vstack([design[c], runs(c, need - k)]) for c in (0, 1)}
-        followed += 1
         adopted += _rows(design)[0]["decision"] == "adopt"
     median = int(np.median(advised)) if advised else None
     return median, (adopted / followed if followed else math.nan), followed
+
+
+OPEN_EFFECT = ("inconclusive", "adopt (smaller than useful)")
 
 
 def two_by_two_false_claims(k: int, n: int, reps: int, seed: int) -> tuple[float, float]:
@@ -688,15 +691,15 @@ def verdict_table(reps: int, seed: int) -> bool:
             what = f"{goal} (k={k}, n={n})"
             print(f"  {what:<52} {value * 100:5.1f}% +/- {_se(value, reps) * 100:.1f}  "
                   f"{low * 100:.1f}-{high * 100:.1f} %{flag}")  # fmt: skip
-    print("Advice followed (true +3 points; open campaigns extended to seeds_needed, same items):")
+    print("Advice followed (true +3 points; open campaigns extended to seeds_needed, same items;")
+    print(f"  {many} campaigns per row, the rate over those given a count):")
     for k, n in ((2, 300), (3, 1000)):
-        advised, value, followed = advice_followed(k, n, reps, seed)
-        se = math.sqrt(max(value * (1 - value), 1.0 / max(followed, 1)) / max(followed, 1))
-        bad = not 0.75 <= value <= 0.85
+        advised, value, followed = advice_followed(k, n, many, seed)
+        flag, bad = judge(value, 0.75, 1.0, followed)
         missed |= bad
         what = f"adoption after the advice (k={k}, n={n}, median {advised} seeds)"
-        print(f"  {what:<52} {value * 100:5.1f}% +/- {se * 100:.1f}  75.0-85.0 %"
-              f"{'  MISSED' if bad else ''}")  # fmt: skip
+        print(f"  {what:<52} {value * 100:5.1f}% +/- {_se(value, followed) * 100:.1f}  "
+              f">= 75.0 %{flag}  ({followed} of {many} given a count)")  # fmt: skip
     print("2 x 2, four equal cells (the plan's contrasts, stage._comparisons):")
     for k, n in ((2, 300), (3, 1000)):
         for what, value in zip(

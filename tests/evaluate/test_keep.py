@@ -87,14 +87,17 @@ def test_a_short_simulation_of_the_verdict_meets_keep_and_floor_goals():
 def test_items_needed_is_bounded_and_says_when_no_number_of_items_decides():
     # The gap (2 points above the 1-point bar) needs Var <= (0.02 / 2.80)^2 = 5.10e-5.
     # Seed part 5.07e-5 leaves ~3e-7 for items of 1e-4 at 300 items: ~100,000 items, over 100 x.
-    need = decide.what_would_decide(0.03, 5.07e-5, 1e-4, 3, 300, 0.95, 0.8, 0.01)
+    def at_gap(var_seeds: float) -> float:  # a 2-point gap at its lower bound
+        return 0.03 + decide.ADVICE_Z * (var_seeds + 1e-4) ** 0.5
+
+    need = decide.what_would_decide(at_gap(5.07e-5), 5.07e-5, 1e-4, 3, 300, 0.95, 0.8, 0.01)
     assert need["items_needed"] is None
     assert "no number of items within 100 times these 300" in need["items_note"]
     # The seed part alone is wider than the gap: no number of items at all.
-    need = decide.what_would_decide(0.03, 6e-5, 1e-4, 3, 300, 0.95, 0.8, 0.01)
+    need = decide.what_would_decide(at_gap(6e-5), 6e-5, 1e-4, 3, 300, 0.95, 0.8, 0.01)
     assert need["items_needed"] is None and need["items_note"].startswith("no number of items")
     # Within reach: a number, no note.
-    need = decide.what_would_decide(0.03, 1e-6, 1e-4, 3, 300, 0.95, 0.8, 0.01)
+    need = decide.what_would_decide(at_gap(1e-6), 1e-6, 1e-4, 3, 300, 0.95, 0.8, 0.01)
     assert 300 < need["items_needed"] <= 30_000 and need["items_note"] is None
     line = words._needs({"n_seeds": 3, "dominant": "items", **need})
     assert f"{need['items_needed']} evaluation items" in line

@@ -180,7 +180,7 @@ def demo_block(tables: dict, tmp_path, acts: list[str]) -> list[str]:
     summary = tmp_path / "summary.txt"
     money = lambda x: format_money(x, b["currency"])  # noqa: E731
     summary.write_text("\n".join([*verdict_block(values, money), "", "the budget"]) + "\n")
-    return verdict_section(summary, tables["decisions"], acts).lines
+    return verdict_section(summary, decisions_from_dict(tables["decisions"]), acts).lines
 
 
 def test_a_kept_run_of_the_chosen_cell_is_the_one_in_its_tables(tmp_path):

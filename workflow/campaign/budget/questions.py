@@ -74,6 +74,7 @@ def price_to_decide(
                 "currency": b["currency"],
                 "items_needed": d.items_needed,
                 "items_note": d.items_note,
+                "seeds_note": d.seeds_note,
             }
         )
     return rows

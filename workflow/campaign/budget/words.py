@@ -102,6 +102,8 @@ def to_decide_words(r: dict, gpu: str, offer: str, money) -> str:
         )
     if items:
         return head + f"more seeds alone cannot; {items:,} evaluation items would (not priced)."
+    if r.get("seeds_note"):
+        return head + f"{r['seeds_note']}."
     if r.get("items_note"):
         return head + f"more seeds alone cannot; {r['items_note']}."
     return head + "neither more seeds nor more items would (the estimate sits at the bar)."

@@ -56,6 +56,7 @@ class Decision:
     seeds_needed_low: int | None = None
     seeds_needed_high: int | None = None
     items_note: str | None = None
+    seeds_note: str | None = None
     stopped_by_look: str | None = None
     intervals_disagree: bool | None = None
     interval_note: str | None = None
@@ -116,6 +117,7 @@ class FloorComparison:
     seeds_needed: int | None = None
     items_needed: int | None = None
     items_note: str | None = None
+    seeds_note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +158,7 @@ class OpenQuestion:
     stopped: str | None = None
     items_needed: int | None = None
     items_note: str | None = None
+    seeds_note: str | None = None
     extra_runs: int | None = None
     cost: float | None = None
 
@@ -508,6 +511,7 @@ def _verdict(kept, vs_floor, floor_of, best_floor, split, other, metric) -> Verd
             ci_high=mine.get("ci_high"), n_seeds=mine.get("n_seeds"),
             dominant=mine.get("dominant"), seeds_needed=mine.get("seeds_needed"),
             items_needed=mine.get("items_needed"), items_note=mine.get("items_note"),
+            seeds_note=mine.get("seeds_note"),
         )  # fmt: skip
     floor = against is not None and decide.keeps_floor(against.decision)
     lines = words.verdict_lines(kept, against, best_floor, floor_other, split, other, metric)
@@ -536,6 +540,7 @@ def _open_questions(
                 decision=against.decision, n_seeds=against.n_seeds,
                 seeds_needed=against.seeds_needed, dominant=against.dominant,
                 items_needed=against.items_needed, items_note=against.items_note,
+                seeds_note=against.seeds_note,
             )
         )  # fmt: skip
     items = {u.subject: u.items_needed for u in unprovable}
@@ -551,6 +556,7 @@ def _open_questions(
                 seeds_needed_high=d.seeds_needed_high if priced else None,
                 dominant=d.dominant, stopped=d.stopped_by_look,
                 items_needed=items.get(d.subject, d.items_needed), items_note=d.items_note,
+                seeds_note=d.seeds_note if priced else None,
             )
         )  # fmt: skip
     return tuple(out)

@@ -9,6 +9,7 @@ import math
 
 from campaign.core.wording import level_words, percent, points  # noqa: F401 (public here)
 from campaign.evaluate import decide
+from campaign.evaluate.decide import ADVICE_QUANTILE
 from campaign.evaluate.look_words import verdict_look_lines
 
 # The records (campaign.evaluate.records: Decisions, KeptCell, FloorComparison, OpenQuestion)
@@ -52,12 +53,17 @@ def _needs(r: dict) -> str:
         ways.append(f"{seeds} seeds per cell{spread}")
     if items:
         ways.append(f"{items} evaluation items")
-    what = " or ".join(ways) or "neither more seeds nor more items (the estimate sits at the bar)"
+    what = (
+        " or ".join(ways)
+        or r.get("seeds_note")
+        or "neither more seeds nor more items (the estimate sits at the bar)"
+    )
     if r.get("items_note"):
         what += f"; {r['items_note']}"
     return (
-        f"{dominant} dominate its variance; to decide at the estimate: {what} "
-        "(the price of the seeds: budget phase)"
+        f"{dominant} dominate its variance; to decide with at least evaluation.power (sized "
+        f"for the gap's lower {ADVICE_QUANTILE:.0%} bound): {what} (the price of the seeds: "
+        "budget phase)"
     )
 
 
@@ -138,7 +144,11 @@ def _floor_needs(f) -> str:
         ways.append(f"{f.seeds_needed} seeds per cell")
     if f.items_needed:
         ways.append(f"{f.items_needed:,} evaluation items")
-    what = " or ".join(ways) or "neither more seeds nor more items (the estimate sits at zero)"
+    what = (
+        " or ".join(ways)
+        or f.seeds_note
+        or "neither more seeds nor more items (the estimate sits at zero)"
+    )
     return what + (f"; {f.items_note}" if f.items_note else "")
 
 
@@ -246,8 +256,8 @@ def _open_words(q, money, price_at: str | None) -> str:
         return (
             head + "more evaluation items would narrow it (seeds do not apply to one run's weights)"
         )
-    if not ways and q.items_note:
-        return head + q.items_note
+    if not ways and (q.seeds_note or q.items_note):
+        return head + (q.seeds_note or q.items_note)
     if not ways:
         return head + "neither more seeds nor more items would decide it"
     return head + "; or ".join(ways)
