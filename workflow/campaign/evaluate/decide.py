@@ -241,6 +241,7 @@ def what_would_decide(
     min_useful_effect: float,
     seed_df: int = 0,
     var_residual: float = 0.0,
+    bound_z: float = ADVICE_Z,
 ) -> dict:
     """The seeds per cell, or the evaluation items, at which the adjusted interval would leave
     min_useful_effect behind with probability `power`, if the true effect were the estimate:
@@ -259,13 +260,14 @@ def what_would_decide(
     The range is the seeds needed at the ends of var_seeds' 95 % chi-square interval on its
     `seed_df` error df (a seed spread measured on few seeds is uncertain).
 
-    The gap is taken at its lower ADVICE_QUANTILE bound (ADVICE_QUANTILE's comment: a count
-    sized at the estimate does not deliver the power it states); where that bound reaches the
-    bar, no count is given and `seeds_note` says why."""
+    The gap is taken at its lower bound, `bound_z` standard errors below the estimate's
+    (ADVICE_QUANTILE's comment: a count sized at the estimate does not deliver the power it
+    states); where that bound reaches the bar, no count is given and `seeds_note` says why.
+    The adaptive looks size on their own gap (sequential.seeds_wanted) with bound_z 0."""
     measured = math.isfinite(var_seeds)
     se_now = math.sqrt((var_seeds if measured else 0.0) + max(var_items, 0.0))
     # Sized for the gap's lower ADVICE_QUANTILE bound, not the estimate (see ADVICE_QUANTILE).
-    gap = abs(estimate - min_useful_effect) - ADVICE_Z * se_now
+    gap = abs(estimate - min_useful_effect) - bound_z * se_now
     z = float(stats.norm.ppf(1 - (1 - level) / 2) + stats.norm.ppf(power))
     target = (gap / z) ** 2 if gap > 0 else 0.0
     residual = min(max(var_residual, 0.0), var_items) if measured else 0.0
@@ -296,7 +298,7 @@ def what_would_decide(
     seeds_note = None
     if gap <= 0 < abs(estimate - min_useful_effect):
         seeds_note = (
-            f"no count is sized yet: the estimate is within {ADVICE_Z:.2f} standard errors of "
+            f"no count is sized yet: the estimate is within {bound_z:.2f} standard errors of "
             f"the bar, so its gap may be near zero; more seeds or items measure it first"
         )
     return {
