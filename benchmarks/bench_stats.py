@@ -153,8 +153,8 @@ def adoption_rate(effect: float, k: int, n: int, reps: int, seed: int) -> float:
 def seeds_needed_power(k: int, n: int, reps: int, seed: int, effect: float = 0.03) -> tuple:
     """(median seeds-needed the stage reports at k seeds and n items for a true gain `effect`,
     the share of campaigns at that many seeds, same items and gain, that adopt): what
-    decide.what_would_decide promises is `power`. None: the median campaign is told seeds
-    cannot decide it ("items only")."""
+    decide.what_would_decide promises is `power`. None: the median campaign is given no count
+    of seeds (items only, or the gap's lower bound reaches the bar)."""
     rng = np.random.default_rng([seed, k, n, 2])
     tau = _tau_for(effect)
     needs = []
@@ -634,7 +634,7 @@ def main() -> int:
     # seeds-needed sizes on a spread measured low half the time; seeds_needed_low/high say so).
     for k, n in SHORT if args.short else FULL:
         k_need, rate = seeds_needed_power(k, n, args.reps, args.seed)
-        what = f"power at the median seeds-needed ({k_need or 'none: items only'})"
+        what = f"power at the median seeds-needed ({k_need or 'none: no count given'})"
         print(f"{k:>5} {n:>5}  {what:<46} {rate * 100:7.1f}%  (no goal; power {POWER:.0%})")
     missed = any(r[-1] for r in rows)
     missed |= verdict_table(max(1, args.reps // args.verdict_divisor), args.seed)
@@ -668,10 +668,9 @@ def verdict_table(reps: int, seed: int) -> bool:
     missed = False
     print(f"\nThe verdict path, {reps} simulated campaigns per row (2 seeds unless named):")
     for goal, (value, low, high) in verdict_goals(reps, seed).items():
-        se = math.sqrt(max(value * (1 - value), 1.0 / reps) / reps)
-        bad = not low <= value <= high
+        se = _se(value, reps)
+        flag, bad = judge(value, low, high, reps)
         missed |= bad
-        flag = "  MISSED" if bad else ""
         target = f"{low * 100:.1f}-{high * 100:.1f} %"
         print(f"  {goal:<52} {value * 100:5.1f}% +/- {se * 100:.1f}  {target:<11}{flag}")
     # The [0, 1] rows are cheap: CONTINUOUS_FACTOR times the campaigns, so that a rate at its
