@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -262,8 +263,8 @@ def test_records_equal_after_redaction_form_one_unit(tmp_path, monkeypatch):
 
 
 # ------------------------------------------------------------------ interruptions
-@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 128 + 15), (signal.SIGINT, 130)])
-def test_sigterm_and_ctrl_c_are_recorded_as_interrupted(tmp_path, sig, code):
+def start_computing_split(tmp_path) -> tuple[subprocess.Popen, Store]:
+    """`campaign split` started on a copy of the demo data, returned once it is computing."""
     data = tmp_path / "data" / "demo.jsonl"
     data.parent.mkdir()
     # Three copies of the demo's records (new ids): the split computes for seconds, so the
@@ -296,6 +297,12 @@ def test_sigterm_and_ctrl_c_are_recorded_as_interrupted(tmp_path, sig, code):
         assert time.monotonic() < deadline
         time.sleep(0.05)
     time.sleep(0.2)
+    return job, store
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 128 + 15), (signal.SIGINT, 130)])
+def test_sigterm_and_ctrl_c_are_recorded_as_interrupted(tmp_path, sig, code):
+    job, store = start_computing_split(tmp_path)
     job.send_signal(sig)
     got = job.wait(timeout=60)
     records = store.job_records()
@@ -304,6 +311,26 @@ def test_sigterm_and_ctrl_c_are_recorded_as_interrupted(tmp_path, sig, code):
     assert [e["event"] for e in store.events()] == ["miss", "interrupted"]
     assert store.keys() == [] and list(store.tmp.glob("commit-*")) == []
     assert not (tmp_path / "out" / "train").exists()
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 128 + 15), (signal.SIGINT, 130)])
+def test_an_interruption_on_a_full_disk_ends_as_an_interruption(tmp_path, sig, code):
+    """The event log fills up (/dev/full answers ENOSPC) while the job computes, then the job
+    is stopped: recording the interruption must not raise a second error over it. The job ends
+    with the interruption's status (a scheduler requeues on that), no traceback, and its record
+    says interrupted, not running (gc would take it for a live job)."""
+    job, store = start_computing_split(tmp_path)
+    full = store.root / "events.full"
+    full.symlink_to("/dev/full")
+    os.replace(full, store.events_path)
+    job.send_signal(sig)
+    got = job.wait(timeout=60)
+    out = job.stdout.read()
+    assert got == code, out
+    assert "Traceback" not in out and "disk is full" not in out, out
+    assert [r["state"] for r in store.job_records()] == ["interrupted"]
+    assert store.keys() == [] and not (tmp_path / "out" / "train").exists()
 
 
 def test_the_code_version_covers_the_modules_that_pin_execution_and_derive_inputs():

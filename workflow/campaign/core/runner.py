@@ -344,10 +344,14 @@ def run_stage(
         state = "preempted" if isinstance(e, Preempted) else "interrupted"
         what = "interrupted (Ctrl-C)" if isinstance(e, KeyboardInterrupt) else f"{state} ({e})"
         extra = {"step": e.step} if isinstance(e, Preempted) else {}
-        store.log_event(state, job["key"] or "", stage.name, error=what, **extra)
-        store.write_job(
-            job_id, {**job, "state": state, "error": what, "ended": time.time(), **extra}
-        )
+        # The state folder's disk may be full: the job still ends as interrupted (its exit
+        # status is what a scheduler requeues on), not as a disk failure raised over it.
+        with contextlib.suppress(OSError):
+            store.log_event(state, job["key"] or "", stage.name, error=what, **extra)
+        with contextlib.suppress(OSError):
+            store.write_job(
+                job_id, {**job, "state": state, "error": what, "ended": time.time(), **extra}
+            )
         raise
     except BaseException as e:
         message = str(e) if isinstance(e, CampaignError) else f"{type(e).__name__}: {e}"
