@@ -350,3 +350,38 @@ def test_the_code_version_covers_the_modules_that_pin_execution_and_derive_input
     train = get_stage("train")
     assert "campaign.train.execution" not in import_closure(train.module)  # what was missed
     assert train.derive_inputs.partition(":")[0] in module_hashes(*train.code_modules)
+
+
+def test_reproduce_an_entry_whose_params_name_data_outside_the_project(tmp_path):
+    """A params file may name its data by an absolute path outside the project: the entry
+    records that path, and `campaign reproduce KEY` reads it from there (it once crashed making
+    it relative to the project)."""
+    outside = tmp_path / "elsewhere" / "demo.jsonl"
+    outside.parent.mkdir()
+    outside.write_bytes(DEMO.read_bytes())
+    project = tmp_path / "project"
+    project.mkdir()
+    p = params()
+    p["data"]["sources"][0]["path"] = str(outside)
+    stage = get_stage("manifest")
+    outs = [arg for n in stage.outputs for arg in ("--out", f"{n}=out/{n}")]
+    e = {**env(), "PYTHONPATH": str(REPO / "workflow")}
+
+    def campaign_cmd(*args: str) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "campaign", *args, "--state-dir", "state"]
+        return subprocess.run(cmd, cwd=project, env=e, capture_output=True, text=True, timeout=300)
+
+    made = campaign_cmd("manifest", "--spec", json.dumps(stage.spec(p)), *outs)
+    assert made.returncode == 0, made.stderr
+    (key,) = Store(project / "state").keys()
+    got = campaign_cmd("reproduce", key)
+    assert got.returncode == 0, got.stdout + got.stderr
+    assert "Traceback" not in got.stderr
+    assert got.stdout.strip().splitlines()[-1] == (
+        "reproduce: all 3 compared output(s) reproduced bit for bit"
+    )
+    # Data that moved since: one line naming it, not a traceback.
+    outside.rename(outside.with_suffix(".moved"))
+    gone = campaign_cmd("reproduce", key)
+    assert gone.returncode == 2 and "Traceback" not in gone.stderr
+    assert gone.stderr.strip() == f"error: {key}: input 'sources' {outside} no longer exists"

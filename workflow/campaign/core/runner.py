@@ -366,6 +366,15 @@ def run_stage(
         raise
 
 
+def _under(path: Path, root: Path) -> Path:
+    """An input path as the stage reads it from `root`: relative where it lies under the root;
+    an absolute path elsewhere (a params file may name data outside the project) as recorded."""
+    if path.is_absolute():
+        with contextlib.suppress(ValueError):
+            return path.relative_to(root.resolve())
+    return path
+
+
 def find_entry(store: Store, key: str):
     """The entry of a key or of a unique key prefix."""
     entry = store.read_entry(key)
@@ -427,10 +436,7 @@ def reproduce(store: Store, key: str, scratch: Path, root: Path = Path(".")) -> 
         execute(
             stage,
             meta.get("spec", material["params"]),
-            {
-                n: [p.relative_to(root) if p.is_absolute() else p for p in ps]
-                for n, ps in inputs.items()
-            },
+            {n: [_under(p, root) for p in ps] for n, ps in inputs.items()},
             outputs,
             work_dir,
             Path("."),
