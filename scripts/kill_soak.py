@@ -10,7 +10,8 @@ Three scenarios, each on fresh copies of the tiny campaign (tests/fixtures/tiny_
   scripts/slurm-cluster.sh (skipped, and said so, when no cluster answers). The kill takes the
   Snakemake controller; jobs already submitted run on, and the next start finds them.
 - ``shared``: two campaigns whose ``campaign.state_dir`` is one folder (one store), run at the
-  same time; each kill takes one of them, chosen at random.
+  same time; each kill takes one of the running ones, chosen at random, while the other runs
+  on, and the killed one starts again at once.
 
 Every recovered campaign's ``results/`` is compared with the reference run's, file by file by
 content hash, without the timed outputs (tests/conftest.py TIMED_OUTPUTS and TIMED_FOLDERS:
@@ -229,33 +230,47 @@ def soak_single(name, profile, work, reference, delays, kills, rng, tally, timeo
 
 
 def soak_shared(work, reference, delays, kills, rng, tally, timeout_s) -> None:
-    """Two campaigns on one store, started together; each kill takes one of them at random
-    (the other runs on); until `kills` kills have landed; then both run to their end."""
-    store = work / "shared" / "store"
-    projects = []
-    for name in ("a", "b"):
-        project = copy_project(work / "shared" / name)
-        share_store(project, store)
-        projects.append(project)
-    logs = [work / "shared" / f"{p.name}.log" for p in projects]
-    landed_here = 0
+    """Pairs of campaigns on one store (a fresh store per pair), started together. Each kill
+    takes one of the pair's running campaigns at random while the other runs on, and the
+    killed one is started again at once; a campaign that ends is done. A new pair starts when
+    both are done, until `kills` kills have landed; then each runs to its end and is compared."""
+    profile = PROFILES["shared"]
+    landed_here, n = 0, 0
     while landed_here < kills:
-        procs = [start(p, PROFILES["shared"], log) for p, log in zip(projects, logs, strict=True)]
-        victim = rng.randrange(2)
-        delay = rng.uniform(*delays)
-        landed = kill_after(procs[victim], delay, projects[victim], PROFILES["shared"])
-        if procs[1 - victim].wait(timeout=timeout_s) != 0:  # the other one runs on to its end
-            raise SystemExit(f"{projects[1 - victim]}: the campaign not killed failed")
-        print(f"{stamp()} shared: campaign {'ab'[victim]} after {delay:.1f} s: "
-              f"{'killed' if landed else 'ended'}", flush=True)  # fmt: skip
-        if not landed:
-            break  # both have ended: nothing left to interrupt
-        landed_here += 1
-        tally.kills += 1
-    for project, log in zip(projects, logs, strict=True):
-        finish(project, PROFILES["shared"], log, timeout_s)
-    for project in projects:
-        compare(f"shared/{project.name}", project, reference, tally)
+        n += 1
+        pair = work / "shared" / f"pair{n}"
+        projects = [copy_project(pair / name) for name in ("a", "b")]
+        for project in projects:
+            share_store(project, pair / "store")
+        logs = [pair / f"{p.name}.log" for p in projects]
+        running = {i: start(p, profile, logs[i]) for i, p in enumerate(projects)}
+        while running and landed_here < kills:
+            victim = rng.choice(sorted(running))
+            delay = rng.uniform(*delays)
+            deadline = time.monotonic() + delay
+            while victim in running and time.monotonic() < deadline:
+                for i in [i for i, proc in running.items() if proc.poll() is not None]:
+                    if running.pop(i).returncode != 0:
+                        raise SystemExit(f"{projects[i]}: a run failed; see {logs[i]}")
+                    print(f"{stamp()} shared/pair{n}: campaign {'ab'[i]} ended", flush=True)
+                time.sleep(0.2)
+            if victim not in running:
+                continue
+            if not kill_after(running[victim], 0, projects[victim], profile):
+                running.pop(victim)  # it ended in that instant
+                continue
+            running[victim] = start(projects[victim], profile, logs[victim])
+            landed_here += 1
+            tally.kills += 1
+            print(f"{stamp()} shared/pair{n}: campaign {'ab'[victim]} killed after {delay:.1f} s "
+                  f"({len(running) - 1} other running)", flush=True)  # fmt: skip
+        for i, proc in running.items():  # the goal is met: the runs under way go on to their end
+            if proc.wait(timeout=timeout_s) != 0:
+                raise SystemExit(f"{projects[i]}: a run failed; see {logs[i]}")
+        for project, log in zip(projects, logs, strict=True):
+            finish(project, profile, log, timeout_s)
+        for project in projects:
+            compare(f"shared/pair{n}/{project.name}", project, reference, tally)
 
 
 def stamp() -> str:
