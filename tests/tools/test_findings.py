@@ -130,7 +130,8 @@ def test_unreadable_report_is_a_line_not_an_error(tmp_path, monkeypatch, capsys)
     monkeypatch.chdir(tmp_path)
     assert main(["findings"]) == 0
     out = capsys.readouterr().out
-    assert "results/preflight/report.json: could not read (JSONDecodeError" in out
+    assert "results/preflight/report.json: could not read (CampaignError" in out
+    assert "not valid JSON" in out
     # Nothing written yet (a run that failed early): nothing to act on.
     assert main(["findings", "--root", str(tmp_path / "empty")]) == 0
     assert "none to act on" in capsys.readouterr().out
