@@ -286,3 +286,27 @@ def test_the_slurm_profiles_warning_reaches_a_command_as_sigusr1_and_requeues_it
         stage(ctx)
     assert stopped.value.step == 1 and seen.read_text() == "SIGUSR1"
     assert not ctx.outputs["predictions_test"].exists()
+
+
+def test_a_command_is_its_argv_files_and_packages_not_how_they_are_listed():
+    """The same command written two ways is one run: `files: []` as absent, the files and
+    packages in any order, another grace period; another file or argv is another run."""
+    from campaign.plan.ids import identity
+
+    def run(command):
+        return identity(
+            {
+                "model": {"source": "from_config"},
+                "seed": 1,
+                "train": {"lr": 1e-3, "command": command},
+            }
+        )
+
+    argv = ["python", "train.py"]
+    plain = run({"argv": argv})
+    assert run({"argv": argv, "files": [], "packages": []}) == plain
+    assert run({"argv": argv, "grace_seconds": 5}) == plain
+    listed = run({"argv": argv, "files": ["a.py", "b.yaml"], "packages": ["trl", "peft"]})
+    assert run({"argv": argv, "files": ["b.yaml", "a.py"], "packages": ["peft", "trl"]}) == listed
+    assert listed != plain
+    assert run({"argv": [*argv, "--fast"]}) != plain

@@ -87,8 +87,12 @@ def identity(spec: dict) -> dict:
     # accumulating N x k micro-batches (the same gradients, summed in another order).
     devices = train.pop("devices", 1)
     if command:
-        # How long a command may take to stop after a signal is operational, like checkpoint_every.
-        train["command"] = {k: v for k, v in command.items() if k != "grace_seconds"}
+        # The command as what it runs: its argv, and the files and packages it declares as sets
+        # (none listed is the same as the key absent; their order is no part of it). How long it
+        # may take to stop after a signal is operational, like checkpoint_every.
+        train["command"] = {"argv": command["argv"]} | {
+            k: sorted(set(command[k])) for k in ("files", "packages") if command.get(k)
+        }
     if "grad_accum" in train:
         train["grad_accum"] = train["grad_accum"] * devices
     model = spec["model"]

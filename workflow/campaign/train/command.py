@@ -16,6 +16,7 @@ import importlib.metadata
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -415,8 +416,12 @@ def prepare(spec: dict, inputs: dict, outputs: dict, work_dir: Path, root: Path)
     (work_dir / CHECKPOINTS).mkdir(parents=True, exist_ok=True)
     base = inputs.get("base_model") or []
     if not base and not (work_dir / TOKENIZER).is_dir():
+        # Written beside, then renamed: a kill mid-write leaves no half folder to be reused.
         tok = models.make_tokenizer(spec["model"], data.train.texts, None)
-        tok.save_pretrained(str(work_dir / TOKENIZER))
+        partial = work_dir / f"{TOKENIZER}.tmp"
+        shutil.rmtree(partial, ignore_errors=True)
+        tok.save_pretrained(str(partial))
+        os.replace(partial, work_dir / TOKENIZER)
     path = work_dir / SPEC_FILE
     body = run_spec(spec, inputs, outputs, work_dir, labels)
     if task is not None:
