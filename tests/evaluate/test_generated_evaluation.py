@@ -282,7 +282,9 @@ def test_the_report_shows_the_samples_escaped_with_the_generation_metric(campaig
             frame.loc[0, "prediction"] = "<script>alert(1)</script> & co"
             frame.to_parquet(path, index=False)
     outputs = evaluate(tmp_path, inputs)
-    decisions = json.loads(outputs["decisions"].read_text())
+    from campaign.evaluate.records import read_decisions
+
+    decisions = read_decisions(outputs["decisions"])
     section = samples_section(outputs["errors"], pd.read_parquet(outputs["metrics"]), decisions)
     tables = dict(section.tables)
     scores = tables["Scores per variant (validation)"]
@@ -298,7 +300,7 @@ def test_a_label_campaign_has_no_samples_section(tmp_path):
     from campaign.evaluate.section import samples_section
 
     (tmp_path / "errors").mkdir()
-    assert samples_section(tmp_path / "errors", pd.DataFrame(), {}) is None
+    assert samples_section(tmp_path / "errors", pd.DataFrame(), None) is None
 
 
 def test_the_quantize_selection_scores_generation_runs_by_their_metric(campaign):

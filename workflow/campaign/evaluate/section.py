@@ -138,7 +138,7 @@ def samples_section(errors: Path, metrics: pd.DataFrame, decisions: dict) -> Sec
     samples = read_table(path, SAMPLE_COLUMNS)
     if samples.empty:
         return None
-    split, metric = decisions["decide_on"], decisions["metric"]
+    split, metric = decisions.decide_on, decisions.metric
     shown = samples[samples["split"] == split][
         ["variant", "id", "score", "reference", "prediction"]
     ]
