@@ -48,6 +48,7 @@ import copy
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -438,8 +439,11 @@ def main() -> None:
             flush=True,
         )
 
-    with ThreadPoolExecutor(args.jobs) as pool:
-        list(pool.map(run, jobs))
+    try:
+        with ThreadPoolExecutor(args.jobs) as pool:
+            list(pool.map(run, jobs))
+    finally:  # the split files and job specs; the results are in --results
+        shutil.rmtree(tmp, ignore_errors=True)
     results = load_results(args.results)
     verdicts: list[bool | None] = []
     print(f"\nconfidence {args.confidence:g}; goal: pipeline mean within the plain loop's interval")
