@@ -107,7 +107,13 @@ def write_campaign(root: Path) -> dict[str, list[Path]]:
     write_index(["train.lr"], rows, {"train.lr": "float64"}, results / "index.parquet")
     (results / "evaluation").mkdir()
     (results / "evaluation" / "decisions.json").write_text(
-        json.dumps({"best_cell": {"cell": "train.lr=0.003"}})
+        json.dumps(
+            {
+                "decide_on": "validation",
+                "metric": "accuracy",
+                "best_cell": {"cell": "train.lr=0.003"},
+            }
+        )
     )
     files = {"decisions": results / "evaluation" / "decisions.json"}
     artifacts = {"report_html": "report/index.html", "report_markdown": "report/summary.md",

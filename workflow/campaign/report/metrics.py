@@ -42,12 +42,15 @@ def stage(ctx) -> None:
         },
     }
     if ctx.inputs.get("decisions"):
-        decisions = json.loads(ctx.inputs["decisions"][0].read_text(encoding="utf-8"))
+        from campaign.evaluate import read_decisions, record_dict
+
+        decisions = read_decisions(ctx.inputs["decisions"][0])
+        best = decisions.best_cell
         metrics["evaluation"] = {
-            "decide_on": decisions["decide_on"],
-            "metric": decisions["metric"],
-            "best_cell": decisions["best_cell"],
-            "below_floor": len(decisions["below_floor"]),
-            "decisions": {d["subject"]: d["decision"] for d in decisions["decisions"]},
+            "decide_on": decisions.decide_on,
+            "metric": decisions.metric,
+            "best_cell": record_dict(best) if best is not None else None,
+            "below_floor": len(decisions.below_floor),
+            "decisions": {d.subject: d.decision for d in decisions.decisions},
         }
     ctx.outputs["metrics"].write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
