@@ -13,6 +13,15 @@ from campaign.train import DataOrder, Trainer, collate, count_targets, loss_sum
 
 ORDER = 40  # place in the report
 
+# The documented rule (README, preflight.overfit in the schema): the check passes when the
+# eval-mode loss on the examples reaches preflight.overfit.max_final_loss within its steps.
+# When it does not, a loss that fell by less than this share of its initial value "does not
+# learn": the weights barely moved, so the cause is what moves them (train.lr, the optimizer,
+# weights that do not train), not too few steps; one that fell further "learns too slowly".
+# Both fail: a recipe that cannot fit 8 examples in 100 full-batch steps at its peak lr is
+# unlikely to learn thousands in its max_steps, and this costs seconds instead of GPU hours.
+MIN_DROP = 0.25
+
 
 @torch.no_grad()
 def _mean_loss(trainer: Trainer, examples: Sequence[dict]) -> float:
@@ -82,20 +91,15 @@ def run(bench: Bench) -> Result:
             "grad_norm_last": row["grad_norm"],
         }
     )
+    lr = bench.recipe.lr
     if not all(math.isfinite(v) for v in losses) or not math.isfinite(final):
         return Result(
             False,
-            f"loss became non-finite at step {len(losses)} (lr {bench.recipe.lr:g} diverges)",
+            f"loss became non-finite at step {len(losses)} (train.lr {lr:g} diverges)",
             details,
         )
     if final > threshold:
-        trend = "rose" if final > initial else "only fell"
-        return Result(
-            False,
-            f"loss {trend} from {initial:.3g} to {final:.3g} in {steps} steps on {n} examples "
-            f"(must fall below {threshold:g}; lr {bench.recipe.lr:g})",
-            details,
-        )
+        return Result(False, _not_reached(initial, final, steps, n, threshold, lr), details)
     if trainer.hooks is not None:  # a generative task must also give the answers back
         missed = trainer.hooks.not_reproduced(trainer, bench.sample.train, len(examples), details)
         if missed:
@@ -105,6 +109,25 @@ def run(bench: Bench) -> Result:
         f"loss fell from {initial:.3g} to {final:.3g} (below {threshold:g}) at step {reached} "
         f"of {steps} on {n} examples",
         details,
+    )
+
+
+def _not_reached(initial: float, final: float, steps: int, n: int, threshold: float, lr: float):
+    """The one line of a loss that stayed above `threshold`: did it move at all (MIN_DROP)?"""
+    drop = (initial - final) / initial if initial > 0 else 0.0
+    moved = f"from {initial:.3g} to {final:.3g} in {steps} steps on {n} examples"
+    goal = f"must fall below {threshold:g}"
+    if drop <= -MIN_DROP:
+        return f"loss rose by {-drop:.0%} ({moved}; {goal}): train.lr {lr:g} is too large"
+    if drop < MIN_DROP:
+        return (
+            f"does not learn: loss fell by {max(drop, 0.0):.0%} ({moved}; {goal}, and by "
+            f"{MIN_DROP:.0%} to count as learning): train.lr {lr:g} is too small (or too large: "
+            "see the losses), or no weight trains"
+        )
+    return (
+        f"learns too slowly: loss fell by {drop:.0%} ({moved}; {goal}): raise train.lr "
+        f"({lr:g}) or preflight.overfit.steps"
     )
 
 
