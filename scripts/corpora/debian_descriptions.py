@@ -72,8 +72,7 @@ def extract(fields: dict) -> dict:
     lines = [f"{k}: {synopsis[k]}" for k in shown if k in fields]
     answer = {k: fields.get(k.capitalize()) for k in EXTRACTED}
     return {
-        "prompt": "Give package, section, priority and architecture as JSON:\n"
-        + "\n".join(lines),
+        "prompt": "Give package, section, priority and architecture as JSON:\n" + "\n".join(lines),
         "response": json.dumps(answer, sort_keys=True),
     }
 
