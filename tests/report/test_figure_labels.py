@@ -8,7 +8,8 @@ import itertools
 import pandas as pd
 
 from campaign.core.figures import DPI, figure_axes
-from campaign.report import plots
+from campaign.evaluate.section import seeds_figure
+from campaign.quantize.section import quantize_figure
 
 
 def overlapping_labels(fig) -> list[tuple[str, str]]:
@@ -54,7 +55,7 @@ def test_crowded_quantized_variants_are_named_in_a_legend_without_overlap():
             "value": [0.231 + i / 1000 for i in range(6)],
         }
     )
-    fig = plots.quantize_figure(points, "accuracy")
+    fig = quantize_figure(points, "accuracy")
     assert [t.get_text() for t in fig.legends[0].get_texts()] == labels
     assert overlapping_labels(fig) == []
 
@@ -69,7 +70,7 @@ def test_many_cells_on_the_categorical_axis_and_equal_seeds_do_not_overlap():
     floors = pd.DataFrame(
         {"variant": ["floor/majority", "floor/tfidf_logreg"], "value": [0.2, 0.9]}
     )
-    fig = plots.seeds_figure(per_seed, table, floors, "accuracy")
+    fig = seeds_figure(per_seed, table, floors, "accuracy")
     names = [t.get_text() for t in fig.axes[0].get_xticklabels()]
     # The cells named on the categorical axis, one factor a line.
     assert names == [c.replace(", ", "\n") for c in sorted(cells)]
@@ -77,4 +78,4 @@ def test_many_cells_on_the_categorical_axis_and_equal_seeds_do_not_overlap():
     many = [f"train.lr=0.00{i}, train.lora.rank={i}" for i in range(1, 10)]
     per_seed = pd.DataFrame([{"cell": c, "seed": 1, "value": 0.5} for c in many])
     table = pd.DataFrame({"cell": many, "value": 0.5, "ci_low": 0.4, "ci_high": 0.6})
-    assert overlapping_labels(plots.seeds_figure(per_seed, table, floors, "accuracy")) == []
+    assert overlapping_labels(seeds_figure(per_seed, table, floors, "accuracy")) == []

@@ -12,10 +12,12 @@ import pytest
 from matplotlib.colors import to_hex
 
 from campaign.budget.section import budget_figure, forecast_figure
+from campaign.core import figures as palette
 from campaign.core.figures import png_bytes
 from campaign.data.section import data_figure, leakage_figure
+from campaign.evaluate.section import effects_figure, seeds_figure
 from campaign.preflight.section import memory_figure
-from campaign.report import plots
+from campaign.quantize.section import quantize_figure
 from campaign.train.section import curves_figure
 
 
@@ -75,7 +77,7 @@ def test_memory_figure_colours_cards_that_do_not_fit():
     )  # fmt: skip
     fig = memory_figure(components, fit)
     needed = [b for b in fig.axes[1].patches if b.get_height() == 0.5]
-    assert [to_hex(b.get_facecolor()) for b in needed] == [plots.BAD, plots.GOOD]
+    assert [to_hex(b.get_facecolor()) for b in needed] == [palette.BAD, palette.GOOD]
     check_png(fig)
 
 
@@ -103,7 +105,7 @@ def test_effects_figure_draws_each_interval_in_points():
         {"label": ["lr (main)", "int8 (quantized)"], "estimate": [0.02, -0.004],
          "ci_low": [0.01, -0.01], "ci_high": [0.03, 0.002], "decision": ["adopt", "reject"]}
     )  # fmt: skip
-    fig = plots.effects_figure(effects, min_useful=0.01, metric="accuracy")
+    fig = effects_figure(effects, min_useful=0.01, metric="accuracy")
     ax = fig.axes[0]
     # Each errorbar's horizontal segment spans its interval, in points.
     spans = sorted(
@@ -130,7 +132,7 @@ def test_seeds_figure_shows_every_seed_and_each_floor():
         }
     )
     floors = pd.DataFrame({"variant": ["floor/majority", "floor/tfidf"], "value": [0.2, 0.45]})
-    fig = plots.seeds_figure(per_seed, cells, floors, "accuracy")
+    fig = seeds_figure(per_seed, cells, floors, "accuracy")
     ax = fig.axes[0]
     dots = [tuple(np.round(p, 3)) for c in ax.collections for p in c.get_offsets()]
     assert sorted(y for _, y in dots if _ % 1) == [0.5, 0.6, 0.7]  # the seeds, beside the bars
@@ -144,7 +146,7 @@ def test_quantize_figure_places_variants_by_size_and_latency():
         {"label": ["r/fp32", "r/int8"], "size_bytes": [4096.0, 1024.0],
          "latency_ms": [10.0, 4.0], "value": [0.9, 0.88]}
     )  # fmt: skip
-    fig = plots.quantize_figure(points, "accuracy")
+    fig = quantize_figure(points, "accuracy")
     size_ax, latency_ax = fig.axes
 
     def placed(ax):
@@ -166,7 +168,11 @@ def test_budget_figure_marks_the_cheapest_and_hatches_missed_deadlines():
     )  # fmt: skip
     fig = budget_figure(plans, "EUR")
     bars = fig.axes[0].patches
-    assert [to_hex(b.get_facecolor()) for b in bars] == [plots.GOOD, plots.NEUTRAL, plots.NEUTRAL]
+    assert [to_hex(b.get_facecolor()) for b in bars] == [
+        palette.GOOD,
+        palette.NEUTRAL,
+        palette.NEUTRAL,
+    ]
     assert [b.get_hatch() for b in bars] == [None, None, "//"]
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert texts[0].strip() == "12.00" and "misses the deadline" in texts[2]
@@ -196,13 +202,13 @@ def test_forecast_figure_plots_projected_and_calibrated_against_actual():
     "make",
     [
         lambda: curves_figure(curves_table().iloc[0:0]),
-        lambda: plots.effects_figure(
+        lambda: effects_figure(
             pd.DataFrame(columns=["label", "estimate", "ci_low", "ci_high", "decision"]), 0.01, "a"
         ),
         lambda: budget_figure(
             pd.DataFrame(columns=["label", "cost", "meets_deadline", "cheapest"]), "EUR"
         ),
-        lambda: plots.quantize_figure(
+        lambda: quantize_figure(
             pd.DataFrame(columns=["label", "size_bytes", "latency_ms", "value"]), "accuracy"
         ),
     ],

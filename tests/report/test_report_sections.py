@@ -15,8 +15,9 @@ from campaign.core.errors import CampaignError
 from campaign.core.io import read_json, read_table
 from campaign.core.stage import Section
 from campaign.data.section import data_section, leakage_section
+from campaign.evaluate.section import decisions_section
 from campaign.preflight.section import preflight_section
-from campaign.report.sections import decisions_section, verdict_section
+from campaign.report.sections import verdict_section
 from campaign.report.stage import cell_text, render_html, render_markdown
 
 

@@ -72,7 +72,7 @@ PHASE = Phase(
             "effects",
             "Ablation effects",
             60,
-            "campaign.report.render:render_effects",
+            "campaign.evaluate.section:render_effects",
             {
                 "comparisons": From("evaluate", "comparisons"),
                 "decisions": From("evaluate", "decisions"),
@@ -83,7 +83,7 @@ PHASE = Phase(
             "seeds",
             "Seed spread and the reference floor",
             61,
-            "campaign.report.render:render_seeds",
+            "campaign.evaluate.section:render_seeds",
             {
                 "eval_metrics": From("evaluate", "metrics"),
                 "comparisons": From("evaluate", "comparisons"),
@@ -96,7 +96,7 @@ PHASE = Phase(
             "looks",
             "Adaptive looks",
             62,
-            "campaign.report.looks_section:render_looks",
+            "campaign.evaluate.section:render_looks",
             {"decisions": From("evaluate", "decisions")},
         ),
         # Last in the report: every decision in words.
@@ -104,7 +104,7 @@ PHASE = Phase(
             "decisions",
             "Decisions",
             90,
-            "campaign.report.render:render_decisions",
+            "campaign.evaluate.section:render_decisions",
             {"decisions": From("evaluate", "decisions")},
         ),
     ),

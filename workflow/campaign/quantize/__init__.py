@@ -123,7 +123,7 @@ PHASE = Phase(
             "quantize",
             "Quantization trade-off",
             62,
-            "campaign.report.render:render_quantize",
+            "campaign.quantize.section:render_quantize",
             {
                 "variants": From("quantize_table", "table"),
                 "eval_metrics": From("evaluate", "metrics"),

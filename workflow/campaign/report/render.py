@@ -1,6 +1,6 @@
-"""The renderers the phases' report sections name (ReportSection.render): each reads the report
-stage's inputs by name and returns its Section. The section functions themselves
-(campaign.report.sections) take paths and tables, so a test calls them without a stage."""
+"""What every section's renderer is handed: the report stage's inputs by name (ReportInputs),
+each file read once. The renderers live with their phase (`<phase>/section.py`, named by the
+phase's ReportSection); the report's own, the verdict, is here."""
 
 from __future__ import annotations
 
@@ -78,19 +78,3 @@ class ReportInputs:
 
 def render_verdict(inputs: ReportInputs) -> Section:
     return s.verdict_section(inputs.one("budget_summary"), inputs.decisions(), inputs.findings())
-
-
-def render_effects(inputs: ReportInputs) -> Section:
-    return s.effects_section(inputs.one("comparisons"), inputs.decisions())
-
-
-def render_seeds(inputs: ReportInputs) -> Section:
-    return s.seeds_section(inputs.metrics(), inputs.one("comparisons"), inputs.decisions())
-
-
-def render_quantize(inputs: ReportInputs) -> Section:
-    return s.quantize_section(inputs.one("variants"), inputs.metrics(), inputs.decisions())
-
-
-def render_decisions(inputs: ReportInputs) -> Section:
-    return s.decisions_section(inputs.decisions(), inputs.one("decisions"))

@@ -1,0 +1,246 @@
+"""What the evaluation shows: its report sections (the ablation effects, the seed spread against
+the reference floor, an adaptive campaign's looks, every decision in words) and their figures.
+Each renderer reads the report stage's inputs by name (campaign.report.render.ReportInputs); the
+section functions take paths and tables, so a test calls them without a stage.
+
+matplotlib is imported inside the figure functions: the package's light modules must stay fast
+to import.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from campaign.core.figures import ACCENT, BAD, GOOD, NEUTRAL, empty_axes, figure_axes
+from campaign.core.io import get, read_table
+from campaign.core.stage import Section
+from campaign.core.wording import level_words
+
+
+def effects_section(comparisons_path: Path, decisions: dict) -> Section:
+    comparisons = read_table(
+        comparisons_path,
+        ("split", "kind", "subject", "reference", "estimate", "ci_low", "ci_high", "decision"),
+    )
+    on = comparisons[(comparisons["split"] == decisions["decide_on"])]
+    effects = on[on["kind"] != "floor"].copy()
+    effects["label"] = [
+        subject if subject.endswith(f"({kind})") else f"{subject} ({kind})"
+        for subject, kind in zip(effects["subject"], effects["kind"], strict=True)
+    ]
+    shown = ["kind", "subject", "reference", "n_seeds", "estimate", "ci_low", "ci_high"]
+    shown += [c for c in ("p_holm", "seed_sd", "seeds_needed", "decision") if c in effects]
+    lines = [
+        f"Effects on {decisions['decide_on']} {decisions['metric']} against the reference, with "
+        f"{decisions.get('confidence', 0.95):.0%} intervals; the minimum useful effect is "
+        f"{decisions.get('min_useful_effect', 0) * 100:.1f} points.",
+        f"{len(effects)} comparison(s): "
+        + ", ".join(f"{n} {d}" for d, n in effects["decision"].value_counts().sort_index().items())
+        + ".",
+    ]
+    return Section(
+        lines,
+        [(f"Comparisons ({decisions['decide_on']})", effects[[c for c in shown if c in effects]])],
+        (
+            effects_figure,
+            (
+                effects[["label", "estimate", "ci_low", "ci_high", "decision"]],
+                float(decisions.get("min_useful_effect", 0.0)),
+                decisions["metric"],
+            ),
+        ),
+    )
+
+
+def seeds_section(metrics: pd.DataFrame, comparisons_path: Path, decisions: dict) -> Section:
+    metric, split = decisions["metric"], decisions["decide_on"]
+    rows = metrics[(metrics["metric"] == metric) & (metrics["split"] == split)]
+    per_seed = rows[rows["kind"] == "run"][["cell", "seed", "value", "run"]].dropna(subset=["cell"])
+    cells = rows[rows["kind"] == "cell"][["cell", "value", "ci_low", "ci_high"]]
+    floors = rows[rows["kind"] == "floor"][["variant", "value", "ci_low", "ci_high"]]
+    comparisons = read_table(comparisons_path, ("split", "kind", "subject", "decision"))
+    vs_floor = comparisons[(comparisons["kind"] == "floor") & (comparisons["split"] == split)]
+    spread = (
+        per_seed.groupby("cell")["value"]
+        .agg(seeds="size", mean="mean", sd="std", low="min", high="max")
+        .reset_index()
+    )
+    lines = [
+        f"{len(per_seed)} run(s) in {len(spread)} cell(s), {split} {metric}; each dot is one "
+        f"seed, the bar the cell's mean and interval; the lines are the reference floors.",
+        "Reference floor: "
+        + "; ".join(
+            f"{f.variant} {level_words(f.value, f.ci_low, f.ci_high)}" for f in floors.itertuples()
+        )
+        + ".",
+    ]
+    for c in vs_floor.itertuples():
+        lines.append(f"{c.subject} vs {c.reference}: {c.decision}.")
+    return Section(
+        lines,
+        [
+            ("Seed spread per cell", spread),
+            ("Reference floor", floors),
+            (
+                "Cells against the floor",
+                vs_floor[["subject", "reference", "estimate", "ci_low", "ci_high", "decision"]],
+            ),
+        ],
+        (
+            seeds_figure,
+            (per_seed[["cell", "seed", "value"]], cells, floors[["variant", "value"]], metric),
+        ),
+    )
+
+
+def decisions_section(decisions: dict, path: Path) -> Section:
+    """The verdict first, then the best cell's held-out number (decisions.json
+    best_cell.reported: the split it was not chosen on, free of the winner's curse), then the
+    decisions in words."""
+    lines = list(decisions.get("lines") or [])
+    verdict = (decisions.get("verdict") or {}).get("line")
+    if verdict:
+        lines = [verdict, *(line for line in lines if line != verdict)]
+    best = decisions.get("best_cell") or {}
+    if best:
+        chosen_on = best.get("chosen_on", decisions["decide_on"])
+        reported = best.get("reported") or {}
+        runs = ", ".join(best.get("runs", []))
+        if reported.get("value") is not None:
+            level = level_words(reported["value"], reported.get("ci_low"), reported.get("ci_high"))
+            value = f"{best.get('reported_on')} {decisions['metric']} {level}; chosen on "
+            value += chosen_on
+        else:
+            level = level_words(best.get("value"), best.get("ci_low"), best.get("ci_high"))
+            value = f"{chosen_on} {decisions['metric']} {level}; chosen on it: optimistic"
+        lines.insert(1 if lines else 0, f"Best cell: {best.get('cell')} ({value}; runs {runs}).")
+    table = pd.DataFrame(
+        [
+            {k: d.get(k) for k in ("kind", "subject", "reference", "estimate", "decision")}
+            for d in get(decisions, "decisions", path)
+        ],
+        columns=["kind", "subject", "reference", "estimate", "decision"],
+    )
+    return Section(lines, [("Decisions", table)], None)
+
+
+def render_effects(inputs) -> Section:
+    return effects_section(inputs.one("comparisons"), inputs.decisions())
+
+
+def render_seeds(inputs) -> Section:
+    return seeds_section(inputs.metrics(), inputs.one("comparisons"), inputs.decisions())
+
+
+def render_decisions(inputs) -> Section:
+    return decisions_section(inputs.decisions(), inputs.one("decisions"))
+
+
+def render_looks(inputs) -> Section | None:
+    """The section for an adaptive campaign, None for a fixed one."""
+    lines = inputs.decisions().get("adaptive_looks") or []
+    if not lines:
+        return None
+    return Section(pre="\n".join(lines))
+
+
+def effects_figure(effects: pd.DataFrame, min_useful: float, metric: str):
+    """Each comparison's effect with its interval, in points; the band is the minimum useful
+    effect.
+
+    effects: columns label, estimate, ci_low, ci_high (fractions), decision.
+    """
+    fig, (ax,) = figure_axes(height_in=max(2.5, 0.55 * len(effects) + 1.4))
+    if effects.empty:
+        empty_axes(ax, "no comparisons")
+        fig.tight_layout()
+        return fig
+    y = list(range(len(effects)))
+    est = effects["estimate"] * 100
+    low = (effects["estimate"] - effects["ci_low"]) * 100
+    high = (effects["ci_high"] - effects["estimate"]) * 100
+    colors = [
+        GOOD if d == "adopt" else BAD if d == "reject" else NEUTRAL for d in effects["decision"]
+    ]
+    ax.axvspan(-min_useful * 100, min_useful * 100, color="#eeeeee", label="below useful effect")
+    ax.axvline(0, color="black", linewidth=0.8)
+    for i in y:
+        ax.errorbar(
+            est.iloc[i],
+            i,
+            xerr=[[low.iloc[i]], [high.iloc[i]]],
+            fmt="o",
+            capsize=4,
+            color=colors[i],
+        )
+        ax.text(
+            est.iloc[i],
+            i - 0.25,
+            f"{est.iloc[i]:+.1f} ({effects['decision'].iloc[i]})",
+            ha="center",
+            fontsize="small",
+        )
+    ax.set_yticks(y, effects["label"])
+    ax.invert_yaxis()
+    ax.set_ylim(len(y) - 0.5, -0.8)
+    ax.set_xlabel(f"effect on {metric} (points, with interval)")
+    ax.set_title("Ablation and quantization effects")
+    ax.legend(loc="lower right", fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def seeds_figure(per_seed: pd.DataFrame, cells: pd.DataFrame, floors: pd.DataFrame, metric: str):
+    """Each cell's seeds (dots), its mean with interval (bar), and the reference floors (lines).
+
+    per_seed: columns cell, seed, value. cells: columns cell, value, ci_low, ci_high.
+    floors: columns variant, value.
+    """
+    fig, (ax,) = figure_axes()
+    names = sorted(set(per_seed["cell"]) | set(cells["cell"]))
+    if not names:
+        empty_axes(ax, "no cells")
+    x = {c: i for i, c in enumerate(names)}
+    for c in cells.itertuples():
+        lo, hi = max(c.value - c.ci_low, 0), max(c.ci_high - c.value, 0)
+        ax.errorbar(
+            x[c.cell],
+            c.value,
+            yerr=[[lo], [hi]],
+            fmt="_",
+            markersize=18,
+            capsize=6,
+            color=ACCENT,
+            label="cell mean, interval" if x[c.cell] == 0 else None,
+        )
+    # Seeds side by side right of the cell's bar (no text per dot: equal scores would stack
+    # their labels); the legend says what a dot is.
+    ordered = per_seed.sort_values(["cell", "seed"])
+    rank = ordered.groupby("cell").cumcount()
+    for i, (s, k) in enumerate(zip(ordered.itertuples(), rank, strict=True)):
+        ax.scatter(
+            x[s.cell] + 0.12 + 0.06 * k,
+            s.value,
+            color=BAD,
+            zorder=3,
+            label="one seed" if i == 0 else None,
+        )
+    for f, style in zip(floors.itertuples(), ("--", ":", "-."), strict=False):
+        ax.axhline(f.value, color=NEUTRAL, linestyle=style, label=f"floor: {f.variant}")
+    # One factor a line, so names side by side stay apart; upright when many cells.
+    ax.set_xticks(range(len(names)), [n.replace(", ", "\n") for n in names], fontsize="small")
+    if len(names) > 6:
+        ax.tick_params(axis="x", labelrotation=90)
+    ax.set_xlim(-0.6, max(len(names) - 0.4, 0.6))
+    lows = [*cells["ci_low"], *per_seed["value"], *floors["value"]]
+    highs = [*cells["ci_high"], *per_seed["value"], *floors["value"]]
+    if lows:
+        ax.set_ylim(max(min(lows), 0) - 0.05, min(max(highs), 1) + 0.05)
+    ax.set_ylabel(metric)
+    ax.set_title("Seed spread per cell, against the reference floor")
+    # Outside the axes: inside, it could cover a cell's dots or bar.
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    return fig
