@@ -104,7 +104,7 @@ def test_a_full_run_generates_and_scores_validation_and_test(splits, tmp_path):
     stage(ctx)
     val = pd.read_parquet(ctx.outputs["predictions_validation"])
     test = pd.read_parquet(ctx.outputs["predictions_test"])
-    assert tuple(val.columns) == gen.PREDICTION_COLUMNS
+    assert tuple(val.columns) == gen.RUN_PREDICTION_COLUMNS
     assert val["id"].tolist() == ["q0", "q1", "q2", "q3"] and test["id"].tolist() == ["q5", "q4"]
     assert val["reference"].tolist() == [a for _, a in PAIRS[:4]]
     # the memorized answers come back exactly, each stopped by EOS
@@ -114,6 +114,9 @@ def test_a_full_run_generates_and_scores_validation_and_test(splits, tmp_path):
     metrics = pd.read_parquet(ctx.outputs["metrics"])
     losses = metrics[metrics["split"] == "validation"]["loss"].tolist()
     assert len(losses) == 2 and losses[-1] < losses[0]
+    # the items' answer-token losses add up to the saved model's validation loss (perplexity)
+    assert val["tokens"].gt(0).all()
+    assert val["nll"].sum() / val["tokens"].sum() == pytest.approx(losses[-1], rel=1e-6)
     assert (ctx.outputs["model"] / "config.json").is_file()
     config = json.loads((ctx.outputs["model"] / "config.json").read_text())
     assert config["model_type"] == "llama" and config["num_key_value_heads"] == 2

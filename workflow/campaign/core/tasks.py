@@ -42,7 +42,7 @@ TASKS: dict[str, Task] = {
             name="generation",
             module="campaign.tasks.generation",
             scoring="generated_text",
-            floors=("zero_shot_base", "retrieval"),
+            floors=("retrieval", "zero_shot"),
             stratify_by_label=False,
         ),
     )
@@ -57,6 +57,35 @@ def trainer_module(name: str):
 
     task = TASKS.get(name)
     return None if task is None else import_module(task.module)
+
+
+# The floors of the label tasks (campaign.evaluate.floor), for the tasks without a module.
+LABEL_FLOORS = ("majority", "tfidf_logreg")
+
+
+def floors_of(name: str) -> tuple[str, ...]:
+    """The floors a model of task `name` can be weighed against (evaluation.floor picks)."""
+    task = TASKS.get(name)
+    return LABEL_FLOORS if task is None else task.floors
+
+
+def check_floors(name: str, floors) -> None:
+    """evaluation.floor must name floors of the task: a TF-IDF classifier is no floor for free
+    text, nor a retrieved answer for a label."""
+    wrong = [f for f in floors if f not in floors_of(name)]
+    if wrong:
+        raise CampaignError(
+            f"evaluation.floor: {wrong[0]} is not a floor of the {name} task (its floors: "
+            f"{', '.join(floors_of(name))})"
+        )
+
+
+def scoring_of(name: str) -> str:
+    """How the evaluation scores a model of task `name`: its Task's scoring, and
+    label_probability for the tasks that have no module yet (sequence_classification and the
+    label-scoring causal_lm)."""
+    task = TASKS.get(name)
+    return "label_probability" if task is None else task.scoring
 
 
 def get(name: str) -> Task:

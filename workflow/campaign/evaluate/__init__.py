@@ -7,6 +7,7 @@ non-inferiority test, Holm per family (questions); decisions against
 
 from campaign.core.lazy import exports
 from campaign.core.stage import (
+    Derived,
     EachJob,
     EachLook,
     EachLookRun,
@@ -51,11 +52,41 @@ __getattr__, __dir__ = exports(__name__, _PUBLIC)
 
 
 def _floor_spec(params: dict) -> dict:
-    return {"floors": list(params["evaluation"]["floor"]), "task": params["model"]["task"]}
+    from campaign.core.tasks import TASKS
+
+    spec = {"floors": list(params["evaluation"]["floor"]), "task": params["model"]["task"]}
+    if params["model"]["task"] in TASKS:  # a task module's floors: which model, how prompted
+        # (generation: the zero-shot base model, model.source, prompted with the runs'
+        # template and settings, every floor scored by the runs' metric)
+        model = params["model"]
+        keys = ("task", "source", "chat_template", "generation")
+        spec["model"] = {k: model[k] for k in keys if k in model}
+    return spec
+
+
+def _check_params(params: dict) -> None:
+    """evaluation.floor names floors of model.task (core/tasks.check_floors)."""
+    from campaign.core.tasks import check_floors
+
+    check_floors(params["model"]["task"], params["evaluation"]["floor"])
+
+
+def floor_inputs(spec: dict, root) -> dict:
+    """The floor stage's base_model input (Stage.derive_inputs): the pretrained folder the
+    zero-shot floor generates with, or nothing (label floors, a from_config model)."""
+    from pathlib import Path
+
+    model = spec.get("model")
+    if model is None or "zero_shot" not in spec["floors"] or model["source"] == "from_config":
+        return {"base_model": []}
+    return {"base_model": [Path(root) / model["source"]]}
 
 
 def _evaluate_spec(params: dict) -> dict:
-    return {"evaluation": params["evaluation"], "task": params["model"]["task"]}
+    spec = {"evaluation": params["evaluation"], "task": params["model"]["task"]}
+    if "generation" in params["model"]:  # the per-item metric generated text is decided on
+        spec["model"] = {"generation": params["model"]["generation"]}
+    return spec
 
 
 def _look_spec(params: dict, look: str) -> dict:
@@ -119,13 +150,14 @@ PHASE = Phase(
             name="floor",
             entry="campaign.evaluate.stage:stage_floor",
             help="score the reference floor (majority class, TF-IDF + logistic regression)",
-            inputs=SPLIT_FILES,
+            inputs={**SPLIT_FILES, "base_model": Derived()},
+            derive_inputs="campaign.evaluate:floor_inputs",
             outputs={
                 "floor": Folder("results/evaluation/floor"),
                 "timings": File("results/evaluation/floor_timings.json"),
             },
             spec=_floor_spec,
-            libraries=("scikit-learn", "numpy", "scipy"),
+            libraries=("scikit-learn", "numpy", "scipy", "torch", "transformers"),
             # The fit's and the predictions' seconds (the floor's cost, for the budget).
             volatile=("timings",),
         ),
@@ -177,4 +209,5 @@ PHASE = Phase(
             input_views=(("runs", "campaign.evaluate.plan_table:design_view"),),
         ),
     ),
+    check_params=_check_params,
 )

@@ -4,7 +4,8 @@ A split's items come from its split file (id, label and the slice columns); a pr
 (id, label, prediction, score_<label>) must hold exactly those ids, else the evaluation stops
 naming the file. Scores are put on one label list for the whole campaign: the train split's
 sorted labels (the training runs' order), then any label seen only in evaluation, which no model
-can predict (its items count as wrong).
+can predict (its items count as wrong). A task without labels (generation: the task says what an
+item is) reads items without a label column: `labels` None, `truth` None.
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ SPLITS = ("validation", "test")
 
 @dataclass
 class Items:
-    """One evaluation split: ids, true label indices into `labels`, and slice columns."""
+    """One evaluation split: ids, true label indices into `labels` (None for a task without
+    labels), and slice columns."""
 
     split: str
     ids: np.ndarray  # (n_items,) str
-    truth: np.ndarray  # (n_items,) int64 index into labels
-    labels: list[str]
+    truth: np.ndarray | None  # (n_items,) int64 index into labels
+    labels: list[str] | None
     slices: dict[str, np.ndarray] = field(default_factory=dict)  # name -> (n_items,) bucket str
 
     def __len__(self) -> int:
@@ -43,16 +45,20 @@ def _bucket(values: np.ndarray, edges: list[int], unit: str) -> np.ndarray:
     return np.asarray(names, dtype=object)[np.searchsorted(edges, values, side="left")]
 
 
-def read_items(path: Path, split: str, labels: list[str], settings: dict) -> Items:
+def read_items(path: Path, split: str, labels: list[str] | None, settings: dict) -> Items:
+    """The split file's items; `labels` None: a task without labels (no label column read)."""
     import pandas as pd
 
     frame = pd.read_parquet(path)
-    missing = {"id", "label", "text"} - set(frame.columns)
+    missing = {"id", "text"} | ({"label"} if labels is not None else set())
+    missing -= set(frame.columns)
     if missing:
         raise CampaignError(f"{path}: missing column(s) {', '.join(sorted(missing))}")
     ids = frame["id"].astype(str).to_numpy(dtype=object)
-    index = {name: i for i, name in enumerate(labels)}
-    truth = np.array([index.get(str(v), -1) for v in frame["label"]], dtype=np.int64)
+    truth = None
+    if labels is not None:
+        index = {name: i for i, name in enumerate(labels)}
+        truth = np.array([index.get(str(v), -1) for v in frame["label"]], dtype=np.int64)
     slices: dict[str, np.ndarray] = {}
     if "source" in frame.columns:
         slices["source"] = frame["source"].astype(str).to_numpy(dtype=object)

@@ -176,6 +176,9 @@ def per_item_correct(truth: np.ndarray, probs: np.ndarray) -> np.ndarray:
 
 
 DECISION_METRICS = ("accuracy", "macro_f1")
+# Decision metrics that are not a mean of per-item scores (the two-way bootstrap decides them);
+# accuracy and every generated-text metric (a mean of per-item scores in [0, 1]) are.
+NOT_ITEM_MEANS = ("macro_f1",)
 
 
 def metric_draws(

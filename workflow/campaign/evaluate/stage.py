@@ -23,29 +23,35 @@ from campaign.core.errors import CampaignError
 from campaign.core.io import read_json
 from campaign.evaluate import comparison, errors, floor, looks, questions, words
 from campaign.evaluate.effects import contrasts
-from campaign.evaluate.items import (
-    SPLITS,
-    Items,
-    campaign_labels,
-    read_items,
-    read_probs,
-    read_response_nll,
-)
+from campaign.evaluate.items import SPLITS, Items
 from campaign.evaluate.look_words import LOOKS_TITLE, look_lines, look_summary
-from campaign.evaluate.metrics import classification_metrics, metric_draws, perplexity
+from campaign.evaluate.metrics import NOT_ITEM_MEANS
 from campaign.evaluate.plan_table import read_plan
+from campaign.evaluate.scoring import scorer
 from campaign.evaluate.stats import percentile_interval, resample_indices
 
 
 def stage_floor(ctx) -> None:
-    """Fit the floors on the train split; write floor/<name>/predictions_<split>.parquet.
+    """Fit the floors on the train split; write floor/<name>/predictions_<split>.parquet. A
+    task with a module (generation) writes its own floors (its floor_stage), in the same
+    layout; a floor it cannot run gets floor/<name>/SKIPPED.txt with the reason.
 
     One BLAS thread: a multi-threaded BLAS sums in an order that depends on the thread count,
     and the floor's probabilities must be the same bytes wherever the job runs (reproduce)."""
     from threadpoolctl import threadpool_limits
 
+    from campaign.core.tasks import check_floors, trainer_module
+
+    check_floors(ctx.spec["task"], ctx.spec["floors"])
+    task = trainer_module(ctx.spec["task"])
     with threadpool_limits(limits=1):
-        _floor(ctx)
+        if task is None:
+            _floor(ctx)
+            return
+        timings = floor.Timings()
+        task.floor_stage(ctx.spec, ctx.inputs, ctx.outputs["floor"], ctx.root, timings)
+        if "timings" in ctx.outputs:
+            timings.write(ctx.outputs["timings"])
 
 
 def _floor(ctx) -> None:
@@ -87,13 +93,18 @@ def _variants(ctx) -> list[dict]:
         split = path.stem.removeprefix("predictions_")
         v = found.setdefault(path.parent.name, {"kind": "run", "run": path.parent.name})
         v.setdefault("paths", {})[split] = path
+    # A floor that cannot run here (the zero-shot floor of a from_config model) is listed with
+    # its reason, not scored, like a skipped quantized variant.
+    skipped = {}
     for folder in ctx.inputs.get("floor", []):
         for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
+            if (sub / "SKIPPED.txt").is_file():
+                skipped[f"floor/{sub.name}"] = (sub / "SKIPPED.txt").read_text().strip()
+                continue
             v = found.setdefault(f"floor/{sub.name}", {"kind": "floor", "run": None})
             v["paths"] = {s: sub / f"predictions_{s}.parquet" for s in SPLITS}
     # Quantized variants: results/quantize/<run>/<variant>/{result.json, predictions_*.parquet};
     # a skipped one (its backend cannot run here) is listed with its reason, not scored.
-    skipped = {}
     quantized = ("variants_result", "variants_validation", "variants_test")
     for path in [p for name in quantized for p in ctx.inputs.get(name, [])]:
         run, variant = path.parent.parent.name, path.parent.name
@@ -147,10 +158,17 @@ def stage_evaluate(ctx) -> None:
 
     s = ctx.spec["evaluation"]
     conf, power = s["confidence"], s["power"]
-    metric = s["metric"]
     factors, cells, seeds, control, cell_ids = read_plan(ctx.inputs["runs"][0])
-    labels = campaign_labels(ctx.inputs["train"][0], [ctx.inputs[x][0] for x in SPLITS])
-    items = {x: read_items(ctx.inputs[x][0], x, labels, s["slices"]) for x in SPLITS}
+    score = scorer(
+        ctx.spec["task"], s, ctx.spec.get("model", {}), ctx.inputs["train"][0],
+        [ctx.inputs[x][0] for x in SPLITS],
+    )  # fmt: skip
+    # What decides: evaluation.metric, or the generated text's per-item metric; everything
+    # after the scoring reads it from the evaluation settings.
+    metric = score.metric
+    s = {**s, "metric": metric}
+    spec = {**ctx.spec, "evaluation": s}
+    items = {x: score.items(ctx.inputs[x][0], x) for x in SPLITS}
     variants, skipped = _variants(ctx)
     for v in variants:
         if v["kind"] == "run":
@@ -164,12 +182,8 @@ def stage_evaluate(ctx) -> None:
 
     metric_rows: list[dict] = []
     comparison_rows: list[dict] = []
-    error_rows: dict[str, list[dict]] = {
-        "confusion": [],
-        "confused_pairs": [],
-        "slices": [],
-        "changes": [],
-    }
+    error_rows: dict[str, list[dict]] = {name: [] for name in score.error_files}
+    error_rows.setdefault("changes", [])
     scored: dict[str, dict[str, dict]] = {x: {} for x in SPLITS}  # split -> variant -> scores
     for n, split in enumerate(SPLITS):
         its: Items = items[split]
@@ -177,28 +191,16 @@ def stage_evaluate(ctx) -> None:
             raise CampaignError(f"{ctx.inputs[split][0]}: the {split} split has no items")
         indices = resample_indices(np.random.default_rng([s["seed"], n]), len(its), s["resamples"])
         for v in variants:
-            probs = read_probs(v["paths"][split], its)
-            pred = probs.argmax(axis=1)
-            point, draws = metric_draws(its.truth, probs, indices, metric)
-            correct = (pred == its.truth).astype(np.float64)
-            scored[split][v["name"]] = {"point": point, "draws": draws, "correct": correct}
-            all_scores = classification_metrics(its.truth, probs, labels, indices, conf)
-            if ctx.spec["task"] == "causal_lm":
-                # The answer is the label's response: the model's best-scored response is the
-                # true one exactly when the prediction is right.
-                all_scores["exact_match"] = all_scores["accuracy"]
-                response = read_response_nll(v["paths"][split], its)
-                if response is not None and response[1].sum() > 0:
-                    all_scores["perplexity"] = perplexity(*response, indices, conf)
+            got = score.score(v["name"], v["paths"][split], its, indices, (s["seed"], n))
+            scored[split][v["name"]] = {
+                "point": got.point,
+                "draws": got.draws,
+                "correct": got.correct,
+            }
             cell_name = _cell_name(factors, v["cell"]) if "cell" in v else None
-            metric_rows += _metric_rows(v["name"], v, its, all_scores, cell_name)
-            error_rows["confusion"] += errors.confusion_rows(v["name"], its, pred)
-            error_rows["confused_pairs"] += errors.confused_pairs(
-                v["name"], its, pred, s["confused_pairs"], s["examples"]
-            )
-            error_rows["slices"] += errors.slice_rows(
-                v["name"], its, correct, (s["seed"], n), s["resamples"], conf
-            )
+            metric_rows += _metric_rows(v["name"], v, its, got.metrics, cell_name)
+            for name, rows in got.errors.items():
+                error_rows[name] += rows
     # The floor a cell must beat: the best floor on the split decisions use, on both splits.
     floors = [v["name"] for v in variants if v["kind"] == "floor"]
     best_floor = max(floors, key=lambda f: scored[s["decide_on"]][f]["point"]) if floors else None
@@ -224,7 +226,7 @@ def stage_evaluate(ctx) -> None:
 
     kept_unless_shown = _cell_name(factors, control) if control is not None else None
     args = (comparison_rows, metric_rows, variants, best_floor, kept_unless_shown)
-    decisions = words.decisions(ctx.spec, *args)
+    decisions = words.decisions(spec, *args)
     _carry_cell_ids(decisions, comparison_rows, metric_rows)
     _finish(decisions, skipped, ctx.inputs.get("looks", []))
     _write(ctx, metric_rows, comparison_rows, error_rows, decisions, pd)
@@ -293,7 +295,7 @@ def split_design(split, variants, scored, metric, n_items) -> SplitDesign:
         cell: np.stack([scored[r]["correct"] for r in runs]) for cell, runs in runs_of.items()
     }
     draws = points = None
-    if metric != "accuracy":  # not a mean over items: the two-way bootstrap
+    if metric in NOT_ITEM_MEANS:  # not a mean over items: the two-way bootstrap
         draws = {c: np.stack([scored[r]["draws"] for r in runs]) for c, runs in runs_of.items()}
         points = {c: np.array([scored[r]["point"] for r in runs]) for c, runs in runs_of.items()}
     ids = {v["cell"]: v["cell_id"] for v in variants if v["kind"] == "run"}
@@ -368,7 +370,7 @@ def quantized_rows(d: SplitDesign, variants, scored, s, conf, its, changes: list
             s["max_quality_loss"],
             consistency=v["name"].rpartition("/")[2] == "fp32",
         )
-        if d.metric != "accuracy":
+        if d.metric in NOT_ITEM_MEANS:
             diff = mine["draws"] - ref["draws"]
             iv = percentile_interval(mine["point"] - ref["point"], diff, conf)
             # _draws: the family-adjusted interval is the same bootstrap at its level

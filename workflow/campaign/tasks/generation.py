@@ -266,6 +266,8 @@ PREDICTION_COLUMNS = (
     "stopped_at_eos",
     "seconds",
 )
+# A trained run's predictions add each item's summed answer-token loss and token count.
+RUN_PREDICTION_COLUMNS = (*PREDICTION_COLUMNS, "nll", "tokens")
 
 
 def eos_token_ids(tokenizer, model) -> list[int]:
@@ -388,6 +390,12 @@ GENERATION_DEFAULTS = {
 }
 
 
+def metric_of(model_spec: dict) -> str:
+    """The per-item metric a run's predictions were scored by (model.generation.metric): the
+    one the evaluation decides on, and the floors and variants score with."""
+    return {**GENERATION_DEFAULTS, **(model_spec.get("generation") or {})}["metric"]
+
+
 @dataclass(frozen=True)
 class Setup:
     """What a run of this task fixes before it trains: the template and model.generation."""
@@ -449,13 +457,16 @@ def evaluate(
     """(mean loss per answer token, mean per-item score or None, predictions frame or None).
 
     During training (final False) only the loss: generating every eval_every steps would cost
-    more than the steps. On the saved model (final True) the split is generated and scored."""
+    more than the steps. On the saved model (final True) the split is generated and scored, and
+    the predictions carry each item's summed answer-token loss and its token count (nll,
+    tokens: the evaluation's perplexity)."""
+    import numpy as np
     import torch
 
-    from campaign.train import collate, count_targets, loss_sum
+    from campaign.train import collate
 
     model.eval()
-    total, count = 0.0, 0
+    nll, tokens = [], []
     with torch.no_grad():
         for i in range(0, len(examples), micro_batch):
             chunk = [
@@ -463,9 +474,11 @@ def evaluate(
                 for e in examples[i : i + micro_batch]
             ]
             batch = {k: v.to(device) for k, v in collate(chunk, pad_id).items()}
-            total += float(loss_sum(model, batch, "causal_lm"))
-            count += count_targets(batch)
-    loss = total / count if count else float("nan")
+            sums, counts = item_losses(model, batch)
+            nll += sums
+            tokens += counts
+    count = sum(tokens)
+    loss = float(np.sum(nll)) / count if count else float("nan")
     if not final:
         return loss, None, None
     talks = Conversations(
@@ -481,13 +494,33 @@ def evaluate(
         max_new_tokens=run.max_new_tokens,
         batch_size=run.batch_size,
     )
+    frame["nll"] = np.asarray(nll, dtype=np.float64)
+    frame["tokens"] = np.asarray(tokens, dtype=np.int64)
     return loss, float(frame["score"].mean()), frame
+
+
+def item_losses(model, batch) -> tuple[list[float], list[int]]:
+    """Each row's summed cross-entropy over its answer tokens and their count (nats, tokens):
+    the training loss split by item (position t predicts token t+1)."""
+    import torch
+    import torch.nn.functional as F
+
+    from campaign.train.steps import logits_of
+
+    logits = logits_of(model, batch).float()
+    labels = batch["labels"][:, 1:]
+    per_token = F.cross_entropy(
+        logits[:, :-1].transpose(1, 2), labels, ignore_index=IGNORE, reduction="none"
+    )
+    mask = labels != IGNORE
+    sums = (per_token * mask).sum(dim=1, dtype=torch.float64).tolist()
+    return [float(x) for x in sums], [int(x) for x in mask.sum(dim=1).tolist()]
 
 
 def empty_predictions():
     import pandas as pd
 
-    return pd.DataFrame({c: [] for c in PREDICTION_COLUMNS})
+    return pd.DataFrame({c: [] for c in RUN_PREDICTION_COLUMNS})
 
 
 def tokenization_check(trainer, split, inspect: int) -> tuple[bool, str, dict]:
@@ -569,4 +602,65 @@ def not_reproduced(trainer, split, n: int, details: dict) -> str | None:
     return (
         f"greedy generation reproduced {n - len(wrong)} of {n} answers (first miss "
         f"{first['id']}: {first['prediction'][:40]!r} for {first['reference'][:40]!r})"
+    )
+
+
+# ------------------------------------------------------------------ the floor stage
+# Why a floor cannot run, written to floor/<name>/SKIPPED.txt and listed with the skipped
+# variants: the evaluation weighs only floors that ran.
+FROM_CONFIG_ZERO_SHOT = (
+    "model.source is from_config: the untrained model is random weights, no floor to beat"
+)
+
+
+def floor_stage(spec: dict, inputs: dict, folder: Path, root: Path, timings) -> None:
+    """The floors of a generation campaign (evaluation.floor: retrieval, zero_shot), each scored
+    on validation and test by model.generation.metric into folder/<floor>/predictions_<split>
+    .parquet with the runs' columns. The zero-shot floor is the pretrained base model, prompted
+    with the runs' template and decoded by the runs' engine and settings."""
+    from campaign.evaluate.floor_generation import EvalSet, generation_floors, write_floors
+
+    train = read_conversations(inputs["train"], "train")
+    evals = {}
+    for split in ("validation", "test"):
+        talks = read_conversations(inputs[split], split)
+        evals[split] = EvalSet(talks.ids, talks.messages)
+    model_spec = spec["model"]
+    base, skipped = None, {}
+    if "zero_shot" in spec["floors"]:
+        if not inputs.get("base_model"):
+            skipped["zero_shot"] = FROM_CONFIG_ZERO_SHOT
+        else:
+            base = _base_model(model_spec, Path(inputs["base_model"][0]), root)
+    frames = generation_floors(train.messages, evals, metric_of(model_spec), base, timings)
+    frames = {name: f for name, f in frames.items() if name in spec["floors"]}
+    outputs = {}
+    for name in frames:
+        (folder / name).mkdir(parents=True)
+        for split in evals:
+            outputs[f"{name}_{split}"] = folder / name / f"predictions_{split}.parquet"
+    write_floors(frames, outputs)
+    for name, reason in skipped.items():
+        (folder / name).mkdir(parents=True)
+        (folder / name / "SKIPPED.txt").write_text(reason + "\n", encoding="utf-8")
+
+
+def _base_model(model_spec: dict, source: Path, root: Path):
+    """The untuned pretrained model with the runs' template and generation settings."""
+    import torch
+    import transformers as tf
+
+    from campaign.evaluate.floor_generation import BaseModel
+    from campaign.train.models import load_tokenizer
+
+    tok = load_tokenizer(source, "generation")
+    run = setup(model_spec, tok, root)
+    model = tf.AutoModelForCausalLM.from_pretrained(str(source), dtype=torch.float32).eval()
+    return BaseModel(
+        model=model,
+        tokenizer=tok,
+        prompt_ids=lambda talk: prompt_ids(tok, run.template, talk),
+        max_new_tokens=run.max_new_tokens,
+        batch_size=run.batch_size,
+        eos_token_ids=eos_token_ids(tok, model),
     )

@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from campaign.core.errors import CampaignError
+from campaign.core.tasks import floors_of
 from campaign.preflight import tokenizer_problem
 from campaign.tools.params_yaml import flow, render
 
@@ -392,6 +393,8 @@ def build_params(template: dict, args, records, choices_in: dict) -> dict:
     quantization.update(variants=list(VARIANTS), runs="representative")
 
     p["evaluation"]["metric"] = choices_in["metric"]
+    # The task's floors (a TF-IDF classifier is no floor for free text, nor retrieval for a label).
+    p["evaluation"]["floor"] = list(floors_of(p["model"]["task"]))
 
     preflight = p["preflight"]
     sample = preflight["sample"]

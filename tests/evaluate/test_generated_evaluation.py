@@ -1,0 +1,268 @@
+"""The floor and evaluate stages on a generation campaign with planted per-item scores in [0, 1]:
+the retrieval floor computed from the split files, the zero-shot floor of a from_config model
+skipped with its reason, the same statistics and verdict path as for labels on the generated
+score (the run's `score` column), perplexity from the runs' answer-token losses, no
+classification rows, the worst items and samples, and one-line errors for predictions that are
+not the split's items."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from campaign.core.errors import CampaignError
+from campaign.data import conversations as conv
+from campaign.evaluate.stage import stage_evaluate, stage_floor
+
+REPO = Path(__file__).resolve().parents[2]
+N = 200  # items per evaluation split
+MODEL = {
+    "task": "generation",
+    "source": "from_config",
+    "chat_template": "none",
+    "generation": {"metric": "token_f1"},
+}
+
+
+def split_frame(split: str, n: int) -> pd.DataFrame:
+    """A generation split file: id, text, messages (no label column: the task has none)."""
+    if split == "train":  # answers that share no word with the evaluation references
+        talks = [conv.from_prompt_response(f"question {i} about cats", "meow") for i in range(n)]
+    else:
+        talks = [
+            conv.from_prompt_response(f"question {i} about cats", f"answer word{i} here")
+            for i in range(n)
+        ]
+    return pd.DataFrame(
+        {
+            "id": [f"{split}-{i:03d}" for i in range(n)],
+            "text": [conv.dedup_text(t) for t in talks],
+            "messages": [conv.dump_messages(t) for t in talks],
+        }
+    )
+
+
+def predictions(items: pd.DataFrame, score: np.ndarray, nll: bool = True) -> pd.DataFrame:
+    refs = [json.loads(m)[-1]["content"] for m in items["messages"]]
+    frame = pd.DataFrame(
+        {
+            "id": items["id"],
+            "reference": refs,
+            "prediction": [
+                r if s == 1 else "something else" for r, s in zip(refs, score, strict=True)
+            ],
+            "score": score,
+            "new_tokens": 3,
+            "stopped_at_eos": True,
+            "seconds": 0.01,
+        }
+    )
+    if nll:
+        frame["nll"] = 2.0 * (1 - score) * 4
+        frame["tokens"] = 4
+    return frame
+
+
+def scores(mean: float, seed: int) -> np.ndarray:
+    """Continuous per-item scores in [0, 1] around `mean` (a token F1's spread)."""
+    rng = np.random.default_rng(seed)
+    return np.clip(rng.beta(4 * mean, 4 * (1 - mean), N), 0, 1).round(3)
+
+
+@pytest.fixture
+def campaign(tmp_path):
+    """Control lr=0.001 (score ~0.4) and lr=0.003 (~0.7), two seeds each; the floors from the
+    split files; a quantized copy of r-m1 that generates garbage (score ~0.05)."""
+    paths = {}
+    splits = {s: split_frame(s, n) for s, n in (("train", 300), ("validation", N), ("test", N))}
+    for s, frame in splits.items():
+        paths[s] = tmp_path / f"{s}.parquet"
+        frame.to_parquet(paths[s], index=False)
+    plan = [("r-c1", "0.001", 1, 0.4), ("r-c2", "0.001", 2, 0.4)]
+    plan += [("r-m1", "0.003", 1, 0.7), ("r-m2", "0.003", 2, 0.7)]
+    lines = ["run\ttrain.lr\tseed\ttier\tprojected_hours\tcumulative_hours\tkept"]
+    lines += [f"{r}\t{lr}\t{seed}\tmain\t0.1\t0.1\ttrue" for r, lr, seed, _ in plan]
+    (tmp_path / "runs.tsv").write_text("\n".join(lines) + "\n")
+    pred = {"validation": [], "test": []}
+    for k, (run, _, _, mean) in enumerate(plan):
+        for j, s in enumerate(pred):
+            path = tmp_path / "runs" / run / f"predictions_{s}.parquet"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            predictions(splits[s], scores(mean, 10 * k + j)).to_parquet(path, index=False)
+            pred[s].append(path)
+    quant = {}
+    for j, s in enumerate(pred):
+        path = tmp_path / "quantize" / "r-m1" / "kv_broken" / f"predictions_{s}.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        predictions(splits[s], scores(0.05, 99 + j), nll=False).to_parquet(path, index=False)
+        quant[s] = [path]
+    floor_dir = tmp_path / "floor"
+    stage_floor(
+        SimpleNamespace(
+            spec={"floors": ["retrieval", "zero_shot"], "task": "generation", "model": MODEL},
+            inputs={s: [p] for s, p in paths.items()} | {"base_model": []},
+            outputs={"floor": floor_dir},
+            root=tmp_path,
+        )
+    )
+    inputs = {s: [p] for s, p in paths.items()}
+    inputs |= {
+        "runs": [tmp_path / "runs.tsv"],
+        "predictions_validation": pred["validation"],
+        "predictions_test": pred["test"],
+        "floor": [floor_dir],
+        "variants_validation": quant["validation"],
+        "variants_test": quant["test"],
+    }
+    return tmp_path, inputs
+
+
+def spec() -> dict:
+    params = yaml.safe_load((REPO / "tests/fixtures/tiny_params.yaml").read_text())
+    evaluation = {**params["evaluation"], "floor": ["retrieval", "zero_shot"]}
+    return {
+        "evaluation": evaluation,
+        "task": "generation",
+        "model": {"generation": MODEL["generation"]},
+    }
+
+
+def evaluate(tmp_path: Path, inputs: dict) -> dict:
+    out = tmp_path / "out"
+    out.mkdir(parents=True, exist_ok=True)
+    outputs = {
+        "metrics": out / "metrics.parquet",
+        "comparisons": out / "comparisons.parquet",
+        "decisions": out / "decisions.json",
+        "errors": out / "errors",
+        "summary": out / "summary.txt",
+    }
+    stage_evaluate(SimpleNamespace(spec=spec(), inputs=inputs, outputs=outputs))
+    return outputs
+
+
+def test_the_retrieval_floor_answers_from_the_train_split_and_zero_shot_says_why_not(campaign):
+    tmp_path, _ = campaign
+    floor = pd.read_parquet(tmp_path / "floor" / "retrieval" / "predictions_validation.parquet")
+    assert floor["id"].tolist() == [f"validation-{i:03d}" for i in range(N)]
+    # "question 7 about cats" finds the train prompt with the same words; its answer is "meow"
+    assert set(floor["prediction"]) == {"meow"} and (floor["score"] == 0).all()
+    skipped = (tmp_path / "floor" / "zero_shot" / "SKIPPED.txt").read_text()
+    assert "from_config" in skipped
+    assert not (tmp_path / "floor" / "zero_shot" / "predictions_validation.parquet").exists()
+
+
+def test_generated_scores_go_through_the_statistics_and_the_verdict(campaign):
+    tmp_path, inputs = campaign
+    outputs = evaluate(tmp_path, inputs)
+    metrics = pd.read_parquet(outputs["metrics"])
+    val = metrics[metrics.split == "validation"]
+    # the decision metric is the generated score's mean, per run, with its items' interval
+    run = val[(val.variant == "r-c1") & (val.metric == "token_f1")].iloc[0]
+    planted = pd.read_parquet(inputs["predictions_validation"][0])["score"].mean()
+    assert run.value == pytest.approx(planted) and run.ci_low < run.value < run.ci_high
+    # perplexity from the answer-token losses: exp(sum nll / sum tokens)
+    ppl = val[(val.variant == "r-c1") & (val.metric == "perplexity")].iloc[0]
+    assert ppl.value == pytest.approx(np.exp(2.0 * (1 - planted)))
+    assert not val[val.variant == "floor/retrieval"].metric.eq("perplexity").any()
+    # no label metrics for generated text
+    assert set(val.metric) == {"token_f1", "perplexity"}
+
+    comparisons = pd.read_parquet(outputs["comparisons"])
+    decide = comparisons[comparisons.split == "validation"]
+    main = decide[decide.kind == "main"].iloc[0]
+    assert main.metric == "token_f1" and main.decision == "adopt"
+    assert main.estimate == pytest.approx(0.3, abs=0.05)
+    # the garbage-generating variant is rejected on its generated scores
+    broken = decide[decide.subject == "r-m1/kv_broken"].iloc[0]
+    assert broken.kind == "quantized" and broken.decision == "reject"
+    # every cell is weighed against the retrieval floor, the floor that ran
+    floors = decide[decide.kind == "floor"]
+    assert set(floors.reference) == {"floor/retrieval"} and len(floors) == 2
+
+    decisions = json.loads(outputs["decisions"].read_text())
+    assert {"variant": "floor/zero_shot", "reason": (tmp_path / "floor/zero_shot/SKIPPED.txt")
+            .read_text().strip()} in decisions["skipped_variants"]  # fmt: skip
+    assert decisions["below_floor"] == []
+
+    errors = outputs["errors"]
+    assert not (errors / "confusion.parquet").exists()
+    worst = pd.read_parquet(errors / "worst.parquet")
+    mine = worst[(worst.variant == "r-c1") & (worst.split == "validation")]
+    lowest = pd.read_parquet(inputs["predictions_validation"][0])["score"].min()
+    assert mine.score.tolist() == sorted(mine.score) and mine.score.iloc[0] == lowest
+    samples = pd.read_parquet(errors / "samples.parquet")
+    assert {"reference", "prediction", "score"} <= set(samples.columns)
+
+
+def test_predictions_of_other_items_are_refused_naming_the_file(campaign):
+    tmp_path, inputs = campaign
+    bad = inputs["predictions_validation"][1]
+    frame = pd.read_parquet(bad)
+    frame.loc[0, "id"] = "someone-else"
+    frame.to_parquet(bad, index=False)
+    with pytest.raises(CampaignError, match=rf"{bad}: its {N} ids are not the {N} items"):
+        evaluate(tmp_path, inputs)
+
+
+def test_a_score_outside_zero_one_is_refused(campaign):
+    tmp_path, inputs = campaign
+    bad = inputs["predictions_test"][0]
+    frame = pd.read_parquet(bad)
+    frame.loc[3, "score"] = 1.5
+    frame.to_parquet(bad, index=False)
+    with pytest.raises(CampaignError, match=r"item test-003 has score 1.5, not a number in"):
+        evaluate(tmp_path, inputs)
+
+
+def test_a_label_floor_for_generated_text_is_refused(tmp_path):
+    ctx = SimpleNamespace(
+        spec={"floors": ["tfidf_logreg"], "task": "generation", "model": MODEL},
+        inputs={},
+        outputs={"floor": tmp_path / "floor"},
+        root=tmp_path,
+    )
+    with pytest.raises(CampaignError, match="evaluation.floor: tfidf_logreg is not a floor of"):
+        stage_floor(ctx)
+
+
+def test_the_zero_shot_floor_generates_with_the_pretrained_base(tmp_path):
+    """A pretrained folder (the tiny Llama with GQA, saved): the floor prompts it with the runs'
+    template and scores what it generates on the runs' metric, on every evaluation item."""
+    from genkit import tiny_llama, tiny_tokenizer
+
+    base = tmp_path / "base"
+    tiny_llama(seed=1).save_pretrained(base)
+    tiny_tokenizer().save_pretrained(base)
+    talks = [conv.from_prompt_response(f"what is {w}", f"the {w}") for w in ("cat", "dog", "mat")]
+    paths = {}
+    for split in ("train", "validation", "test"):
+        paths[split] = [tmp_path / f"{split}.parquet"]
+        pd.DataFrame(
+            {
+                "id": [f"{split}{i}" for i in range(3)],
+                "text": [conv.dedup_text(t) for t in talks],
+                "messages": [conv.dump_messages(t) for t in talks],
+            }
+        ).to_parquet(paths[split][0])
+    model = MODEL | {"source": "base", "generation": {"metric": "token_f1", "max_new_tokens": 4}}
+    ctx = SimpleNamespace(
+        spec={"floors": ["zero_shot"], "task": "generation", "model": model},
+        inputs=paths | {"base_model": [base]},
+        outputs={"floor": tmp_path / "floor", "timings": tmp_path / "timings.json"},
+        root=tmp_path,
+    )
+    stage_floor(ctx)
+    frame = pd.read_parquet(tmp_path / "floor" / "zero_shot" / "predictions_test.parquet")
+    assert frame["id"].tolist() == ["test0", "test1", "test2"]
+    assert frame["reference"].tolist() == ["the cat", "the dog", "the mat"]
+    assert frame["score"].between(0, 1).all() and (frame["new_tokens"] <= 4).all()
+    assert not (tmp_path / "floor" / "retrieval").exists()  # only the floors evaluation.floor names
+    timings = json.loads((tmp_path / "timings.json").read_text())
+    assert timings["floors"]["floor/zero_shot"]["predict_items"] == 6

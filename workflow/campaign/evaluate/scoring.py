@@ -1,0 +1,213 @@
+"""How the evaluation scores one variant on one split, by the task's kind of scoring
+(core/tasks.Task.scoring): the items, the per-item scores the statistics see, the metric rows
+and the error analysis. The stage's scoring loop calls a Scorer; it does not branch on the task.
+
+- label_probability (sequence_classification, the label-scoring causal_lm): predictions hold a
+  probability per label; an item scores 1 when the most probable label is the true one.
+- generated_text (generation): predictions hold what the model generated and its per-item score
+  in [0, 1] (the `score` column, model.generation.metric); the decision metric is their mean.
+
+Shapes: `indices: (n_resamples, n_items)` shared by every variant of a split (paired draws),
+`correct: (n_items,)` per-item scores in [0, 1], `draws: (n_resamples,)`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from campaign.core.errors import CampaignError
+from campaign.evaluate import errors
+from campaign.evaluate.items import (
+    Items,
+    campaign_labels,
+    read_items,
+    read_probs,
+    read_response_nll,
+)
+from campaign.evaluate.metrics import classification_metrics, metric_draws, perplexity
+from campaign.evaluate.stats import Interval, mean_interval
+
+# The error files of each kind of scoring (results/evaluation/errors/<name>.parquet); every
+# file is written, empty when no row fits it, so a reader finds the same names every time.
+LABEL_ERRORS = ("confusion", "confused_pairs", "slices", "changes")
+GENERATED_ERRORS = ("worst", "samples", "fields", "slices", "changes")
+# Generated items shown per variant and split in errors/samples.parquet (the report's samples).
+SAMPLES = 5
+
+
+@dataclass
+class Scored:
+    """One variant on one split: the decision metric's point and draws on the shared resamples,
+    the per-item scores, every metric with its interval, and error rows by file name."""
+
+    point: float
+    draws: np.ndarray
+    correct: np.ndarray
+    metrics: dict[str, Interval]
+    errors: dict[str, list[dict]] = field(default_factory=dict)
+
+
+class LabelScoring:
+    """A closed set of labels, a probability for each (campaign.evaluate.metrics)."""
+
+    error_files = LABEL_ERRORS
+
+    def __init__(self, task: str, evaluation: dict, train: Path, evals: list[Path]) -> None:
+        self.task = task
+        self.s = evaluation
+        self.metric = evaluation["metric"]
+        self.labels = campaign_labels(train, evals)
+
+    def items(self, path: Path, split: str) -> Items:
+        return read_items(path, split, self.labels, self.s["slices"])
+
+    def score(self, name: str, path: Path, its: Items, indices, stream) -> Scored:
+        s, conf = self.s, self.s["confidence"]
+        probs = read_probs(path, its)
+        pred = probs.argmax(axis=1)
+        point, draws = metric_draws(its.truth, probs, indices, self.metric)
+        correct = (pred == its.truth).astype(np.float64)
+        metrics = classification_metrics(its.truth, probs, self.labels, indices, conf)
+        if self.task == "causal_lm":
+            # The answer is the label's response: the model's best-scored response is the
+            # true one exactly when the prediction is right.
+            metrics["exact_match"] = metrics["accuracy"]
+            response = read_response_nll(path, its)
+            if response is not None and response[1].sum() > 0:
+                metrics["perplexity"] = perplexity(*response, indices, conf)
+        rows = {
+            "confusion": errors.confusion_rows(name, its, pred),
+            "confused_pairs": errors.confused_pairs(
+                name, its, pred, s["confused_pairs"], s["examples"]
+            ),
+            "slices": errors.slice_rows(name, its, correct, stream, s["resamples"], conf),
+        }
+        return Scored(point, draws, correct, metrics, rows)
+
+
+class GeneratedScoring:
+    """Generated text scored per item in [0, 1] by model.generation.metric (the `score` column
+    the train stage, the floors and the quantize stage write with the same text metric)."""
+
+    error_files = GENERATED_ERRORS
+
+    def __init__(self, metric: str, evaluation: dict) -> None:
+        self.metric = metric
+        self.s = evaluation
+
+    def items(self, path: Path, split: str) -> Items:
+        return read_items(path, split, None, self.s["slices"])
+
+    def score(self, name: str, path: Path, its: Items, indices, stream) -> Scored:
+        conf = self.s["confidence"]
+        frame = read_generated(path, its)
+        correct = frame["score"].to_numpy(dtype=np.float64)
+        iv = mean_interval(correct, indices, conf)
+        metrics = {self.metric: iv}
+        if {"nll", "tokens"} <= set(frame.columns):
+            tokens = frame["tokens"].to_numpy(dtype=np.int64)
+            if tokens.sum() > 0:  # the mean loss per answer token, exp: where the run has it
+                nll = frame["nll"].to_numpy(dtype=np.float64)
+                metrics["perplexity"] = perplexity(nll, tokens, indices, conf)
+        rows = {
+            "worst": generated_rows(name, its.split, frame, self.s["examples"], worst=True),
+            "samples": generated_rows(name, its.split, frame, SAMPLES, worst=False),
+            "fields": field_rows(name, its.split, frame) if self.metric == "json_fields" else [],
+            "slices": errors.slice_rows(name, its, correct, stream, self.s["resamples"], conf),
+        }
+        return Scored(iv.value, correct[indices].mean(axis=1), correct, metrics, rows)
+
+
+def scorer(task: str, evaluation: dict, model_spec: dict, train: Path, evals: list[Path]):
+    """The Scorer of `task` (core/tasks.scoring_of): for generated text, the task module names
+    the per-item metric from `model_spec` (model.generation); labels come from the train split
+    file and the evaluation split files `evals`."""
+    from campaign.core.tasks import scoring_of, trainer_module
+
+    if scoring_of(task) == "generated_text":
+        return GeneratedScoring(trainer_module(task).metric_of(model_spec), evaluation)
+    return LabelScoring(task, evaluation, train, evals)
+
+
+def read_generated(path: Path, items: Items):
+    """A generation predictions file in `items` order: its ids must be the split's, each once,
+    and its `score` column a number in [0, 1] per item; else one line naming the file."""
+    import pandas as pd
+
+    try:
+        frame = pd.read_parquet(path)
+    except (OSError, ValueError) as e:
+        raise CampaignError(f"{path}: not a readable Parquet file ({e})") from None
+    missing = {"id", "prediction", "reference", "score"} - set(frame.columns)
+    if missing:
+        raise CampaignError(
+            f"{path}: missing column(s) {', '.join(sorted(missing))} (a generation predictions "
+            "file: id, reference, prediction, score)"
+        )
+    ids = frame["id"].astype(str)
+    if not ids.is_unique or set(ids) != set(items.ids) or len(ids) != len(items):
+        extra = sorted(set(ids) - set(items.ids))
+        lacking = sorted(set(items.ids) - set(ids))
+        which = f"e.g. {extra[0]!r} is not one" if extra else f"e.g. {lacking[0]!r} is missing"
+        if not extra and not lacking:
+            which = "some id is repeated"
+        raise CampaignError(
+            f"{path}: its {len(ids)} ids are not the {len(items)} items of the {items.split} "
+            f"split ({which}; predictions of another split?)"
+        )
+    frame = frame.set_index(ids).loc[list(items.ids)].reset_index(drop=True)
+    score = pd.to_numeric(frame["score"], errors="coerce").to_numpy(dtype=np.float64)
+    bad = np.flatnonzero(~((score >= 0) & (score <= 1)))  # NaN fails too
+    if bad.size:
+        i = bad[0]
+        raise CampaignError(
+            f"{path}: item {items.ids[i]} has score {frame['score'].iloc[i]}, not a number in "
+            "[0, 1]"
+        )
+    frame["score"] = score
+    return frame
+
+
+def generated_rows(name: str, split: str, frame, n: int, worst: bool) -> list[dict]:
+    """`n` items of a variant with what it generated: the lowest-scored ones (worst; ties by
+    split order), or the first of the split (samples: the same items for every variant)."""
+    order = np.argsort(frame["score"].to_numpy(), kind="stable") if worst else np.arange(len(frame))
+    return [
+        {
+            "variant": name,
+            "split": split,
+            "id": str(frame["id"].iloc[i]),
+            "score": float(frame["score"].iloc[i]),
+            "reference": str(frame["reference"].iloc[i]),
+            "prediction": str(frame["prediction"].iloc[i]),
+        }
+        for i in order[:n]
+    ]
+
+
+def field_rows(name: str, split: str, frame) -> list[dict]:
+    """JSON extraction's per-field outcomes of a variant: one row per field with its correct,
+    wrong, missing and spurious counts, and the invalid (not a JSON object) predictions."""
+    from campaign.evaluate.text_scores import json_field_table
+
+    table = json_field_table(
+        frame["prediction"].astype(str).tolist(), frame["reference"].astype(str).tolist()
+    )
+    names = sorted(set(table.correct) | set(table.wrong) | set(table.missing) | set(table.spurious))
+    return [
+        {
+            "variant": name,
+            "split": split,
+            "field": f,
+            "correct": table.correct[f],
+            "wrong": table.wrong[f],
+            "missing": table.missing[f],
+            "spurious": table.spurious[f],
+            "invalid": table.invalid,
+            "items": table.items,
+        }
+        for f in names
+    ]
