@@ -34,7 +34,7 @@ def _readme_section() -> str:
     text = (REPO / "README.md").read_text()
     assert HEADING in text, f"README.md: no heading {HEADING!r}"
     body = text.split(HEADING, 1)[1]
-    return re.split(r"\n#{1,3} ", body, maxsplit=1)[0]
+    return re.split(r"\n#{2,3} ", body, maxsplit=1)[0]
 
 
 def _corpus_commands() -> dict[str, list[str]]:
