@@ -82,7 +82,9 @@ def test_the_readme_corpus_command_makes_what_the_manifest_reads(task, tmp_path)
     records = load_records(params["data"]["sources"], params["data"]["fields"], tmp_path)
     limit = int(argv[argv.index("--limit") + 1])
     max_words = int(argv[argv.index("--max-words") + 1])
-    assert len(records) == limit
+    # Every record the script wrote reads (a machine with fewer packages has fewer than limit).
+    written = int(re.search(r": (\d+) records", done.stdout)[1])
+    assert len(records) == written <= limit
     assert records["id"].is_unique
     # Grouped by source package; prompts no longer than the README's bound (in words).
     assert records["group"].notna().all()
