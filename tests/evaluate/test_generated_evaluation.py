@@ -8,6 +8,7 @@ not the split's items."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -266,3 +267,35 @@ def test_the_zero_shot_floor_generates_with_the_pretrained_base(tmp_path):
     assert not (tmp_path / "floor" / "retrieval").exists()  # only the floors evaluation.floor names
     timings = json.loads((tmp_path / "timings.json").read_text())
     assert timings["floors"]["floor/zero_shot"]["predict_items"] == 6
+
+
+def test_the_report_shows_the_samples_escaped_with_the_generation_metric(campaign):
+    """The Generated samples section of a planted campaign whose reference holds markup: the
+    HTML page shows it as text; the scores table has the metric and perplexity per variant."""
+    from campaign.evaluate.section import samples_section
+    from campaign.report.stage import render_html
+
+    tmp_path, inputs = campaign
+    for split in ("validation", "test"):
+        for path in inputs[f"predictions_{split}"]:
+            frame = pd.read_parquet(path)
+            frame.loc[0, "prediction"] = "<script>alert(1)</script> & co"
+            frame.to_parquet(path, index=False)
+    outputs = evaluate(tmp_path, inputs)
+    decisions = json.loads(outputs["decisions"].read_text())
+    section = samples_section(outputs["errors"], pd.read_parquet(outputs["metrics"]), decisions)
+    tables = dict(section.tables)
+    scores = tables["Scores per variant (validation)"]
+    assert {"variant", "token_f1", "perplexity"} <= set(scores.columns)
+    assert set(scores["variant"]) >= {"r-c1", "floor/retrieval", "r-m1/kv_broken"}
+    samples = tables["Samples (validation)"]
+    assert samples.groupby("variant")["id"].nunique().eq(5).all()
+    page = render_html("t", [replace(section, key="samples", title="Generated samples")], {})
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt; &amp; co" in page
+
+
+def test_a_label_campaign_has_no_samples_section(tmp_path):
+    from campaign.evaluate.section import samples_section
+
+    (tmp_path / "errors").mkdir()
+    assert samples_section(tmp_path / "errors", pd.DataFrame(), {}) is None

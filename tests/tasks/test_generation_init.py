@@ -51,6 +51,11 @@ def test_init_writes_a_generation_campaign_that_validates(tmp_path, messages, ca
     assert init_tool.init(args) == 0
     written = yaml.safe_load(out.read_text())
     validate(written)
+    # the task's floors; the ONNX variant (no KV cache to generate with) is left out, and said
+    assert written["evaluation"]["floor"] == ["retrieval", "zero_shot"]
+    assert written["quantization"]["variants"] == ["fp32", "int8_dynamic"]
+    said = capsys.readouterr().out
+    assert "variants not proposed for generation: onnx_int8_dynamic:" in said
     fields = written["data"]["fields"]
     assert fields["text"] is None and fields["label"] is None
     assert (
@@ -71,7 +76,7 @@ def test_init_writes_a_generation_campaign_that_validates(tmp_path, messages, ca
     assert written["train"]["max_length"] % init_tool.LENGTH_STEP == 0
     assert model["generation"]["max_new_tokens"] >= 8 + 1
     assert model["generation"]["metric"] == gen.GENERATION_DEFAULTS["metric"]
-    assert "decided on token_f1" in capsys.readouterr().out
+    assert "decided on token_f1" in said
 
 
 def test_generation_flags_are_checked_in_one_line(tmp_path):

@@ -122,6 +122,18 @@ PHASE = Phase(
             },
             figure="4. Evaluation",
         ),
+        # A generated-text campaign's outputs: samples, worst items, scores (none for labels).
+        ReportSection(
+            "samples",
+            "Generated samples",
+            62,
+            "campaign.evaluate.section:render_samples",
+            {
+                "errors": From("evaluate", "errors"),
+                "eval_metrics": From("evaluate", "metrics"),
+                "decisions": From("evaluate", "decisions"),
+            },
+        ),
         # An adaptive campaign's looks, after the seed spread (a fixed campaign has none).
         ReportSection(
             "looks",

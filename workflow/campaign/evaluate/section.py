@@ -126,6 +126,53 @@ def decisions_section(decisions: dict, path: Path) -> Section:
     return Section(lines, [("Decisions", table)], None)
 
 
+# What a generated-text campaign shows of its outputs (errors/<name>.parquet; empty or absent
+# for the label tasks, whose section is then left out).
+SAMPLE_COLUMNS = ("variant", "split", "id", "score", "reference", "prediction")
+
+
+def samples_section(errors: Path, metrics: pd.DataFrame, decisions: dict) -> Section | None:
+    """What the variants generated: the first items of the decision split for every variant,
+    the lowest-scored items of each, the generation metric and perplexity per variant, and for
+    JSON extraction the per-field outcomes. The report escapes every text (HTML and Markdown):
+    a generated answer is data, never markup. None when the campaign generates nothing."""
+    path = Path(errors) / "samples.parquet"
+    if not path.is_file():
+        return None
+    samples = read_table(path, SAMPLE_COLUMNS)
+    if samples.empty:
+        return None
+    split, metric = decisions["decide_on"], decisions["metric"]
+    shown = samples[samples["split"] == split][
+        ["variant", "id", "score", "reference", "prediction"]
+    ]
+    worst = read_table(Path(errors) / "worst.parquet", SAMPLE_COLUMNS)
+    worst = worst[(worst["split"] == split) & ~worst["variant"].str.startswith("cell: ")]
+    rows = metrics[(metrics["split"] == split) & metrics["metric"].isin([metric, "perplexity"])]
+    scores = rows.pivot_table(index="variant", columns="metric", values="value", aggfunc="first")
+    lines = [
+        f"Generated text on {split}, each item scored by {metric} in [0, 1] against its reference "
+        f"(1: the same answer); perplexity is exp of the mean loss per answer token (trained runs "
+        f"only). First {shown['id'].nunique()} items of every variant, then each variant's "
+        "lowest-scored items.",
+    ]
+    tables = [
+        (f"Scores per variant ({split})", scores.reset_index()),
+        (f"Samples ({split})", shown.reset_index(drop=True)),
+        (f"Lowest-scored items ({split})", worst.drop(columns="split").reset_index(drop=True)),
+    ]
+    fields = Path(errors) / "fields.parquet"
+    if fields.is_file():
+        table = pd.read_parquet(fields)
+        if not table.empty:
+            tables.append((f"JSON fields ({split})", table[table["split"] == split]))
+    return Section(lines, tables, None)
+
+
+def render_samples(inputs) -> Section | None:
+    return samples_section(inputs.one("errors"), inputs.metrics(), inputs.decisions())
+
+
 def render_effects(inputs) -> Section:
     return effects_section(inputs.one("comparisons"), inputs.decisions())
 

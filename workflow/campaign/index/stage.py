@@ -21,7 +21,9 @@ Where each column comes from:
 - cell_id: the plan table's stable id of the run's cell; every join with the evaluation on a
   cell is on it (never on a comparison's wording).
 - validation_* / test_*: the decision metric's value and interval (results/evaluation/
-  metrics.parquet); decision: the run's cell against the control (comparisons.parquet's row
+  metrics.parquet; for generation the per-item generated score's mean); *_perplexity: the
+  perplexity row where the evaluation has one (runs that record their answer-token loss);
+  decision: the run's cell against the control (comparisons.parquet's row
   of kind cell with that cell_id, on the split decisions use), or the quantized variant's
   decision (decisions.json, by the variant's name).
 Then the columns the phases declare (Phase.index), in DAG order, each read by its phase's
@@ -94,6 +96,8 @@ TAIL = [
     ("test_value", "float64"),
     ("test_ci_low", "float64"),
     ("test_ci_high", "float64"),
+    ("validation_perplexity", "float64"),
+    ("test_perplexity", "float64"),
     ("decision", "string"),
     ("decision_against", "string"),
     ("decision_estimate", "float64"),
@@ -185,6 +189,7 @@ class Evaluation:
     decide_on: str
     best_cell_id: str | None
     scores: dict
+    perplexity: dict  # (variant, split) -> value: a generation run's answer tokens
     cell_vs_control: dict
     floor_verdicts: dict
     quantized_decisions: dict
@@ -202,6 +207,7 @@ class Evaluation:
                 )
             for what in ("value", "ci_low", "ci_high"):
                 out[f"{split}_{what}"] = None if row is None else number_or_none(row[what])
+            out[f"{split}_perplexity"] = number_or_none(self.perplexity.get((name, split)))
         return out
 
     def cell_name(self, name: str) -> str | None:
@@ -215,8 +221,9 @@ def read_evaluation(one: dict[str, Path]) -> Evaluation:
     """The evaluation's decisions, metrics and comparisons, read once."""
     decisions = read_json(one["decisions"], ("metric", "decide_on"))
     metric, decide_on = decisions["metric"], decisions["decide_on"]
-    metrics = read_table(one["metrics"], METRICS_COLUMNS)
-    metrics = metrics[metrics["metric"] == metric]
+    every = read_table(one["metrics"], METRICS_COLUMNS)
+    metrics = every[every["metric"] == metric]
+    ppl = every[every["metric"] == "perplexity"]
     comparisons = read_table(one["comparisons"], COMPARISON_COLUMNS)
     decided = comparisons[comparisons["split"] == decide_on].to_dict("records")
     return Evaluation(
@@ -224,6 +231,7 @@ def read_evaluation(one: dict[str, Path]) -> Evaluation:
         decide_on=decide_on,
         best_cell_id=(decisions.get("best_cell") or {}).get("cell_id"),
         scores={(r["variant"], r["split"]): r for r in metrics.to_dict("records")},
+        perplexity={(r["variant"], r["split"]): r["value"] for r in ppl.to_dict("records")},
         cell_vs_control={
             r["cell_id"]: r for r in decided if r["kind"] == "cell" and r["reference"] == "control"
         },

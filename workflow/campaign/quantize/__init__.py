@@ -52,9 +52,16 @@ def quantize_spec(params: dict, run: str, variant: str) -> dict:
     section = params["quantization"]
     task = run_spec["model"]["task"]
     source = run_spec["model"]["source"]
+    from campaign.core.tasks import TASKS
+
+    # A task whose runs generate: the run's template and generation settings (its variants
+    # generate as the run did and are scored by the same metric).
+    model = run_spec["model"]
+    generates = {k: model[k] for k in ("chat_template", "generation") if k in model}
     return {
         "run": run,
         "task": task,
+        **({"model": generates} if task in TASKS else {}),
         "max_length": run_spec["train"]["max_length"],
         "batch_size": run_spec["train"]["micro_batch"],
         "variant": key_info(variant),

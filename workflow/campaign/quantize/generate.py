@@ -107,3 +107,88 @@ def judged_generation(
         "kv_cache": variant.kind,
     }
     return frame, measured
+
+
+def generation_variant(spec: dict, inputs: dict, saved, variant, device, root) -> tuple:
+    """A generation run's variant, judged on what it generates (the stage body for a task
+    whose runs generate): the variant applied to the run's model generates on every
+    validation and test prompt with the run's template and settings, each output scored by the
+    run's metric against the reference. Returns ({split: predictions frame with the run's
+    columns}, the model, result fields, measurements fields): result holds the mean score per
+    split, the agreement with the run's own outputs and the KV cache bytes measured beside the
+    analytic estimate; measurements the tokens/s and seconds per item (volatile)."""
+    import numpy as np
+    import pandas as pd
+
+    from campaign.quantize.stage import Context
+    from campaign.tasks import generation as gen
+
+    tok = saved.tokenizer
+    run = gen.setup(spec["model"], tok, root)
+    ctx = Context(device=device, saved=saved)
+    if variant.calibration:
+        ctx.calibration = calibration_batches(spec, inputs, tok, run.template, device)
+    model = variant.apply(saved.load(), ctx)
+    model.eval()
+    frames, result, measured = {}, {"score": {}, "agreement": {}}, {}
+    for split in ("validation", "test"):
+        talks = gen.read_conversations(inputs[split], split)
+        refs = [gen.reference(m) for m in talks.messages]
+        frame, cost = judged_generation(
+            model,
+            tok,
+            [gen.prompt_ids(tok, run.template, m) for m in talks.messages],
+            refs,
+            variant,
+            metric=run.metric,
+            max_new_tokens=run.max_new_tokens,
+            batch_size=run.batch_size,
+            eos_token_ids=gen.eos_token_ids(tok, model),
+        )
+        frame.insert(0, "id", pd.array(talks.ids, dtype="str"))
+        frame.insert(1, "reference", pd.array(refs, dtype="str"))
+        frame["seconds"] = cost["seconds_per_item"]
+        frames[split] = frame[list(gen.PREDICTION_COLUMNS)]
+        own = pd.read_parquet(inputs[f"predictions_{split}"][0])
+        same = own.set_index(own["id"].astype(str))["prediction"].reindex(talks.ids)
+        agree = float(np.mean(same.astype(str).to_numpy() == frame["prediction"].to_numpy()))
+        result["score"][split] = float(frame["score"].mean())
+        result["agreement"][split] = {"rate": agree, "items": len(frame)}
+        measured[split] = cost
+    test = measured["test"]
+    # The cache's bytes are the same on every run of the job (shapes and dtypes): the result.
+    result["kv_cache"] = {
+        "kind": variant.kind,
+        "batch_size": run.batch_size,
+        "bytes": test["kv_cache_bytes"],
+        "estimate_fp32": test["kv_cache_estimate"],
+    }
+    timing = {
+        "latency_ms_p50": 1000 * test["seconds_per_item"] if test["seconds_per_item"] else None,
+        "latency_ms_p95": None,
+        "throughput": len(frames["test"]) / test["seconds"] if test["seconds"] else None,
+        "tokens_per_s": test["tokens_per_s"],
+        "what": "greedy generation of every test item, batched (items/s; ms per item)",
+    }
+    return frames, model, result, {"timing": timing, "generation": measured}
+
+
+def calibration_batches(spec: dict, inputs: dict, tok, template: str, device) -> list[dict]:
+    """quantization.calibration's sample of the train split's conversations (never evaluation
+    data), formatted as training formats them, in batches of the run's micro-batch."""
+    import numpy as np
+
+    from campaign.tasks import generation as gen
+    from campaign.train import collate
+
+    train = gen.read_conversations(inputs["train"], "train")
+    cal = spec["calibration"]
+    rng = np.random.default_rng(cal["seed"])
+    picked = np.sort(rng.choice(len(train), size=min(cal["size"], len(train)), replace=False))
+    examples = [gen.encode(tok, template, train.messages[i], spec["max_length"]) for i in picked]
+    rows = [{"input_ids": e.input_ids, "labels": e.labels} for e in examples]
+    out = []
+    for j in range(0, len(rows), spec["batch_size"]):
+        batch = collate(rows[j : j + spec["batch_size"]], tok.pad_token_id)
+        out.append({k: batch[k].to(device) for k in ("input_ids", "attention_mask")})
+    return out

@@ -29,6 +29,7 @@ import torch
 
 from campaign.core.errors import CampaignError
 from campaign.core.hashing import hash_value
+from campaign.core.tasks import trainer_module
 from campaign.memory import track_peak
 from campaign.quantize.measure import (
     accuracy,
@@ -110,6 +111,7 @@ def quantize_run(
     job_device: str,
     key: str | None = None,
     code_version: str | None = None,
+    root: Path | None = None,
 ):
     """The stage body (see the module docstring). Returns the result record, which names the
     content key the runner stores the outputs under (`key`) and the stage's code version."""
@@ -128,7 +130,6 @@ def quantize_run(
         batch_size=spec["batch_size"],
         base=Path(inputs["base_model"][0]) if inputs.get("base_model") else None,
     )
-    splits = {name: read_split(inputs[name], name) for name in EVAL_SPLITS}
     references = {name: pd.read_parquet(inputs[f"predictions_{name}"][0]) for name in EVAL_SPLITS}
     result: dict[str, Any] = {
         "run": spec["run"],
@@ -156,6 +157,10 @@ def quantize_run(
         _write_json(outputs["measurements"], measurements)
         return result
     device = torch.device(device_type)
+    if trainer_module(spec["task"]) is not None:  # a task whose runs generate: judged on that
+        job = (spec, inputs, outputs, root or Path("."))
+        return _generated(*job, saved, variant, device, result, measurements)
+    splits = {name: read_split(inputs[name], name) for name in EVAL_SPLITS}
     ctx = Context(device=device, saved=saved)
     if variant.calibration:
         cal = spec["calibration"]
@@ -205,6 +210,32 @@ def quantize_run(
     return result
 
 
+def _generated(spec, inputs, outputs, root, saved, variant, device, result, measurements) -> dict:
+    """A generation run's variant (campaign.quantize.generate.generation_variant): predictions
+    with the per-item score, so the evaluation decides on what the variant generates."""
+    from campaign.quantize.generate import generation_variant
+
+    torch.manual_seed(0)
+    with inference_context(variant.inference), track_peak(device, memory := {}, "generate"):
+        frames, model, fields, measured = generation_variant(
+            spec, inputs, saved, variant, device, root
+        )
+    for name in EVAL_SPLITS:
+        write_parquet(frames[name], outputs[f"predictions_{name}"])
+    result["size_bytes"] = save_variant(model, variant, Path(outputs["model"]))
+    result["state_bytes"] = state_bytes(model)
+    result.update(fields, accuracy=fields["score"], status="ok", reason=None, device=device.type)
+    measurements.update(
+        measured,
+        device=device.type,
+        memory=memory["generate"],
+        peak_memory_bytes=_peak_bytes(memory["generate"]),
+    )
+    _write_json(outputs["result"], result)
+    _write_json(outputs["measurements"], measurements)
+    return result
+
+
 def measure(model, saved: SavedModel, split, timing: dict, variant: Variant, device) -> dict:
     """Latency, throughput and the memory peak while predicting, on the first
     `timing.batches` batches of `timing.batch_size` test items (the same for every variant)."""
@@ -234,5 +265,11 @@ def stage(ctx) -> None:
     """Stage entry (campaign.core.runner)."""
     device = (ctx.execution or {}).get("device", "cpu")
     quantize_run(
-        ctx.spec, ctx.inputs, ctx.outputs, device, key=ctx.key, code_version=ctx.code_version
+        ctx.spec,
+        ctx.inputs,
+        ctx.outputs,
+        device,
+        key=ctx.key,
+        code_version=ctx.code_version,
+        root=ctx.root,
     )

@@ -15,7 +15,7 @@ from typing import Any
 from campaign.core.errors import CampaignError
 from campaign.quantize import variants
 
-TASKS = ("sequence_classification", "causal_lm")
+TASKS = ("sequence_classification", "causal_lm", "generation")
 # The model file each format writes into a variant's model folder (what a user would ship).
 WEIGHT_FILES = {
     "safetensors": "model.safetensors",
@@ -62,8 +62,11 @@ class Variant:
 
     @property
     def kind(self) -> str:
-        """ "kv_cache" (the generation cache is quantized, the weights are not) or "weights"."""
-        return "kv_cache" if self.cache is not None else "weights"
+        """ "kv_cache" (the generation cache is quantized, or replaced, the weights are not) or
+        "weights"."""
+        if self.cache is not None or hasattr(self.module, "make_cache"):
+            return "kv_cache"
+        return "weights"
 
 
 def get_variant(name: str) -> Variant:

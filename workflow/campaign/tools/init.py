@@ -390,7 +390,7 @@ def build_params(template: dict, args, records, choices_in: dict) -> dict:
     ablation["budget_hours"] = None
 
     quantization = p["quantization"]
-    quantization.update(variants=list(VARIANTS), runs="representative")
+    quantization.update(variants=applicable_variants(p["model"]["task"]), runs="representative")
 
     p["evaluation"]["metric"] = choices_in["metric"]
     # The task's floors (a TF-IDF classifier is no floor for free text, nor retrieval for a label).
@@ -402,6 +402,25 @@ def build_params(template: dict, args, records, choices_in: dict) -> dict:
     sample["train_examples"] = min(sample["train_examples"], n_train)
     sample["validation_examples"] = min(sample["validation_examples"], n_validation)
     return p
+
+
+def applicable_variants(task: str) -> list[str]:
+    """The proposed VARIANTS that apply to `task` (an ONNX export cannot generate: proposing
+    one for generation would only add a skipped row)."""
+    from campaign.quantize.variant import get_variant
+
+    return [v for v in VARIANTS if task in get_variant(v).tasks]
+
+
+def dropped_variants(task: str) -> str | None:
+    """The words for the proposed variants `task` drops, with the reason; None for none."""
+    from campaign.quantize.variant import get_variant
+
+    dropped = [get_variant(v) for v in VARIANTS if v not in applicable_variants(task)]
+    if not dropped:
+        return None
+    why = "; ".join(f"{v.name}: {v.tasks_note or 'not for ' + task}" for v in dropped)
+    return f"  variants not proposed for {task}: {why}"
 
 
 def _name_from(out: Path) -> str:
@@ -587,6 +606,9 @@ def summary(out: Path, params: dict, c: Choices) -> str:
         f"  split: {c.salt_note}",
         f"next: CAMPAIGN_PARAMS={out} campaign validate; CAMPAIGN_PARAMS={out} snakemake -n",
     ]
+    dropped = dropped_variants(params["model"]["task"])
+    if dropped is not None:
+        lines.insert(-2, dropped)
     if params["data"]["fields"]["group"] is None:
         lines.insert(
             2,

@@ -44,6 +44,8 @@ PHASE = Phase(
                 "run_metrics": EachRun("train", "metrics"),
                 "run_specs": EachRun("run_spec", "spec"),
                 "decisions": From("evaluate", "decisions"),
+                # generated samples (a generation campaign), an MLflow artifact
+                "errors": From("evaluate", "errors"),
                 "report_html": From("report", "html"),
                 "report_markdown": From("report", "markdown"),
                 "budget_summary": From("budget", "summary"),

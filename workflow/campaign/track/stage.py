@@ -33,6 +33,16 @@ ARTIFACTS = {
 }
 
 
+# What a generated-text campaign's runs produced (results/evaluation/errors/), logged with the
+# parent run under samples/: the items each variant generated, its worst items, JSON fields.
+SAMPLE_FILES = ("samples.parquet", "worst.parquet", "fields.parquet")
+
+
+def sample_files(errors: list[Path]) -> list[Path]:
+    """The generated samples in the evaluation's errors folder (none for a label task)."""
+    return [Path(f) / name for f in errors for name in SAMPLE_FILES if (Path(f) / name).is_file()]
+
+
 def _one(inputs: dict[str, list[Path]], name: str) -> Path:
     if len(inputs.get(name, [])) != 1:
         raise CampaignError(f"track: expected one file for input '{name}' (--in {name}=PATH)")
@@ -104,6 +114,7 @@ def stage_track(ctx) -> None:
     totals = {k: v for k, v in (("hours", hours), ("cost", cost)) if not math.isnan(v)}
     parent, parent_action = logger.upsert(f"campaign:{campaign}", parent_tags, {}, totals)
     files = {folder: [_one(ctx.inputs, n) for n in names] for folder, names in ARTIFACTS.items()}
+    files["samples"] = sample_files(ctx.inputs.get("errors", []))
     logger.artifacts(parent, files)
     logged = []
     for row in rows:

@@ -17,12 +17,15 @@ A variant module defines
                  on the CPU; ctx: campaign.quantize.variant.Context)
 and optionally
     CALIBRATION  True when apply() reads ctx.calibration (batches of the train split only)
-    TASKS        the model tasks it applies to (default: both)
+    TASKS        the model tasks it applies to (default: every task)
     TASKS_NOTE   why it does not apply to the other tasks (appended to the skipped row's reason)
     ALSO_LIBRARIES  other packages whose installed versions are part of its key (and that must
                  be installed for it to run), e.g. onnx beside onnxruntime
     CACHE        for a KV-cache variant: the `cache_config` of transformers' quantized cache used
                  when it generates (its weights stay fp32)
+    make_cache(config) -> cache
+                 for a KV-cache variant of another kind: the cache the generation engine uses
+                 (kv_corrupt's deliberately broken one)
     INFERENCE    "no_grad" (default) or "inference_mode": the context it predicts under
 Heavy libraries are imported inside apply(): listing the variants and building their keys (when
 the Snakefile builds the DAG) imports nothing but these modules.
