@@ -26,13 +26,14 @@ engine >= 0.90), and faster than one prompt at a time; MISSED where not.
     PYTHONPATH=workflow .venv/bin/python benchmarks/bench_generate.py
 
 The default run, on 2 CPU cores shared with six other engineers' jobs (nice 15, load average
-17-28: the two rounds' ratios were 1.09x and 0.89x, so read the median as noise-prone):
+17-28: the two rounds' ratios were 1.09x and 0.89x, so read the median as noise-prone;
+columns narrowed here):
 
-    row                                            s/call   tok/s  ms/item    KV bytes    estimate   same  engine x
-    engine, batch 8                                213.30     1.7  13331.3  58,613,760  58,613,760  16/16     1.00x
-    transformers generate, batch 8                 212.01     1.7  13250.8                          16/16     0.99x
-    engine, one prompt at a time                   541.24     0.7  33827.7   7,326,720   7,326,720  16/16     2.53x
-    engine + kv_int4 cache, batch 8                210.93     1.5  13183.3  15,482,880  58,613,760   2/16     0.98x
+    row                              s/call tok/s ms/item   KV bytes   estimate  same engine x
+    engine, batch 8                  213.30   1.7 13331.3 58,613,760 58,613,760 16/16    1.00x
+    transformers generate, batch 8   212.01   1.7 13250.8                       16/16    0.99x
+    engine, one prompt at a time     541.24   0.7 33827.7  7,326,720  7,326,720 16/16    2.53x
+    engine + kv_int4 cache, batch 8  210.93   1.5 13183.3 15,482,880 58,613,760  2/16    0.98x
 
     engine vs transformers generate: 0.99x (goal >= 0.90)
     batched engine vs one prompt at a time: 2.53x (goal > 1.00)
