@@ -136,3 +136,26 @@ def test_money_is_a_hook_that_adds_cost_columns_only_with_a_price():
     assert rows[0]["projected_cost"] == pytest.approx(2 * rows[0]["projected_hours"])
     assert rows[1]["cumulative_cost"] == pytest.approx(2 * rows[1]["cumulative_hours"])
     assert "projected_cost" not in project(*budget_plan(None))[0]
+
+
+def test_a_command_runs_steps_are_timed_at_the_rate_the_preflight_measured_for_it():
+    from campaign.plan.planner import cost_recipe
+
+    # The recipe names its trainer: a named command, an inline one; the built-in loop none.
+    train = {**BASELINE, "lr": 1e-3}
+    assert "trainer" not in cost_recipe({**train, "command": "builtin"})
+    assert cost_recipe({**train, "command": "hf"})["trainer"] == "hf"
+    assert cost_recipe({**train, "command": {"argv": ["x"]}})["trainer"] == "train.command"
+    spec, report, measurements, free = plan()
+    spec["recipes"]["run-b"] = {**BASELINE, "trainer": "hf"}
+    measurements["command"] = {"details": {"runs": {"hf": {"steps_per_s": 0.5}}}}
+    rows = project(spec, report, measurements, free)
+    builtin = run_cost(BASELINE, BASELINE, RATES, SIZES)["seconds"]
+    # 100 steps at the command's 0.5 per s: 200 s of steps instead of 50, the rest as built-in.
+    assert rows[0]["projected_hours"] == pytest.approx(builtin / 3600, abs=1e-6)
+    assert rows[1]["projected_hours"] == pytest.approx((builtin + 150) / 3600, abs=1e-6)
+    # A command the preflight did not measure: the built-in loop's rate.
+    del measurements["command"]
+    assert project(spec, report, measurements, free)[1]["projected_hours"] == pytest.approx(
+        builtin / 3600, abs=1e-6
+    )

@@ -107,3 +107,17 @@ def test_check_fails_on_a_stale_page_and_leaves_it_alone(tmp_path, capsys):
     assert params_doc.main(["--out", str(page)]) == 0
     assert params_doc.main(["--check", "--out", str(page)]) == 0
     assert page.read_text(encoding="utf-8") == params_doc.DOC_PATH.read_text(encoding="utf-8")
+
+
+def test_the_schemas_optional_train_keys_are_the_defaults_table():
+    """A `train` key a params file may leave out has its default in one table
+    (core/defaults.py), which the recipe, the run ids and this page read: a key added to the
+    schema as optional without a default there (or the reverse) fails here."""
+    from campaign.core.defaults import TRAIN_DEFAULTS
+
+    train = yaml.safe_load(params_doc.SCHEMA_PATH.read_text())["properties"]["train"]
+    optional = set(train["properties"]) - set(train["required"])
+    assert optional == set(TRAIN_DEFAULTS)
+    page = (params_doc.SCHEMA_PATH.parents[2] / "docs" / "params.md").read_text()
+    assert "| `train.devices` | integer | ≥ 1 | no |" in page
+    assert page.count("Absent: 1 |") >= 1 and "Absent: true |" in page

@@ -195,3 +195,118 @@ def test_the_validation_row_is_the_true_labels_mean_log_loss_and_the_accuracy():
     loss, accuracy = _validation(frame, ["a", "b"])
     assert abs(loss - (-(np.log(0.5) + np.log(0.25)) / 2)) < 1e-12
     assert accuracy == 1 / 3
+
+
+def _trainer_factor(params: dict, levels: list) -> dict:
+    """params with a named HF Trainer command and a factor over the trainer."""
+    import copy
+
+    out = copy.deepcopy(params)
+    out["train"]["commands"] = {"hf": {"argv": ["python", EXAMPLE], "files": [EXAMPLE]}}
+    out["train"]["command"] = "builtin"
+    out["ablation"]["factors"] = {"train": {"command": levels}}
+    return out
+
+
+def test_a_trainer_factor_names_commands_and_its_runs_are_the_commands_they_resolve_to():
+    import yaml
+
+    from campaign.core.params import validate
+    from campaign.plan import plan_runs, resolved_spec, run_id
+
+    params = yaml.safe_load((REPO / "tests" / "fixtures" / "tiny_params.yaml").read_text())
+    builtin_run = run_id(resolved_spec(params, {}, 1))
+    factored = validate(_trainer_factor(params, ["builtin", "hf"]))
+    runs = plan_runs(factored)
+    cells = {dict(r.cell)["train.command"]: r.run_id for r in runs if r.seed == 1}
+    # The built-in level is the run the campaign made before the factor existed (the named
+    # commands are in no run's id); the named one is the command it names, written inline.
+    assert cells["builtin"] == builtin_run
+    inline = {
+        **params,
+        "train": {**params["train"], "command": factored["train"]["commands"]["hf"]},
+    }
+    assert cells["hf"] == run_id(resolved_spec(inline, {}, 1)) != builtin_run
+    renamed = _trainer_factor(params, ["builtin", "hf"])
+    renamed["train"]["commands"] = {"mine": renamed["train"]["commands"]["hf"]}
+    assert run_id(resolved_spec(renamed, {"train.command": "mine"}, 1)) == cells["hf"]
+    # The plan names the trainer by its level, so the verdict reads "train.command = hf".
+    assert [dict(r.cell)["train.command"] for r in runs] == ["builtin", "hf"] * 2
+    # A name that is no command, or a command named builtin: one line before any job.
+    with pytest.raises(CampaignError) as wrong:
+        validate(_trainer_factor(params, ["builtin", "hff"]))
+    assert str(wrong.value) == (
+        "params: ablation.factors.train.command: 'hff' is not one of builtin, hf (train.commands)"
+    )
+    clash = _trainer_factor(params, ["builtin", "hf"])
+    clash["train"]["commands"]["builtin"] = {"argv": ["python", "x.py"]}
+    with pytest.raises(CampaignError, match=r"^params: train.commands.builtin: the built-in"):
+        validate(clash)
+
+
+# A command that waits for its warning, notes which signal came, and exits 75 (the contract).
+NOTES_SIGNAL = """
+import json, os, signal, sys, time
+spec = json.load(open(os.environ["CAMPAIGN_RUN_SPEC"]))
+def stop(signum, _frame):
+    open(sys.argv[1], "w").write(signal.Signals(signum).name)
+    sys.exit(75)
+signal.signal(signal.SIGUSR1, stop)
+signal.signal(signal.SIGTERM, stop)
+with open(spec["progress_file"], "a") as f:
+    f.write(json.dumps({"step": 1, "loss": 1.0, "tokens": 10}) + "\\n")
+time.sleep(60)
+"""
+
+
+def test_the_slurm_profiles_warning_reaches_a_command_as_sigusr1_and_requeues_its_job(tmp_path):
+    """profiles/slurm sends the train rule's job SIGURG before its time limit (the rule is the
+    same for a command run, so are its resources and retries): the job passes it on as the
+    contract's SIGUSR1, and the command's exit 75 is the preemption Snakemake retries."""
+    import yaml
+
+    from campaign.core.errors import Preempted
+
+    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    assert "--signal=URG@" in profile["set-resources"]["train"]["slurm_extra"]
+    assert profile["retries"] >= 1
+    path, seen = tmp_path / "trainer.py", tmp_path / "signal.txt"
+    path.write_text(NOTES_SIGNAL)
+    spec = command_spec(["python", str(path), str(seen)], max_steps=3)
+    ctx = context(spec, write_splits(tmp_path / "splits", n_train=24, n_eval=8), tmp_path)
+
+    def warn() -> None:
+        deadline = time.monotonic() + 60
+        while not (ctx.work_dir / PROGRESS_LINES).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        signal.raise_signal(signal.SIGURG)
+
+    threading.Thread(target=warn, daemon=True).start()
+    with pytest.raises(Preempted) as stopped:
+        stage(ctx)
+    assert stopped.value.step == 1 and seen.read_text() == "SIGUSR1"
+    assert not ctx.outputs["predictions_test"].exists()
+
+
+def test_a_command_is_its_argv_files_and_packages_not_how_they_are_listed():
+    """The same command written two ways is one run: `files: []` as absent, the files and
+    packages in any order, another grace period; another file or argv is another run."""
+    from campaign.plan.ids import identity
+
+    def run(command):
+        return identity(
+            {
+                "model": {"source": "from_config"},
+                "seed": 1,
+                "train": {"lr": 1e-3, "command": command},
+            }
+        )
+
+    argv = ["python", "train.py"]
+    plain = run({"argv": argv})
+    assert run({"argv": argv, "files": [], "packages": []}) == plain
+    assert run({"argv": argv, "grace_seconds": 5}) == plain
+    listed = run({"argv": argv, "files": ["a.py", "b.yaml"], "packages": ["trl", "peft"]})
+    assert run({"argv": argv, "files": ["b.yaml", "a.py"], "packages": ["peft", "trl"]}) == listed
+    assert listed != plain
+    assert run({"argv": [*argv, "--fast"]}) != plain

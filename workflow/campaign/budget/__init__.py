@@ -4,6 +4,7 @@ the cheapest offer or mix of packages that finishes the rest before the deadline
 train and serve each variant that reaches the quality bar, the reference floor included (its fit
 and predictions as the floor stage timed them)."""
 
+from campaign.core.defaults import train_key
 from campaign.core.lazy import exports
 from campaign.core.stage import (
     EachLook,
@@ -32,7 +33,7 @@ RECIPE_KEYS = ("max_steps", "micro_batch", "grad_accum", "max_length", "eval_eve
 
 def _devices(train: dict) -> dict:
     """train.devices where it is not 1: the run's batch holds that many devices' micro-batches."""
-    n = int(train.get("devices", 1))
+    n = int(train_key(train, "devices"))
     return {"devices": n} if n != 1 else {}
 
 

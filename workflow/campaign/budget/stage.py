@@ -45,6 +45,7 @@ from campaign.budget.offers import (
     package_vs_hourly,
     work_hours,
 )
+from campaign.core.defaults import train_key
 from campaign.core.errors import CampaignError
 from campaign.core.io import read_json, read_table
 from campaign.core.io import read_plan as plan_table
@@ -123,7 +124,7 @@ def run_flops(recipe: dict, n_params: float, n_trainable: float, eval_examples: 
     per token for weight gradients (6N for a full fine-tune, ~4N with LoRA), on every padded
     token trained; 2N per token for each validation pass and the final predictions."""
     steps = recipe["max_steps"]
-    per_step = recipe["micro_batch"] * recipe["grad_accum"] * recipe.get("devices", 1)
+    per_step = recipe["micro_batch"] * recipe["grad_accum"] * train_key(recipe, "devices")
     train_tokens = steps * per_step * recipe["max_length"]
     passes = steps // recipe["eval_every"] + (1 if steps % recipe["eval_every"] else 0) + 1
     eval_tokens = passes * eval_examples * recipe["max_length"]
@@ -327,7 +328,7 @@ def jobs_price(reference: Offer) -> float:
 
 def cards_of(recipes: dict, run: str) -> int:
     """The cards a run holds: its train.devices (one when the recipe does not say)."""
-    return int((recipes.get(run) or {}).get("devices", 1))
+    return int(train_key((recipes.get(run) or {}), "devices"))
 
 
 def _jobs(plan, manifests, timings, benchmarks, reference: Offer, currency: str, recipes) -> list:

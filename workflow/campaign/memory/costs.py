@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from campaign.core.defaults import TRAIN_DEFAULTS
 from campaign.core.errors import CampaignError
 
 # lever -> the train keys it sets (what a fit-table suggestion names, `train.<key>`).
@@ -29,13 +30,8 @@ LEVER_KEYS: dict[str, dict[str, Any]] = {
     "optimizer": {"optimizer": "adamw_8bit"},
     "packing": {"packing": True},
 }
-# The keys' values that mean "lever off" (the Recipe defaults).
-OFF = {
-    "gradient_checkpointing": False,
-    "group_by_length": False,
-    "optimizer": "adamw",
-    "packing": False,
-}
+# The keys' values that mean "lever off": their defaults (core/defaults.py).
+OFF = {key: TRAIN_DEFAULTS[key] for key in LEVER_KEYS}
 # Levers that only a task's model can take: train.packing packs causal_lm examples.
 TASKS = {"packing": ("causal_lm",)}
 # Per configuration, after one untimed step (the optimizer state then exists): the steps

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from campaign.core.defaults import train_key
 from campaign.core.errors import CampaignError
 from campaign.memory.activations import (
     activation_bytes,
@@ -188,7 +189,7 @@ def estimate_memory(
     precision = train_cfg["precision"]
     lora = train_cfg.get("lora") or None
     shape = model_shape(model_cfg, num_labels)
-    if train_cfg.get("base_dropout", True) is False:
+    if train_key(train_cfg, "base_dropout") is False:
         # The base's dropout set to 0 (train.models.set_base_dropout): it saves no masks.
         shape = dataclasses.replace(shape, dropout=0.0)
     batch, seq_len, d = train_cfg["micro_batch"], train_cfg["max_length"], COMPUTE_BYTES[precision]
@@ -266,7 +267,7 @@ def _settings(
         # train.devices: every process holds the whole model, its gradients and optimizer state
         # and its own micro-batches (gradients are summed in place): the bytes above are per
         # card, and a run takes this many cards.
-        "devices": int(train_cfg.get("devices") or 1),
+        "devices": int(train_key(train_cfg, "devices")),
         "seq_len": train_cfg["max_length"],
         "precision": precision,
         "compute_bytes": COMPUTE_BYTES[precision],
@@ -277,7 +278,7 @@ def _settings(
         "gradient_checkpointing": gradient_checkpointing,
         # AdamW state is counted as fp32 moments whatever train.optimizer says (an upper bound
         # for a low-bit one); the optimizer lever row reads which one the recipe runs.
-        "optimizer": train_cfg.get("optimizer", "adamw"),
+        "optimizer": train_key(train_cfg, "optimizer"),
         "training_kv_cache": use_cache and shape.architecture == "gpt2",
     }
 

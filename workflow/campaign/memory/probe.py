@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from campaign.core.defaults import train_key
 from campaign.core.errors import CampaignError
 from campaign.memory.estimate import MemoryEstimate
 from campaign.memory.measure import eval_peak, measure_kv_cache, parameter_bytes, step_peak
@@ -166,12 +167,12 @@ def estimate_from_probe(
         # train.devices: every process holds the whole model, its gradients and optimizer state
         # and its own micro-batches (gradients are summed in place): the bytes above are per
         # card, and a run takes this many cards.
-        "devices": int(train_cfg.get("devices") or 1),
+        "devices": int(train_key(train_cfg, "devices")),
         "seq_len": probed["max_length"],
         "precision": probed["precision"],
         "device": device,
         "gradient_checkpointing": gradient_checkpointing,
-        "optimizer": train_cfg.get("optimizer", "adamw"),
+        "optimizer": train_key(train_cfg, "optimizer"),
         "eval_sequences_per_example": eval_sequences,
     }
     out["probe"] = {

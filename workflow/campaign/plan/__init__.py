@@ -17,6 +17,7 @@ _PUBLIC = {
     "campaign_runs": "look_runs",
     "estimable_contrasts": "effects",
     "format_table": "columns",
+    "command_of": "ids",
     "identity": "ids",
     "kept_in_table": "columns",
     "kept_runs": "planner",
@@ -47,10 +48,36 @@ def _plan_spec(params: dict) -> dict:
     return table_spec(params)
 
 
+def _check_command_names(params: dict) -> None:
+    """Every trainer name (train.command, its factor's levels, an explicit cell's) is builtin
+    or one of train.commands: a typo fails before the plan, not in a training job."""
+    from campaign.core.errors import CampaignError
+    from campaign.plan.ids import BUILTIN_TRAINER, command_of
+
+    if BUILTIN_TRAINER in (params["train"].get("commands") or {}):
+        raise CampaignError(
+            f"train.commands.{BUILTIN_TRAINER}: the built-in loop's name; name the command "
+            "otherwise"
+        )
+    ablation = params.get("ablation") or {}
+    levels = [("train.command", params["train"].get("command"))]
+    factor = ((ablation.get("factors") or {}).get("train") or {}).get("command") or []
+    levels += [("ablation.factors.train.command", level) for level in factor]
+    cells = (ablation.get("explicit") or {}).get("cells") or []
+    levels += [(f"ablation.explicit.cells[{i}]", c["train.command"])
+               for i, c in enumerate(cells) if "train.command" in c]  # fmt: skip
+    for where, level in levels:
+        try:
+            command_of({**params["train"], "command": level})
+        except CampaignError as e:
+            raise CampaignError(f"{where}: {str(e).split(': ', 1)[1]}") from None
+
+
 def _check_params(params: dict) -> None:
     from campaign.core.errors import CampaignError
     from campaign.plan.planner import plan_index
 
+    _check_command_names(params)
     ablation = params["ablation"]
     if params["model"]["source"] != "from_config" and ablation["factors"].get("model"):
         raise CampaignError(

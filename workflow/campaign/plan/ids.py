@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from campaign.core.defaults import TRAIN_DEFAULTS
+from campaign.core.errors import CampaignError
 from campaign.core.hashing import hash_value
 
 RUN_ID_PREFIX = "run-"
@@ -46,15 +48,24 @@ def resolved_spec(params: dict, overrides: dict[str, Any], seed: int) -> dict:
     return spec
 
 
-# Train keys added after runs were made, at the value that means "as before".
-OPTIONAL_TRAIN_DEFAULTS = {
-    "base_quantization": None,
-    "group_by_length": False,
-    "packing": False,
-    "optimizer": "adamw",
-    "base_dropout": True,
-    "command": None,
-}
+# train.command's name for the built-in loop (as null): a factor's level reads as a trainer.
+BUILTIN_TRAINER = "builtin"
+
+
+def command_of(train: dict) -> dict | None:
+    """train.command resolved: None for the built-in loop (null or builtin), else the command
+    as written or the entry of train.commands it names. A run is the command it resolves to,
+    so renaming a command, or naming one written inline, keeps its runs."""
+    raw = train.get("command")
+    if raw is None or raw == BUILTIN_TRAINER:
+        return None
+    if not isinstance(raw, str):
+        return raw
+    named = train.get("commands") or {}
+    if raw not in named:
+        known = ", ".join([BUILTIN_TRAINER, *sorted(named)])
+        raise CampaignError(f"train.command: {raw!r} is not one of {known} (train.commands)")
+    return named[raw]
 
 
 def identity(spec: dict) -> dict:
@@ -62,20 +73,26 @@ def identity(spec: dict) -> dict:
 
     Operational train keys are left out, and so is where a pretrained model lies: its folder
     counts by its content (the base_model input of every job that builds the model). An optional
-    train key at its default (OPTIONAL_TRAIN_DEFAULTS) is left out too: a spec written before
+    train key at its default (TRAIN_DEFAULTS) is left out too: a spec written before
     the key existed trains the same model, and must keep its id and store entries."""
+    command = command_of(spec["train"])
     train = {
         k: v
         for k, v in spec["train"].items()
         if k not in OPERATIONAL_TRAIN_KEYS
-        and not (k in OPTIONAL_TRAIN_DEFAULTS and v == OPTIONAL_TRAIN_DEFAULTS[k])
+        and k not in ("command", "commands")
+        and not (k in TRAIN_DEFAULTS and v == TRAIN_DEFAULTS[k])
     }
     # The effective batch, not its split: N devices x grad_accum k is the run of one device
     # accumulating N x k micro-batches (the same gradients, summed in another order).
     devices = train.pop("devices", 1)
-    if train.get("command"):
-        # How long a command may take to stop after a signal is operational, like checkpoint_every.
-        train["command"] = {k: v for k, v in train["command"].items() if k != "grace_seconds"}
+    if command:
+        # The command as what it runs: its argv, and the files and packages it declares as sets
+        # (none listed is the same as the key absent; their order is no part of it). How long it
+        # may take to stop after a signal is operational, like checkpoint_every.
+        train["command"] = {"argv": command["argv"]} | {
+            k: sorted(set(command[k])) for k in ("files", "packages") if command.get(k)
+        }
     if "grad_accum" in train:
         train["grad_accum"] = train["grad_accum"] * devices
     model = spec["model"]

@@ -18,13 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from campaign.core.defaults import train_key
 from campaign.core.errors import CampaignError
 from campaign.core.hashing import canonical_json
 from campaign.core.io import cell_id, read_json
 from campaign.core.params import get_key
 from campaign.plan import designs
 from campaign.plan.columns import in_order, tsv_text
-from campaign.plan.ids import RUN_ID_PATTERN, identity, resolved_spec, run_id
+from campaign.plan.ids import BUILTIN_TRAINER, RUN_ID_PATTERN, identity, resolved_spec, run_id
 from campaign.plan.order import tier_cells
 
 __all__ = ["RUN_ID_PATTERN", "identity", "resolved_spec", "run_id"]
@@ -69,7 +70,7 @@ def training_tokens(train: dict) -> int:
     the planner's measure of cost, known before anything ran. The projection scales the
     preflight's measured step rate by the same tokens, so cheaper here is cheaper in projected
     card-hours (what the budget prices) unless the runs differ in how often they evaluate."""
-    per_step = train["micro_batch"] * train["grad_accum"] * int(train.get("devices", 1))
+    per_step = train["micro_batch"] * train["grad_accum"] * int(train_key(train, "devices"))
     return train["max_steps"] * per_step * train["max_length"]
 
 
@@ -282,8 +283,17 @@ def cost_recipe(train: dict) -> dict:
     """A recipe as far as its projected cost goes (COST_KEYS), and its train.devices where
     it is not 1 (a spec without it keeps its key)."""
     recipe = {k: train[k] for k in COST_KEYS}
-    devices = int(train.get("devices", 1))
-    return recipe | ({"devices": devices} if devices != 1 else {})
+    devices = int(train_key(train, "devices"))
+    recipe |= {"devices": devices} if devices != 1 else {}
+    # An outside trainer's run is timed at the rate the preflight measured for its command
+    # (its name in train.commands, or train.command written inline); the built-in loop's
+    # runs keep the recipe they had.
+    command = train.get("command")
+    if isinstance(command, dict):
+        recipe["trainer"] = "train.command"
+    elif command is not None and command != BUILTIN_TRAINER:
+        recipe["trainer"] = command
+    return recipe
 
 
 def table_spec(params: dict) -> dict:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 
+from campaign.core.defaults import train_key
 from campaign.core.errors import CampaignError
 
 HOUR_S = 3600.0
@@ -40,7 +41,7 @@ def step_scale(recipe: dict, baseline: dict) -> float:
     (padded tokens of the effective batch; devices: 1 when absent)."""
 
     def tokens(r: dict) -> int:
-        return r["micro_batch"] * r["grad_accum"] * r.get("devices", 1) * r["max_length"]
+        return r["micro_batch"] * r["grad_accum"] * train_key(r, "devices") * r["max_length"]
 
     return tokens(recipe) / tokens(baseline)
 
@@ -52,7 +53,7 @@ def run_cost(
     absent). rates: the throughput check's measured rates; sizes: the disk check's exact sizes
     (one checkpoint, the model, predictions, logs; example counts)."""
     steps = recipe["max_steps"]
-    devices = recipe.get("devices", 1)
+    devices = train_key(recipe, "devices")
     per_example = rates["eval_seconds_per_example"]
     n_val, n_test = sizes["validation_examples"], sizes["test_examples"]
     seconds = {
@@ -83,13 +84,18 @@ def project(
     Raises CampaignError (one line) when the budget does not hold even the control, or the kept
     runs exceed preflight.max_hours or `free_bytes` (the free disk now) with its margin."""
     rates = measurements["throughput"]["details"]["rates"]
+    # The preflight's command check: each outside trainer's own steps/s (absent: not measured).
+    trainers = (measurements.get("command") or {}).get("details", {}).get("runs") or {}
     sizes = report["disk"]["details"]
     timings_bytes = measurements["disk"]["details"].get("timings_bytes", 0)
     budget = spec.get("budget_hours")
     rows, total_s = [], 0.0
     kept_s, kept_bytes = 0.0, 0
     for row in spec["rows"]:
-        cost = run_cost(spec["recipes"][row["run"]], spec["baseline"], rates, sizes, timings_bytes)
+        recipe = spec["recipes"][row["run"]]
+        own = (trainers.get(recipe.get("trainer")) or {}).get("steps_per_s")
+        run_rates = rates if not own else {**rates, "steps_per_s": own}
+        cost = run_cost(recipe, spec["baseline"], run_rates, sizes, timings_bytes)
         total_s += cost["seconds"]
         kept = bool(row.get("kept", True)) and (budget is None or total_s / HOUR_S <= budget)
         if kept:

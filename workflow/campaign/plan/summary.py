@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from campaign.core.defaults import train_key
 from campaign.plan.columns import format_table
 from campaign.plan.estimability import analyse, cut_costs, sentence
 from campaign.plan.words import plural, short_names
@@ -66,7 +67,7 @@ def report_lines(spec: dict, rows: list[dict], note: str = "") -> list[str]:
     if "projected_hours" in (rows[0] if rows else {}):
         hours = sum(r["projected_hours"] for r in kept)
         line += f", projected at {hours:.4g} h on the preflight's device"
-        cards = {r: recipe.get("devices", 1) for r, recipe in spec.get("recipes", {}).items()}
+        cards = {r: train_key(recipe, "devices") for r, recipe in spec.get("recipes", {}).items()}
         if any(cards.get(r["run"], 1) > 1 for r in kept):
             held = sum(r["projected_hours"] * cards.get(r["run"], 1) for r in kept)
             line += f" ({held:.4g} card-hours: a run with train.devices N holds N cards)"

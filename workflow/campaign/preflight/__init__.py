@@ -14,8 +14,8 @@ uses the model actually built, and the fit table the configured vocabulary size.
 """
 
 from campaign.core.lazy import exports
-from campaign.core.stage import File, Findings, From, Phase, ReportSection, Stage
-from campaign.train import EXECUTION, MODEL_INPUTS
+from campaign.core.stage import Derived, File, Findings, From, Phase, ReportSection, Stage
+from campaign.train import EXECUTION, TRAIN_INPUTS
 from campaign.train import INPUTS as TRAINING_INPUTS
 from campaign.train import LIBRARIES as TRAINING_LIBRARIES
 
@@ -45,7 +45,19 @@ def _preflight_key(spec: dict) -> dict:
     from campaign.plan import identity
 
     checks = {k: v for k, v in spec["preflight"].items() if k != "max_hours"}
-    return {"run": identity(spec["run"]), "preflight": checks}
+    key = {"run": identity(spec["run"]), "preflight": checks}
+    # The commands its `command` check runs (none: the key of a report made before it).
+    commands = _commands(spec["run"]["train"])
+    return {**key, "commands": commands} if commands else key
+
+
+def _commands(train: dict) -> dict:
+    from campaign.train.command import commands_of
+
+    return {
+        name: {k: v for k, v in raw.items() if k != "grace_seconds"}
+        for name, (_, raw) in commands_of(train).items()
+    }
 
 
 PHASE = Phase(
@@ -75,7 +87,8 @@ PHASE = Phase(
             name="preflight",
             entry="campaign.preflight.stage:stage",
             help="the checks that must pass before any training job runs",
-            inputs=TRAINING_INPUTS,
+            # command_files: what the commands it checks declare (campaign.train.command).
+            inputs={**TRAINING_INPUTS, "command_files": Derived()},
             outputs={
                 "report": File("results/preflight/report.json"),
                 "measurements": File("results/preflight/measurements.json"),
@@ -86,7 +99,7 @@ PHASE = Phase(
             libraries=TRAINING_LIBRARIES,
             key_view=_preflight_key,
             volatile=("measurements", "report_text"),
-            derive_inputs=MODEL_INPUTS,
+            derive_inputs=TRAIN_INPUTS,
             # One thread a check, the job's cores: checks at once; it pins through the training
             # jobs' module (EXECUTION), whose code decides the result too.
             execution="campaign.preflight.execution",

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from campaign.core.defaults import train_key
 from campaign.core.diskspace import free_disk_bytes
 from campaign.core.fsutil import remove_tree
 from campaign.memory import format_bytes
@@ -128,7 +129,7 @@ class Bench:
         train = {**self.spec["train"], **train_overrides}
         # One process here: train.devices' micro-batches accumulated in it (the same effective
         # batch, run id and gradients: tests/train/test_distributed.py).
-        devices = int(train.get("devices", 1))
+        devices = int(train_key(train, "devices"))
         if devices > 1:
             train["devices"] = 1
             if "grad_accum" not in train_overrides:

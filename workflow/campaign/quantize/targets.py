@@ -26,6 +26,7 @@ from pathlib import Path
 
 from campaign.core.errors import CampaignError
 from campaign.core.fsutil import atomic_write_text
+from campaign.core.io import read_json
 from campaign.evaluate import representative
 
 MODES = ("representative", "best_seed", "control", "all")
@@ -166,7 +167,7 @@ def select_representative(scores: dict[str, float | None], cells: dict[str, str]
 
 def selected_runs(selection: Path) -> list[str]:
     """The run ids a selection file names (the rules read it after the checkpoint)."""
-    return list(json.loads(Path(selection).read_text(encoding="utf-8"))["runs"])
+    return list(read_json(selection, ("runs",))["runs"])
 
 
 def stage_select(ctx) -> None:

@@ -11,19 +11,16 @@ imports), and a report it cannot read is one line in the block, never an error.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
+from campaign.core.io import read_json
+
 
 def _read(path: Path) -> dict | None:
-    if not path.exists():
-        return None
-    value = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(value, dict):
-        raise ValueError("expected a JSON object")
-    return value
+    """A phase's report, or None where the campaign has not written it yet."""
+    return read_json(path) if path.exists() else None
 
 
 STALE_AFTER_S = 3600.0

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from campaign.core.defaults import TRAIN_DEFAULTS
 from campaign.core.errors import CampaignError
 from campaign.core.fsutil import atomic_write_text
 from campaign.core.params import REGISTRY_KEY, SCHEMA_PATH
@@ -146,6 +147,17 @@ def _cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
+def _absent(path: str) -> str:
+    """ " Absent: <default>" for a `train` key a params file may leave out (core/defaults.py)."""
+    section, _, name = path.partition(".")
+    if section != "train" or name not in TRAIN_DEFAULTS:
+        return ""
+    value = TRAIN_DEFAULTS[name]
+    # YAML's spelling (1 == True in a dict lookup: test bool first).
+    shown = "null" if value is None else str(value).lower() if isinstance(value, bool) else value
+    return f" Absent: {shown}"
+
+
 def _section(key: Key, keys: list[Key]) -> list[str]:
     lines = [f"## `{key.path}`", "", _cell(key.node.get("description", "")), ""]
     lines += [
@@ -156,7 +168,7 @@ def _section(key: Key, keys: list[Key]) -> list[str]:
         required = "yes" if k.required else "no"
         lines.append(
             f"| `{k.path}` | {_cell(_type_text(k.node))} | {_cell(_allowed_text(k.node))} "
-            f"| {required} | {_cell(k.node.get('description', ''))} |"
+            f"| {required} | {_cell(k.node.get('description', '') + _absent(k.path))} |"
         )
     return lines + [""]
 

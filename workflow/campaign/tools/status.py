@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from campaign.core.defaults import train_key
 from campaign.core.errors import CampaignError
 from campaign.core.store import Store
 from campaign.plan import CampaignRuns
@@ -276,7 +277,7 @@ def print_status(
 
         params = load_params(params_path)
         runs = [*plan_index(params).values(), *adaptive_runs(params)]
-        cards = {r.run_id: int(r.spec["train"].get("devices", 1)) for r in runs}
+        cards = {r.run_id: int(train_key(r.spec["train"], "devices")) for r in runs}
         campaign = campaign_runs(plan_table, look_files(looks_folder))
         states = run_states(campaign.runs, train_states(rows, records), records, set(etas))
         stored = stored_runs(campaign.runs, states, params, store, records, rows)

@@ -16,6 +16,7 @@ import importlib.metadata
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,7 +29,7 @@ from campaign.core.errors import PREEMPTED_EXIT, CampaignError, Preempted
 from campaign.core.fsutil import atomic_write_text
 from campaign.core.hashing import hash_tree, hash_value
 from campaign.core.progress import job_progress
-from campaign.plan import identity, run_id
+from campaign.plan import command_of, identity, run_id
 
 SPEC_ENV = "CAMPAIGN_RUN_SPEC"
 SPEC_FORMAT = 1
@@ -61,8 +62,9 @@ class Command:
 
     @classmethod
     def of(cls, train: dict) -> Command | None:
-        """The run's command, or None for the built-in loop."""
-        raw = train.get("command")
+        """The run's command (written in train.command or named there from train.commands), or
+        None for the built-in loop."""
+        raw = command_of(train)
         if raw is None:
             return None
         if not isinstance(raw, dict) or not raw.get("argv"):
@@ -87,14 +89,29 @@ class Command:
         return out
 
 
+def commands_of(train: dict) -> dict[str, tuple[Command, dict]]:
+    """Every command a campaign's train section can run, by name: train.command written inline
+    (named "train.command") and each of train.commands. Values: (checked, as written)."""
+    out = {}
+    if isinstance(train.get("command"), dict):
+        out["train.command"] = train["command"]
+    out.update(train.get("commands") or {})
+    return {name: (Command.of({"command": raw}), raw) for name, raw in out.items()}
+
+
 def derive_inputs(spec: dict, root: Path) -> dict[str, list[Path]]:
-    """The train stage's derived inputs (Stage.derive_inputs): the base model folder, and the
-    files train.command declares, so that their content is part of the run's store key."""
+    """The derived inputs of a training job or the preflight (Stage.derive_inputs): the base
+    model folder, and the files the commands declare, so that their content is in the key: a
+    run's own command's, or for the preflight ({run, preflight}) every command it checks."""
     from campaign.train.models import derive_inputs as model_inputs
 
-    command = Command.of(spec["train"])
-    files = [] if command is None else [Path(root) / f for f in command.files]
-    return {**model_inputs(spec, root), "command_files": files}
+    if "train" in spec:
+        command = Command.of(spec["train"])
+        commands = [] if command is None else [command]
+    else:
+        commands = [c for c, _ in commands_of(spec["run"]["train"]).values()]
+    files = sorted({f for c in commands for f in c.files})
+    return {**model_inputs(spec, root), "command_files": [Path(root) / f for f in files]}
 
 
 def key_view(spec: dict) -> dict:
@@ -120,7 +137,7 @@ def run_spec(spec: dict, inputs: dict, outputs: dict, work_dir: Path, labels: li
         "run": run_id(spec),
         "task": spec["model"]["task"],
         "seed": int(spec["seed"]),
-        "recipe": {k: v for k, v in spec["train"].items() if k != "command"},
+        "recipe": {k: v for k, v in spec["train"].items() if k not in ("command", "commands")},
         "model": {
             **spec["model"],
             "source": str(Path(base[0]).resolve()) if base else "from_config",
@@ -289,9 +306,11 @@ def check_outputs(folder: Path, progress: list[dict], max_steps: int) -> None:
         )
 
 
-def _load(saved, folder: Path):
+def _load(load, folder: Path):
+    """load() of the command's model folder; what transformers says when it cannot, in one
+    line naming the contract."""
     try:
-        return saved.load()
+        return load()
     except CampaignError:
         raise
     except Exception as e:  # whatever transformers says about a folder it cannot read
@@ -329,7 +348,7 @@ def metrics_frame(progress: list[dict], validation: tuple[float, float] | None, 
             "grad_norm": r.get("grad_norm"),
             "tokens": r.get("tokens"),
         }
-        for r in _last_per_step(progress)
+        for r in last_per_step(progress)
     ]
     if validation is not None:
         rows.append({"step": step, "split": "validation", "loss": validation[0],
@@ -341,7 +360,7 @@ def metrics_frame(progress: list[dict], validation: tuple[float, float] | None, 
     )  # fmt: skip
 
 
-def _last_per_step(progress: list[dict]) -> list[dict]:
+def last_per_step(progress: list[dict]) -> list[dict]:
     """One row per step: a resumed command repeats the steps after its checkpoint; the run's
     model went through the last of them."""
     by_step: dict[int, dict] = {}
@@ -372,7 +391,7 @@ def stage(ctx) -> None:
     """The train stage's entry: the user's command when train.command is set, else the built-in
     loop (campaign.train.stage). The dispatch lives here so the loop's module knows nothing of
     outside trainers."""
-    if ctx.spec["train"].get("command") is None:
+    if Command.of(ctx.spec["train"]) is None:
         from campaign.train.stage import stage as builtin
 
         builtin(ctx)
@@ -385,18 +404,31 @@ def stage(ctx) -> None:
 def prepare(spec: dict, inputs: dict, outputs: dict, work_dir: Path, root: Path):
     """The run spec file and what it names (the tokenizer of a from_config model, trained on
     the train split only, as the built-in loop trains it). Returns (spec path, data, labels)."""
+    from campaign.core.tasks import trainer_module
     from campaign.train import models
     from campaign.train.loop import read_data
 
     data = read_data(inputs)
-    labels = models.label_names(data.train.labels)
+    task = trainer_module(spec["model"]["task"])
+    # A task with its own module has no label ids (its items are scored by the task).
+    labels = [] if task is not None else models.label_names(data.train.labels)
     work_dir = Path(work_dir)
     (work_dir / CHECKPOINTS).mkdir(parents=True, exist_ok=True)
-    if not inputs.get("base_model") and not (work_dir / TOKENIZER).is_dir():
+    base = inputs.get("base_model") or []
+    if not base and not (work_dir / TOKENIZER).is_dir():
+        # Written beside, then renamed: a kill mid-write leaves no half folder to be reused.
         tok = models.make_tokenizer(spec["model"], data.train.texts, None)
-        tok.save_pretrained(str(work_dir / TOKENIZER))
+        partial = work_dir / f"{TOKENIZER}.tmp"
+        shutil.rmtree(partial, ignore_errors=True)
+        tok.save_pretrained(str(partial))
+        os.replace(partial, work_dir / TOKENIZER)
     path = work_dir / SPEC_FILE
     body = run_spec(spec, inputs, outputs, work_dir, labels)
+    if task is not None:
+        # The chat template the campaign formats and scores with (model.chat_template
+        # resolved), so the command trains on the very text its model is judged on.
+        tok = models.load_tokenizer(Path(body["tokenizer"]), spec["model"]["task"])
+        body["chat_template"] = task.setup(spec["model"], tok, root).template
     atomic_write_text(path, json.dumps(body, indent=2, sort_keys=True) + "\n")
     return path, data, labels
 
@@ -415,7 +447,6 @@ def train_with_command(
     from campaign.train import devices
     from campaign.train.loop import EVAL_SPLITS
     from campaign.train.recipe import Recipe
-    from campaign.train.scoring import SavedModel
     from campaign.train.stage import write_parquet
 
     started = time.perf_counter()
@@ -429,21 +460,14 @@ def train_with_command(
     folder = Path(outputs["model"])
     check_outputs(folder, progress, recipe.max_steps)
     base = inputs.get("base_model") or []
-    saved = SavedModel(folder, spec["model"]["task"], labels, recipe.max_length,
-                       recipe.micro_batch, Path(base[0]) if base else None)  # fmt: skip
-    model = _load(saved, folder)
-    _check_labels(model, labels, saved.task)
     device = devices.select_device()
-    model = model.to(device)
-    autocast = functools.partial(devices.autocast, device, recipe.precision)
-    frames = {}
-    with _no_grad():
-        for split in EVAL_SPLITS:
-            frames[split] = saved.predictions(model, getattr(data, split), device, autocast)
-            write_parquet(frames[split], outputs[f"predictions_{split}"])
-    validation = _validation(frames["validation"], labels)
+    model, tokenizer, frames, validation = score(
+        spec, data, labels, folder, Path(base[0]) if base else None, device, root
+    )
+    for split in EVAL_SPLITS:
+        write_parquet(frames[split], outputs[f"predictions_{split}"])
     write_parquet(metrics_frame(progress, validation, recipe.max_steps), outputs["metrics"])
-    manifest = _manifest(spec, inputs, execution, device, labels, saved, model, command)
+    manifest = _manifest(spec, inputs, execution, device, labels, tokenizer, model, command)
     manifest["final_validation"] = (
         None
         if validation is None
@@ -467,9 +491,67 @@ def train_with_command(
             # the command's process tree is the job's peak on a CPU
             "peak_memory_bytes": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
             "processes": {"count": recipe.devices, "launcher": "command"},
-            "per_step": {"step": [r["step"] for r in _last_per_step(progress)]},
+            "per_step": {"step": [r["step"] for r in last_per_step(progress)]},
         }
         atomic_write_text(outputs["timings"], json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+
+def score(spec: dict, data, labels: list[str], folder: Path, base: Path | None, device, root):
+    """The saved model scored on validation and test as the built-in loop scores its own runs:
+    a task module's way (the generation task generates and scores each item) or SavedModel's
+    label probabilities. Returns (model, tokenizer, {split: predictions}, validation), where
+    validation is (mean loss, accuracy or mean per-item score) or None for an empty split."""
+    from campaign.core.tasks import trainer_module
+    from campaign.train.loop import EVAL_SPLITS
+    from campaign.train.recipe import Recipe
+
+    recipe = Recipe.from_spec(spec["train"])
+    task_name = spec["model"]["task"]
+    task = trainer_module(task_name)
+    if task is None:
+        return _score_labels(spec, data, labels, folder, base, device)
+    from campaign.train.models import load_run_model, load_tokenizer
+
+    tokenizer = load_tokenizer(folder, task_name)
+    model = _load(lambda: load_run_model(folder, task_name, base), folder).to(device)
+    run = task.setup(spec["model"], tokenizer, root)
+    frames, validation = {}, None
+    for split in EVAL_SPLITS:
+        part = getattr(data, split)
+        if not len(part):
+            frames[split] = task.empty_predictions()
+            continue
+        examples = task.encode_split(run, tokenizer, part, recipe.max_length)
+        loss, mean_score, frames[split] = task.evaluate(
+            model, tokenizer, run, part, examples, micro_batch=recipe.micro_batch,
+            pad_id=tokenizer.pad_token_id, device=device, final=True,
+        )  # fmt: skip
+        if split == "validation":
+            validation = (loss, mean_score)
+    return model, tokenizer, frames, validation
+
+
+def _score_labels(spec: dict, data, labels: list[str], folder: Path, base, device):
+    """A label-scoring task (sequence_classification, causal_lm): SavedModel's probabilities,
+    the code the quantize phase scores with."""
+    from campaign.train import devices
+    from campaign.train.loop import EVAL_SPLITS
+    from campaign.train.recipe import Recipe
+    from campaign.train.scoring import SavedModel
+
+    recipe = Recipe.from_spec(spec["train"])
+    saved = SavedModel(folder, spec["model"]["task"], labels, recipe.max_length,
+                       recipe.micro_batch, base)  # fmt: skip
+    model = _load(saved.load, folder)
+    _check_labels(model, labels, saved.task)
+    model = model.to(device)
+    autocast = functools.partial(devices.autocast, device, recipe.precision)
+    with _no_grad():
+        frames = {
+            split: saved.predictions(model, getattr(data, split), device, autocast)
+            for split in EVAL_SPLITS
+        }
+    return model, saved.tokenizer, frames, _validation(frames["validation"], labels)
 
 
 @contextlib.contextmanager
@@ -480,7 +562,7 @@ def _no_grad():
         yield
 
 
-def _manifest(spec, inputs, execution, device, labels, saved, model, command: Command) -> dict:
+def _manifest(spec, inputs, execution, device, labels, tokenizer, model, command: Command) -> dict:
     """The run manifest's fields a built-in run also writes (train/stage.py run_manifest), and
     the trainer that made it."""
     from campaign.core.code import code_version, module_hashes
@@ -500,7 +582,7 @@ def _manifest(spec, inputs, execution, device, labels, saved, model, command: Co
         "execution": execution,
         "device": device.type,
         "labels": list(labels),
-        "tokenizer_vocab_size": len(saved.tokenizer),
+        "tokenizer_vocab_size": len(tokenizer),
         "parameters": {"total": total, "trainable_during_training": None},
         "lora": None,
         "steps": int(spec["train"]["max_steps"]),

@@ -8,7 +8,7 @@ adamw_8bit   torchao.optim.AdamW8bit: block-quantized 8-bit moments (about 2 byt
 adamw_4bit   torchao.optim.AdamW4bit: 4-bit moments (about 1 byte per weight). CUDA only.
 
 A low-bit optimizer changes the result (its moments are rounded), so the key is part of a run's
-id; `adamw`, the default, is left out of it (plan/ids.py OPTIONAL_TRAIN_DEFAULTS).
+id; `adamw`, the default, is left out of it (core/defaults.py TRAIN_DEFAULTS).
 """
 
 from __future__ import annotations

@@ -5,22 +5,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from campaign.core.defaults import TRAIN_DEFAULTS, with_train_defaults
 from campaign.core.errors import CampaignError
 from campaign.train import models, optim
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 SCHEDULES = ("constant", "linear", "cosine")
-# Train keys a spec may lack (added after runs were made; their defaults mean "as before").
-OPTIONAL = (
-    "base_quantization",
-    "gradient_checkpointing",
-    "group_by_length",
-    "packing",
-    "optimizer",
-    "devices",
-    "base_dropout",
-    "command",
-)
 # group_by_length: examples are sorted by length within windows of this many micro-batches of
 # each epoch's permutation (as transformers' LengthGroupedSampler's "megabatches").
 GROUP_MICRO_BATCHES = 50
@@ -44,39 +34,41 @@ class Recipe:
     checkpoint_every: int
     keep_checkpoints: int
     lora: dict | None
-    # Optional (older specs lack them), at the value that means "as before":
+    # Optional (older specs lack them): their defaults are core/defaults.py TRAIN_DEFAULTS.
     # the frozen base's quantization, train/basequant.py;
-    base_quantization: str | None = None
+    base_quantization: str | None
     # recompute each layer's activations in backward (the same weights, bit for bit: not part
     # of a run's id, plan/ids.py OPERATIONAL_TRAIN_KEYS);
-    gradient_checkpointing: bool = False
+    gradient_checkpointing: bool
     # each epoch's order sorted by length within windows of GROUP_MICRO_BATCHES micro-batches;
-    group_by_length: bool = False
+    group_by_length: bool
     # causal_lm: each micro-batch's examples packed into rows of max_length, every example
     # attending only within itself (batches.collate_packed, packing.py); in a run's id;
-    packing: bool = False
+    packing: bool
     # torch AdamW or a low-bit AdamW (train/optim.py).
-    optimizer: str = "adamw"
+    optimizer: str
     # processes (devices) one run trains on, each taking grad_accum micro-batches of every
     # global batch (train/distributed.py); run ids count the effective batch, not its split.
-    devices: int = 1
+    devices: int
     # the base model's own dropout during training (models.set_base_dropout): on, as
     # transformers and peft train it; false sets it to 0 (LoRA's dropout is train.lora.dropout).
-    base_dropout: bool = True
-    # your own training command instead of this loop (train/command.py); null: this loop.
-    command: dict | None = None
+    base_dropout: bool
+    # your own training command instead of this loop (train/command.py), or its name in
+    # commands; null or builtin: this loop.
+    command: dict | str | None
+    commands: dict | None
 
     @classmethod
     def from_spec(cls, train: dict) -> Recipe:
         fields = cls.__dataclass_fields__
-        optional = OPTIONAL
-        missing = [k for k in fields if k not in train and k not in optional]
+        missing = [k for k in fields if k not in train and k not in TRAIN_DEFAULTS]
         if missing:
             raise CampaignError(f"train.{missing[0]}: missing (the training stage reads it)")
         unknown = sorted(set(train) - set(fields))
         if unknown:
             raise CampaignError(f"train.{unknown[0]}: not a key the training stage knows")
-        recipe = cls(**{k: train[k] for k in fields if k in train})
+        train = with_train_defaults(train)
+        recipe = cls(**{k: train[k] for k in fields})
         recipe.check()
         return recipe
 

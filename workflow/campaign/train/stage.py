@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from campaign.core.code import code_version, module_hashes
+from campaign.core.defaults import train_key
 from campaign.core.errors import CampaignError
 from campaign.core.hashing import hash_tree
 from campaign.plan import identity
@@ -179,7 +180,7 @@ def run_training(
 def stage(ctx) -> None:
     """Stage entry (campaign.core.runner): ctx.spec is the run spec {model, train, seed}.
     train.devices > 1: the N processes of campaign.train.distributed train it."""
-    n = int(ctx.spec["train"].get("devices", 1))
+    n = int(train_key(ctx.spec["train"], "devices"))
     if n > 1:
         distributed.launch(
             n, ctx.spec, ctx.inputs, ctx.outputs, ctx.work_dir, ctx.root, ctx.execution, ctx.key

@@ -1,0 +1,79 @@
+"""The preflight's `command` check runs an outside trainer (train.commands) as a training job
+would, on the overfit sample for a few steps: signalled mid-run, it must checkpoint and exit 75,
+then resume from that checkpoint and finish with its model and a falling loss; its throughput
+and peak memory are measured. A command that restarts from step 0 fails the check by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_preflight import cfg, run, spec
+from trainkit import write_splits
+
+from campaign.preflight.report import split_report
+
+EXAMPLE = "examples/hf_trainer_classification.py"
+
+# Keeps every part of the contract but resume: started again, it trains from step 1.
+NO_RESUME = """
+import json, os, signal, sys
+spec = json.load(open(os.environ["CAMPAIGN_RUN_SPEC"]))
+stop = []
+signal.signal(signal.SIGUSR1, lambda *_: stop.append(1))
+for step in range(1, spec["max_steps"] + 1):
+    import time; time.sleep(0.2)
+    with open(spec["progress_file"], "a") as f:
+        f.write(json.dumps({"step": step, "loss": 1.0 / step, "tokens": 8}) + "\\n")
+    if stop:
+        sys.exit(75)
+"""
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> dict[str, list[Path]]:
+    return write_splits(tmp_path_factory.mktemp("splits"), n_train=160, n_eval=32)
+
+
+def _with_commands(**commands) -> dict:
+    run_spec = spec()
+    run_spec["train"].update(command="builtin", commands=commands)
+    return run_spec
+
+
+def test_the_hf_trainer_example_keeps_the_contract_on_the_sample_and_is_measured(
+    inputs,
+    tmp_path,
+):
+    hf = {"argv": ["python", EXAMPLE], "files": [EXAMPLE], "packages": ["transformers"]}
+    result = run(inputs, tmp_path, _with_commands(hf=hf), checks=("command",))["command"]
+    assert result["passed"], result["summary"]
+    d, m = result["details"]["commands"]["hf"], result["details"]["runs"]["hf"]
+    before = cfg()["resume"]["steps_before"]
+    # Signalled after steps_before steps, it stopped there and resumed from that checkpoint.
+    assert d["signalled_at_step"] == before and m["resumed_from_step"] == m["stopped_at_step"]
+    assert before <= m["resumed_from_step"] < d["steps"]
+    assert m["last_loss"] < m["first_loss"]
+    assert m["steps_per_s"] > 0 and m["peak_rss_bytes"] > 50 * 2**20  # a torch process
+    assert "hf: loss" in result["summary"] and "resumed from step" in result["summary"]
+    # Where the signal landed and the rates vary between runs: measurements.json, not the
+    # report `campaign reproduce` compares.
+    report, measurements = split_report({"command": result, "passed": True})
+    assert report["command"]["details"] == {"commands": {"hf": d}}
+    assert measurements["command"]["details"]["runs"]["hf"] == m
+
+
+def test_a_command_that_does_not_resume_fails_the_check_by_name(inputs, tmp_path):
+    script = tmp_path / "no_resume.py"
+    script.write_text(NO_RESUME)
+    bad = {"argv": ["python", str(script)]}
+    result = run(inputs, tmp_path, _with_commands(mine=bad), checks=("command",))["command"]
+    assert not result["passed"]
+    assert result["summary"] == (
+        "mine: started again after its signal, it trained from step 0 (no resume)"
+    )
+
+
+def test_without_a_command_the_check_is_not_used(inputs, tmp_path):
+    result = run(inputs, tmp_path, spec(), checks=("command",))["command"]
+    assert result["passed"] and result["summary"].startswith("not used")

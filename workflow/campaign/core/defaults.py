@@ -1,0 +1,49 @@
+"""The defaults of the `train` keys a params file or a run spec may leave out, written once.
+
+These keys came after runs had been made; each default is the value that means "as before", so
+a spec written before the key existed trains the same model. Three readers, one table:
+- the recipe (train/recipe.py) fills a missing key from it;
+- run ids and store keys (plan/ids.py) leave a key at its default out of the hash, so an old
+  spec keeps its id and its store entries;
+- the schema's reference (docs/params.md, tools/params_doc.py) prints "Absent: <default>" from
+  it, and a test checks that the schema's optional `train` keys are exactly these.
+
+Standard library only: params validation imports it while Snakemake builds the DAG.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+TRAIN_DEFAULTS = MappingProxyType(
+    {
+        # the frozen base's quantization (train/basequant.py): none
+        "base_quantization": None,
+        # recompute activations in backward: off (the same weights; operational, not in ids)
+        "gradient_checkpointing": False,
+        # length-grouped order within windows of micro-batches: off
+        "group_by_length": False,
+        # causal_lm examples packed into rows of max_length: off
+        "packing": False,
+        # torch AdamW (train/optim.py)
+        "optimizer": "adamw",
+        # processes one run trains on (train/distributed.py)
+        "devices": 1,
+        # the base model's own dropout during training: on, as transformers and peft train it
+        "base_dropout": True,
+        # your own training command (train/command.py): none, the built-in loop
+        "command": None,
+        # named training commands train.command may name: none
+        "commands": {},
+    }
+)
+
+
+def with_train_defaults(train: dict) -> dict:
+    """A `train` section with every key of TRAIN_DEFAULTS it lacks filled in (a new dict)."""
+    return {**TRAIN_DEFAULTS, **train}
+
+
+def train_key(train: dict, key: str):
+    """A `train` key's value in a section or run spec that may lack it (its default then)."""
+    return train.get(key, TRAIN_DEFAULTS[key])
