@@ -188,8 +188,9 @@ def test_generated_scores_go_through_the_statistics_and_the_verdict(campaign):
     assert set(floors.reference) == {"floor/retrieval"} and len(floors) == 2
 
     decisions = json.loads(outputs["decisions"].read_text())
-    assert {"variant": "floor/zero_shot", "reason": (tmp_path / "floor/zero_shot/SKIPPED.txt")
-            .read_text().strip()} in decisions["skipped_variants"]  # fmt: skip
+    assert {"floor": "floor/zero_shot", "reason": (tmp_path / "floor/zero_shot/SKIPPED.txt")
+            .read_text().strip()} in decisions["skipped_floors"]  # fmt: skip
+    assert decisions["skipped_variants"] == []  # a floor is no quantized variant
     assert decisions["below_floor"] == []
 
     errors = outputs["errors"]
@@ -299,3 +300,23 @@ def test_a_label_campaign_has_no_samples_section(tmp_path):
 
     (tmp_path / "errors").mkdir()
     assert samples_section(tmp_path / "errors", pd.DataFrame(), {}) is None
+
+
+def test_the_quantize_selection_scores_generation_runs_by_their_metric(campaign):
+    """quantization.runs best_seed on a generation campaign: the runs are scored by their mean
+    per-item score (the evaluation's scorer), not by label probabilities."""
+    from campaign.quantize.targets import stage_select
+
+    tmp_path, inputs = campaign
+    out = tmp_path / "selection.json"
+    spec = {"mode": "best_seed", "cells": None, "metric": "accuracy", "split": "validation",
+            "task": "generation", "model": {"generation": MODEL["generation"]}}  # fmt: skip
+    ctx = SimpleNamespace(spec=spec, inputs=inputs, outputs={"selection": out})
+    stage_select(ctx)
+    chosen = json.loads(out.read_text())
+    assert chosen["criterion"] == "validation.token_f1"
+    planted = {
+        p.parent.name: pd.read_parquet(p)["score"].mean() for p in inputs["predictions_validation"]
+    }
+    assert chosen["scores"] == pytest.approx(planted)
+    assert chosen["runs"] == [max(planted, key=planted.get)]

@@ -127,7 +127,7 @@ def test_the_trl_example_is_signalled_resumes_and_ends_with_an_uninterrupted_run
     # Generated and scored per item by the generation task, as a built-in run is.
     for split, pairs in (("validation", PAIRS[:4]), ("test", PAIRS[4:8])):
         frame = pd.read_parquet(ctx.outputs[f"predictions_{split}"])
-        assert tuple(frame.columns) == gen.PREDICTION_COLUMNS
+        assert tuple(frame.columns) == gen.RUN_PREDICTION_COLUMNS
         assert list(frame["reference"]) == [a for _, a in pairs]
         assert frame["score"].between(0, 1).all()
     losses = {r["step"]: r["loss"] for r in progress}

@@ -161,7 +161,8 @@ PHASE = Phase(
         Stage(
             name="floor",
             entry="campaign.evaluate.stage:stage_floor",
-            help="score the reference floor (majority class, TF-IDF + logistic regression)",
+            help="score the reference floor (majority class, TF-IDF + logistic regression; "
+            "for generation: retrieval, the zero-shot base model)",
             inputs={**SPLIT_FILES, "base_model": Derived()},
             derive_inputs="campaign.evaluate:floor_inputs",
             outputs={

@@ -86,11 +86,14 @@ def slice_rows(
 def change_rows(
     variant: str, reference: str, items: Items, ref_correct: np.ndarray, correct: np.ndarray
 ) -> list[dict]:
-    """The items the variant fixed (reference wrong, variant right) and broke (the reverse)."""
+    """The items the variant fixed (reference wrong, variant right) and broke (the reverse).
+    A per-item score in [0, 1] (generated text) counts as right from 0.5: an item is fixed when
+    its score crosses that line upwards, broken when downwards (for 0/1 scores: 0 -> 1, 1 -> 0)."""
     rows = []
+    ref_right, right = np.asarray(ref_correct) >= 0.5, np.asarray(correct) >= 0.5
     for change, mask in (
-        ("fixed", (ref_correct == 0) & (correct == 1)),
-        ("broken", (ref_correct == 1) & (correct == 0)),
+        ("fixed", ~ref_right & right),
+        ("broken", ref_right & ~right),
     ):
         for i in np.flatnonzero(mask):
             rows.append(

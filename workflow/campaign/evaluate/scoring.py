@@ -64,6 +64,11 @@ class LabelScoring:
     def items(self, path: Path, split: str) -> Items:
         return read_items(path, split, self.labels, self.s["slices"])
 
+    def point(self, path: Path, its: Items) -> float:
+        """The decision metric of one predictions file on all items (quantize_select's pick)."""
+        everything = np.arange(len(its))[None, :]
+        return metric_draws(its.truth, read_probs(path, its), everything, self.metric)[0]
+
     def score(self, name: str, path: Path, its: Items, indices, stream) -> Scored:
         s, conf = self.s, self.s["confidence"]
         probs = read_probs(path, its)
@@ -100,6 +105,10 @@ class GeneratedScoring:
 
     def items(self, path: Path, split: str) -> Items:
         return read_items(path, split, None, self.s["slices"])
+
+    def point(self, path: Path, its: Items) -> float:
+        """The mean per-item score of one predictions file (quantize_select's pick)."""
+        return float(read_generated(path, its)["score"].mean())
 
     def score(self, name: str, path: Path, its: Items, indices, stream) -> Scored:
         conf = self.s["confidence"]

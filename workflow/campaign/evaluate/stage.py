@@ -233,9 +233,19 @@ def stage_evaluate(ctx) -> None:
 
 
 def _finish(decisions: dict, skipped: dict, look_paths: list) -> None:
-    """The variants skipped and why; an adaptive campaign's looks in words (adaptive_looks)."""
+    """The variants and floors skipped and why; an adaptive campaign's looks in words
+    (adaptive_looks)."""
+    # A floor that could not run (the zero-shot floor of a from_config model) is no quantized
+    # variant: listed apart, with its reason.
     decisions["skipped_variants"] = [
-        {"variant": name, "reason": reason} for name, reason in sorted(skipped.items())
+        {"variant": name, "reason": reason}
+        for name, reason in sorted(skipped.items())
+        if not name.startswith("floor/")
+    ]
+    decisions["skipped_floors"] = [
+        {"floor": name, "reason": reason}
+        for name, reason in sorted(skipped.items())
+        if name.startswith("floor/")
     ]
     if look_paths:
         records = [read_json(p) for p in look_paths]

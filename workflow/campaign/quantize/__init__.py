@@ -103,12 +103,19 @@ def _select_spec(params: dict) -> dict:
     # The evaluation's metric and decision split, only where a selection is made.
     evaluation = params["evaluation"]
     metric = evaluation["metric"] if mode else None
-    return {
+    spec = {
         "mode": mode,
         "cells": cells,
         "metric": metric,
         "split": evaluation["decide_on"] if mode else None,
     }
+    from campaign.core.tasks import TASKS
+
+    task = params["model"]["task"]
+    if mode and task in TASKS:  # a task module's runs: its per-item score picks (generation)
+        model = {k: v for k, v in params["model"].items() if k == "generation"}
+        spec |= {"task": task, "model": model}
+    return spec
 
 
 def _table_spec(params: dict) -> dict:

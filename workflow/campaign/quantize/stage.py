@@ -148,14 +148,7 @@ def quantize_run(
     measurements: dict[str, Any] = {"job_device": job_device, "threads": torch.get_num_threads()}
     folder = Path(outputs["model"])
     if reason is not None:
-        result.update(status="skipped", reason=reason)
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "SKIPPED.txt").write_text(reason + "\n", encoding="utf-8")
-        for name in EVAL_SPLITS:
-            write_parquet(references[name].iloc[0:0], outputs[f"predictions_{name}"])
-        _write_json(outputs["result"], result)
-        _write_json(outputs["measurements"], measurements)
-        return result
+        return _skipped(reason, result, measurements, references, outputs)
     device = torch.device(device_type)
     if trainer_module(spec["task"]) is not None:  # a task whose runs generate: judged on that
         job = (spec, inputs, outputs, root or Path("."))
@@ -205,6 +198,20 @@ def quantize_run(
                 cache=variant.cache,
             )
     measurements.update(measure(model, saved, splits["test"], spec["timing"], variant, device))
+    _write_json(outputs["result"], result)
+    _write_json(outputs["measurements"], measurements)
+    return result
+
+
+def _skipped(reason: str, result: dict, measurements: dict, references: dict, outputs) -> dict:
+    """A variant this job cannot run: status skipped with the reason, empty prediction tables
+    with the run's columns, a model folder holding only SKIPPED.txt."""
+    folder = Path(outputs["model"])
+    result.update(status="skipped", reason=reason)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "SKIPPED.txt").write_text(reason + "\n", encoding="utf-8")
+    for name in EVAL_SPLITS:
+        write_parquet(references[name].iloc[0:0], outputs[f"predictions_{name}"])
     _write_json(outputs["result"], result)
     _write_json(outputs["measurements"], measurements)
     return result

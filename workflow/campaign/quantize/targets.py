@@ -27,6 +27,7 @@ from pathlib import Path
 from campaign.core.errors import CampaignError
 from campaign.core.fsutil import atomic_write_text
 from campaign.core.io import read_json
+from campaign.core.tasks import trainer_module
 from campaign.evaluate import representative
 
 MODES = ("representative", "best_seed", "control", "all")
@@ -97,24 +98,26 @@ def criterion(split: str, metric: str) -> str:
 
 
 def run_scores(
-    predictions: list[Path], splits: dict[str, Path], split: str, metric: str
+    predictions: list[Path],
+    splits: dict[str, Path],
+    split: str,
+    metric: str,
+    task: str = "sequence_classification",
+    model: dict | None = None,
 ) -> dict[str, float | None]:
     """{run id: its `metric` on `split`, None when the split has no items} from the runs'
     results/runs/<run>/predictions_<split>.parquet, scored as the evaluation scores them (its
-    items, its campaign label list, its metric code). splits: {train, validation, test: path}."""
-    import numpy as np
+    items, its campaign label list, its metric code; for generated text the mean per-item
+    score, campaign.evaluate.scoring). splits: {train, validation, test: path}."""
+    from campaign.evaluate.scoring import scorer
 
-    from campaign.evaluate import campaign_labels, metric_draws, read_items, read_probs
-
-    labels = campaign_labels(splits["train"], [splits["validation"], splits["test"]])
-    items = read_items(splits[split], split, labels, _NO_SLICES)
-    everything = np.arange(len(items))[None, :]
+    evals = [splits["validation"], splits["test"]]
+    settings = {"metric": metric, "slices": _NO_SLICES}
+    score = scorer(task, settings, model or {}, splits["train"], evals)
+    items = score.items(splits[split], split)
     scores: dict[str, float | None] = {}
     for path in predictions:
-        if len(items) == 0:
-            scores[Path(path).parent.name] = None
-            continue
-        point, _ = metric_draws(items.truth, read_probs(Path(path), items), everything, metric)
+        point = None if len(items) == 0 else score.point(Path(path), items)
         scores[Path(path).parent.name] = point
     return dict(sorted(scores.items()))
 
@@ -179,8 +182,10 @@ def stage_select(ctx) -> None:
         )
     splits = {name: ctx.inputs[name][0] for name in ("train", "validation", "test")}
     predictions = ctx.inputs[f"predictions_{spec['split']}"]
-    scores = run_scores(predictions, splits, spec["split"], spec["metric"])
-    by = criterion(spec["split"], spec["metric"])
+    task, model = spec.get("task", "sequence_classification"), spec.get("model")
+    scores = run_scores(predictions, splits, spec["split"], spec["metric"], task, model)
+    hooks = trainer_module(task)  # a task module names its per-item metric (generation)
+    by = criterion(spec["split"], spec["metric"] if hooks is None else hooks.metric_of(model))
     if spec["mode"] == "best_seed":
         selection = select_best_seed(scores, by)
     else:

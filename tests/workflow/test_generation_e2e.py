@@ -1,0 +1,158 @@
+"""A generative campaign end to end, run once by Snakemake and shared by the session: a tiny
+from-config Llama with grouped-query attention, a conversational `messages` dataset, two seeds
+of a small lr factor, the retrieval floor (the zero-shot floor is skipped for a from_config
+model, with the reason) and two variants of the control run: fp32 and the kv_corrupt canary, whose
+cache corrupts values. Asserted: the verdict weighs the floors,
+per-item scores in [0, 1] reach the statistics, the report shows escaped samples and the
+generation metric, and the broken cache is rejected on what it generates."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import FIXTURES, copy_project, session_project, snakemake
+
+THINGS = ["cat", "dog", "mat", "rug", "fox", "owl", "cow", "pig", "hen", "bee", "elk", "ant"]
+COLORS = ["red", "blue", "green"]
+SYSTEM = "Answer in a few words."
+# An answer with markup: the report must show it as text (escaped), never as HTML.
+MARKUP = "<b>bold</b> & more"
+
+
+def conversations() -> list[dict]:
+    """120 short question -> answer records: the answer is a function of the thing asked about
+    (learnable), every fourth one a multi-turn conversation with a system message."""
+    rows = []
+    for i in range(120):
+        thing, n = THINGS[i % len(THINGS)], i // len(THINGS)
+        color = COLORS[(i % len(THINGS)) % len(COLORS)]
+        q, a = f"what color is the {thing} number {n}?", f"the {thing} is {color}."
+        talk = [{"role": "user", "content": q}, {"role": "assistant", "content": a}]
+        if i % 4 == 0:
+            talk = [
+                {"role": "system", "content": SYSTEM},
+                {"role": "user", "content": "say hello"},
+                {"role": "assistant", "content": "hello."},
+                *talk,
+            ]
+        if i == 5:
+            talk[-1]["content"] = MARKUP
+        rows.append({"id": f"q{i:03d}", "messages": talk, "who": f"{thing}-{n % 5}"})
+    return rows
+
+
+def params() -> dict:
+    p = yaml.safe_load((FIXTURES / "tiny_params.yaml").read_text())
+    p["campaign"]["name"] = "tiny-generation"
+    p["data"]["sources"] = [
+        {"path": "data/raw/talks.jsonl", "format": "jsonl", "licence": "CC0-1.0",
+         "origin": "tests/workflow/test_generation_e2e.py"}
+    ]  # fmt: skip
+    p["data"]["fields"] = {
+        "id": "id", "text": None, "label": None, "messages": "messages", "group": "who",
+        "timestamp": None,
+    }  # fmt: skip
+    p["model"] = {
+        "task": "generation",
+        "source": "from_config",
+        "chat_template": "none",
+        "generation": {"metric": "token_f1", "max_new_tokens": 10, "batch_size": 8},
+        "config": {
+            "architecture": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+            "max_position_embeddings": 128, "dropout": 0.0,
+        },
+        "tokenizer": {"source": "train_split", "vocab_size": 300, "min_frequency": 1,
+                      "lowercase": False},
+    }  # fmt: skip
+    # The questions differ by a word or two: near-duplicates by design, not copies to unite.
+    p["split"]["dedup"]["near"]["threshold"] = 0.95
+    p["split"]["assign"] = "auto"
+    # Enough steps for "the <thing> is <color>." to be learnt (token F1 well above 0), so that a
+    # broken cache has something to lose.
+    p["train"].update(max_steps=120, max_length=112, lr=1e-2, warmup_steps=5, micro_batch=16)
+    # The overfit check runs and is reported; the campaign under test is the join, not whether
+    # 400 steps of a 2-layer model reproduce every answer. The memory check does not cover the
+    # generation task yet (it says so in one line): not blocking either.
+    p["preflight"]["blocking"] = [
+        c for c in p["preflight"]["blocking"] if c not in ("overfit", "memory")
+    ]
+    p["train"].update(eval_every=60, checkpoint_every=60)
+    p["ablation"]["factors"] = {"train": {"lr": [1e-2, 3e-3]}}
+    # kv_int4 is judged the same way in tests/quantize (its quanto kernels are slow on a CPU)
+    p["quantization"]["variants"] = ["fp32", "kv_corrupt"]
+    p["evaluation"]["floor"] = ["retrieval", "zero_shot"]
+    p["evaluation"]["floor_changes"] = False
+    return p
+
+
+@pytest.fixture(scope="session")
+def generation_campaign(tmp_path_factory) -> Path:
+    def build(project: Path) -> str:
+        copy_project(project, params=None)
+        (project / "params.yaml").write_text(yaml.safe_dump(params(), sort_keys=False))
+        raw = project / "data" / "raw" / "talks.jsonl"
+        raw.write_text("".join(json.dumps(r) + "\n" for r in conversations()))
+        snakemake(project, timeout=1500)
+        return "finished\n"
+
+    return session_project(tmp_path_factory, "generation_campaign", build)
+
+
+def test_the_verdict_weighs_the_floors_on_generated_scores(generation_campaign):
+    decisions = json.loads((generation_campaign / "results/evaluation/decisions.json").read_text())
+    assert decisions["metric"] == "token_f1"
+    floors = decisions["skipped_floors"]
+    assert (
+        floors == [{"floor": "floor/zero_shot", "reason": pytest.approx(floors[0]["reason"])}]
+        and "from_config" in floors[0]["reason"]
+    )
+    comparisons = pd.read_parquet(generation_campaign / "results/evaluation/comparisons.parquet")
+    against = comparisons[(comparisons.kind == "floor") & (comparisons.split == "validation")]
+    assert set(against.reference) == {"floor/retrieval"} and len(against) == 2
+    assert decisions["verdict"]["lines"], decisions["verdict"]
+
+
+def test_per_item_generated_scores_are_in_zero_one(generation_campaign):
+    runs = sorted((generation_campaign / "results/runs").glob("*/predictions_validation.parquet"))
+    assert len(runs) == 4  # 2 lr levels x 2 seeds
+    for path in runs:
+        frame = pd.read_parquet(path)
+        assert frame["score"].between(0, 1).all() and (frame["tokens"] > 0).all()
+    metrics = pd.read_parquet(generation_campaign / "results/evaluation/metrics.parquet")
+    assert {"token_f1", "perplexity"} <= set(metrics.metric)
+    assert "accuracy" not in set(metrics.metric)
+
+
+def test_the_broken_cache_is_rejected_on_what_it_generates(generation_campaign):
+    comparisons = pd.read_parquet(generation_campaign / "results/evaluation/comparisons.parquet")
+    quantized = comparisons[(comparisons.kind == "quantized") & (comparisons.split == "validation")]
+    by_variant = {row.subject.rpartition("/")[2]: row for row in quantized.itertuples()}
+    assert by_variant["kv_corrupt"].decision == "reject", by_variant["kv_corrupt"]
+    assert by_variant["kv_corrupt"].estimate < 0
+    result = json.loads(
+        next((generation_campaign / "results/quantize").glob("*/fp32/result.json")).read_text()
+    )
+    # the full-precision cache measured at the batch size used is the analytic estimate
+    assert result["kv_cache"]["bytes"] == result["kv_cache"]["estimate_fp32"] > 0
+    assert by_variant["fp32"].decision != "reject"
+
+
+def test_the_report_shows_the_samples_escaped_and_the_generation_metric(generation_campaign):
+    page = (generation_campaign / "results/report/index.html").read_text()
+    assert '<section id="samples"><h2>Generated samples</h2>' in page
+    assert "token_f1" in page and "perplexity" in page
+    # an answer with markup is shown as text wherever it appears, never as HTML
+    assert "<b>bold</b>" not in page
+    samples = pd.read_parquet(generation_campaign / "results/evaluation/errors/samples.parquet")
+    shown = samples[samples.split == "validation"].prediction.iloc[0]
+    assert html.escape(shown) in page
+    index = pd.read_parquet(generation_campaign / "results/index.parquet")
+    runs = index[index.kind == "run"]
+    assert (runs.metric == "token_f1").all() and (runs.validation_perplexity > 1).all()
