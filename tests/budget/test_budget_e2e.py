@@ -38,14 +38,16 @@ def test_tiny_campaign_writes_the_budget(finished_campaign):
     floors_json = finished_campaign / "results" / "evaluation" / "floor_timings.json"
     timed = json.loads(floors_json.read_text())["floors"]
     assert all(t["fit_seconds"] > 0 for t in timed.values())
-    decisions = json.loads((finished_campaign / "results/evaluation/decisions.json").read_text())
+    from campaign.evaluate import read_decisions
+
+    decisions = read_decisions(finished_campaign / "results/evaluation/decisions.json")
     equal = pd.read_parquet(out / "equal_quality.parquet")
     floors = equal[equal["kind"] == "floor"]
     assert sorted(floors["variant"]) == floors_at_bar(decisions)
     assert (floors["train_cost"] > 0).all() and (floors["throughput"] > 0).all()
     # The tiny campaign's 20-step fine-tunes are far below TF-IDF (about 0.2 against 0.9 on
     # test): the evaluation keeps the floor, and the budget's first line says so.
-    assert decisions["verdict"]["kind"] == "floor"
+    assert decisions.verdict.kind == "floor"
     keep = equal[equal["cheapest"]].iloc[0]
     assert keep["kind"] == "floor"
     first = summary.partition("\n\n")[2].splitlines()[0]  # after the verdict block
@@ -66,8 +68,8 @@ def test_tiny_campaign_writes_the_budget(finished_campaign):
     }
     scores = run_scores(runs, splits, split, metric)
     picked = select_representative(scores, run_cells(params), criterion(split, metric))
-    assert picked["cell"] == decisions["best_cell"]["cell"]
-    assert picked["runs"] == [decisions["best_cell"]["representative_run"]]
+    assert picked["cell"] == decisions.best_cell.cell
+    assert picked["runs"] == [decisions.best_cell.representative_run]
     # The tables come from wall times recorded upstream; from those bytes they are the same
     # bytes every time (reproduce compares them).
     again = snakemake(finished_campaign, "-n", "results/budget/summary.txt")

@@ -317,7 +317,14 @@ def test_a_floor_better_than_the_chosen_cell_and_cheaper_is_the_first_line(tmp_p
 
 
 def test_the_bar_and_the_floors_from_the_decisions():
-    from campaign.budget.stage import floors_at_bar, quality_bar
+    from campaign.budget import stage
+    from campaign.evaluate import decisions_from_dict
+
+    def quality_bar(d: dict):
+        return stage.quality_bar(decisions_from_dict(d))
+
+    def floors_at_bar(d: dict):
+        return stage.floors_at_bar(decisions_from_dict(d))
 
     best = {"cell": "c1", "value": 0.9, "ci_low": 0.88, "ci_high": 0.92, "runs": ["r1"]}
     older = {"decide_on": "validation", "metric": "accuracy", "best_cell": best}
@@ -336,7 +343,7 @@ def test_the_bar_and_the_floors_from_the_decisions():
     }  # fmt: skip
     bar = quality_bar(newer)
     assert (bar["split"], bar["value"], bar["optimistic"]) == ("test", 0.8, False)
-    assert quality_bar({"best_cell": None}) is None
+    assert quality_bar(older | {"best_cell": None}) is None
     # The verdict decides; only an evaluation without one is read from its floor flags, and
     # only a floor the chosen cell is shown below counts ("not shown above" is not enough).
     assert floors_at_bar(newer | {"verdict": FLOOR_WINS}) == ["floor/tfidf_logreg"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from campaign.budget.questions import price_to_decide
+from campaign.evaluate import decisions_from_dict
 
 
 def test_each_cell_is_priced_from_its_own_seeds_to_the_seeds_needed():
@@ -25,6 +26,8 @@ def test_each_cell_is_priced_from_its_own_seeds_to_the_seeds_needed():
         "seeds_needed_high": 8,
     }
     decisions = {
+        "decide_on": "validation",
+        "metric": "accuracy",
         "decisions": [effect],
         "best_cell": {"cell": "lr=0.003", "cell_id": "c0", "runs": ["r0", "r1", "r2", "r3"]},
         "verdict": {
@@ -37,7 +40,9 @@ def test_each_cell_is_priced_from_its_own_seeds_to_the_seeds_needed():
             }
         },
     }
-    floor, main = price_to_decide(decisions, forecast, cells, 2.0, {"margin": 0.0, "currency": "€"})
+    floor, main = price_to_decide(
+        decisions_from_dict(decisions), forecast, cells, 2.0, {"margin": 0.0, "currency": "€"}
+    )
     # 5 seeds per cell: c0 1 more, c1 3, c2 2 = 6 runs (the smallest count x cells said 9).
     assert (main["cells"], main["extra_runs"], main["cost"]) == (3, 6, 12.0)
     # At the seed variance's ends: 4 seeds -> 0 + 2 + 1 = 3 runs; 8 -> 4 + 6 + 5 = 15 runs.

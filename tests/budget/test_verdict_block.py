@@ -8,8 +8,18 @@ from __future__ import annotations
 import pytest
 
 from campaign.budget import format_money
-from campaign.budget.words import keep_row, verdict_values
-from campaign.evaluate import evaluation_verdict, verdict_block
+from campaign.budget.words import keep_row as _keep_row
+from campaign.budget.words import verdict_values
+from campaign.evaluate import decisions_from_dict, verdict_block
+from campaign.evaluate import evaluation_verdict as _evaluation_verdict
+
+
+def keep_row(d: dict, equal: list[dict]):
+    return _keep_row(decisions_from_dict(d), equal)
+
+
+def evaluation_verdict(d: dict, *args):
+    return _evaluation_verdict(decisions_from_dict(d), *args)
 
 
 def money(x: float) -> str:
@@ -84,8 +94,9 @@ SHIP = {
 
 def block(d: dict, equal: list[dict], to_decide=(), findings=()) -> list[str]:
     values = verdict_values(
-        d, equal, list(to_decide), SHIP, list(findings), 1_000_000, "workstation"
-    )
+        decisions_from_dict(d), equal, list(to_decide), SHIP, list(findings), 1_000_000,
+        "workstation",
+    )  # fmt: skip
     return verdict_block(values, money)
 
 
@@ -189,11 +200,13 @@ def test_an_open_quantized_variant_is_told_that_items_not_seeds_would_narrow_it(
     from campaign.evaluate import words
 
     decisions = {
+        "decide_on": "validation",
+        "metric": "accuracy",
         "decisions": [
             {"kind": "quantized", "subject": "run-a/int8_dynamic", "decision": "inconclusive"}
-        ]
+        ],
     }
-    (q,) = words.open_questions(decisions)
+    (q,) = decisions_from_dict(decisions).open_questions
     line = words._open_words(q, None, None)
     assert "more evaluation items" in line and "seeds do not apply" in line
 
@@ -235,7 +248,9 @@ def test_a_cell_not_shown_above_the_floor_keeps_the_floor_and_prices_that_cells_
         for run, h in (("run-a", 0.5), ("run-b", 1.5), ("run-c", 1.0), ("run-d", 1.0))
     ]
     cells = {"run-a": "c1", "run-b": "c1", "run-c": "c2", "run-d": "c2"}
-    (q,) = price_to_decide(d, forecast, cells, 2.0, {"margin": 0.2, "currency": "EUR"})
+    (q,) = price_to_decide(
+        decisions_from_dict(d), forecast, cells, 2.0, {"margin": 0.2, "currency": "EUR"}
+    )
     assert (q["subject"], q["cells"], q["extra_runs"]) == (
         "train.lr=0.001 against floor/tfidf",
         1,
@@ -267,7 +282,7 @@ def test_the_budget_summary_keeps_what_the_verdict_keeps():
     d["best_cell"]["representative_run"] = "run-b"
     equal = [dict(e, cheapest=e["variant"] == "run-a/int8_dynamic") for e in EQUAL]
     bar = {"cell": "train.lr=0.001"}
-    assert headline(bar, equal, 1_000_000, money, d) == (
+    assert headline(bar, equal, 1_000_000, money, decisions_from_dict(d)) == (
         "At equal quality, keep run-b: 2.50 EUR to train + 3.00 EUR to serve 1,000,000 "
         "predictions = 5.50 EUR."
     )
@@ -278,7 +293,7 @@ def test_the_budget_summary_keeps_what_the_verdict_keeps():
     d = decisions("floor")
     d["verdict"]["against_floor"]["decision"] = "not shown above floor"
     floor = dict(row("floor/tfidf", "floor", 0.78, 0.01, 0.02), cheapest=True)
-    assert headline(bar, [*equal, floor], 1_000_000, money, d).startswith(
+    assert headline(bar, [*equal, floor], 1_000_000, money, decisions_from_dict(d)).startswith(
         "Keep the reference floor floor/tfidf: the chosen cell train.lr=0.001 is not shown above "
         "it by the evaluation's test, and it is cheaper: 0.01 EUR to train + 0.02 EUR to serve"
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -262,8 +263,8 @@ def test_records_equal_after_redaction_form_one_unit(tmp_path, monkeypatch):
 
 
 # ------------------------------------------------------------------ interruptions
-@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 128 + 15), (signal.SIGINT, 130)])
-def test_sigterm_and_ctrl_c_are_recorded_as_interrupted(tmp_path, sig, code):
+def start_computing_split(tmp_path) -> tuple[subprocess.Popen, Store]:
+    """`campaign split` started on a copy of the demo data, returned once it is computing."""
     data = tmp_path / "data" / "demo.jsonl"
     data.parent.mkdir()
     # Three copies of the demo's records (new ids): the split computes for seconds, so the
@@ -296,6 +297,12 @@ def test_sigterm_and_ctrl_c_are_recorded_as_interrupted(tmp_path, sig, code):
         assert time.monotonic() < deadline
         time.sleep(0.05)
     time.sleep(0.2)
+    return job, store
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 128 + 15), (signal.SIGINT, 130)])
+def test_sigterm_and_ctrl_c_are_recorded_as_interrupted(tmp_path, sig, code):
+    job, store = start_computing_split(tmp_path)
     job.send_signal(sig)
     got = job.wait(timeout=60)
     records = store.job_records()
@@ -304,6 +311,26 @@ def test_sigterm_and_ctrl_c_are_recorded_as_interrupted(tmp_path, sig, code):
     assert [e["event"] for e in store.events()] == ["miss", "interrupted"]
     assert store.keys() == [] and list(store.tmp.glob("commit-*")) == []
     assert not (tmp_path / "out" / "train").exists()
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 128 + 15), (signal.SIGINT, 130)])
+def test_an_interruption_on_a_full_disk_ends_as_an_interruption(tmp_path, sig, code):
+    """The event log fills up (/dev/full answers ENOSPC) while the job computes, then the job
+    is stopped: recording the interruption must not raise a second error over it. The job ends
+    with the interruption's status (a scheduler requeues on that), no traceback, and its record
+    says interrupted, not running (gc would take it for a live job)."""
+    job, store = start_computing_split(tmp_path)
+    full = store.root / "events.full"
+    full.symlink_to("/dev/full")
+    os.replace(full, store.events_path)
+    job.send_signal(sig)
+    got = job.wait(timeout=60)
+    out = job.stdout.read()
+    assert got == code, out
+    assert "Traceback" not in out and "disk is full" not in out, out
+    assert [r["state"] for r in store.job_records()] == ["interrupted"]
+    assert store.keys() == [] and not (tmp_path / "out" / "train").exists()
 
 
 def test_the_code_version_covers_the_modules_that_pin_execution_and_derive_inputs():
@@ -323,3 +350,38 @@ def test_the_code_version_covers_the_modules_that_pin_execution_and_derive_input
     train = get_stage("train")
     assert "campaign.train.execution" not in import_closure(train.module)  # what was missed
     assert train.derive_inputs.partition(":")[0] in module_hashes(*train.code_modules)
+
+
+def test_reproduce_an_entry_whose_params_name_data_outside_the_project(tmp_path):
+    """A params file may name its data by an absolute path outside the project: the entry
+    records that path, and `campaign reproduce KEY` reads it from there (it once crashed making
+    it relative to the project)."""
+    outside = tmp_path / "elsewhere" / "demo.jsonl"
+    outside.parent.mkdir()
+    outside.write_bytes(DEMO.read_bytes())
+    project = tmp_path / "project"
+    project.mkdir()
+    p = params()
+    p["data"]["sources"][0]["path"] = str(outside)
+    stage = get_stage("manifest")
+    outs = [arg for n in stage.outputs for arg in ("--out", f"{n}=out/{n}")]
+    e = {**env(), "PYTHONPATH": str(REPO / "workflow")}
+
+    def campaign_cmd(*args: str) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "campaign", *args, "--state-dir", "state"]
+        return subprocess.run(cmd, cwd=project, env=e, capture_output=True, text=True, timeout=300)
+
+    made = campaign_cmd("manifest", "--spec", json.dumps(stage.spec(p)), *outs)
+    assert made.returncode == 0, made.stderr
+    (key,) = Store(project / "state").keys()
+    got = campaign_cmd("reproduce", key)
+    assert got.returncode == 0, got.stdout + got.stderr
+    assert "Traceback" not in got.stderr
+    assert got.stdout.strip().splitlines()[-1] == (
+        "reproduce: all 3 compared output(s) reproduced bit for bit"
+    )
+    # Data that moved since: one line naming it, not a traceback.
+    outside.rename(outside.with_suffix(".moved"))
+    gone = campaign_cmd("reproduce", key)
+    assert gone.returncode == 2 and "Traceback" not in gone.stderr
+    assert gone.stderr.strip() == f"error: {key}: input 'sources' {outside} no longer exists"

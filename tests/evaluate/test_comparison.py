@@ -124,19 +124,26 @@ def test_decision_policy_by_hand():
     assert decide.representative({"r1": 0.8, "r2": 0.7, "r3": 0.9}) == "r1"
 
 
+def at_gap(gap: float, var_seeds: float, var_items: float) -> float:
+    """The estimate whose gap to a 1-point bar, at its lower ADVICE_QUANTILE bound (what
+    what_would_decide sizes for), is `gap`."""
+    return 0.01 + gap + decide.ADVICE_Z * math.sqrt(var_seeds + var_items)
+
+
 def test_what_would_decide_says_items_when_items_dominate():
-    # estimate 3 points, bar 1 point: target se = 0.02 / 2.8016 = 0.00714 (se^2 5.1e-5).
+    # a gap of 2 points at its lower bound: target se = 0.02 / 2.8016 = 0.00714 (se^2 5.1e-5).
     # Items' part 1e-4 alone exceeds it: no number of seeds can decide, items can.
-    need = decide.what_would_decide(0.03, 1e-5, 1e-4, 3, 300, 0.95, 0.8, 0.01)
+    est = at_gap(0.02, 1e-5, 1e-4)  # the same se in each case below
+    need = decide.what_would_decide(est, 1e-5, 1e-4, 3, 300, 0.95, 0.8, 0.01)
     assert need["dominant"] == "items" and need["seeds_needed"] is None
     target = (0.02 / (1.959964 + 0.841621)) ** 2
     assert need["items_needed"] == math.ceil(1e-4 * 300 / (target - 1e-5))
-    need = decide.what_would_decide(0.03, 1e-4, 1e-5, 3, 300, 0.95, 0.8, 0.01)
+    need = decide.what_would_decide(est, 1e-4, 1e-5, 3, 300, 0.95, 0.8, 0.01)
     assert need["dominant"] == "seeds"
     assert need["seeds_needed"] == math.ceil(1e-4 * 3 / (target - 1e-5))
     # the seed variance's uncertainty on 4 error df: chi-square(4) 2.5 % / 97.5 % points
     # 0.4844 and 11.1433 put var_seeds in [4e-4 / 11.1433, 4e-4 / 0.4844]
-    need = decide.what_would_decide(0.03, 1e-4, 1e-5, 3, 300, 0.95, 0.8, 0.01, seed_df=4)
+    need = decide.what_would_decide(est, 1e-4, 1e-5, 3, 300, 0.95, 0.8, 0.01, seed_df=4)
     low = math.ceil(4e-4 / 11.1433 * 3 / (target - 1e-5))
     high = math.ceil(4e-4 / 0.48442 * 3 / (target - 1e-5))
     assert (need["seeds_needed_low"], need["seeds_needed_high"]) == (max(2, low), high)
@@ -148,14 +155,27 @@ def test_what_would_decide_lets_seeds_shrink_the_seed_x_item_residual():
     seeds, under the target 5.1e-5, so seeds decide it: (1e-5 + 8e-5) * 2 / (target - 2e-5).
     Counting all of var_items as the items' (the residual left at 0) says seeds cannot."""
     target = (0.02 / (1.959964 + 0.841621)) ** 2
-    need = decide.what_would_decide(0.03, 1e-5, 1e-4, 2, 300, 0.95, 0.8, 0.01, 4, 8e-5)
+    est = at_gap(0.02, 1e-5, 1e-4)
+    need = decide.what_would_decide(est, 1e-5, 1e-4, 2, 300, 0.95, 0.8, 0.01, 4, 8e-5)
     assert need["seeds_needed"] == math.ceil(9e-5 * 2 / (target - 2e-5))
     assert need["items_needed"] == math.ceil(1e-4 * 300 / (target - 1e-5))  # items as before
     low = math.ceil((4e-5 / 11.1433 + 8e-5) * 2 / (target - 2e-5))
     assert need["seeds_needed_low"] == max(2, low) <= need["seeds_needed"]
     assert (
-        decide.what_would_decide(0.03, 1e-5, 1e-4, 2, 300, 0.95, 0.8, 0.01)["seeds_needed"] is None
+        decide.what_would_decide(est, 1e-5, 1e-4, 2, 300, 0.95, 0.8, 0.01)["seeds_needed"] is None
     )
+
+
+def test_what_would_decide_gives_no_count_while_the_gap_may_be_near_zero():
+    """The advice sizes for the gap at its lower ADVICE_QUANTILE bound: 3 points against a
+    1-point bar with se 1.0 point (2 points are 2 se: past the 1.28 of the 10 % bound) gets a
+    count; with se 2 points (1.0 se) the bound reaches the bar: no count, and a note why.
+    Sized at the estimate itself, following the count adopted 53 % against 80 % stated."""
+    sized = decide.what_would_decide(0.03, 1e-4, 1e-6, 2, 300, 0.95, 0.8, 0.01, 2)
+    assert sized["seeds_needed"] and sized["seeds_note"] is None
+    open_ = decide.what_would_decide(0.03, 3e-4, 1e-4, 2, 300, 0.95, 0.8, 0.01, 2)
+    assert open_["seeds_needed"] is None and open_["items_needed"] is None
+    assert open_["seeds_note"].startswith("no count is sized yet")
 
 
 def test_a_contrast_row_carries_the_residual_it_holds_in_var_items():
@@ -200,7 +220,7 @@ def test_a_floor_line_does_not_say_the_interval_reaches_the_floor_when_it_does_n
     # The demo's case: -19.9 points [-37.0, -2.7] against the floor, unadjusted interval clear of
     # 0, but Holm over the 4 cells leaves p above 0.05: not decided below, and the line must say
     # why (the family's adjusted test), not that its interval reaches the floor.
-    from campaign.evaluate import words
+    from campaign.evaluate import records
 
     spec = {"evaluation": {"decide_on": "validation", "metric": "accuracy", "confidence": 0.95,
                            "min_useful_effect": 0.01, "max_quality_loss": 0.01}}  # fmt: skip
@@ -209,7 +229,7 @@ def test_a_floor_line_does_not_say_the_interval_reaches_the_floor_when_it_does_n
            "adj_low": -0.42, "adj_high": 0.02, "decision": decide.NOT_SHOWN}  # fmt: skip
     floor = {"variant": "floor/t", "kind": "floor", "metric": "accuracy", "split": "validation",
              "value": 0.8, "ci_low": 0.75, "ci_high": 0.85}  # fmt: skip
-    lines = words.decisions(spec, [row], [floor], [], "floor/t")["lines"]
+    lines = records.build(spec, [row], [floor], "floor/t").lines
     line = next(x for x in lines if x.startswith("lr=1:"))
     assert "its interval reaches it" not in line
     assert "Holm p 0.09" in line and "[-42.0, 2.0]" in line

@@ -188,9 +188,8 @@ def test_generated_scores_go_through_the_statistics_and_the_verdict(campaign):
     assert set(floors.reference) == {"floor/retrieval"} and len(floors) == 2
 
     decisions = json.loads(outputs["decisions"].read_text())
-    assert {"floor": "floor/zero_shot", "reason": (tmp_path / "floor/zero_shot/SKIPPED.txt")
-            .read_text().strip()} in decisions["skipped_floors"]  # fmt: skip
-    assert decisions["skipped_variants"] == []  # a floor is no quantized variant
+    assert {"variant": "floor/zero_shot", "reason": (tmp_path / "floor/zero_shot/SKIPPED.txt")
+            .read_text().strip()} in decisions["skipped_variants"]  # fmt: skip
     assert decisions["below_floor"] == []
 
     errors = outputs["errors"]

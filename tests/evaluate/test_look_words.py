@@ -174,7 +174,8 @@ def test_a_question_whose_cell_a_look_stopped_is_open_but_not_priced_in_seeds():
     with the look's reason, says so instead of a seeds-needed, and the budget prices no seeds
     for it (no look would add any); the other open question keeps its price."""
     from campaign.budget.questions import price_to_decide
-    from campaign.evaluate.words import _open_words, open_questions
+    from campaign.evaluate import decisions_from_dict
+    from campaign.evaluate.words import _open_words
 
     why = "cell c1 stopped: below the floor (upper end -30.0 points)"
     last = {
@@ -191,15 +192,21 @@ def test_a_question_whose_cell_a_look_stopped_is_open_but_not_priced_in_seeds():
     ]
     apply_last_look(rows, [LOOKS[0], last])
     assert rows[0]["stopped_by_look"] == why and "stopped_by_look" not in rows[1]
-    decisions = {
-        "decisions": [{**r, "n_seeds": 3, "seeds_needed": 40, "items_needed": None} for r in rows]
-    }
-    questions = {q["subject"]: q for q in open_questions(decisions)}
-    assert questions["lr up"]["seeds_needed"] is None
+    decisions = decisions_from_dict(
+        {
+            "decide_on": "validation",
+            "metric": "accuracy",
+            "decisions": [
+                {**r, "n_seeds": 3, "seeds_needed": 40, "items_needed": None} for r in rows
+            ],
+        }
+    )
+    questions = {q.subject: q for q in decisions.open_questions}
+    assert questions["lr up"].seeds_needed is None
     assert _open_words(questions["lr up"], None, None) == (
         f"  Open: lr up, inconclusive: not pursued, the looks stopped a cell of it ({why})"
     )
-    assert questions["lr down"]["seeds_needed"] == 40
+    assert questions["lr down"].seeds_needed == 40
     forecast = [{"run": f"r{i}", "kept": True, "forecast_hours": 1.0} for i in range(6)]
     cells = {f"r{i}": f"c{i // 3}" for i in range(6)}  # 3 seeds a cell, as n_seeds says
     priced = price_to_decide(decisions, forecast, cells, 2.0, {"margin": 0.0, "currency": "EUR"})

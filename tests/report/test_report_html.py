@@ -162,6 +162,7 @@ def test_a_garbled_input_stops_the_stage_with_one_line_and_no_output(finished, t
         "comparisons": garbled,
         "eval_metrics": results / "evaluation/metrics.parquet",
         "decisions": results / "evaluation/decisions.json",
+        "errors": results / "evaluation/errors",
         "variants": results / "quantize/variants.parquet",
         "jobs": results / "budget/jobs.parquet",
         "plans": results / "budget/plans.parquet",

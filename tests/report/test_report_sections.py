@@ -15,6 +15,7 @@ from campaign.core.errors import CampaignError
 from campaign.core.io import read_json, read_table
 from campaign.core.stage import Section
 from campaign.data.section import data_section, leakage_section
+from campaign.evaluate import decisions_from_dict
 from campaign.evaluate.section import decisions_section
 from campaign.preflight.section import preflight_section
 from campaign.report.sections import verdict_section
@@ -182,14 +183,14 @@ def test_decisions_section_opens_with_the_verdict_and_the_held_out_number(tmp_pa
         },
         "decisions": [],
     }
-    lines = decisions_section(decisions, tmp_path / "decisions.json").lines
+    lines = decisions_section(decisions_from_dict(decisions)).lines
     assert lines[0] == verdict
     best = next(line for line in lines if line.startswith("Best cell"))
     assert "test accuracy 85.0 % [80.0, 89.0]" in best
     assert "chosen on validation" in best and "90.0" not in best
     # Without a held-out number (an older decisions.json) the line says where it was chosen.
     del decisions["best_cell"]["reported"]
-    lines = decisions_section(decisions, tmp_path / "decisions.json").lines
+    lines = decisions_section(decisions_from_dict(decisions)).lines
     best = next(line for line in lines if line.startswith("Best cell"))
     assert "validation accuracy 90.0 % [86.0, 93.0]" in best and "chosen on it: optimistic" in best
 

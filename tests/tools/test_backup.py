@@ -12,6 +12,7 @@ import pytest
 
 from campaign.cli import main
 from campaign.core.hashing import hash_file
+from campaign.core.store import Store
 from conftest import campaign, planned_jobs, snakemake
 
 PARAMS = Path(__file__).parents[1] / "fixtures" / "tiny_params.yaml"
@@ -180,3 +181,38 @@ def test_kill_9_mid_backup_leaves_no_plaintext_and_the_next_backup_cleans_up(
     code, _, err = cli(capsys, root, "restore", str(archive), "--key-file", "key")
     assert code == 0, err
     assert snapshot(root) == before
+
+
+def test_restore_replaces_only_what_the_store_made(capsys, tmp_path) -> None:
+    """A user's files in the state folder (beside the store's folders and inside one) are not
+    the store's: restore puts the archive's entries back and leaves those where they are, as
+    they are now; an entry made after the backup goes, as restore replaces what the store made."""
+    root = tmp_path / "p"
+    fake_project(root)
+    state = root / "state"
+    Store(state).ensure()  # a state folder the store has marked as its own
+    kept, later = "a" * 64, "b" * 64
+    (state / "store" / kept).mkdir()
+    (state / "store" / kept / "entry.json").write_text('{"kept": 1}')
+    (state / "photos").mkdir()
+    (state / "photos" / "cat.jpg").write_bytes(b"cat at backup time")
+    code, _, err = cli(capsys, root, "backup", "--to", "backups", "--key-file", "key",
+                       "--new-key")  # fmt: skip
+    assert code == 0, err
+    archive = next((root / "backups").glob("*.tar.age"))
+    os.system(f"rm -rf {state / 'store' / kept}")
+    (state / "store" / later).mkdir()
+    (state / "photos" / "cat.jpg").write_bytes(b"cat edited since")
+    (state / "notes.txt").write_text("mine\n")
+    (state / "store" / "mine").mkdir()
+    (state / "store" / "mine" / "a.txt").write_text("also mine\n")
+
+    code, out, err = cli(capsys, root, "restore", str(archive), "--key-file", "key")
+    assert code == 0, err
+    assert (state / "store" / kept / "entry.json").read_text() == '{"kept": 1}'
+    assert not (state / "store" / later).exists()
+    assert (state / "photos" / "cat.jpg").read_bytes() == b"cat edited since"
+    assert (state / "notes.txt").read_text() == "mine\n"
+    assert (state / "store" / "mine" / "a.txt").read_text() == "also mine\n"
+    assert (state / "store" / "ab" / "out.bin").is_file()  # the archive's, where none is now
+    assert not list(root.glob(".restore-*"))

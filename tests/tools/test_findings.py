@@ -11,6 +11,9 @@ import pytest
 from campaign.cli import main
 from campaign.tools.findings import after_run, findings, findings_block
 
+# decisions.json's keys every evaluation writes (campaign.evaluate.records reads them).
+DECIDED = {"decide_on": "validation", "metric": "accuracy"}
+
 
 def write(root: Path, rel: str, value) -> None:
     path = root / rel
@@ -38,7 +41,7 @@ def clean_reports(root: Path) -> None:
         "results/preflight/report.json",
         {"passed": True, "memory": {"passed": True, "blocking": True}},
     )
-    write(root, "results/evaluation/decisions.json", {"below_floor": [], "skipped_variants": []})
+    write(root, "results/evaluation/decisions.json", {**DECIDED, "below_floor": []})
     write(root, "results/data/artifact_findings.json", {"scanned": 4, "flagged": 0})
 
 
@@ -89,6 +92,7 @@ def test_each_kind_of_finding_is_one_line(tmp_path):
     }
     write(tmp_path, "results/preflight/measurements.json", measured)
     decisions = {
+        **DECIDED,
         "below_floor": [
             {
                 "cell": "train.lr=0.001",
@@ -126,7 +130,8 @@ def test_unreadable_report_is_a_line_not_an_error(tmp_path, monkeypatch, capsys)
     monkeypatch.chdir(tmp_path)
     assert main(["findings"]) == 0
     out = capsys.readouterr().out
-    assert "results/preflight/report.json: could not read (JSONDecodeError" in out
+    assert "results/preflight/report.json: could not read (CampaignError" in out
+    assert "not valid JSON" in out
     # Nothing written yet (a run that failed early): nothing to act on.
     assert main(["findings", "--root", str(tmp_path / "empty")]) == 0
     assert "none to act on" in capsys.readouterr().out
@@ -163,7 +168,7 @@ def test_a_report_older_than_an_hour_says_how_old(tmp_path):
     import time
 
     clean_reports(tmp_path)
-    decisions = {"below_floor": [], "skipped_variants": [{"variant": "nf4"}]}
+    decisions = {**DECIDED, "below_floor": [], "skipped_variants": [{"variant": "nf4"}]}
     write(tmp_path, "results/evaluation/decisions.json", decisions)
     [fresh] = findings(tmp_path)
     assert "ago" not in fresh

@@ -107,7 +107,13 @@ def write_campaign(root: Path) -> dict[str, list[Path]]:
     write_index(["train.lr"], rows, {"train.lr": "float64"}, results / "index.parquet")
     (results / "evaluation").mkdir()
     (results / "evaluation" / "decisions.json").write_text(
-        json.dumps({"best_cell": {"cell": "train.lr=0.003"}})
+        json.dumps(
+            {
+                "decide_on": "validation",
+                "metric": "accuracy",
+                "best_cell": {"cell": "train.lr=0.003"},
+            }
+        )
     )
     files = {"decisions": results / "evaluation" / "decisions.json"}
     artifacts = {"report_html": "report/index.html", "report_markdown": "report/summary.md",
@@ -118,6 +124,10 @@ def write_campaign(root: Path) -> dict[str, list[Path]]:
         (results / rel).parent.mkdir(parents=True, exist_ok=True)
         (results / rel).write_text(f"{name}\n")
         files[name] = results / rel
+    # A generation campaign's samples (the evaluation's errors folder): an MLflow artifact.
+    (results / "evaluation" / "errors").mkdir()
+    (results / "evaluation" / "errors" / "samples.parquet").write_text("samples\n")
+    files["errors"] = results / "evaluation" / "errors"
     return {
         "index": [results / "index.parquet"],
         "run_metrics": [results / "runs" / r / "metrics.parquet" for r in RUNS],
@@ -197,6 +207,8 @@ def test_one_mlflow_run_per_index_row_with_params_metrics_and_tags(tracked):
     assert floor.metrics == {"validation_accuracy": 0.2, "test_accuracy": 0.25}
     assert floor.tags["campaign.store_key"] == "null"
 
+    samples = {a.path for a in _client(root).list_artifacts(parent.info.run_id, "samples")}
+    assert samples == {"samples/samples.parquet"}
     artifacts = {a.path for a in _client(root).list_artifacts(parent.info.run_id, "budget")}
     assert artifacts == {f"budget/{f}" for f in ("summary.txt", "jobs.parquet", "plans.parquet",
                                                  "forecast.parquet")}  # fmt: skip

@@ -108,9 +108,9 @@ def generation_campaign(tmp_path_factory) -> Path:
 def test_the_verdict_weighs_the_floors_on_generated_scores(generation_campaign):
     decisions = json.loads((generation_campaign / "results/evaluation/decisions.json").read_text())
     assert decisions["metric"] == "token_f1"
-    floors = decisions["skipped_floors"]
+    floors = [d for d in decisions["skipped_variants"] if d["variant"].startswith("floor/")]
     assert (
-        floors == [{"floor": "floor/zero_shot", "reason": pytest.approx(floors[0]["reason"])}]
+        floors == [{"variant": "floor/zero_shot", "reason": pytest.approx(floors[0]["reason"])}]
         and "from_config" in floors[0]["reason"]
     )
     comparisons = pd.read_parquet(generation_campaign / "results/evaluation/comparisons.parquet")

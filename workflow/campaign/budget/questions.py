@@ -1,8 +1,8 @@
 """What deciding each open question would cost: the evaluation says how many seeds per cell (or
-evaluation items) would decide an undecided effect (decisions.json: seeds_needed, items_needed,
-dominant); the budget prices the seeds as runs at the calibrated forecast, on the reference
-offer. Items are not priced: labelling them is outside the campaign's compute, and scoring them
-costs a pass over them."""
+evaluation items) would decide an undecided effect (the verdict's open questions, records of
+campaign.evaluate.records); the budget prices the seeds as runs at the calibrated forecast, on
+the reference offer. Items are not priced: labelling them is outside the campaign's compute,
+and scoring them costs a pass over them."""
 
 from __future__ import annotations
 
@@ -10,18 +10,11 @@ import math
 import statistics
 from collections import Counter
 
-from campaign.evaluate import NOT_SHOWN, floor_question
-
-OPEN = (
-    "inconclusive",
-    "adopt (smaller than useful)",
-    "inconclusive (one seed)",
-    NOT_SHOWN,
-)
+from campaign.evaluate import Decisions
 
 
 def price_to_decide(
-    decisions: dict, forecast: list[dict], cells: dict[str, str], price: float, b: dict
+    decisions: Decisions, forecast: list[dict], cells: dict[str, str], price: float, b: dict
 ) -> list[dict]:
     """One row per open main effect on the decision split, and first one for a best cell not
     shown above the floor (the verdict keeps the floor until it is: more seeds of that one cell).
@@ -44,15 +37,13 @@ def price_to_decide(
     per_run = statistics.median(hours) * (1 + b["margin"]) if hours else math.nan
     per_cell = Counter(cells[r["run"]] for r in kept if r["run"] in cells)  # {cell: seeds now}
     rows = []
-    asked = [d for d in decisions.get("decisions", []) if d.get("kind") == "main"]
-    floor = floor_question(decisions)  # the best cell against the floor: its seeds only
-    for d in ([floor] if floor is not None else []) + asked:
-        if d.get("decision") not in OPEN or d.get("stopped_by_look"):
-            continue  # decided, or an adaptive look stopped a cell of it: no seeds to price
-        n_seeds, need = int(d.get("n_seeds") or 0), d.get("seeds_needed")
+    for d in decisions.open_questions:  # the kept cell against the floor first: its seeds only
+        if d.kind not in ("floor", "main") or d.stopped:
+            continue  # a quantized variant's seeds do not apply; a look stopped a cell of it
+        n_seeds, need = int(d.n_seeds or 0), d.seeds_needed
         seeds = (
             _best_cell_seeds(decisions, per_cell, n_seeds)
-            if d["kind"] == "floor"
+            if d.kind == "floor"
             else list(per_cell.values())
         )
         if n_seeds < 2:
@@ -60,15 +51,15 @@ def price_to_decide(
         extra = _runs_to(int(need), seeds) if need else None
         extra_hours = extra * per_run if extra is not None else math.nan
         # The seeds needed at the ends of the seed variance's interval (its uncertainty).
-        ends = [d.get("seeds_needed_low"), d.get("seeds_needed_high")] if n_seeds >= 2 else []
+        ends = [d.seeds_needed_low, d.seeds_needed_high] if n_seeds >= 2 else []
         costs = [_runs_to(int(k), seeds) * per_run * price if k else math.nan for k in ends]
         costs = costs or [math.nan, math.nan]
         n_cells = len(seeds)
         rows.append(
             {
-                "subject": d["subject"],
-                "decision": d["decision"],
-                "dominant": d.get("dominant"),
+                "subject": d.subject,
+                "decision": d.decision,
+                "dominant": d.dominant,
                 "n_seeds": n_seeds,
                 "seeds_needed": need,
                 "cells": n_cells,
@@ -81,8 +72,9 @@ def price_to_decide(
                 "cost_low": costs[0],
                 "cost_high": costs[1],
                 "currency": b["currency"],
-                "items_needed": d.get("items_needed"),
-                "items_note": d.get("items_note"),
+                "items_needed": d.items_needed,
+                "items_note": d.items_note,
+                "seeds_note": d.seeds_note,
             }
         )
     return rows
@@ -94,10 +86,10 @@ def _runs_to(seeds_needed: int, seeds: list[int]) -> int:
     return sum(max(seeds_needed - n, 0) for n in seeds)
 
 
-def _best_cell_seeds(decisions: dict, per_cell: Counter, n_seeds: int) -> list[int]:
-    """[the best cell's seeds now]: its runs in the kept plan (by cell id), else the runs the
+def _best_cell_seeds(decisions: Decisions, per_cell: Counter, n_seeds: int) -> list[int]:
+    """[the kept cell's seeds now]: its runs in the kept plan (by cell id), else the runs the
     evaluation names for it, else the floor row's n_seeds."""
-    best = decisions.get("best_cell") or {}
-    if best.get("cell_id") in per_cell:
-        return [per_cell[best["cell_id"]]]
-    return [len(best["runs"]) if best.get("runs") else n_seeds]
+    best = decisions.best_cell
+    if best is not None and best.cell_id in per_cell:
+        return [per_cell[best.cell_id]]
+    return [len(best.runs) if best is not None and best.runs else n_seeds]

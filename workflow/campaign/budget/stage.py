@@ -49,6 +49,7 @@ from campaign.core.defaults import train_key
 from campaign.core.errors import CampaignError
 from campaign.core.io import read_json, read_table
 from campaign.core.io import read_plan as plan_table
+from campaign.evaluate import BELOW, Decisions, read_decisions
 from campaign.plan import CampaignRuns, campaign_runs
 
 HOUR_S = 3600.0
@@ -206,17 +207,15 @@ def stage_budget(ctx) -> None:
                 best.offer,
                 best.pricing,
             )
-    bar, equal = _equal_quality(ctx, jobs, b, reference)
+    # The evaluation's decisions, read once (campaign.evaluate.records); None without one.
     paths = ctx.inputs.get("decisions", [])
+    decisions = read_decisions(paths[0]) if paths else None
+    bar, equal = _equal_quality(ctx, decisions, jobs, b, reference)
     to_decide = (
         questions.price_to_decide(
-            read_json(paths[0]),
-            forecast,
-            {r["run"]: r["cell_id"] for r in plan},
-            jobs_price(reference),
-            b,
+            decisions, forecast, {r["run"]: r["cell_id"] for r in plan}, jobs_price(reference), b
         )
-        if paths
+        if decisions is not None
         else []
     )
 
@@ -232,29 +231,26 @@ def stage_budget(ctx) -> None:
         frame = pd.DataFrame(rows, columns=_COLUMNS[name])
         frame.to_csv(ctx.outputs[f"{name}_csv"], index=False, float_format="%.10g")
         frame.to_parquet(ctx.outputs[f"{name}_parquet"], index=False)
-    decided = [read_json(p) for p in ctx.inputs.get("decisions", [])]
     text = words.summary(b, reference, jobs, forecast, cal, plan_rows, offer_rows, bar, equal,
-                         to_decide, decided[0] if decided else None,
+                         to_decide, decisions,
                          words.adaptive_words(campaign, not_asked))  # fmt: skip
-    block = _verdict_block(ctx, b, reference, equal, to_decide)
+    block = _verdict_block(ctx, decisions, b, reference, equal, to_decide)
     ctx.outputs["summary"].write_text("\n".join([*block, "", text]) if block else text)
 
 
-def _verdict_block(ctx, b, reference, equal, to_decide) -> list[str]:
+def _verdict_block(ctx, decisions, b, reference, equal, to_decide) -> list[str]:
     """The verdict block with the costs: the first lines of summary.txt (and of the report,
     which renders them); without an evaluation, nothing."""
     from campaign.evaluate import evaluation_flags, verdict_block
 
-    paths = ctx.inputs.get("decisions", [])
-    if not paths:
+    if decisions is None:
         return []
-    decisions = read_json(paths[0])
     findings = evaluation_flags(decisions)  # the report's block adds the other phases'
     values = words.verdict_values(
         decisions,
         equal,
         to_decide,
-        _ship(ctx, decisions),
+        _ship(ctx),
         findings,
         b["predictions"],
         reference.name,
@@ -262,7 +258,7 @@ def _verdict_block(ctx, b, reference, equal, to_decide) -> list[str]:
     return verdict_block(values, lambda x: format_money(x, b["currency"]))
 
 
-def _ship(ctx, decisions: dict) -> dict[str, str]:
+def _ship(ctx) -> dict[str, str]:
     """{variant: what a user would ship}: a quantized variant's weight file (variants.parquet
     weight_file, in <quantize folder>/<run>/<variant>/model/), a run's model folder."""
     out = {
@@ -465,65 +461,57 @@ def _as_option(r: dict):
     )  # fmt: skip
 
 
-def quality_bar(decisions: dict) -> dict | None:
-    """The bar every candidate at equal quality is held to: the chosen cell's quality on the
-    split it was not chosen on (decisions.json best_cell.reported, else its by_split entry for
-    that split; no winner's curse), or, from an evaluation that has neither, its quality on the
-    split it was chosen on, marked optimistic (the maximum of the cells' means). None without a
-    chosen cell."""
-    best = decisions.get("best_cell")
-    if not best:
+def quality_bar(decisions: Decisions) -> dict | None:
+    """The bar every candidate at equal quality is held to: the kept cell's quality on the
+    split it was not chosen on (its `reported` level, else its by_split entry for that split;
+    no winner's curse), or, from an evaluation that has neither, its quality on the split it
+    was chosen on, marked optimistic. None without a kept cell."""
+    best = decisions.best_cell
+    if best is None:
         return None
-    chosen_on = best.get("chosen_on", decisions.get("decide_on"))
-    reported = best.get("reported")
-    other = {s: q for s, q in (best.get("by_split") or {}).items() if s != chosen_on}
-    if reported and reported.get("value") is not None:
-        split, q, optimistic = best.get("reported_on"), reported, False
-    elif len(other) == 1 and next(iter(other.values())).get("value") is not None:
+    chosen_on = best.chosen_on or decisions.decide_on
+    other = {s: q for s, q in best.by_split.items() if s != chosen_on}
+    if best.reported.value is not None:
+        split, q, optimistic = best.reported_on, best.reported, False
+    elif len(other) == 1 and next(iter(other.values())).value is not None:
         (split, q), optimistic = next(iter(other.items())), False
     else:
         split, q, optimistic = chosen_on, best, True
     return {
-        "cell": best["cell"],
+        "cell": best.cell,
         "chosen_on": chosen_on,
         "split": split,
-        "metric": decisions.get("metric"),
-        "value": q.get("value"),
-        "ci_low": q.get("ci_low"),
-        "ci_high": q.get("ci_high"),
+        "metric": decisions.metric,
+        "value": q.value,
+        "ci_low": q.ci_low,
+        "ci_high": q.ci_high,
         "optimistic": optimistic,
-        "representative_run": best.get("representative_run"),
+        "representative_run": best.representative_run,
     }
 
 
-def floors_at_bar(decisions: dict) -> list[str]:
-    """The floor variants shown at least as good as the chosen cell: the verdict's floor when
-    the evaluation keeps one (the chosen cell is below it by its test); from an evaluation
-    without a verdict, the floors its floor test put the chosen cell below. A floor the test
-    does not show to be better is not a candidate (its quality is not shown)."""
-    best = decisions.get("best_cell") or {}
-    verdict = decisions.get("verdict")
+def floors_at_bar(decisions: Decisions) -> list[str]:
+    """The floor variants shown at least as good as the kept cell: the verdict's floor when
+    the evaluation keeps one (the kept cell is below it by its test, or not shown above it);
+    from an evaluation without a verdict, the floors its floor test put the kept cell below. A
+    floor the test does not show to be better is not a candidate (its quality is not shown)."""
+    verdict = decisions.verdict
     if verdict is not None:
-        return [verdict["keep"]] if verdict.get("kind") == "floor" else []
-    return sorted(
-        {
-            f["floor"]
-            for f in decisions.get("below_floor", [])
-            if f.get("cell") == best.get("cell") and f.get("verdict") == "below floor"
-        }
-    )
+        return [verdict.keep] if verdict.kind == "floor" else []
+    cell = decisions.best_cell.cell if decisions.best_cell is not None else None
+    return sorted({f.floor for f in decisions.below_floor if f.cell == cell and f.verdict == BELOW})
 
 
-def _equal_quality(ctx, jobs, b, reference: Offer) -> tuple[dict | None, list[dict]]:
+def _equal_quality(
+    ctx, decisions: Decisions | None, jobs, b, reference: Offer
+) -> tuple[dict | None, list[dict]]:
     """The quality bar, and the variants at it with the cost to train and to serve."""
-    paths = ctx.inputs.get("decisions", [])
-    if not paths:
+    if decisions is None:
         return None, []
-    decisions = read_json(paths[0])
     bar = quality_bar(decisions)
     if bar is None:
         return None, []
-    best_runs = list(decisions["best_cell"].get("runs", []))
+    best_runs = list(decisions.best_cell.runs)
     serving = _serving(ctx.inputs.get("variants", []))
     floor_paths = ctx.inputs.get("floor_timings", [])
     floor_cost = read_json(floor_paths[0]).get("floors", {}) if floor_paths else {}
@@ -531,9 +519,9 @@ def _equal_quality(ctx, jobs, b, reference: Offer) -> tuple[dict | None, list[di
     cost = {j["run"]: j for j in jobs}
     price = reference.hourly if reference.hourly is not None else math.nan
     candidates = [(run, run, "run", "chosen cell") for run in best_runs]
-    for d in decisions.get("decisions", []):
-        if d.get("kind") == "quantized" and d.get("reference") in best_runs:
-            candidates.append((d["subject"], d["reference"], "quantized", d["decision"]))
+    for d in decisions.of_kind("quantized"):
+        if d.reference in best_runs:
+            candidates.append((d.subject, d.reference, "quantized", d.decision))
     for name in floors_at_bar(decisions):
         candidates.append((name, None, "floor", "better than the chosen cell"))
     rows = []

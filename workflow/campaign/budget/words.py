@@ -9,7 +9,7 @@ import math
 
 from campaign.budget.calibrate import Calibration, error_summary
 from campaign.budget.money import format_hours, format_money
-from campaign.evaluate import NOT_SHOWN, evaluation_verdict, level_words
+from campaign.evaluate import NOT_SHOWN, Decisions, evaluation_verdict, level_words
 
 
 def bar_words(bar: dict) -> str:
@@ -28,7 +28,7 @@ def bar_words(bar: dict) -> str:
 
 
 def headline(
-    bar: dict | None, equal: list[dict], predictions: int, money, decisions: dict | None = None
+    bar: dict | None, equal: list[dict], predictions: int, money, decisions: Decisions | None = None
 ) -> str:
     """The first line: which variant to keep at equal quality (the verdict's, keep_row, given
     the evaluation's decisions; else the cheapest), and whenever the reference floor is better
@@ -48,8 +48,9 @@ def headline(
             f"predictions = {money(e['total_cost'])}"
         )
 
-    against = ((decisions or {}).get("verdict") or {}).get("against_floor") or {}
-    if against.get("decision") == NOT_SHOWN:
+    verdict = decisions.verdict if decisions is not None else None
+    against = verdict.against_floor if verdict is not None else None
+    if against is not None and against.decision == NOT_SHOWN:
         below = f"the chosen cell {bar['cell']} is not shown above it by the evaluation's test"
     else:
         below = f"the chosen cell {bar['cell']} is below it by the evaluation's test"
@@ -101,6 +102,8 @@ def to_decide_words(r: dict, gpu: str, offer: str, money) -> str:
         )
     if items:
         return head + f"more seeds alone cannot; {items:,} evaluation items would (not priced)."
+    if r.get("seeds_note"):
+        return head + f"{r['seeds_note']}."
     if r.get("items_note"):
         return head + f"more seeds alone cannot; {r['items_note']}."
     return head + "neither more seeds nor more items would (the estimate sits at the bar)."
@@ -124,7 +127,7 @@ def measured(jobs: list[dict], money) -> str:
     return f"Measured: {len(jobs)} finished run(s), {format_hours(hours)}{held}, {money(spent)}."
 
 
-def kept_option(decisions: dict | None, equal: list[dict]) -> dict | None:
+def kept_option(decisions: Decisions | None, equal: list[dict]) -> dict | None:
     """The equal_quality row the budget's words keep: the verdict's (keep_row) given the
     evaluation's decisions, else the cheapest in total."""
     if decisions is not None:
@@ -132,7 +135,7 @@ def kept_option(decisions: dict | None, equal: list[dict]) -> dict | None:
     return next((e for e in equal if e["cheapest"]), None)
 
 
-def bar_lines(bar: dict | None, equal: list[dict], decisions: dict | None, money) -> list[str]:
+def bar_lines(bar: dict | None, equal: list[dict], decisions: Decisions | None, money) -> list[str]:
     """The quality bar, and every option at it but the one kept, with its total cost."""
     if bar is None:
         return []
@@ -175,9 +178,9 @@ def adaptive_words(campaign, not_asked: list[dict]) -> str | None:
 
 
 def summary(b, reference, jobs, forecast, cal: Calibration, plans, offers, bar, equal,
-            to_decide=(), decisions: dict | None = None,
+            to_decide=(), decisions: Decisions | None = None,
             adaptive: str | None = None) -> str:  # fmt: skip
-    """summary.txt after the verdict block. `decisions`: the evaluation's (decisions.json), so
+    """summary.txt after the verdict block. `decisions`: the evaluation's records, so
     that the option kept here is the verdict's; `adaptive`: adaptive_words' line, before the
     rest's."""
     cur = b["currency"]
@@ -253,16 +256,16 @@ def summary(b, reference, jobs, forecast, cal: Calibration, plans, offers, bar, 
     return "\n".join(lines) + "\n"
 
 
-def keep_row(decisions: dict, equal: list[dict]) -> dict | None:
+def keep_row(decisions: Decisions, equal: list[dict]) -> dict | None:
     """The equal_quality row to keep: the floor when the evaluation keeps it (the chosen cell is
     below it by the test: quality first), else the chosen cell's representative run (the one its
     variants were judged against) or one of its adopted quantized variants, the cheapest to
     serve (equal quality; what a seed cost to train is spent and says nothing of the seed's
     worth). Without the representative run among the rows, the cheapest of the cell's rows.
     None when no row qualifies."""
-    floor = (decisions.get("verdict") or {}).get("kind") == "floor"
+    floor = decisions.verdict is not None and decisions.verdict.kind == "floor"
     rows = [e for e in equal if (e["kind"] == "floor") == floor and math.isfinite(e["total_cost"])]
-    rep = (decisions.get("best_cell") or {}).get("representative_run")
+    rep = decisions.best_cell.representative_run if decisions.best_cell is not None else None
     if not floor and rep:
         mine = [e for e in rows if e["variant"] == rep or e["variant"].startswith(f"{rep}/")]
         if mine:
@@ -271,7 +274,7 @@ def keep_row(decisions: dict, equal: list[dict]) -> dict | None:
 
 
 def verdict_values(
-    decisions: dict,
+    decisions: Decisions,
     equal: list[dict],
     to_decide: list[dict],
     ship: dict[str, str],
@@ -287,7 +290,7 @@ def verdict_values(
     values["price_at"] = None
     row = keep_row(decisions, equal)
     if row is not None:
-        cell = (decisions.get("best_cell") or {}).get("cell")
+        cell = decisions.best_cell.cell if decisions.best_cell is not None else None
         values["keep"] = {
             "kind": row["kind"],
             "name": row["variant"],
@@ -307,9 +310,10 @@ def verdict_values(
         values["ship"] = ship.get(row["variant"])
         values["also"] = []
     priced = {r["subject"]: r for r in to_decide}
-    for q in values["open"]:
-        r = priced.get(q["subject"])
-        if r is not None:
-            q |= {k: r[k] for k in ("seeds_needed", "extra_runs", "cost")}
-            q["items_needed"] = r["items_needed"] or q["items_needed"]
+    values["open"] = [
+        q.priced(r["seeds_needed"], r["extra_runs"], r["cost"], r["items_needed"])
+        if (r := priced.get(q.subject)) is not None
+        else q
+        for q in values["open"]
+    ]
     return values

@@ -344,10 +344,14 @@ def run_stage(
         state = "preempted" if isinstance(e, Preempted) else "interrupted"
         what = "interrupted (Ctrl-C)" if isinstance(e, KeyboardInterrupt) else f"{state} ({e})"
         extra = {"step": e.step} if isinstance(e, Preempted) else {}
-        store.log_event(state, job["key"] or "", stage.name, error=what, **extra)
-        store.write_job(
-            job_id, {**job, "state": state, "error": what, "ended": time.time(), **extra}
-        )
+        # The state folder's disk may be full: the job still ends as interrupted (its exit
+        # status is what a scheduler requeues on), not as a disk failure raised over it.
+        with contextlib.suppress(OSError):
+            store.log_event(state, job["key"] or "", stage.name, error=what, **extra)
+        with contextlib.suppress(OSError):
+            store.write_job(
+                job_id, {**job, "state": state, "error": what, "ended": time.time(), **extra}
+            )
         raise
     except BaseException as e:
         message = str(e) if isinstance(e, CampaignError) else f"{type(e).__name__}: {e}"
@@ -360,6 +364,15 @@ def run_stage(
                 job_id, {**job, "state": "failed", "error": message[:2000], "ended": time.time()}
             )
         raise
+
+
+def _under(path: Path, root: Path) -> Path:
+    """An input path as the stage reads it from `root`: relative where it lies under the root;
+    an absolute path elsewhere (a params file may name data outside the project) as recorded."""
+    if path.is_absolute():
+        with contextlib.suppress(ValueError):
+            return path.relative_to(root.resolve())
+    return path
 
 
 def find_entry(store: Store, key: str):
@@ -423,10 +436,7 @@ def reproduce(store: Store, key: str, scratch: Path, root: Path = Path(".")) -> 
         execute(
             stage,
             meta.get("spec", material["params"]),
-            {
-                n: [p.relative_to(root) if p.is_absolute() else p for p in ps]
-                for n, ps in inputs.items()
-            },
+            {n: [_under(p, root) for p in ps] for n, ps in inputs.items()},
             outputs,
             work_dir,
             Path("."),

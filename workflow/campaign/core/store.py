@@ -43,7 +43,7 @@ import shutil
 import socket
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from glob import escape as glob_escape
 from pathlib import Path
@@ -346,7 +346,34 @@ class Store:
         if not self.root.is_dir():
             return []
         found = [p.name for p in self.root.iterdir() if p.name not in STATE_NAMES]
-        made_here = {
+        for folder, ours in self._keyed_folders().items():
+            if folder.is_dir():
+                found += [f"{folder.name}/{p.name}" for p in folder.iterdir() if not ours(p)]
+            elif folder.exists():
+                found.append(folder.name)
+        return sorted(found)
+
+    def own(self) -> list[str]:
+        """What under the state folder the store made (paths relative to it), the complement
+        of `foreign` at its depth: the children it named in the folders it names by key, and
+        its other top-level names whole. What restore may replace."""
+        if not self.root.is_dir():
+            return []
+        keyed = self._keyed_folders()
+        found = []
+        for p in self.root.iterdir():
+            if p.name not in STATE_NAMES:
+                continue
+            if p in keyed and p.is_dir():
+                found += [f"{p.name}/{c.name}" for c in p.iterdir() if keyed[p](c)]
+            elif p not in keyed:
+                found.append(p.name)
+        return sorted(found)
+
+    def _keyed_folders(self) -> dict[Path, Callable[[Path], bool]]:
+        """The store's folders whose children it names by key, each with the test of a child it
+        made (anything else in them is foreign)."""
+        return {
             self.entries: lambda p: is_key(p.name) and p.is_dir(),
             self.work_root: lambda p: is_key(p.name) and p.is_dir(),
             self.tmp: lambda p: any(
@@ -355,12 +382,6 @@ class Store:
             ),
             self.locks: lambda p: p.name.endswith(".lock") and is_key(p.name[:-5]),
         }
-        for folder, ours in made_here.items():
-            if folder.is_dir():
-                found += [f"{folder.name}/{p.name}" for p in folder.iterdir() if not ours(p)]
-            elif folder.exists():
-                found.append(folder.name)
-        return sorted(found)
 
     # ---------------------------------------------------------------- events
     def log_event(self, event: str, key: str, stage: str, **extra: Any) -> None:

@@ -5,19 +5,23 @@ from __future__ import annotations
 
 from campaign.core.registry import produced
 from campaign.core.stage import From
+from campaign.evaluate.records import decisions_from_dict
 
 
 def evaluation_findings(decisions: dict) -> list[str]:
-    """Cells not shown to beat the reference floor; quantized variants that were skipped."""
+    """Cells not shown to beat the reference floor; quantized variants that were skipped
+    (`decisions`: decisions.json's object, read through its records)."""
+    d = decisions_from_dict(decisions)
     out = []
-    for flag in decisions.get("below_floor", []):
+    for flag in d.below_floor:
         out.append(
-            f"evaluation: {flag.get('cell')} {flag.get('verdict', 'below the floor')} "
-            f"({flag.get('floor')}: {100 * flag.get('estimate', 0):+.1f} points "
-            f"[{100 * flag.get('ci_low', 0):.1f}, {100 * flag.get('ci_high', 0):.1f}])"
+            f"evaluation: {flag.cell} {flag.verdict} ({flag.floor}: "
+            f"{100 * (flag.estimate or 0):+.1f} points "
+            f"[{100 * (flag.ci_low or 0):.1f}, {100 * (flag.ci_high or 0):.1f}])"
         )
-    skipped = decisions.get("skipped_variants") or []
-    if skipped:
+    if d.skipped_variants:
         where = produced(From("evaluate", "decisions")).path
-        out.append(f"evaluation: {len(skipped)} quantized variant(s) skipped; see {where}")
+        out.append(
+            f"evaluation: {len(d.skipped_variants)} quantized variant(s) skipped; see {where}"
+        )
     return out

@@ -14,17 +14,18 @@ from pathlib import Path
 import pandas as pd
 
 from campaign.core.figures import ACCENT, BAD, GOOD, NEUTRAL, empty_axes, figure_axes
-from campaign.core.io import get, read_table
+from campaign.core.io import read_table
 from campaign.core.stage import Section
 from campaign.core.wording import level_words
+from campaign.evaluate.records import Decisions
 
 
-def effects_section(comparisons_path: Path, decisions: dict) -> Section:
+def effects_section(comparisons_path: Path, decisions: Decisions) -> Section:
     comparisons = read_table(
         comparisons_path,
         ("split", "kind", "subject", "reference", "estimate", "ci_low", "ci_high", "decision"),
     )
-    on = comparisons[(comparisons["split"] == decisions["decide_on"])]
+    on = comparisons[(comparisons["split"] == decisions.decide_on)]
     effects = on[on["kind"] != "floor"].copy()
     effects["label"] = [
         subject if subject.endswith(f"({kind})") else f"{subject} ({kind})"
@@ -33,29 +34,29 @@ def effects_section(comparisons_path: Path, decisions: dict) -> Section:
     shown = ["kind", "subject", "reference", "n_seeds", "estimate", "ci_low", "ci_high"]
     shown += [c for c in ("p_holm", "seed_sd", "seeds_needed", "decision") if c in effects]
     lines = [
-        f"Effects on {decisions['decide_on']} {decisions['metric']} against the reference, with "
-        f"{decisions.get('confidence', 0.95):.0%} intervals; the minimum useful effect is "
-        f"{decisions.get('min_useful_effect', 0) * 100:.1f} points.",
+        f"Effects on {decisions.decide_on} {decisions.metric} against the reference, with "
+        f"{decisions.confidence or 0.95:.0%} intervals; the minimum useful effect is "
+        f"{(decisions.min_useful_effect or 0) * 100:.1f} points.",
         f"{len(effects)} comparison(s): "
         + ", ".join(f"{n} {d}" for d, n in effects["decision"].value_counts().sort_index().items())
         + ".",
     ]
     return Section(
         lines,
-        [(f"Comparisons ({decisions['decide_on']})", effects[[c for c in shown if c in effects]])],
+        [(f"Comparisons ({decisions.decide_on})", effects[[c for c in shown if c in effects]])],
         (
             effects_figure,
             (
                 effects[["label", "estimate", "ci_low", "ci_high", "decision"]],
-                float(decisions.get("min_useful_effect", 0.0)),
-                decisions["metric"],
+                float(decisions.min_useful_effect or 0.0),
+                decisions.metric,
             ),
         ),
     )
 
 
-def seeds_section(metrics: pd.DataFrame, comparisons_path: Path, decisions: dict) -> Section:
-    metric, split = decisions["metric"], decisions["decide_on"]
+def seeds_section(metrics: pd.DataFrame, comparisons_path: Path, decisions: Decisions) -> Section:
+    metric, split = decisions.metric, decisions.decide_on
     rows = metrics[(metrics["metric"] == metric) & (metrics["split"] == split)]
     per_seed = rows[rows["kind"] == "run"][["cell", "seed", "value", "run"]].dropna(subset=["cell"])
     cells = rows[rows["kind"] == "cell"][["cell", "value", "ci_low", "ci_high"]]
@@ -95,33 +96,28 @@ def seeds_section(metrics: pd.DataFrame, comparisons_path: Path, decisions: dict
     )
 
 
-def decisions_section(decisions: dict, path: Path) -> Section:
-    """The verdict first, then the best cell's held-out number (decisions.json
-    best_cell.reported: the split it was not chosen on, free of the winner's curse), then the
-    decisions in words."""
-    lines = list(decisions.get("lines") or [])
-    verdict = (decisions.get("verdict") or {}).get("line")
+def decisions_section(decisions: Decisions) -> Section:
+    """The verdict first, then the kept cell's held-out number (its `reported` level: the split
+    it was not chosen on, free of the winner's curse), then the decisions in words."""
+    lines = list(decisions.lines)
+    verdict = decisions.verdict.line if decisions.verdict is not None else None
     if verdict:
         lines = [verdict, *(line for line in lines if line != verdict)]
-    best = decisions.get("best_cell") or {}
-    if best:
-        chosen_on = best.get("chosen_on", decisions["decide_on"])
-        reported = best.get("reported") or {}
-        runs = ", ".join(best.get("runs", []))
-        if reported.get("value") is not None:
-            level = level_words(reported["value"], reported.get("ci_low"), reported.get("ci_high"))
-            value = f"{best.get('reported_on')} {decisions['metric']} {level}; chosen on "
-            value += chosen_on
+    best = decisions.best_cell
+    if best is not None:
+        chosen_on = best.chosen_on or decisions.decide_on
+        reported = best.reported
+        runs = ", ".join(best.runs)
+        if reported.value is not None:
+            level = level_words(reported.value, reported.ci_low, reported.ci_high)
+            value = f"{best.reported_on} {decisions.metric} {level}; chosen on {chosen_on}"
         else:
-            level = level_words(best.get("value"), best.get("ci_low"), best.get("ci_high"))
-            value = f"{chosen_on} {decisions['metric']} {level}; chosen on it: optimistic"
-        lines.insert(1 if lines else 0, f"Best cell: {best.get('cell')} ({value}; runs {runs}).")
+            level = level_words(best.value, best.ci_low, best.ci_high)
+            value = f"{chosen_on} {decisions.metric} {level}; chosen on it: optimistic"
+        lines.insert(1 if lines else 0, f"Best cell: {best.cell} ({value}; runs {runs}).")
+    columns = ["kind", "subject", "reference", "estimate", "decision"]
     table = pd.DataFrame(
-        [
-            {k: d.get(k) for k in ("kind", "subject", "reference", "estimate", "decision")}
-            for d in get(decisions, "decisions", path)
-        ],
-        columns=["kind", "subject", "reference", "estimate", "decision"],
+        [{k: getattr(d, k) for k in columns} for d in decisions.decisions], columns=columns
     )
     return Section(lines, [("Decisions", table)], None)
 
@@ -182,12 +178,12 @@ def render_seeds(inputs) -> Section:
 
 
 def render_decisions(inputs) -> Section:
-    return decisions_section(inputs.decisions(), inputs.one("decisions"))
+    return decisions_section(inputs.decisions())
 
 
 def render_looks(inputs) -> Section | None:
     """The section for an adaptive campaign, None for a fixed one."""
-    lines = inputs.decisions().get("adaptive_looks") or []
+    lines = inputs.decisions().adaptive_looks or []
     if not lines:
         return None
     return Section(pre="\n".join(lines))

@@ -511,6 +511,7 @@ class _Look:
             useful,
             row.get("seed_df", 0),
             row.get("var_residual", 0.0),
+            bound_z=0.0,  # sized on the gap above (at least min_useful_effect), not the estimate
         )
         need = wanted["seeds_needed"]
         if need is None:

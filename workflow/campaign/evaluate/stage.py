@@ -6,7 +6,8 @@ decide (policy) -> words (the verdict block and the lines). Outputs of `evaluate
 (results/evaluation/): metrics.parquet (every variant and every cell on validation and test,
 each metric with its interval), comparisons.parquet (effects, cells against the control,
 quantized variants against their reference, cells against the floor, Holm per family on a
-split), decisions.json (its keys: campaign.evaluate.decide), errors/ (confusion, confused pairs,
+split), decisions.json (campaign.evaluate.records: its one builder and reader; its keys:
+campaign.evaluate.decide), errors/ (confusion, confused pairs,
 slices, items fixed and broken) and summary.txt (the verdict block first, then the decisions in
 words).
 """
@@ -14,17 +15,16 @@ words).
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from campaign.core.errors import CampaignError
 from campaign.core.io import read_json
-from campaign.evaluate import comparison, errors, floor, looks, questions, words
+from campaign.evaluate import comparison, errors, floor, looks, questions, records, words
 from campaign.evaluate.effects import contrasts
 from campaign.evaluate.items import SPLITS, Items
-from campaign.evaluate.look_words import LOOKS_TITLE, look_lines, look_summary
+from campaign.evaluate.look_words import LOOKS_TITLE
 from campaign.evaluate.metrics import NOT_ITEM_MEANS
 from campaign.evaluate.plan_table import read_plan
 from campaign.evaluate.scoring import scorer
@@ -225,32 +225,11 @@ def stage_evaluate(ctx) -> None:
         comparison_rows += [questions.public(r) for r in rows]
 
     kept_unless_shown = _cell_name(factors, control) if control is not None else None
-    args = (comparison_rows, metric_rows, variants, best_floor, kept_unless_shown)
-    decisions = words.decisions(spec, *args)
-    _carry_cell_ids(decisions, comparison_rows, metric_rows)
-    _finish(decisions, skipped, ctx.inputs.get("looks", []))
+    look_records = [read_json(p) for p in ctx.inputs.get("looks", [])]
+    decisions = records.build(
+        spec, comparison_rows, metric_rows, best_floor, kept_unless_shown, skipped, look_records
+    )
     _write(ctx, metric_rows, comparison_rows, error_rows, decisions, pd)
-
-
-def _finish(decisions: dict, skipped: dict, look_paths: list) -> None:
-    """The variants and floors skipped and why; an adaptive campaign's looks in words
-    (adaptive_looks)."""
-    # A floor that could not run (the zero-shot floor of a from_config model) is no quantized
-    # variant: listed apart, with its reason.
-    decisions["skipped_variants"] = [
-        {"variant": name, "reason": reason}
-        for name, reason in sorted(skipped.items())
-        if not name.startswith("floor/")
-    ]
-    decisions["skipped_floors"] = [
-        {"floor": name, "reason": reason}
-        for name, reason in sorted(skipped.items())
-        if name.startswith("floor/")
-    ]
-    if look_paths:
-        records = [read_json(p) for p in look_paths]
-        decisions["adaptive_looks"] = look_lines(records)
-        decisions["adaptive"] = look_summary(records)
 
 
 def _decide(rows, split, conf, power, s, look_paths) -> None:
@@ -267,13 +246,13 @@ COSTS_AT = "in results/budget/summary.txt (the budget phase runs after the evalu
 PRICE_AT = "results/budget/to_decide.csv"
 
 
-def summary_text(decisions: dict) -> str:
+def summary_text(decisions: records.Decisions) -> str:
     """summary.txt: the verdict block (words.verdict_block, without costs), then the decisions."""
     flags = words.evaluation_flags(decisions)
     values = words.evaluation_verdict(decisions, flags, COSTS_AT, PRICE_AT)
-    looks = decisions.get("adaptive_looks") or []
+    looks = decisions.adaptive_looks or []
     told = [f"{LOOKS_TITLE}:", *(f"  {line}" for line in looks), ""] if looks else []
-    return "\n".join([*words.verdict_block(values), "", *told, *decisions["lines"]]) + "\n"
+    return "\n".join([*words.verdict_block(values), "", *told, *decisions.lines]) + "\n"
 
 
 @dataclass(frozen=True)
@@ -462,30 +441,6 @@ def _comparisons(
     return rows
 
 
-def _carry_cell_ids(decisions: dict, comparison_rows: list, metric_rows: list) -> None:
-    """Each decision, the best cell and each below-floor entry of decisions.json get the
-    plan table's cell_id of their cell (null for a main effect or an interaction), so that
-    index, budget and report join on it rather than on a subject's wording; in place."""
-    split = decisions["decide_on"]
-    by_subject = {
-        (r["kind"], r["subject"]): r.get("cell_id") for r in comparison_rows if r["split"] == split
-    }
-    for d in decisions["decisions"]:
-        d["cell_id"] = by_subject.get((d["kind"], d["subject"]))
-    for f in decisions["below_floor"]:
-        f["cell_id"] = by_subject.get(("floor", f["cell"]))
-    best = decisions.get("best_cell")
-    if best is not None:
-        cells = {r["cell"]: r["cell_id"] for r in metric_rows if r["kind"] == "cell"}
-        best["cell_id"] = cells.get(best["cell"])
-
-
-def _clean(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
 def _write(ctx, metric_rows, comparison_rows, error_rows, decisions, pd) -> None:
     pd.DataFrame(metric_rows).to_parquet(ctx.outputs["metrics"], index=False)
     pd.DataFrame(comparison_rows).to_parquet(ctx.outputs["comparisons"], index=False)
@@ -493,15 +448,8 @@ def _write(ctx, metric_rows, comparison_rows, error_rows, decisions, pd) -> None
     out.mkdir(parents=True)
     for name, rows in error_rows.items():
         pd.DataFrame(rows).to_parquet(out / f"{name}.parquet", index=False)
-    clean = json.loads(json.dumps(decisions, default=str), parse_constant=lambda c: None)
-    clean = _deep_clean(clean)
-    ctx.outputs["decisions"].write_text(json.dumps(clean, indent=2, sort_keys=True) + "\n")
-    ctx.outputs["summary"].write_text(summary_text(clean))
-
-
-def _deep_clean(value):
-    if isinstance(value, dict):
-        return {k: _deep_clean(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_deep_clean(v) for v in value]
-    return _clean(value)
+    records.write_decisions(ctx.outputs["decisions"], decisions)
+    # summary.txt from what the file holds (read back: the words see what every reader sees)
+    ctx.outputs["summary"].write_text(
+        summary_text(records.read_decisions(ctx.outputs["decisions"]))
+    )

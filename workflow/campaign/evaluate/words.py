@@ -1,6 +1,7 @@
-"""The wording layer: decisions.json and summary.txt from the decided comparison rows. No
-statistics and no policy here: numbers and decisions come from questions / decide; this module
-chooses what to say, in which order (the verdict first), and how."""
+"""The wording layer: the lines of decisions.json and summary.txt, and the verdict block, from
+the decided comparison rows and the records (campaign.evaluate.records). No statistics and no
+policy here: numbers come from questions, choices from decide (records.build asks it); this
+module chooses what to say, in which order (the verdict first), and how."""
 
 from __future__ import annotations
 
@@ -8,12 +9,23 @@ import math
 
 from campaign.core.wording import level_words, percent, points  # noqa: F401 (public here)
 from campaign.evaluate import decide
+from campaign.evaluate.decide import ADVICE_QUANTILE
 from campaign.evaluate.look_words import verdict_look_lines
 
+# The records (campaign.evaluate.records: Decisions, KeptCell, FloorComparison, OpenQuestion)
+# are named in docstrings, not imported: records imports this module to word what it builds.
 
-def interval_words(row: dict) -> str:
+
+def _finite(x) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+def interval_words(row) -> str:
+    """An estimate and its interval in points (`row`: a comparison row, or a record with
+    estimate, ci_low and ci_high)."""
+    row = _interval_of(row)
     low, high = row["ci_low"], row["ci_high"]
-    if not (math.isfinite(low) and math.isfinite(high)):
+    if not (_finite(low) and _finite(high)):
         return f"{points(row['estimate'])} points (no interval)"
     return f"{points(row['estimate'])} points [{low * 100:.1f}, {high * 100:.1f}]"
 
@@ -41,12 +53,17 @@ def _needs(r: dict) -> str:
         ways.append(f"{seeds} seeds per cell{spread}")
     if items:
         ways.append(f"{items} evaluation items")
-    what = " or ".join(ways) or "neither more seeds nor more items (the estimate sits at the bar)"
+    what = (
+        " or ".join(ways)
+        or r.get("seeds_note")
+        or "neither more seeds nor more items (the estimate sits at the bar)"
+    )
     if r.get("items_note"):
         what += f"; {r['items_note']}"
     return (
-        f"{dominant} dominate its variance; to decide at the estimate: {what} "
-        "(the price of the seeds: budget phase)"
+        f"{dominant} dominate its variance; to decide with at least evaluation.power (sized "
+        f"for the gap's lower {ADVICE_QUANTILE:.0%} bound): {what} (the price of the seeds: "
+        "budget phase)"
     )
 
 
@@ -97,202 +114,42 @@ def _quantized_line(r: dict, split: str, metric: str, s: dict) -> str:
     return words + f" (non-inferiority, Tango score over the same items, Holm p {r['p_holm']:.3g})"
 
 
-# What decisions.json keeps of each main effect's and quantized variant's comparison row.
-DECISION_KEYS = (
-    "kind",
-    "subject",
-    "reference",
-    "decision",
-    "estimate",
-    "ci_low",
-    "ci_high",
-    "p_holm",
-    "n_seeds",
-    "adj_low",
-    "adj_high",
-    "dominant",
-    "seeds_needed",
-    "items_needed",
-    "seeds_needed_low",
-    "seeds_needed_high",
-    "items_note",
-    "stopped_by_look",
-    "intervals_disagree",
-    "interval_note",
-)
+def decision_line(r: dict, split: str, metric: str, s: dict) -> str:
+    """A main effect's or quantized variant's line in summary.txt."""
+    return (_effect_line if r["kind"] == "main" else _quantized_line)(r, split, metric, s)
 
 
-def _kept(
-    metric_rows: list, on: list, split: str, control: str | None
-) -> tuple[dict | None, str | None]:
-    """The kept cell's metric row on `split` and why it is kept (decide.kept_cell's policy on
-    the cells against the control)."""
-    cells = {r["cell"]: r for r in metric_rows if r["kind"] == "cell" and r["split"] == split}
-    names = {r["cell_id"]: name for name, r in cells.items()}
-    against = {
-        names[r["cell_id"]]: (r["decision"], r["estimate"])
-        for r in on
-        if r["kind"] == "cell" and r.get("cell_id") in names
-    }
-    kept = decide.kept_cell(control, against, {c: r["value"] for c, r in cells.items()})
-    return (None, None) if kept is None else (cells[kept[0]], kept[1])
-
-
-def decisions(
-    spec: dict,
-    comparison_rows: list,
-    metric_rows: list,
-    variants: list,
-    best_floor: str | None,
-    control: str | None = None,
-) -> dict:
-    """decisions.json (its keys: campaign.evaluate.decide's docstring), lines in summary order.
-    control: the control cell's name (the recipe kept unless a cell is shown better)."""
-    s = spec["evaluation"]
-    split, metric = s["decide_on"], s["metric"]
-    other = next(x for x in ("validation", "test") if x != split)
-    on = [r for r in comparison_rows if r["split"] == split]
-    best, how = _kept(metric_rows, on, split, control)
-    by_split = {
-        r["split"]: {k: r[k] for k in ("value", "ci_low", "ci_high", "interval_over")}
-        for r in metric_rows
-        if best is not None and r["kind"] == "cell" and r["cell"] == best["cell"]
-    }
-    run_values = {
-        r["variant"]: r["value"]
-        for r in metric_rows
-        if best is not None
-        and r["kind"] == "run"
-        and r["split"] == split
-        and r["metric"] == metric
-        and r["cell"] == best["cell"]
-    }
-    floor_of = {
-        r["split"]: r for r in metric_rows if r["variant"] == best_floor and r["metric"] == metric
-    }
-    lines, listed = [], []
-    for r in on:
-        if r["kind"] not in ("main", "quantized"):
-            continue
-        words = (_effect_line if r["kind"] == "main" else _quantized_line)(r, split, metric, s)
-        listed.append({k: r.get(k) for k in DECISION_KEYS} | {"words": words})
-        lines.append(words)
-    vs_floor = [r for r in on if r["kind"] == "floor"]
-    flagged = [r for r in vs_floor if r["decision"] != decide.ABOVE]
-    floor_lines = [
-        f"{r['subject']}: {interval_words(r)} against {r['reference']} — "
-        + (
-            "the fine-tune does not beat the floor (below it by the test)"
-            if r["decision"] == decide.BELOW
-            else "not shown to beat the floor, nor below it by the test over the cells "
-            f"(Holm p {r['p_holm']:.3g}, adjusted interval [{r['adj_low'] * 100:.1f}, "
-            f"{r['adj_high'] * 100:.1f}])"
-        )
-        for r in flagged
-    ]
-    verdict = _verdict(best, by_split, vs_floor, floor_of, best_floor, split, other, metric, how)
-    note = (
+def decide_note(split: str, other: str, metric: str) -> str:
+    return (
         f"Decisions use the {split} split ({metric}); the chosen option's quality is reported on "
         f"{other}, which was not used to choose it (evaluation.decide_on)."
     )
-    unprovable = [
-        {
-            "subject": r["subject"],
-            "smallest_provable_loss": r["smallest_provable_loss"],
-            "items_needed": r["items_to_prove"],
-        }
-        for r in on
-        if r["kind"] == "quantized" and r["decision"] == decide.TOO_FEW_ITEMS
-    ]
-    return {
-        "decide_on": split,
-        "metric": metric,
-        "confidence": s["confidence"],
-        "min_useful_effect": s["min_useful_effect"],
-        "max_quality_loss": s["max_quality_loss"],
-        "note": note,
-        "best_cell": None
-        if best is None
-        else {
-            "cell": best["cell"],
-            "by_split": by_split,
-            "value": best["value"],
-            "ci_low": best["ci_low"],
-            "ci_high": best["ci_high"],
-            "interval_over": best["interval_over"],
-            "chosen_on": split,
-            "kept_as": how,
-            "reported_on": other,
-            "reported": {k: by_split.get(other, {}).get(k) for k in ("value", "ci_low", "ci_high")},
-            "representative_run": decide.representative(run_values) if run_values else None,
-            "runs": sorted(run_values),
-        },
-        "floor": None
-        if best_floor is None
-        else {
-            "name": best_floor,
-            **{k: floor_of[split][k] for k in ("value", "ci_low", "ci_high")},
-        },
-        "verdict": verdict,
-        "decisions": listed,
-        "no_decision_possible": unprovable,
-        "below_floor": [
-            {
-                "cell": r["subject"],
-                "floor": r["reference"],
-                "verdict": r["decision"],
-                "estimate": r["estimate"],
-                "ci_low": r["ci_low"],
-                "ci_high": r["ci_high"],
-            }
-            for r in flagged
-        ],
-        "lines": [*verdict["lines"], "", note, *lines, *floor_lines],
-    }
 
 
-# What verdict.against_floor carries of the best cell's floor row: the test, and (while it is
-# not shown above the floor) what would decide it.
-FLOOR_KEYS = (
-    "estimate",
-    "ci_low",
-    "ci_high",
-    "decision",
-    "n_seeds",
-    "dominant",
-    "seeds_needed",
-    "items_needed",
-    "items_note",
-)
+def floor_line(r: dict) -> str:
+    """A cell not shown above the floor (its floor comparison row), in one line."""
+    return f"{r['subject']}: {interval_words(r)} against {r['reference']} — " + (
+        "the fine-tune does not beat the floor (below it by the test)"
+        if r["decision"] == decide.BELOW
+        else "not shown to beat the floor, nor below it by the test over the cells "
+        f"(Holm p {r['p_holm']:.3g}, adjusted interval [{r['adj_low'] * 100:.1f}, "
+        f"{r['adj_high'] * 100:.1f}])"
+    )
 
 
-def _floor_needs(f: dict) -> str:
+def _floor_needs(f) -> str:
+    """What would decide a FloorComparison, in one clause."""
     ways = []
-    if f.get("seeds_needed"):
-        ways.append(f"{f['seeds_needed']} seeds per cell")
-    if f.get("items_needed"):
-        ways.append(f"{f['items_needed']:,} evaluation items")
-    what = " or ".join(ways) or "neither more seeds nor more items (the estimate sits at zero)"
-    return what + (f"; {f['items_note']}" if f.get("items_note") else "")
-
-
-def floor_question(decisions: dict) -> dict | None:
-    """The open question of a best cell not shown above the floor (the verdict then keeps the
-    floor): {subject, kind "floor", decision, n_seeds, seeds_needed, items_needed}; else None."""
-    f = (decisions.get("verdict") or {}).get("against_floor") or {}
-    if f.get("decision") != decide.NOT_SHOWN:
-        return None
-    return {
-        "subject": f"{f.get('cell')} against {f['floor']}",
-        "kind": "floor",
-        "decision": f["decision"],
-        "n_seeds": f.get("n_seeds"),
-        "seeds_needed": f.get("seeds_needed"),
-        "extra_runs": None,
-        "cost": None,
-        "items_needed": f.get("items_needed"),
-        "items_note": f.get("items_note"),
-    }
+    if f.seeds_needed:
+        ways.append(f"{f.seeds_needed} seeds per cell")
+    if f.items_needed:
+        ways.append(f"{f.items_needed:,} evaluation items")
+    what = (
+        " or ".join(ways)
+        or f.seeds_note
+        or "neither more seeds nor more items (the estimate sits at zero)"
+    )
+    return what + (f"; {f.items_note}" if f.items_note else "")
 
 
 KEPT_WORDS = {
@@ -302,93 +159,65 @@ KEPT_WORDS = {
 }
 
 
-def _verdict(
-    best, by_split, vs_floor, floor_of, best_floor, split, other, metric, how=None
-) -> dict:
-    """The option to keep: the kept cell (decide.kept_cell: the control unless a cell is shown
-    better; chosen on `split`, reported on `other`), or the floor when that cell is below it
-    or not shown above it by the test. `quality`: the kept option's level on `other`;
-    `against_floor`: the best cell against the floor on `split` (None without a floor)."""
-    levels = ("value", "ci_low", "ci_high")
+def _level_of(x) -> str:
+    """A record's or a metric row's level in words (not measured without one)."""
+    if x is None:
+        return "not measured"
+    if isinstance(x, dict):
+        return _value(x)
+    return level_words(x.value, x.ci_low, x.ci_high)
 
-    def quality(row: dict | None) -> dict:
-        return {"split": other, "metric": metric} | {k: (row or {}).get(k) for k in levels}
 
-    if best is None:
-        keep = best_floor
-        line = (
-            f"Keep: {best_floor} (no trained cell was scored)" if keep else "Keep: nothing scored"
-        )
-        return {
-            "keep": keep,
-            "kind": "floor" if keep else None,
-            "line": line,
-            "lines": [line],
-            "quality": quality(floor_of.get(other)) if keep else None,
-            "against_floor": None,
-        }
-    mine = next((r for r in vs_floor if r["subject"] == best["cell"]), None)
-    against = None
-    if mine is not None:
-        against = {"floor": best_floor, "split": split, "cell": best["cell"]} | {
-            k: mine.get(k) for k in FLOOR_KEYS
-        }
-    if mine is not None and mine["decision"] == decide.BELOW:
-        line = (
-            f"Keep: {best_floor} — the kept trained cell ({best['cell']}) is below it by "
-            f"{-mine['estimate'] * 100:.1f} points on {split}; {other} {metric} "
-            f"{_value(floor_of.get(other))}"
-        )
-        extra = f"Kept trained cell on {other}: {_value(by_split.get(other))} (not kept)"
-        return {
-            "keep": best_floor,
-            "kind": "floor",
-            "line": line,
-            "lines": [line, extra],
-            "quality": quality(floor_of.get(other)),
-            "against_floor": against,
-        }
-    if mine is not None and mine["decision"] == decide.NOT_SHOWN:
-        # Not shown better than the floor, which costs next to nothing to train and serve: the
-        # floor is kept until more seeds or items show the cell above it (or below).
-        line = (
-            f"Keep: {best_floor} — the kept trained cell ({best['cell']}) is not shown above it "
-            f"({interval_words(mine)} on {split}); {other} {metric} {_value(floor_of.get(other))}"
-        )
-        extra = (
-            f"Kept trained cell on {other}: {_value(by_split.get(other))} (not kept until shown "
-            f"better; to decide: {_floor_needs(against)})"
-        )
-        return {
-            "keep": best_floor,
-            "kind": "floor",
-            "line": line,
-            "lines": [line, extra],
-            "quality": quality(floor_of.get(other)),
-            "against_floor": against,
-        }
-    why = KEPT_WORDS.get(how, "chosen")
-    line = (
-        f"Keep: {best['cell']} — {why} on {split}; {other} {metric} {_value(by_split.get(other))}"
-    )
-    lines = [line]
-    if mine is not None:
-        lines.append(f"Against {best_floor}: {interval_words(mine)} on {split}, {mine['decision']}")
-    return {
-        "keep": best["cell"],
-        "kind": "cell",
-        "line": line,
-        "lines": lines,
-        "quality": quality(by_split.get(other)),
-        "against_floor": against,
-    }
+def verdict_lines(
+    kept,
+    against,
+    best_floor: str | None,
+    floor_other: dict | None,
+    split: str,
+    other: str,
+    metric: str,
+) -> list[str]:
+    """The verdict's lines (the first is summary.txt's first line): the kept option as
+    records.build chose it (kept cell; the floor when decide.keeps_floor), with its level on
+    `other` (floor_other: the floor's metric row there). kept: a KeptCell or None; against:
+    its FloorComparison or None."""
+    if kept is None:
+        return [f"Keep: {best_floor} (no trained cell was scored)" if best_floor else
+                "Keep: nothing scored"]  # fmt: skip
+    mine = _interval_of(against) if against is not None else None
+    cell_other = _level_of(kept.by_split.get(other))
+    if against is not None and against.decision == decide.BELOW:
+        return [
+            f"Keep: {best_floor} — the kept trained cell ({kept.cell}) is below it by "
+            f"{-against.estimate * 100:.1f} points on {split}; {other} {metric} "
+            f"{_level_of(floor_other)}",
+            f"Kept trained cell on {other}: {cell_other} (not kept)",
+        ]
+    if against is not None and decide.keeps_floor(against.decision):
+        return [
+            f"Keep: {best_floor} — the kept trained cell ({kept.cell}) is not shown above it "
+            f"({interval_words(mine)} on {split}); {other} {metric} {_level_of(floor_other)}",
+            f"Kept trained cell on {other}: {cell_other} (not kept until shown better; to "
+            f"decide: {_floor_needs(against)})",
+        ]
+    why = KEPT_WORDS.get(kept.kept_as, "chosen")
+    lines = [f"Keep: {kept.cell} — {why} on {split}; {other} {metric} {cell_other}"]
+    if against is not None:
+        lines.append(f"Against {best_floor}: {interval_words(mine)} on {split}, {against.decision}")
+    return lines
+
+
+def _interval_of(x) -> dict:
+    """A record's estimate and interval as interval_words reads them."""
+    if isinstance(x, dict):
+        return x
+    return {"estimate": x.estimate, "ci_low": x.ci_low, "ci_high": x.ci_high}
 
 
 # The verdict block: the first lines of results/evaluation/summary.txt, results/budget/summary.txt
 # and the report. `verdict_block` is its one writer; each caller gathers the values it knows.
 VERDICT_TITLE = "Verdict"
 MAX_LISTED = 3  # open questions and findings shown in the block; the rest are counted
-OPEN = (decide.INCONCLUSIVE, decide.ADOPT_SMALL, decide.ONE_SEED, decide.TOO_FEW_ITEMS)
 OPEN_PREFIX, ACT_PREFIX = "Open: ", "Act on: "
 NO_FINDINGS = "Findings to act on: none"
 
@@ -405,31 +234,30 @@ def _keep_words(keep: dict) -> str:
     return f"{name} (quantized {variant} of run {run}, cell {keep['cell']})"
 
 
-def _open_words(q: dict, money, price_at: str | None) -> str:
-    head = f"  {OPEN_PREFIX}{q['subject']}, {q['decision']}: "
-    if q.get("stopped"):
-        return head + f"not pursued, the looks stopped a cell of it ({q['stopped']})"
+def _open_words(q, money, price_at: str | None) -> str:
+    """An OpenQuestion (priced or not) in one line."""
+    head = f"  {OPEN_PREFIX}{q.subject}, {q.decision}: "
+    if q.stopped:
+        return head + f"not pursued, the looks stopped a cell of it ({q.stopped})"
     ways = []
-    if q.get("seeds_needed"):
-        runs = q.get("extra_runs")
-        seeds = f"{q['seeds_needed']} seeds per cell"
-        if runs is not None:
-            seeds += f" = {runs:,} more run(s)"
-        cost = q.get("cost")
-        if money is not None and cost is not None and math.isfinite(cost):
-            seeds += f", {money(cost)}"
+    if q.seeds_needed:
+        seeds = f"{q.seeds_needed} seeds per cell"
+        if q.extra_runs is not None:
+            seeds += f" = {q.extra_runs:,} more run(s)"
+        if money is not None and _finite(q.cost):
+            seeds += f", {money(q.cost)}"
         elif price_at:
             seeds += f" (priced in {price_at})"
         ways.append(seeds)
-    if q.get("items_needed"):
-        ways.append(f"{q['items_needed']:,} evaluation items (labelling not priced)")
-    if not ways and q.get("kind") == "quantized":
+    if q.items_needed:
+        ways.append(f"{q.items_needed:,} evaluation items (labelling not priced)")
+    if not ways and q.kind == "quantized":
         # The same weights: seeds do not apply; its interval narrows with items only.
         return (
             head + "more evaluation items would narrow it (seeds do not apply to one run's weights)"
         )
-    if not ways and q.get("items_note"):
-        return head + q["items_note"]
+    if not ways and (q.seeds_note or q.items_note):
+        return head + (q.seeds_note or q.items_note)
     if not ways:
         return head + "neither more seeds nor more items would decide it"
     return head + "; or ".join(ways)
@@ -440,13 +268,13 @@ def verdict_block(v: dict, money=None) -> list[str]:
 
     v: split, metric (where the kept option's quality is measured), decided_on;
     keep: {kind: cell | run | quantized | floor, name, cell, quality, low, high} or None;
-    against_floor: {floor, split, estimate, ci_low, ci_high, decision} or None;
+    against_floor: the kept cell against the floor (records.FloorComparison) or None;
     also: names of cheaper candidates not priced here (adopted quantized variants), or [];
     cost: {train, serve, total, predictions, offer} (money amounts) or None, then costs_at says
     where the costs are; ship: the file (or folder) a user would ship, or None;
     looks: an adaptive campaign's looks (look_words.look_summary: decisions.json `adaptive`) or
     None (a fixed campaign: no line);
-    open: [{subject, decision, seeds_needed, extra_runs, cost, items_needed}], price_at: where
+    open: [records.OpenQuestion] (priced by the budget, or not), price_at: where
     their prices are when `cost` is None; findings: lines to act on.
     money: amount -> text (the budget's format_money); levels are in percent, differences in
     points.
@@ -466,8 +294,8 @@ def verdict_block(v: dict, money=None) -> list[str]:
     f = v.get("against_floor")
     if f is not None:
         lines.append(
-            f"  Kept cell against the floor {f['floor']}: {interval_words(f)} on {f['split']}, "
-            f"{f['decision']}"
+            f"  Kept cell against the floor {f.floor}: {interval_words(f)} on {f.split}, "
+            f"{f.decision}"
         )
     lines += [f"  {line}" for line in verdict_look_lines(v.get("looks"))]
     cost = v.get("cost")
@@ -505,97 +333,52 @@ def finding_lines(found: list[str]) -> list[str]:
     return lines or [f"  {NO_FINDINGS}"]
 
 
-def open_questions(decisions: dict) -> list[dict]:
-    """The open questions of decisions.json (main effects and quantized variants not decided on
-    the decision split, and first a best cell not shown above the floor: floor_question), with
-    what would decide each; not priced (the budget prices seeds)."""
-    out = []
-    for d in decisions.get("decisions", []):
-        if d.get("kind") not in ("main", "quantized") or d.get("decision") not in OPEN:
-            continue
-        out.append(
-            {
-                "subject": d["subject"],
-                "kind": d["kind"],
-                "decision": d["decision"],
-                "seeds_needed": (
-                    d.get("seeds_needed")
-                    if d["kind"] == "main" and not d.get("stopped_by_look")
-                    else None
-                ),
-                "stopped": d.get("stopped_by_look"),
-                "extra_runs": None,
-                "cost": None,
-                "items_needed": d.get("items_needed"),
-                "items_note": d.get("items_note"),
-            }
-        )
-    floor = floor_question(decisions)
-    if floor is not None:
-        out.insert(0, floor)  # it decides what to keep: first
-    items = {u["subject"]: u["items_needed"] for u in decisions.get("no_decision_possible", [])}
-    for q in out:
-        if q["subject"] in items:
-            q["items_needed"] = items[q["subject"]]
-    return out
-
-
-def evaluation_flags(decisions: dict) -> list[str]:
-    """The evaluation's findings to act on: cells not shown to beat the floor, variants skipped.
-    (`campaign findings` and the report add the other phases' findings.)"""
+def evaluation_flags(decisions) -> list[str]:
+    """The evaluation's findings to act on (`decisions`: records.Decisions): cells not shown to
+    beat the floor, variants skipped. (`campaign findings` and the report add the other phases'
+    findings.)"""
     out = [
-        f"evaluation: {f['cell']} {f['verdict']} ({f['floor']}: {interval_words(f)})"
-        for f in decisions.get("below_floor", [])
+        f"evaluation: {f.cell} {f.verdict} ({f.floor}: {interval_words(f)})"
+        for f in decisions.below_floor
     ]
-    skipped = decisions.get("skipped_variants") or []
-    if skipped:
-        out.append(f"evaluation: {len(skipped)} quantized variant(s) skipped (decisions.json)")
+    if decisions.skipped_variants:
+        n = len(decisions.skipped_variants)
+        out.append(f"evaluation: {n} quantized variant(s) skipped (decisions.json)")
     return out
-
-
-def adopted_variants(decisions: dict) -> list[str]:
-    """Quantized variants of the best cell's runs that the evaluation adopted."""
-    runs = set((decisions.get("best_cell") or {}).get("runs", []))
-    return [
-        d["subject"]
-        for d in decisions.get("decisions", [])
-        if d.get("kind") == "quantized"
-        and d.get("reference") in runs
-        and d.get("decision") == decide.ADOPT
-    ]
 
 
 def evaluation_verdict(
-    decisions: dict, findings: list[str], costs_at: str, price_at: str | None = None
+    decisions, findings: list[str], costs_at: str, price_at: str | None = None
 ) -> dict:
-    """The verdict block's values as the evaluation knows them: the option to keep among the
+    """The verdict block's values as the evaluation knows them (`decisions`: records.Decisions):
+    the option to keep among the
     cells and the floor, no costs (the budget runs later: `costs_at` and `price_at` say where
     the costs and the open questions' prices are)."""
-    verdict = decisions.get("verdict") or {}
-    quality = verdict.get("quality") or {}
+    verdict = decisions.verdict
+    quality = verdict.quality if verdict is not None else None
     keep = None
-    if verdict.get("keep") is not None:
+    if verdict is not None and verdict.keep is not None:
         keep = {
-            "kind": verdict["kind"],
-            "name": verdict["keep"],
-            "cell": verdict["keep"],
-            "quality": quality.get("value"),
-            "low": quality.get("ci_low"),
-            "high": quality.get("ci_high"),
+            "kind": verdict.kind,
+            "name": verdict.keep,
+            "cell": verdict.keep,
+            "quality": quality.value if quality else None,
+            "low": quality.ci_low if quality else None,
+            "high": quality.ci_high if quality else None,
         }
-    cell = verdict.get("kind") == "cell"
+    cell = verdict is not None and verdict.kind == "cell"
     return {
-        "decided_on": decisions["decide_on"],
-        "split": quality.get("split") or decisions["decide_on"],
-        "metric": decisions["metric"],
+        "decided_on": decisions.decide_on,
+        "split": (quality.split if quality else None) or decisions.decide_on,
+        "metric": decisions.metric,
         "keep": keep,
-        "against_floor": verdict.get("against_floor"),
-        "looks": decisions.get("adaptive"),
-        "also": adopted_variants(decisions) if cell else [],
+        "against_floor": verdict.against_floor if verdict is not None else None,
+        "looks": decisions.adaptive,
+        "also": decisions.adopted_variants() if cell else [],
         "cost": None,
         "costs_at": costs_at,
         "ship": None,
-        "open": open_questions(decisions),
+        "open": list(decisions.open_questions),
         "price_at": price_at,
         "findings": findings,
     }

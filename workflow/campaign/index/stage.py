@@ -42,6 +42,7 @@ from campaign.core.errors import CampaignError
 from campaign.core.hashing import ALGORITHM, hash_file, hash_value
 from campaign.core.io import get, number_or_none, read_json, read_table, resolve
 from campaign.core.io import read_plan as plan_table
+from campaign.evaluate import read_decisions
 from campaign.index.views import summary_view
 from campaign.plan import CampaignRuns, campaign_runs
 
@@ -192,7 +193,7 @@ class Evaluation:
     perplexity: dict  # (variant, split) -> value: a generation run's answer tokens
     cell_vs_control: dict
     floor_verdicts: dict
-    quantized_decisions: dict
+    quantized_decisions: dict  # {variant: records.Decision}
     paths: dict
 
     def metric_columns(self, name: str, required: bool) -> dict:
@@ -219,8 +220,8 @@ class Evaluation:
 
 def read_evaluation(one: dict[str, Path]) -> Evaluation:
     """The evaluation's decisions, metrics and comparisons, read once."""
-    decisions = read_json(one["decisions"], ("metric", "decide_on"))
-    metric, decide_on = decisions["metric"], decisions["decide_on"]
+    decisions = read_decisions(one["decisions"])
+    metric, decide_on = decisions.metric, decisions.decide_on
     every = read_table(one["metrics"], METRICS_COLUMNS)
     metrics = every[every["metric"] == metric]
     ppl = every[every["metric"] == "perplexity"]
@@ -229,16 +230,14 @@ def read_evaluation(one: dict[str, Path]) -> Evaluation:
     return Evaluation(
         metric=metric,
         decide_on=decide_on,
-        best_cell_id=(decisions.get("best_cell") or {}).get("cell_id"),
+        best_cell_id=decisions.best_cell.cell_id if decisions.best_cell is not None else None,
         scores={(r["variant"], r["split"]): r for r in metrics.to_dict("records")},
         perplexity={(r["variant"], r["split"]): r["value"] for r in ppl.to_dict("records")},
         cell_vs_control={
             r["cell_id"]: r for r in decided if r["kind"] == "cell" and r["reference"] == "control"
         },
         floor_verdicts={r["cell_id"]: r["decision"] for r in decided if r["kind"] == "floor"},
-        quantized_decisions={
-            d["subject"]: d for d in decisions.get("decisions", []) if d.get("kind") == "quantized"
-        },
+        quantized_decisions={d.subject: d for d in decisions.of_kind("quantized")},
         paths=one,
     )
 
@@ -430,11 +429,11 @@ def _quantized_decision(name: str, ev: Evaluation) -> dict:
             "decision_reason": f"no decision for {name} in {ev.paths['decisions']}"
         }
     return {
-        "decision": d["decision"],
-        "decision_against": d.get("reference"),
-        "decision_estimate": number_or_none(d.get("estimate")),
-        "decision_ci_low": number_or_none(d.get("ci_low")),
-        "decision_ci_high": number_or_none(d.get("ci_high")),
+        "decision": d.decision,
+        "decision_against": d.reference,
+        "decision_estimate": number_or_none(d.estimate),
+        "decision_ci_low": number_or_none(d.ci_low),
+        "decision_ci_high": number_or_none(d.ci_high),
         "decision_reason": None,
     }
 

@@ -52,7 +52,7 @@ def _preflight_key(spec: dict) -> dict:
 
 
 def _commands(train: dict) -> dict:
-    from campaign.train.command import commands_of
+    from campaign.train import commands_of
 
     return {
         name: {k: v for k, v in raw.items() if k != "grace_seconds"}

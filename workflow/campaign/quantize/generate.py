@@ -109,23 +109,23 @@ def judged_generation(
     return frame, measured
 
 
-def generation_variant(spec: dict, inputs: dict, saved, variant, device, root) -> tuple:
+def generation_variant(spec: dict, inputs: dict, ctx, variant, root) -> tuple:
     """A generation run's variant, judged on what it generates (the stage body for a task
     whose runs generate): the variant applied to the run's model generates on every
     validation and test prompt with the run's template and settings, each output scored by the
     run's metric against the reference. Returns ({split: predictions frame with the run's
     columns}, the model, result fields, measurements fields): result holds the mean score per
     split, the agreement with the run's own outputs and the KV cache bytes measured beside the
-    analytic estimate; measurements the tokens/s and seconds per item (volatile)."""
+    analytic estimate; measurements the tokens/s and seconds per item (volatile). ctx: the
+    stage's Context (device, the saved run; calibration batches are added here)."""
     import numpy as np
     import pandas as pd
 
-    from campaign.quantize.stage import Context
     from campaign.tasks import generation as gen
 
+    saved, device = ctx.saved, ctx.device
     tok = saved.tokenizer
     run = gen.setup(spec["model"], tok, root)
-    ctx = Context(device=device, saved=saved)
     if variant.calibration:
         ctx.calibration = calibration_batches(spec, inputs, tok, run.template, device)
     model = variant.apply(saved.load(), ctx)

@@ -17,11 +17,13 @@ from campaign.core.io import read_table
 from campaign.core.stage import Section
 
 
-def quantize_section(variants_path: Path, metrics: pd.DataFrame, decisions: dict) -> Section:
+def quantize_section(variants_path: Path, metrics: pd.DataFrame, decisions) -> Section:
+    """The quantized variants' quality against size and latency (`decisions`: the evaluation's
+    records, campaign.evaluate.Decisions)."""
     variants = read_table(
         variants_path, ("run", "variant", "status", "size_bytes", "latency_ms_p50")
     )
-    metric, split = decisions["metric"], decisions["decide_on"]
+    metric, split = decisions.metric, decisions.decide_on
     quality = metrics[(metrics["metric"] == metric) & (metrics["split"] == split)]
     quality = quality.set_index("variant")["value"]
     points = []
@@ -76,11 +78,8 @@ def quantize_section(variants_path: Path, metrics: pd.DataFrame, decisions: dict
         lines.append(
             f"{s.run}/{s.variant} {s.status}: {getattr(s, 'reason', '') or ''}".rstrip(": ")
         )
-    for s in decisions.get("skipped_variants") or []:
-        if isinstance(s, dict):
-            lines.append(f"skipped: {s.get('variant')}: {s.get('reason') or 'no reason given'}")
-        else:
-            lines.append(f"skipped: {s}")
+    for s in decisions.skipped_variants:
+        lines.append(f"skipped: {s.variant}: {s.reason or 'no reason given'}")
     return Section(
         lines,
         [("Variants", table)],

@@ -224,9 +224,8 @@ def _generated(spec, inputs, outputs, root, saved, variant, device, result, meas
 
     torch.manual_seed(0)
     with inference_context(variant.inference), track_peak(device, memory := {}, "generate"):
-        frames, model, fields, measured = generation_variant(
-            spec, inputs, saved, variant, device, root
-        )
+        ctx = Context(device=device, saved=saved)
+        frames, model, fields, measured = generation_variant(spec, inputs, ctx, variant, root)
     for name in EVAL_SPLITS:
         write_parquet(frames[name], outputs[f"predictions_{name}"])
     result["size_bytes"] = save_variant(model, variant, Path(outputs["model"]))

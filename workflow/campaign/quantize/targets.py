@@ -109,7 +109,7 @@ def run_scores(
     results/runs/<run>/predictions_<split>.parquet, scored as the evaluation scores them (its
     items, its campaign label list, its metric code; for generated text the mean per-item
     score, campaign.evaluate.scoring). splits: {train, validation, test: path}."""
-    from campaign.evaluate.scoring import scorer
+    from campaign.evaluate import scorer
 
     evals = [splits["validation"], splits["test"]]
     settings = {"metric": metric, "slices": _NO_SLICES}

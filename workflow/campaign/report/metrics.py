@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 import json
 
-from campaign.evaluate.decide import BELOW, NOT_SHOWN
+from campaign.evaluate import BELOW, NOT_SHOWN
 from campaign.plan import COST_COLUMNS, ID_COLUMNS
 
 
@@ -44,17 +44,18 @@ def stage(ctx) -> None:
         },
     }
     if ctx.inputs.get("decisions"):
-        decisions = json.loads(ctx.inputs["decisions"][0].read_text(encoding="utf-8"))
+        from campaign.evaluate import read_decisions, record_dict
+
+        decisions = read_decisions(ctx.inputs["decisions"][0])
+        best = decisions.best_cell
         metrics["evaluation"] = {
-            "decide_on": decisions["decide_on"],
-            "metric": decisions["metric"],
-            "best_cell": decisions["best_cell"],
-            # decisions.json's below_floor lists every cell not shown above the floor; only
-            # those the test puts below it are below: the two are different statements.
-            "below_floor": sum(f["verdict"] == BELOW for f in decisions["below_floor"]),
-            "not_shown_above_floor": sum(
-                f["verdict"] == NOT_SHOWN for f in decisions["below_floor"]
-            ),
-            "decisions": {d["subject"]: d["decision"] for d in decisions["decisions"]},
+            "decide_on": decisions.decide_on,
+            "metric": decisions.metric,
+            "best_cell": record_dict(best) if best is not None else None,
+            # below_floor lists every cell not shown above the floor; only those the test
+            # puts below it are below: the two are different statements.
+            "below_floor": sum(f.verdict == BELOW for f in decisions.below_floor),
+            "not_shown_above_floor": sum(f.verdict == NOT_SHOWN for f in decisions.below_floor),
+            "decisions": {d.subject: d.decision for d in decisions.decisions},
         }
     ctx.outputs["metrics"].write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")

@@ -12,7 +12,6 @@ from campaign.core.io import read_json, read_table, resolve
 from campaign.core.stage import Findings, Section
 from campaign.report import sections as s
 
-DECISIONS_KEYS = ("decide_on", "metric", "decisions")
 METRICS_COLUMNS = ("variant", "kind", "cell", "seed", "split", "metric", "value", "ci_low",
                    "ci_high")  # fmt: skip
 
@@ -69,8 +68,11 @@ class ReportInputs:
             lines += resolve(declared.describe)(*reports)
         return lines
 
-    def decisions(self) -> dict:
-        return self.json("decisions", DECISIONS_KEYS)
+    def decisions(self):
+        """The evaluation's decisions as records (campaign.evaluate.records, their one reader)."""
+        from campaign.evaluate import read_decisions
+
+        return read_decisions(self.one("decisions"))
 
     def metrics(self):
         return self.table("eval_metrics", METRICS_COLUMNS)

@@ -20,9 +20,10 @@ from campaign.evaluate import (
 )
 
 
-def verdict_section(summary_path: Path, decisions: dict, findings: list[str]) -> Section:
+def verdict_section(summary_path: Path, decisions, findings: list[str]) -> Section:
     """The verdict block, first in the report: the budget's (with the costs), as its summary.txt
-    opens with it (from a budget summary without one, the evaluation's: decisions.json), its
+    opens with it (from a budget summary without one, the evaluation's `decisions`, records of
+    campaign.evaluate.records), its
     findings replaced by `findings`, every finding the report's inputs hold (the budget's block
     knows the preflight's and the evaluation's; the data phase's privacy and leakage ones too)."""
     block = split_verdict(read_text(summary_path))[0]

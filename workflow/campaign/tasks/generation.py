@@ -505,7 +505,7 @@ def item_losses(model, batch) -> tuple[list[float], list[int]]:
     import torch
     import torch.nn.functional as F
 
-    from campaign.train.steps import logits_of
+    from campaign.train import logits_of
 
     logits = logits_of(model, batch).float()
     labels = batch["labels"][:, 1:]
@@ -618,7 +618,7 @@ def floor_stage(spec: dict, inputs: dict, folder: Path, root: Path, timings) -> 
     on validation and test by model.generation.metric into folder/<floor>/predictions_<split>
     .parquet with the runs' columns. The zero-shot floor is the pretrained base model, prompted
     with the runs' template and decoded by the runs' engine and settings."""
-    from campaign.evaluate.floor_generation import EvalSet, generation_floors, write_floors
+    from campaign.evaluate import EvalSet, generation_floors, write_floors
 
     train = read_conversations(inputs["train"], "train")
     evals = {}
@@ -650,8 +650,8 @@ def _base_model(model_spec: dict, source: Path, root: Path):
     import torch
     import transformers as tf
 
-    from campaign.evaluate.floor_generation import BaseModel
-    from campaign.train.models import load_tokenizer
+    from campaign.evaluate import BaseModel
+    from campaign.train import load_tokenizer
 
     tok = load_tokenizer(source, "generation")
     run = setup(model_spec, tok, root)

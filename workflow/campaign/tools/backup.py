@@ -20,7 +20,8 @@ that destination removes such folders (those no running backup holds: each backu
 shared flock on that folder; the sweep needs it exclusively). The archive is put in
 place by an atomic rename. Restore decrypts into a pipe that the tar reader extracts from, into
 an owner-only temporary folder inside the project, verifies, then replaces each backed-up
-top-level folder; leftovers of a killed restore are swept the same way.
+top-level folder; in the state folder only what the store made is replaced, never a user's file
+or folder there (`Store.foreign`); leftovers of a killed restore are swept the same way.
 """
 
 from __future__ import annotations
@@ -201,7 +202,8 @@ def backup(root: Path, state_dir: Path, dest: Path, identity) -> tuple[Path, int
 
 def restore(archive: Path, root: Path, state_dir: Path, identity) -> int:
     """Decrypt ``archive``, check every file against its manifest, then put results, logs, the
-    store (at ``state_dir``) and Snakemake's metadata in place, replacing what is there.
+    store (at ``state_dir``) and Snakemake's metadata in place, replacing what is there; in the
+    state folder only what the store made is replaced (`_put_state`).
     Returns the number of files restored. CampaignError (one line) on a wrong key, a damaged
     archive, or a file that does not match the manifest; nothing is replaced then."""
     import pyrage
@@ -249,9 +251,34 @@ def restore(archive: Path, root: Path, state_dir: Path, identity) -> int:
             src = staged / name
             if not src.exists():
                 continue
+            old = Path(scratch) / f"old-{name.replace('/', '_')}"
+            if name == STATE and target.is_dir() and not target.is_symlink():
+                _put_state(src, target, old)
+                continue
             target.parent.mkdir(parents=True, exist_ok=True)
             if target.exists():
-                old = Path(scratch) / f"old-{name.replace('/', '_')}"
                 os.replace(target, old)
             os.replace(src, target)
     return len(files)  # the replaced folders went with the temporary folder
+
+
+def _put_state(src: Path, target: Path, old: Path) -> None:
+    """Put the archive's state folder `src` in place of the state folder `target`, name by
+    name: what the store made there is moved to `old` (deleted with the restore's temporary
+    folder) and the archive's take its place; what the store did not make (a user's folder
+    beside or inside the store) stays where it is, and wins over the archive's copy of it.
+
+    Not one rename as the other folders are: the foreign names must never pass through the
+    temporary folder, which the next restore sweeps. A restore killed midway leaves a store
+    whose entries are each whole, from before or from the archive; restoring again completes it.
+    """
+    from campaign.core.store import Store
+
+    for rel in Store(target).own():
+        (old / rel).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.replace(target / rel, old / rel)
+    for rel in [*Store(src).own(), *Store(src).foreign()]:
+        dest = target / rel
+        if (src / rel).exists() and not dest.exists() and not dest.is_symlink():
+            dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.replace(src / rel, dest)

@@ -407,14 +407,14 @@ def build_params(template: dict, args, records, choices_in: dict) -> dict:
 def applicable_variants(task: str) -> list[str]:
     """The proposed VARIANTS that apply to `task` (an ONNX export cannot generate: proposing
     one for generation would only add a skipped row)."""
-    from campaign.quantize.variant import get_variant
+    from campaign.quantize import get_variant
 
     return [v for v in VARIANTS if task in get_variant(v).tasks]
 
 
 def dropped_variants(task: str) -> str | None:
     """The words for the proposed variants `task` drops, with the reason; None for none."""
-    from campaign.quantize.variant import get_variant
+    from campaign.quantize import get_variant
 
     dropped = [get_variant(v) for v in VARIANTS if v not in applicable_variants(task)]
     if not dropped:

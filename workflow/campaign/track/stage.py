@@ -10,7 +10,8 @@ from pathlib import Path
 
 from campaign.core.errors import CampaignError
 from campaign.core.fsutil import atomic_write_text
-from campaign.core.io import get, read_json
+from campaign.core.io import read_json
+from campaign.evaluate import read_decisions
 from campaign.track.curves import read_curves
 from campaign.track.mlflow_log import (
     LOCAL_URI,
@@ -78,7 +79,8 @@ def _by_run(paths: list[Path], what: str) -> dict[str, Path]:
 
 
 def _verdict(decisions: Path) -> str:
-    return get(read_json(decisions), "best_cell.cell", decisions, None) or "no cell shown best"
+    best = read_decisions(decisions).best_cell
+    return best.cell if best is not None else "no cell shown best"
 
 
 def stage_track(ctx) -> None:

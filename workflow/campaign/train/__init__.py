@@ -24,6 +24,7 @@ LIBRARIES = (
 INPUTS = {**SPLIT_FILES, "base_model": Derived()}
 
 _PUBLIC = {
+    "logits_of": "steps",
     "generate": "engine",
     "cache_bytes": "engine",
     "cache_estimate": "engine",
@@ -75,6 +76,15 @@ _PUBLIC = {
     "device_info": "devices",
     "lease_from_env": "devices",
     "select_device": "devices",
+    # an outside trainer's command (train.command; the preflight's command check runs it)
+    "PROGRESS_LINES": "command",
+    "Command": "command",
+    "check_outputs": "command",
+    "commands_of": "command",
+    "last_per_step": "command",
+    "prepare": "command",
+    "read_progress_lines": "command",
+    "run_command": "command",
 }
 __getattr__, __dir__ = exports(__name__, _PUBLIC)
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from campaign.core.errors import CampaignError, Preempted
 from campaign.preflight.bench import Bench, Result
-from campaign.train.command import (
+from campaign.train import (
     PROGRESS_LINES,
     Command,
     check_outputs,
