@@ -92,3 +92,43 @@ def test_a_variant_that_gains_items_is_adopted_though_no_change_could_not_prove_
     (gained,) = family((180, 0, 5))
     assert gained["p_holm"] < 0.025
     assert gained["decision"] == decide.ADOPT
+
+
+def canary_rows(canary: bool) -> list[dict]:
+    """A run that barely answers (token F1 under 0.1) and a broken cache of it, as poor on 300
+    items, beside a sound variant of another run: scores that cannot see the breakage."""
+    rng = np.random.default_rng(0)
+    weak = rng.uniform(0.0, 0.1, 300)  # token F1 of a run that barely answers
+    broken = questions.quantized_row(weak, np.clip(weak - 0.002, 0, 1), 0.95, 0.01)
+    sound = questions.quantized_row(*scores(300), 0.95, 0.01)
+    rows = [
+        {"kind": "quantized", "subject": "r1/kv_corrupt", "reference": "r1", **broken}
+        | ({"_canary": True} if canary else {}),
+        {"kind": "quantized", "subject": "r2/int8", "reference": "r2", **sound},
+    ]
+    questions.decide_family(rows, 0.95, 0.8, POLICY)
+    questions.settle_canaries(rows)
+    return rows
+
+
+def test_a_canary_is_never_adopted_and_a_missed_one_is_a_finding():
+    """The same scores adopt an ordinary variant (nothing lost on any item) but never a
+    canary: it is "canary not rejected", outside the adopted variants and the open questions,
+    and `campaign findings` says its scores cannot see a broken model."""
+    from campaign.evaluate.findings import evaluation_findings
+
+    assert canary_rows(canary=False)[0]["decision"] == decide.ADOPT
+    canary, sound = canary_rows(canary=True)
+    assert canary["decision"] == decide.CANARY_MISSED
+    assert canary["decision"] not in (decide.ADOPT, *decide.OPEN)
+    # its own family: the sound variant's Holm p is what it is alone
+    alone = [dict(sound)]
+    questions.decide_family(alone, 0.95, 0.8, POLICY)
+    assert sound["p_holm"] == alone[0]["p_holm"]
+    decisions = {
+        "decide_on": "validation",
+        "metric": "token_f1",
+        "decisions": [questions.public(canary)],
+    }
+    lines = evaluation_findings(decisions)
+    assert any("canary r1/kv_corrupt was not rejected" in line for line in lines), lines

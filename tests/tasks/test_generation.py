@@ -54,7 +54,7 @@ def tiny_llama(tokenizer):
 def test_the_task_is_registered_with_its_floors_and_no_label_stratification():
     task = get("generation")
     assert task.scoring == "generated_text"
-    assert task.floors == ("zero_shot_base", "retrieval")
+    assert task.floors == ("retrieval", "zero_shot")
     assert not task.stratify_by_label
     with pytest.raises(CampaignError, match=r"model.task: 'chat'.*generation"):
         get("chat")
@@ -221,3 +221,28 @@ def test_llama_from_config_needs_kv_heads_that_divide_the_query_heads(tokenizer)
     )
     with pytest.raises(CampaignError, match=r"model.config.num_key_value_heads: 3 must divide"):
         models.llama_config(cfg, tokenizer)
+
+
+def test_a_chat_template_file_is_an_input_of_every_job_that_formats_with_it(tmp_path):
+    """model.chat_template naming a file makes it a derived input (its content in the key) of
+    the training and preflight jobs, the floors and the quantize jobs: editing it retrains and
+    rescores instead of reusing results made with the old template. model and none name none."""
+    from campaign.evaluate import floor_inputs
+    from campaign.quantize.inputs import derive_inputs as quantize_inputs
+    from campaign.train.command import derive_inputs as train_inputs
+
+    model = {"source": "models/base", "task": "generation", "chat_template": "t/chat.jinja"}
+    expected = [tmp_path / "t/chat.jinja"]
+    run = {"model": model, "train": {"lr": 1e-3}, "seed": 1}
+    assert train_inputs(run, tmp_path)["chat_template"] == expected
+    preflight = {"run": {"model": model, "train": {"lr": 1e-3}}, "preflight": {}}
+    assert train_inputs(preflight, tmp_path)["chat_template"] == expected
+    floors = {"floors": ["retrieval", "zero_shot"], "model": model}
+    assert floor_inputs(floors, tmp_path)["chat_template"] == expected
+    assert (
+        quantize_inputs({"base_source": None, "model": model}, tmp_path)["chat_template"]
+        == expected
+    )
+    for setting in ("model", "none"):
+        named = {**run, "model": {**model, "chat_template": setting}}
+        assert train_inputs(named, tmp_path)["chat_template"] == []

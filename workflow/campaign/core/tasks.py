@@ -96,3 +96,21 @@ def get(name: str) -> Task:
         raise CampaignError(
             f"model.task: {name!r} is not a task module (known: {', '.join(sorted(TASKS))})"
         ) from None
+
+
+# model.chat_template values that name no file: the tokenizer's own template, or the plain one.
+TEMPLATE_SETTINGS = ("model", "none")
+
+
+def template_files(model: dict, root) -> list:
+    """The Jinja file model.chat_template names (relative to the project root), as a derived
+    input of every job that formats with it (train, preflight, floor, quantize): its content is
+    then in their keys, so editing the template retrains and rescores; [] for model, none or no
+    template."""
+    from pathlib import Path
+
+    setting = model.get("chat_template")
+    if setting is None or setting in TEMPLATE_SETTINGS:
+        return []
+    path = Path(setting)
+    return [path if path.is_absolute() else Path(root) / path]

@@ -85,10 +85,15 @@ def floor_inputs(spec: dict, root) -> dict:
     zero-shot floor generates with, or nothing (label floors, a from_config model)."""
     from pathlib import Path
 
+    from campaign.core.tasks import template_files
+
     model = spec.get("model")
     if model is None or "zero_shot" not in spec["floors"] or model["source"] == "from_config":
-        return {"base_model": []}
-    return {"base_model": [Path(root) / model["source"]]}
+        return {"base_model": [], "chat_template": []}
+    return {
+        "base_model": [Path(root) / model["source"]],
+        "chat_template": template_files(model, root),
+    }
 
 
 def _evaluate_spec(params: dict) -> dict:
@@ -172,7 +177,7 @@ PHASE = Phase(
             entry="campaign.evaluate.stage:stage_floor",
             help="score the reference floor (majority class, TF-IDF + logistic regression; "
             "for generation: retrieval, the zero-shot base model)",
-            inputs={**SPLIT_FILES, "base_model": Derived()},
+            inputs={**SPLIT_FILES, "base_model": Derived(), "chat_template": Derived()},
             derive_inputs="campaign.evaluate:floor_inputs",
             outputs={
                 "floor": Folder("results/evaluation/floor"),

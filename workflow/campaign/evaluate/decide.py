@@ -125,6 +125,8 @@ import math
 from scipy import stats
 
 ADOPT, REJECT, INCONCLUSIVE = "adopt", "reject", "inconclusive"
+# A canary variant's (built to be rejected) decision: caught, or missed (a finding).
+CANARY_CAUGHT, CANARY_MISSED = "canary rejected", "canary not rejected"
 ADOPT_SMALL = "adopt (smaller than useful)"
 ONE_SEED = "inconclusive (one seed)"
 TOO_FEW_ITEMS = "inconclusive (too few items)"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from campaign.core.registry import produced
 from campaign.core.stage import From
+from campaign.evaluate import decide
 from campaign.evaluate.records import decisions_from_dict
 
 
@@ -19,6 +20,13 @@ def evaluation_findings(decisions: dict) -> list[str]:
             f"{100 * (flag.estimate or 0):+.1f} points "
             f"[{100 * (flag.ci_low or 0):.1f}, {100 * (flag.ci_high or 0):.1f}])"
         )
+    for row in d.decisions:
+        if row.decision == decide.CANARY_MISSED:
+            out.append(
+                f"evaluation: the canary {row.subject} was not rejected: the "
+                f"scores cannot tell its broken model from {row.reference}'s; do not trust "
+                "their verdict on variants"
+            )
     if d.skipped_variants:
         where = produced(From("evaluate", "decisions")).path
         out.append(

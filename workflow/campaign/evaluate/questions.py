@@ -232,13 +232,28 @@ def continuous_quantized_row(
 FAMILIES = (("main", "interaction"), ("cell",), ("quantized",), ("floor",))
 
 
+def settle_canaries(rows: list[dict]) -> None:
+    """A canary's decision in words, after its test (in place): rejected, as it must be, or not
+    rejected (the scores cannot tell a broken model from its run: a finding). Neither is an
+    adoption or an open question, so the verdict and the budget never weigh it."""
+    for r in rows:
+        if r.get("_canary"):
+            caught = r["decision"] == decide.REJECT
+            r["decision"] = decide.CANARY_CAUGHT if caught else decide.CANARY_MISSED
+
+
 def decide_family(rows: list[dict], level: float, power: float, s: dict) -> None:
     """Holm within each family of `rows` (one split), the family-adjusted interval, the decision,
     the minimum detectable effect and what would decide an open question; in place."""
     alpha = 1 - level
     useful, margin = s["min_useful_effect"], s["max_quality_loss"]
-    for kinds in FAMILIES:
-        family = [r for r in rows if r["kind"] in kinds]
+    # A canary (a variant built to be rejected) is its own family: it costs the real
+    # variants no multiplicity, and settle_canaries words its decision afterwards.
+    canaries = [r for r in rows if r.get("_canary")]
+    families = [
+        [r for r in rows if r["kind"] in kinds and not r.get("_canary")] for kinds in FAMILIES
+    ]
+    for family in families + [[r] for r in canaries]:
         adjusted = holm(np.array([r["p_value"] for r in family], dtype=np.float64))
         m = int(np.isfinite(adjusted).sum())
         adj_level = decide.adjusted_level(level, m)

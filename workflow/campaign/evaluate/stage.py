@@ -112,6 +112,9 @@ def _variants(ctx) -> list[dict]:
             result = json.loads(path.read_text(encoding="utf-8"))
             if result.get("status") != "ok":
                 skipped[f"{run}/{variant}"] = result.get("reason") or result.get("status")
+            elif result.get("canary"):
+                found.setdefault(f"{run}/{variant}", {"kind": "quantized", "run": run})
+                found[f"{run}/{variant}"]["canary"] = True
             continue
         if not path.name.startswith("predictions_"):
             continue
@@ -236,6 +239,7 @@ def _decide(rows, split, conf, power, s, look_paths) -> None:
     """Holm per family and the decisions; in an adaptive campaign, on the decision split and
     accuracy (what the looks score), the last look's repeated intervals decide instead."""
     questions.decide_family(rows, conf, power, s)
+    questions.settle_canaries(rows)
     if look_paths and split == s["decide_on"] and s["metric"] == "accuracy":
         records = [read_json(p) for p in look_paths]
         looks.apply_last_look(rows, records, 1 - conf, s["min_useful_effect"])
@@ -374,6 +378,7 @@ def quantized_rows(d: SplitDesign, variants, scored, s, conf, its, changes: list
                 "reference": v["run"],
                 "metric": d.metric,
                 **row,
+                **({"_canary": True} if v.get("canary") else {}),
             }
         )
         changes += errors.change_rows(v["name"], v["run"], its, ref["correct"], mine["correct"])

@@ -158,6 +158,7 @@ PHASE = Phase(
                 "predictions_test": From("train", "predictions_test"),
                 **SPLIT_FILES,
                 "base_model": Derived(),
+                "chat_template": Derived(),
             },
             outputs={
                 "model": Folder("results/quantize/{run}/{variant}/model"),

@@ -135,6 +135,8 @@ def quantize_run(
         "run": spec["run"],
         "variant": variant.name,
         "kind": variant.kind,
+        # a canary (built to be rejected): the evaluation reads it here
+        "canary": variant.canary,
         "method": variant.method,
         "library": variant.library,
         "library_version": spec["variant"]["library_version"],

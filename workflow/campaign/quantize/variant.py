@@ -61,6 +61,12 @@ class Variant:
         return quantized
 
     @property
+    def canary(self) -> bool:
+        """A variant built to be rejected (CANARY: kv_corrupt's broken cache): the evaluation
+        says whether its scores caught it, and never adopts, keeps or prices it."""
+        return bool(getattr(self.module, "CANARY", False))
+
+    @property
     def kind(self) -> str:
         """ "kv_cache" (the generation cache is quantized, or replaced, the weights are not) or
         "weights"."""

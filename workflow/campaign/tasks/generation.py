@@ -45,7 +45,6 @@ PLAIN_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}Assistant:\n{% endif %}"
 )
-TEMPLATE_SETTINGS = ("model", "none")  # or a path to a Jinja file
 
 
 # ------------------------------------------------------------------ templates

@@ -21,7 +21,8 @@ LIBRARIES = (
 )
 # Inputs of a training job (and of the preflight, which trains on a sample of the same splits).
 # base_model: the pretrained folder model.source names (none for from_config).
-INPUTS = {**SPLIT_FILES, "base_model": Derived()}
+# chat_template: the Jinja file model.chat_template names (none for model or none).
+INPUTS = {**SPLIT_FILES, "base_model": Derived(), "chat_template": Derived()}
 
 _PUBLIC = {
     "logits_of": "steps",

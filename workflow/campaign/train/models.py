@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from campaign.core.errors import CampaignError
+from campaign.core.tasks import template_files
 
 TASKS = ("sequence_classification", "causal_lm", "generation")
 DECODER_TASKS = ("causal_lm", "generation")  # a causal LM head; the loss on response tokens
@@ -57,10 +58,14 @@ def source_path(model_spec: dict, root: Path) -> Path | None:
 
 def derive_inputs(spec: dict, root: Path) -> dict[str, list[Path]]:
     """The base_model input a job's params name (Stage.derive_inputs): model.source's folder, or
-    nothing for from_config. `spec`: a run spec ({model, train, seed}) or a preflight spec."""
+    nothing for from_config; and the chat template file model.chat_template names, if any.
+    `spec`: a run spec ({model, train, seed}) or a preflight spec."""
     model = spec["model"] if "model" in spec else spec["run"]["model"]
     source = model["source"]
-    return {"base_model": [] if source == "from_config" else [Path(root) / source]}
+    return {
+        "base_model": [] if source == "from_config" else [Path(root) / source],
+        "chat_template": template_files(model, root),
+    }
 
 
 def check_model_spec(model_spec: dict) -> None:

@@ -27,6 +27,9 @@ and optionally
                  for a KV-cache variant of another kind: the cache the generation engine uses
                  (kv_corrupt's deliberately broken one)
     INFERENCE    "no_grad" (default) or "inference_mode": the context it predicts under
+    CANARY       True for a variant built to be rejected (kv_corrupt): the evaluation decides
+                 it "canary rejected" or "canary not rejected" (a finding), never adopts it,
+                 and the verdict and the budget never weigh it
 Heavy libraries are imported inside apply(): listing the variants and building their keys (when
 the Snakefile builds the DAG) imports nothing but these modules.
 """

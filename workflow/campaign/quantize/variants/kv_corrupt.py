@@ -10,6 +10,9 @@ DEVICES = ("cpu", "cuda")
 FORMAT = "safetensors"
 TASKS = ("generation",)
 TASKS_NOTE = "label scoring reads no KV cache, so a broken cache cannot show there"
+# Built to be rejected: never adopted, kept or priced; a canary the scores do not catch is a
+# finding (the metric cannot tell a broken model from a working one).
+CANARY = True
 
 
 def apply(model, ctx):
