@@ -224,7 +224,16 @@ PHASE = Phase(
             spec=_spec,
         ),
     ),
-    report=(ReportSection("tally", "Tally of the logs", 45, "campaign.tally.stage:render", TALLY),),
+    report=(
+        ReportSection(
+            "tally",
+            "Tally of the logs",
+            45,
+            "campaign.tally.stage:render",
+            TALLY,
+            figure="6. Tally",
+        ),
+    ),
     findings=(Findings(TALLY, "campaign.tally.stage:describe"),),
     index=(IndexColumns((("log_rows", "int64"),), "campaign.tally.stage:columns", TALLY),),
 )
@@ -252,7 +261,20 @@ def _read(path) -> dict:
 def render(inputs) -> Section:
     tally = _read(inputs.one("tally"))
     table = pd.DataFrame(sorted(tally["rows"].items()), columns=["run", "log_rows"])
-    return Section(lines=[f"{tally['note']}: {len(table)} run(s)."], tables=[("Rows", table)])
+    return Section(
+        lines=[f"{tally['note']}: {len(table)} run(s)."],
+        tables=[("Rows", table)],
+        figure=(figure, (table,)),
+    )
+
+
+def figure(table):
+    from campaign.core.figures import figure_axes
+
+    fig, (ax,) = figure_axes()
+    ax.bar(table["run"], table["log_rows"])
+    ax.set_ylabel("rows of the training log")
+    return fig
 
 
 def describe(tally: dict) -> list[str]:
@@ -334,10 +356,13 @@ def test_a_new_phase_reaches_the_plan_report_findings_and_index(finished_project
     md = (results / "report/summary.md").read_text()
     table = "\n".join(f"| {run} | {n} |" for run, n in sorted(logs.items()))
     section = (
-        f"## Tally of the logs\n\n- hello: {len(logs)} run(s).\n\n**Rows**\n\n| run | log_rows |\n"
+        f"## Tally of the logs\n\n- hello: {len(logs)} run(s).\n\n"
+        "![Tally of the logs](figures/tally.png)\n\n**Rows**\n\n| run | log_rows |\n"
         f"|---|---|\n{table}\n\n"
     )
     assert section in md and md.index(section) > md.index("## Training curves")
+    # Its figure: drawn by its own function, written beside the others.
+    assert (results / "report/figures/tally.png").read_bytes().startswith(b"\x89PNG")
     (verdict, rest), (old_verdict, old_rest) = md.split("## Data", 1), old_md.split("## Data", 1)
     assert rest.replace(section, "") == old_rest
     # The verdict counts its finding too: it lists three, and the tiny campaign had three.

@@ -133,3 +133,20 @@ def test_following_the_advice_at_two_seeds_decides_at_about_the_power_it_states(
     _, rate, followed = bench_stats.advice_followed(2, 300, 300, 3)
     assert followed >= 30
     assert rate >= 0.75 - 2 * np.sqrt(0.75 * 0.25 / followed)
+
+
+def test_a_verdict_weighed_against_no_floor_says_so():
+    """With every floor skipped (a from_config model's zero-shot floor) or none asked for, the
+    verdict keeps a cell and says nothing showed it beats a cheaper answer; with a floor it
+    reads the comparison instead."""
+    from campaign.evaluate import words
+    from campaign.evaluate.records import KeptCell
+
+    kept = KeptCell(cell="lr=0.001", kept_as="control")
+    lines = words.verdict_lines(kept, None, None, None, "validation", "test", "token_f1")
+    assert lines[0].startswith("Keep: lr=0.001")
+    assert any("none was scored" in line for line in lines), lines
+    with_floor = words.verdict_lines(
+        kept, None, "floor/retrieval", None, "validation", "test", "token_f1"
+    )
+    assert not any("none was scored" in line for line in with_floor)

@@ -40,6 +40,7 @@ from scipy import stats
 
 from campaign.core.errors import CampaignError
 from campaign.core.fsutil import atomic_write_text
+from campaign.core.io import read_json
 from campaign.core.io import read_plan as plan_table
 from campaign.evaluate import decide, sequential
 from campaign.evaluate.effects import contrasts
@@ -144,7 +145,7 @@ def stage_look(ctx) -> None:
     adaptive = spec["adaptive"]
     previous = {}
     if ctx.inputs.get("previous"):
-        previous = json.loads(ctx.inputs["previous"][0].read_text(encoding="utf-8"))
+        previous = read_json(ctx.inputs["previous"][0])
     items = _items(ctx, spec)
     design, run_cell = _design(ctx, items, spec["evaluation"]["decide_on"])
     questions_, control = _questions(ctx.inputs["runs"][0], design)

@@ -14,7 +14,6 @@ words).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -109,7 +108,7 @@ def _variants(ctx) -> list[dict]:
     for path in [p for name in quantized for p in ctx.inputs.get(name, [])]:
         run, variant = path.parent.parent.name, path.parent.name
         if path.name == "result.json":
-            result = json.loads(path.read_text(encoding="utf-8"))
+            result = read_json(path)
             if result.get("status") != "ok":
                 skipped[f"{run}/{variant}"] = result.get("reason") or result.get("status")
             elif result.get("canary"):

@@ -204,6 +204,12 @@ def verdict_lines(
     lines = [f"Keep: {kept.cell} — {why} on {split}; {other} {metric} {cell_other}"]
     if against is not None:
         lines.append(f"Against {best_floor}: {interval_words(mine)} on {split}, {against.decision}")
+    elif best_floor is None:
+        # Every floor skipped or none asked for: nothing said the fine-tune is worth its cost.
+        lines.append(
+            "Against a floor: none was scored (evaluation.floor; a skipped floor is listed "
+            "with its reason), so nothing shows the fine-tune beats a cheaper answer"
+        )
     return lines
 
 

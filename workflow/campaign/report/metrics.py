@@ -8,19 +8,20 @@ from __future__ import annotations
 import csv
 import json
 
+from campaign.core.io import read_json
 from campaign.evaluate import BELOW, NOT_SHOWN
 from campaign.plan import COST_COLUMNS, ID_COLUMNS
 
 
 def stage(ctx) -> None:
-    summary = json.loads(ctx.inputs["summary"][0].read_text(encoding="utf-8"))
+    summary = read_json(ctx.inputs["summary"][0])
     with open(ctx.inputs["runs"][0], encoding="utf-8", newline="") as f:
         runs = list(csv.DictReader(f, delimiter="\t"))
     not_factors = {*ID_COLUMNS, *COST_COLUMNS}
     factor_columns = [c for c in (runs[0] if runs else {}) if c not in not_factors]
     trained = {}
     for path in ctx.inputs.get("run_manifests", []):
-        manifest = json.loads(path.read_text(encoding="utf-8"))
+        manifest = read_json(path)
         final = manifest.get("final_validation") or {}
         trained[path.parent.name] = final.get("accuracy")
     scored = {k: v for k, v in trained.items() if v is not None}
