@@ -6,6 +6,8 @@ in one line with nothing replaced, and, end to end, backup -> delete -> restore 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -206,6 +208,8 @@ def test_restore_replaces_only_what_the_store_made(capsys, tmp_path) -> None:
     (state / "notes.txt").write_text("mine\n")
     (state / "store" / "mine").mkdir()
     (state / "store" / "mine" / "a.txt").write_text("also mine\n")
+    (state / "jobs").mkdir(exist_ok=True)
+    (state / "jobs" / "my-notes.txt").write_text("mine too\n")  # beside the job records
 
     code, out, err = cli(capsys, root, "restore", str(archive), "--key-file", "key")
     assert code == 0, err
@@ -214,5 +218,38 @@ def test_restore_replaces_only_what_the_store_made(capsys, tmp_path) -> None:
     assert (state / "photos" / "cat.jpg").read_bytes() == b"cat edited since"
     assert (state / "notes.txt").read_text() == "mine\n"
     assert (state / "store" / "mine" / "a.txt").read_text() == "also mine\n"
+    assert (state / "jobs" / "my-notes.txt").read_text() == "mine too\n"
     assert (state / "store" / "ab" / "out.bin").is_file()  # the archive's, where none is now
     assert not list(root.glob(".restore-*"))
+
+
+def test_restore_refuses_a_store_folder_on_another_disk_and_replaces_nothing(
+    capsys, tmp_path
+) -> None:
+    """Restore moves by rename: a store folder linked to another file system (here the
+    shared-memory one) would fail halfway and lose what had moved. It is refused in one line
+    before anything moves, and the state folder is as it was."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("no second file system to link the store to")
+    root = tmp_path / "p"
+    fake_project(root)
+    state = root / "state"
+    Store(state).ensure()
+    (state / "store" / ("a" * 64)).mkdir()
+    (state / "store" / ("a" * 64) / "entry.json").write_text('{"kept": 1}')
+    code, _, err = cli(capsys, root, "backup", "--to", "backups", "--key-file", "key",
+                       "--new-key")  # fmt: skip
+    assert code == 0, err
+    archive = next((root / "backups").glob("*.tar.age"))
+    elsewhere = Path(tempfile.mkdtemp(dir=shm))
+    try:
+        entries = state / "store"
+        os.system(f"cp -a {entries}/. {elsewhere}/ && rm -rf {entries}")
+        entries.symlink_to(elsewhere)
+        before = sorted(str(p.relative_to(state)) for p in state.rglob("*"))
+        code, _, err = cli(capsys, root, "restore", str(archive), "--key-file", "key")
+        assert code != 0 and "another file system" in err and len(err.strip().splitlines()) == 1
+        assert sorted(str(p.relative_to(state)) for p in state.rglob("*")) == before
+    finally:
+        shutil.rmtree(elsewhere, ignore_errors=True)

@@ -39,6 +39,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import shutil
 import socket
 import time
@@ -59,6 +60,8 @@ _DIR_MODE = 0o700
 FLOCK_ENV = "CAMPAIGN_FLOCK"
 _COMMIT_PREFIX = "commit-"
 _RETIRED_PREFIX = "retired-"
+# A job record's file name (Store.job_id: 24 hex digits), or its atomic write's temporary file.
+_JOB_FILE = re.compile(r"\.?[0-9a-f]{24}\.json(\..+\.tmp)?")
 
 
 def flock_enabled(env: Mapping[str, str] | None = None) -> bool:
@@ -381,6 +384,8 @@ class Store:
                 for prefix in (_COMMIT_PREFIX, _CORRUPT_PREFIX, _RETIRED_PREFIX)
             ),
             self.locks: lambda p: p.name.endswith(".lock") and is_key(p.name[:-5]),
+            # job records (write_job): <job id>.json, and an atomic write's leftover
+            self.jobs: lambda p: _JOB_FILE.fullmatch(p.name) is not None,
         }
 
     # ---------------------------------------------------------------- events

@@ -272,8 +272,19 @@ def _put_state(src: Path, target: Path, old: Path) -> None:
     temporary folder, which the next restore sweeps. A restore killed midway leaves a store
     whose entries are each whole, from before or from the archive; restoring again completes it.
     """
-    from campaign.core.store import Store
+    from campaign.core.store import STATE_NAMES, Store
 
+    # Every move below is a rename: all of it on the file system of the restore's temporary
+    # folder, or nothing moved (a store folder linked to another disk would fail halfway).
+    here = old.parent.stat().st_dev
+    ours = [p.name for p in target.iterdir() if p.name in STATE_NAMES]
+    for rel in ["", *ours, *Store(target).own()]:
+        if (target / rel).stat().st_dev != here:
+            raise CampaignError(
+                f"restore: {target / rel} is on another file system than {old.parent}; "
+                "nothing was replaced (restore into a state folder on the project's disk, "
+                "then move it)"
+            )
     for rel in Store(target).own():
         (old / rel).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.replace(target / rel, old / rel)
