@@ -185,7 +185,8 @@ def test_unknown_registry_names_are_refused_with_the_known_ones(tmp_path):
     params["preflight"]["blocking"] = ["tokenisation"]
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     out = campaign(project, "validate", check=False)
-    assert out.returncode == 2 and "preflight.blocking[0]: expected one of disk" in out.stderr
+    assert out.returncode == 2
+    assert "preflight.blocking[0]: expected one of command, disk" in out.stderr
 
 
 # ---- a phase that contributes to the report, the findings and the index ----------------------

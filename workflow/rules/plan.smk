@@ -3,37 +3,6 @@
 # report (results/plan/report.txt: the design and what it can estimate, as planned and after the
 # cut). A run's path carries its id, a hash of its spec, so editing one ablation level adds new
 # run paths and touches no other run.
-from campaign.plan import RUN_ID_PATTERN, kept_in_table, kept_runs
-
-# The runs Snakemake trains, in the plan's order (ablation.max_runs cut); with
-# ablation.budget_hours the plan table (a checkpoint, plan.smk) cuts further.
-RUNS = kept_runs(config)
-BUDGET_CUT = config["ablation"]["budget_hours"] is not None
-# With ablation.adaptive the looks (checkpoints, evaluate.smk) append runs: which runs the
-# campaign has is known look by look.
-ADAPTIVE = config["ablation"]["adaptive"]["enabled"]
-
-
-def run_paths(pattern):
-    """`pattern` (with `{run}`) for every kept run: a list, or with ablation.budget_hours an
-    input function that asks the plan table (a checkpoint) which runs it kept; with
-    ablation.adaptive the runs of the last look (the looks are checkpoints)."""
-    if ADAPTIVE:
-
-        def final_paths(wildcards):
-            return [pattern.format(run=run) for run in final_look_runs()]
-
-        return final_paths
-    if not BUDGET_CUT:
-        return [pattern.format(run=run) for run in RUNS]
-
-    def kept_paths(wildcards):
-        table = checkpoints.plan_table.get().output.runs
-        return [pattern.format(run=run) for run in kept_in_table(table)]
-
-    return kept_paths
-
-
 wildcard_constraints:
     run=RUN_ID_PATTERN,
 

@@ -4,28 +4,7 @@
 # representative and best_seed are known after training, so a checkpoint (quantize_select)
 # picks the run from the runs' predictions on evaluation.decide_on, by evaluation.metric, and
 # the table asks it which run's jobs to add.
-from campaign.quantize import quantize_jobs
 from campaign.quantize.variants import names as variant_names
-
-
-def quantize_selection():
-    """The selection file, once the quantize_select checkpoint has written it (read only for
-    quantization.runs: representative and best_seed)."""
-    return checkpoints.quantize_select.get().output.selection
-
-
-def job_paths(pattern):
-    """`pattern` (with `{run}` and `{variant}`) for every quantize job: an input function (the
-    chosen runs may wait for the quantize_select checkpoint, and the kept runs for the plan).
-    """
-    jobs = quantize_jobs(config, run_paths("{run}"), quantize_selection)
-
-    def paths(wildcards):
-        return [
-            pattern.format(run=run, variant=variant) for run, variant in jobs(wildcards)
-        ]
-
-    return paths
 
 
 wildcard_constraints:

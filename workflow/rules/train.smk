@@ -1,24 +1,6 @@
 # Train phase: one job per kept run of the plan (rule all and metrics ask for them: run_paths).
 # A killed job resumes from its last checkpoint in the store's work folder
 # (.campaign/work/<key>/) when it is started again.
-from campaign.core.defaults import train_key
-from campaign.plan import run_priorities, run_spec_of
-
-# The plan's order as job priorities: with few cores the runs that tell most finish first.
-PRIORITY = run_priorities(config)
-
-
-def run_priority(wildcards):
-    """A training job's priority: the plan's order, the first run highest."""
-    return PRIORITY.get(wildcards.run, 0)
-
-
-def train_devices(wildcards):
-    """A run's train.devices: its cluster job asks for that many tasks (srun starts one worker
-    per task) and GPUs (one a task; none where the profile sets gpu: 0)."""
-    return int(train_key(run_spec_of(config, wildcards.run)["train"], "devices"))
-
-
 rule train:
     input:
         **stage_inputs("train"),
