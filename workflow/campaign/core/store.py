@@ -60,8 +60,7 @@ _DIR_MODE = 0o700
 FLOCK_ENV = "CAMPAIGN_FLOCK"
 _COMMIT_PREFIX = "commit-"
 _RETIRED_PREFIX = "retired-"
-# A job record's file name (Store.job_id: 24 hex digits), or its atomic write's temporary file.
-_JOB_FILE = re.compile(r"\.?[0-9a-f]{24}\.json(\..+\.tmp)?")
+_JOB_FILE = re.compile(r"\.?[0-9a-f]{24}\.json(\..+\.tmp)?")  # a job record, or its write's temp
 
 
 def flock_enabled(env: Mapping[str, str] | None = None) -> bool:
@@ -344,8 +343,7 @@ class Store:
         return sorted(name for name in names if is_key(name))
 
     def foreign(self) -> list[str]:
-        """What lies under the state folder that the store did not make (paths relative to it):
-        gc, verify and retention leave it alone and say so."""
+        """What the store did not make under the state folder: gc, verify and retention skip it."""
         if not self.root.is_dir():
             return []
         found = [p.name for p in self.root.iterdir() if p.name not in STATE_NAMES]
@@ -357,9 +355,7 @@ class Store:
         return sorted(found)
 
     def own(self) -> list[str]:
-        """What under the state folder the store made (paths relative to it), the complement
-        of `foreign` at its depth: the children it named in the folders it names by key, and
-        its other top-level names whole. What restore may replace."""
+        """What the store made under the state folder (relative paths): what restore replaces."""
         if not self.root.is_dir():
             return []
         keyed = self._keyed_folders()
@@ -384,8 +380,7 @@ class Store:
                 for prefix in (_COMMIT_PREFIX, _CORRUPT_PREFIX, _RETIRED_PREFIX)
             ),
             self.locks: lambda p: p.name.endswith(".lock") and is_key(p.name[:-5]),
-            # job records (write_job): <job id>.json, and an atomic write's leftover
-            self.jobs: lambda p: _JOB_FILE.fullmatch(p.name) is not None,
+            self.jobs: lambda p: _JOB_FILE.fullmatch(p.name) is not None,  # write_job's
         }
 
     # ---------------------------------------------------------------- events
