@@ -356,3 +356,25 @@ def test_more_devices_than_one_need_a_launcher_in_argv_which_gets_the_count(tmp_
         "train.devices 2: train.command's argv (python " + str(path) + ") starts no launcher"
     ), refused.value
     assert not (tmp_path / "started").exists() and not ctx.outputs["predictions_test"].exists()
+
+
+@pytest.mark.slow(minutes=2)
+def test_a_command_with_its_launcher_trains_on_two_processes_and_is_scored(tmp_path):
+    """train.devices 2 and the HF example under torch.distributed.run (torchrun), the count in
+    argv: two processes train (DDP, gloo on the CPU), each step's tokens are both micro-batches'
+    (more than one micro-batch can hold), rank 0 alone writes the progress lines and the model,
+    and the campaign scores it. The signal path through a launcher is not tested here."""
+    steps, micro_batch, max_length = 4, 8, 32
+    argv = ["python", "-m", "torch.distributed.run", "--standalone",
+            "--nproc_per_node={devices}", EXAMPLE]  # fmt: skip
+    spec = command_spec(argv, [EXAMPLE], max_steps=steps, devices=2, grad_accum=1,
+                        micro_batch=micro_batch, max_length=max_length)  # fmt: skip
+    ctx = context(spec, write_splits(tmp_path / "splits", n_train=32, n_eval=8), tmp_path)
+    stage(ctx)
+    progress = read_progress_lines(ctx.work_dir / PROGRESS_LINES)
+    assert [r["step"] for r in progress] == list(range(1, steps + 1))  # once each: rank 0
+    assert all(r["tokens"] > micro_batch * max_length for r in progress), progress
+    frame = pd.read_parquet(ctx.outputs["predictions_validation"])
+    assert len(frame) == 8 and frame["prediction"].notna().all()
+    timings = json.loads(ctx.outputs["timings"].read_text())
+    assert timings["processes"] == {"count": 2, "launcher": "command"}
