@@ -234,11 +234,11 @@ def test_both_summaries_open_with_the_same_verdict(finished_campaign, tables):
     )
     # The evaluation knows no costs: it says where they are. It keeps the same floor, or the
     # cell whose run or adopted variant the budget keeps.
-    if tables["decisions"]["verdict"]["kind"] == "floor":
+    if tables["decisions"].verdict.kind == "floor":
         assert line(evaluation, "Keep: ") == line(report, "Keep: ")
     else:
         assert line(evaluation, "Keep: ").startswith(
-            f"Keep: cell {tables['decisions']['verdict']['keep']}:"
+            f"Keep: cell {tables['decisions'].verdict.keep}:"
         )
     assert line(evaluation, "Kept cell against the floor") == line(
         report, "Kept cell against the floor"
