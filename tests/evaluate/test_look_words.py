@@ -75,7 +75,9 @@ def test_each_look_says_what_was_open_added_stopped_and_the_total_against_fixed(
 def test_the_verdict_block_tells_the_looks_in_two_lines_and_a_fixed_campaign_in_none():
     """Two looks of two; 2 runs appended at look 1 (a seed each), c2 stopped there; 8 runs
     against 3 cells x 3 seeds = 9 for the fixed design."""
-    from campaign.evaluate import verdict_block
+    from dataclasses import replace
+
+    from campaign.evaluate import VerdictBlock, verdict_block
 
     summary = look_summary(LOOKS)
     assert summary == {
@@ -86,9 +88,9 @@ def test_the_verdict_block_tells_the_looks_in_two_lines_and_a_fixed_campaign_in_
         "runs": 8,
         "fixed_runs": 9,
     }
-    v = {"decided_on": "validation", "split": "test", "metric": "accuracy", "keep": None}
-    fixed, adaptive = verdict_block(v), verdict_block({**v, "looks": summary})
-    assert adaptive[:2] + adaptive[4:] == fixed == verdict_block({**v, "looks": None})
+    v = VerdictBlock(decided_on="validation", split="test", metric="accuracy")
+    fixed, adaptive = verdict_block(v), verdict_block(replace(v, looks=summary))
+    assert adaptive[:2] + adaptive[4:] == fixed == verdict_block(replace(v, looks=None))
     assert adaptive[2:4] == [
         "  Looks: 2 of 2 taken; 2 seeds added, 1 cell stopped; 8 runs against the fixed "
         "design's 9 (every cell at the most seeds)",

@@ -17,7 +17,7 @@ import yaml
 
 from campaign.budget import format_money
 from campaign.budget.words import verdict_values
-from campaign.evaluate import decisions_from_dict, verdict_block
+from campaign.evaluate import decisions_from_dict, read_decisions, verdict_block
 from campaign.report.sections import verdict_section
 from campaign.tools.findings import findings
 
@@ -48,7 +48,7 @@ def summary_block(path) -> list[str]:
 def tables(finished_campaign):
     results = finished_campaign / "results"
     return {
-        "decisions": json.loads((results / "evaluation/decisions.json").read_text()),
+        "decisions": read_decisions(results / "evaluation/decisions.json"),
         "equal": pd.read_parquet(results / "budget/equal_quality.parquet"),
         "to_decide": pd.read_parquet(results / "budget/to_decide.parquet"),
         "params": yaml.safe_load((finished_campaign / "params.yaml").read_text()),
@@ -72,30 +72,30 @@ def check_verdict(block: list[str], tables: dict, acts_expected: list[str]) -> N
 
     # The option to keep, and its level on the split it was not chosen on.
     keep = line(block, "Keep: ")
-    kind = d["verdict"]["kind"]
+    kind = d.verdict.kind
     if kind == "floor":
-        name = d["verdict"]["keep"]
+        name = d.verdict.keep
         assert keep.startswith(f"Keep: the reference floor {name}: test ")
     else:
         name = keep.removeprefix("Keep: ").split()[1 if keep.startswith("Keep: run ") else 0]
     row = equal.set_index("variant").loc[name]
-    assert row["quality_split"] == d["verdict"]["quality"]["split"] == "test"
+    assert row["quality_split"] == d.verdict.quality.split == "test"
     level = tuple(float(x) for x in LEVEL.search(keep).groups())
     assert level == pct(row["quality"], row["quality_low"], row["quality_high"])
-    q = d["verdict"]["quality"]
+    q = d.verdict.quality
     if kind == "floor":  # a kept run or variant is one of the cell's rows: its own level
-        assert level == pct(q["value"], q["ci_low"], q["ci_high"])  # evaluation and budget agree
+        assert level == pct(q.value, q.ci_low, q.ci_high)  # evaluation and budget agree
     else:  # one of the chosen cell's rows: its representative run or one of that run's variants
-        rep = d["best_cell"]["representative_run"]
+        rep = d.best_cell.representative_run
         assert name == rep or name.startswith(f"{rep}/")
-        assert f"cell {d['best_cell']['cell']}" in keep
+        assert f"cell {d.best_cell.cell}" in keep
 
     # The best cell against the floor, in points, on the split decisions use.
-    f = d["verdict"]["against_floor"]
+    f = d.verdict.against_floor
     against = line(block, "Kept cell against the floor ")
-    assert f"{f['floor']}: " in against and against.endswith(f"on {f['split']}, {f['decision']}")
+    assert f"{f.floor}: " in against and against.endswith(f"on {f.split}, {f.decision}")
     diff = tuple(float(x) for x in DIFFERENCE.search(against).groups())
-    assert diff == pct(f["estimate"], f["ci_low"], f["ci_high"])
+    assert diff == pct(f.estimate, f.ci_low, f.ci_high)
 
     # Its cost to train and to serve, from the equal-quality table.
     n = tables["params"]["budget"]["predictions"]
@@ -112,19 +112,19 @@ def check_verdict(block: list[str], tables: dict, acts_expected: list[str]) -> N
     # cell not shown above the floor), at most three listed.
     opened = [x for x in block if x.startswith("Open: ")]
     priced = tables["to_decide"]
-    unprovable = d["no_decision_possible"]
+    unprovable = d.no_decision_possible
     undecided = [
         x
-        for x in d["decisions"]
-        if x["kind"] in ("main", "quantized") and x["decision"].startswith(UNDECIDED)
+        for x in d.decisions
+        if x.kind in ("main", "quantized") and x.decision.startswith(UNDECIDED)
     ]
-    first = int(f["decision"] == "not shown above floor")  # that question is listed first
+    first = int(f.decision == "not shown above floor")  # that question is listed first
     assert len(opened) == min(3, len(undecided) + first)
     if not opened:
         assert "Open questions: none" in block
     for x in undecided[: len(opened) - first]:
-        words = line(block, f"Open: {x['subject']}, {x['decision']}: ")
-        if x["kind"] == "quantized" and x["subject"] not in {u["subject"] for u in unprovable}:
+        words = line(block, f"Open: {x.subject}, {x.decision}: ")
+        if x.kind == "quantized" and x.subject not in {u.subject for u in unprovable}:
             assert "more evaluation items would narrow it" in words
     for r in priced.itertuples():
         words = line(block, f"Open: {r.subject}, {r.decision}: ")
@@ -134,8 +134,8 @@ def check_verdict(block: list[str], tables: dict, acts_expected: list[str]) -> N
         assert f"{int(r.seeds_needed)} seeds per cell = {int(r.extra_runs):,} more run(s)" in words
         assert words.endswith(f", {money(r.cost)}") or f", {money(r.cost)};" in words
     for u in unprovable:
-        words = line(block, f"Open: {u['subject']}, ")
-        assert f": {u['items_needed']:,} evaluation items" in words
+        words = line(block, f"Open: {u.subject}, ")
+        assert f": {u.items_needed:,} evaluation items" in words
 
     # The findings to act on: those `campaign findings` lists.
     acts = [x.removeprefix("Act on: ") for x in block if x.startswith("Act on: ")]
@@ -144,7 +144,7 @@ def check_verdict(block: list[str], tables: dict, acts_expected: list[str]) -> N
 
 def test_each_number_in_the_verdict_is_the_one_in_its_table(finished_campaign, tables):
     """The tiny campaign's 20-step fine-tunes are far below TF-IDF: the floor's branch."""
-    assert tables["decisions"]["verdict"]["kind"] == "floor"
+    assert tables["decisions"].verdict.kind == "floor"
     acts = findings(finished_campaign)
     assert acts
     check_verdict(report_block(finished_campaign), tables, acts)
@@ -157,7 +157,7 @@ DEMO = Path(__file__).resolve().parents[1] / "fixtures" / "demo_verdict"
 
 def demo_tables() -> dict:
     return {
-        "decisions": json.loads((DEMO / "decisions.json").read_text()),
+        "decisions": decisions_from_dict(json.loads((DEMO / "decisions.json").read_text())),
         "equal": pd.read_csv(DEMO / "equal_quality.csv"),
         "to_decide": pd.read_csv(DEMO / "to_decide.csv"),
         "params": {"budget": yaml.safe_load((DEMO / "budget.yaml").read_text())},
@@ -172,7 +172,7 @@ def demo_block(tables: dict, tmp_path, acts: list[str]) -> list[str]:
     equal = tables["equal"].to_dict("records")
     ship = {r["variant"]: f"results/ship/{r['variant']}" for r in equal if r["kind"] != "floor"}
     values = verdict_values(
-        decisions_from_dict(tables["decisions"]),
+        tables["decisions"],
         equal,
         tables["to_decide"].to_dict("records"),
         ship,
@@ -183,7 +183,7 @@ def demo_block(tables: dict, tmp_path, acts: list[str]) -> list[str]:
     summary = tmp_path / "summary.txt"
     money = lambda x: format_money(x, b["currency"])  # noqa: E731
     summary.write_text("\n".join([*verdict_block(values, money), "", "the budget"]) + "\n")
-    return verdict_section(summary, decisions_from_dict(tables["decisions"]), acts).lines
+    return verdict_section(summary, tables["decisions"], acts).lines
 
 
 def test_a_kept_run_of_the_chosen_cell_is_the_one_in_its_tables(tmp_path):
@@ -193,12 +193,12 @@ def test_a_kept_run_of_the_chosen_cell_is_the_one_in_its_tables(tmp_path):
     (not the cell's), and the adopted variant is not claimed cheaper."""
     tables = demo_tables()
     d = tables["decisions"]
-    assert d["verdict"]["kind"] == "cell"
-    assert d["verdict"]["against_floor"]["decision"] == "above floor"
-    rep = d["best_cell"]["representative_run"]
+    assert d.verdict.kind == "cell"
+    assert d.verdict.against_floor.decision == "above floor"
+    rep = d.best_cell.representative_run
     acts = ["evaluation: one", "evaluation: two"]
     block = demo_block(tables, tmp_path, acts)
-    assert line(block, "Keep: ").startswith(f"Keep: run {rep} of cell {d['best_cell']['cell']}:")
+    assert line(block, "Keep: ").startswith(f"Keep: run {rep} of cell {d.best_cell.cell}:")
     assert line(block, "Ship: ") == f"Ship: results/ship/{rep}"
     check_verdict(block, tables, acts)
 
@@ -209,7 +209,7 @@ def test_a_kept_quantized_variant_of_the_chosen_cell_is_the_one_in_its_tables(tm
     and costs, and the findings say none."""
     tables = demo_tables()
     equal = tables["equal"]
-    rep = tables["decisions"]["best_cell"]["representative_run"]
+    rep = tables["decisions"].best_cell.representative_run
     mine = equal["variant"] == f"{rep}/onnx_fp32"
     run_serve = equal.loc[equal["variant"] == rep, "serve_cost"].item()
     equal.loc[mine, "serve_cost"] = run_serve / 2
@@ -234,11 +234,11 @@ def test_both_summaries_open_with_the_same_verdict(finished_campaign, tables):
     )
     # The evaluation knows no costs: it says where they are. It keeps the same floor, or the
     # cell whose run or adopted variant the budget keeps.
-    if tables["decisions"]["verdict"]["kind"] == "floor":
+    if tables["decisions"].verdict.kind == "floor":
         assert line(evaluation, "Keep: ") == line(report, "Keep: ")
     else:
         assert line(evaluation, "Keep: ").startswith(
-            f"Keep: cell {tables['decisions']['verdict']['keep']}:"
+            f"Keep: cell {tables['decisions'].verdict.keep}:"
         )
     assert line(evaluation, "Kept cell against the floor") == line(
         report, "Kept cell against the floor"

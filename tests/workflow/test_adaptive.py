@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from campaign.core.io import cell_id
+from campaign.evaluate import read_decisions
 from campaign.evaluate.look_words import read_looks
 from campaign.plan import plan_runs, run_id
 from conftest import (
@@ -88,11 +89,11 @@ def test_adaptive_campaign_appends_seeds_to_the_open_contrast(finished_adaptive)
     trained = [e["event"] for e in new if e["stage"] == "train" and e["event"] != "commit"]
     assert trained == ["miss", "miss"]  # the two appended runs; the plan's 4 were there
     # The evaluation decides the effect on the looks' repeated intervals (intersected).
-    decisions = json.loads((finished_adaptive / "results/evaluation/decisions.json").read_text())
-    main = [d for d in decisions["decisions"] if d["kind"] == "main"]
+    decisions = read_decisions(finished_adaptive / "results/evaluation/decisions.json")
+    main = decisions.of_kind("main")
     rows = [next(r for r in look["rows"] if r["kind"] == "main") for look in (first, last)]
     low, high = max(r["rci_low"] for r in rows), min(r["rci_high"] for r in rows)
-    assert [(d["adj_low"], d["adj_high"]) for d in main] == [(low, high)]
+    assert [(d.adj_low, d.adj_high) for d in main] == [(low, high)]
     status = campaign(finished_adaptive, "status", check=False).stdout
     assert "Adaptive looks:" in status
     # The budget, the index and status count the last look's runs: the 2 appended ones too,

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from campaign.evaluate import read_decisions
 from conftest import (
     campaign,
     copy_project,
@@ -47,24 +48,24 @@ def test_campaign_runs_then_nothing_to_do(finished_campaign):
     assert metrics["plan"] == {"runs": 4, "seeds": 2, "cells": 2}
     # The evaluation decides, and each decision is traceable to its row in the tables.
     evaluation = finished_campaign / "results" / "evaluation"
-    decisions = json.loads((evaluation / "decisions.json").read_text())
+    decisions = read_decisions(evaluation / "decisions.json")
     comparisons = pd.read_parquet(evaluation / "comparisons.parquet")
-    assert decisions["decisions"], "no decision on the tiny campaign's lr factor"
-    for d in decisions["decisions"]:
+    assert decisions.decisions, "no decision on the tiny campaign's lr factor"
+    for d in decisions.decisions:
         row = comparisons[
-            (comparisons.subject == d["subject"]) & (comparisons.split == decisions["decide_on"])
+            (comparisons.subject == d.subject) & (comparisons.split == decisions.decide_on)
         ]
-        assert len(row) == 1 and row.iloc[0].decision == d["decision"], d
-        assert row.iloc[0].estimate == pytest.approx(d["estimate"])
+        assert len(row) == 1 and row.iloc[0].decision == d.decision, d
+        assert row.iloc[0].estimate == pytest.approx(d.estimate)
     scored = set(pd.read_parquet(evaluation / "metrics.parquet").variant)
     assert (
         run_ids(finished_campaign) <= scored and {"floor/majority", "floor/tfidf_logreg"} <= scored
     )
-    assert metrics["evaluation"]["best_cell"]["cell"] == decisions["best_cell"]["cell"]
+    assert metrics["evaluation"]["best_cell"]["cell"] == decisions.best_cell.cell
     summary = (evaluation / "summary.txt").read_text()
     # The verdict block first (tests/report/test_verdict_numbers.py), then the decisions.
     assert summary.startswith("Verdict (")
-    assert f"\n\nKeep: {decisions['verdict']['keep']}" in summary
+    assert f"\n\nKeep: {decisions.verdict.keep}" in summary
     assert "Decisions use the validation" in summary
     # Results and the store may hold personal data: owner-only, every file and folder.
     for top in (finished_campaign / "results", finished_campaign / ".campaign" / "store"):

@@ -6,10 +6,19 @@ offer, in words."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from campaign.budget.calibrate import Calibration, error_summary
 from campaign.budget.money import format_hours, format_money
-from campaign.evaluate import NOT_SHOWN, Decisions, evaluation_verdict, level_words
+from campaign.evaluate import (
+    NOT_SHOWN,
+    Cost,
+    Decisions,
+    KeepOption,
+    VerdictBlock,
+    evaluation_verdict,
+    level_words,
+)
 
 
 def bar_words(bar: dict) -> str:
@@ -284,39 +293,43 @@ def verdict_values(
     findings: list[str],
     predictions: int,
     offer: str,
-) -> dict:
+) -> VerdictBlock:
     """The verdict block's values (campaign.evaluate.verdict_block) with the budget's costs: the
     option to keep across the chosen cell's runs, its adopted quantized variants and the floor
     (keep_row), its cost to train and to serve `predictions` at `offer`, the file to ship
     (ship: {variant: path}), each open question priced from the to_decide rows."""
-    values = evaluation_verdict(decisions, findings, costs_at="not measured")
-    values["price_at"] = None
+    values = replace(
+        evaluation_verdict(decisions, findings, costs_at="not measured"), price_at=None
+    )
     row = keep_row(decisions, equal)
     if row is not None:
         cell = decisions.best_cell.cell if decisions.best_cell is not None else None
-        values["keep"] = {
-            "kind": row["kind"],
-            "name": row["variant"],
-            "cell": cell,
-            "quality": row["quality"],
-            "low": row["quality_low"],
-            "high": row["quality_high"],
-        }
-        values["split"] = row["quality_split"]
-        values["cost"] = {
-            "train": row["train_cost"],
-            "serve": row["serve_cost"],
-            "total": row["total_cost"],
-            "predictions": predictions,
-            "offer": f"offer {offer}",
-        }
-        values["ship"] = ship.get(row["variant"])
-        values["also"] = []
+        values = replace(
+            values,
+            keep=KeepOption(
+                kind=row["kind"],
+                name=row["variant"],
+                cell=cell,
+                quality=row["quality"],
+                low=row["quality_low"],
+                high=row["quality_high"],
+            ),
+            split=row["quality_split"],
+            cost=Cost(
+                train=row["train_cost"],
+                serve=row["serve_cost"],
+                total=row["total_cost"],
+                predictions=predictions,
+                offer=f"offer {offer}",
+            ),
+            ship=ship.get(row["variant"]),
+            also=(),
+        )
     priced = {r["subject"]: r for r in to_decide}
-    values["open"] = [
+    opened = tuple(
         q.priced(r["seeds_needed"], r["extra_runs"], r["cost"], r["items_needed"])
         if (r := priced.get(q.subject)) is not None
         else q
-        for q in values["open"]
-    ]
-    return values
+        for q in values.open
+    )
+    return replace(values, open=opened)

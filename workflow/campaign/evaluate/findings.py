@@ -1,35 +1,14 @@
-"""What the evaluation says a user must act on: cells not shown above the floor, skipped
-variants."""
+"""What the evaluation says a user must act on, for `campaign findings` and the report: the
+lines words.evaluation_flags words (cells not shown above the floor, canaries not rejected,
+skipped variants) from decisions.json's records."""
 
 from __future__ import annotations
 
-from campaign.core.registry import produced
-from campaign.core.stage import From
-from campaign.evaluate import decide
 from campaign.evaluate.records import decisions_from_dict
+from campaign.evaluate.words import evaluation_flags
 
 
 def evaluation_findings(decisions: dict) -> list[str]:
-    """Cells not shown to beat the reference floor; quantized variants that were skipped
-    (`decisions`: decisions.json's object, read through its records)."""
-    d = decisions_from_dict(decisions)
-    out = []
-    for flag in d.below_floor:
-        out.append(
-            f"evaluation: {flag.cell} {flag.verdict} ({flag.floor}: "
-            f"{100 * (flag.estimate or 0):+.1f} points "
-            f"[{100 * (flag.ci_low or 0):.1f}, {100 * (flag.ci_high or 0):.1f}])"
-        )
-    for row in d.decisions:
-        if row.decision == decide.CANARY_MISSED:
-            out.append(
-                f"evaluation: the canary {row.subject} was not rejected: the "
-                f"scores cannot tell its broken model from {row.reference}'s; do not trust "
-                "their verdict on variants"
-            )
-    if d.skipped_variants:
-        where = produced(From("evaluate", "decisions")).path
-        out.append(
-            f"evaluation: {len(d.skipped_variants)} quantized variant(s) skipped; see {where}"
-        )
-    return out
+    """`decisions`: decisions.json's object (the findings registry hands each phase its files'
+    JSON), read through its records and worded by words.evaluation_flags."""
+    return evaluation_flags(decisions_from_dict(decisions))

@@ -252,6 +252,61 @@ class Decisions:
         ]
 
 
+# ------------------------------------------------------------------------- the verdict block
+# The values the verdict block (words.verdict_block) is worded from. The evaluation gathers them
+# from its decisions (words.evaluation_verdict) and the budget adds its costs and prices
+# (budget/words.verdict_values): two phases fill one record, so a field either leaves out or
+# misspells fails where it is made, not as a None in the middle of the block.
+
+
+@dataclass(frozen=True)
+class KeepOption:
+    """What the block names first: a cell, one of its runs, a quantized variant of a run (`name`
+    "run/variant") or a floor (`kind`), with its quality and interval on VerdictBlock.split."""
+
+    kind: str
+    name: str
+    cell: str | None = None
+    quality: float | None = None
+    low: float | None = None
+    high: float | None = None
+
+
+@dataclass(frozen=True)
+class Cost:
+    """The kept option's cost (money amounts): to train, to serve `predictions` at `offer`."""
+
+    train: float
+    serve: float
+    total: float
+    predictions: int
+    offer: str
+
+
+@dataclass(frozen=True)
+class VerdictBlock:
+    """The verdict block's values: where the option was chosen (`decided_on`) and where its
+    quality is measured (`split`, `metric`); `keep` (None: nothing was scored); the kept cell
+    against the floor; an adaptive campaign's looks (look_words.look_summary) or None; `also`:
+    cheaper adopted candidates not priced here; `cost` or where the costs are (`costs_at`);
+    `ship`: the file a user would ship; the open questions (priced by the budget, or
+    `price_at` says where their prices are); `findings`: lines to act on."""
+
+    decided_on: str
+    split: str
+    metric: str
+    keep: KeepOption | None = None
+    against_floor: FloorComparison | None = None
+    looks: dict | None = None
+    also: tuple[str, ...] = ()
+    cost: Cost | None = None
+    costs_at: str | None = None
+    ship: str | None = None
+    open: tuple[OpenQuestion, ...] = ()
+    price_at: str | None = None
+    findings: tuple[str, ...] = ()
+
+
 # ------------------------------------------------------------------------------ reading
 # Nested records: {record type: {field: the record type of its value, or (list, type)}}.
 _NESTED: dict[type, dict[str, object]] = {

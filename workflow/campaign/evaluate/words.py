@@ -6,6 +6,7 @@ module chooses what to say, in which order (the verdict first), and how."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from campaign.core.wording import level_words, percent, points  # noqa: F401 (public here)
 from campaign.evaluate import decide
@@ -13,7 +14,10 @@ from campaign.evaluate.decide import ADVICE_QUANTILE
 from campaign.evaluate.look_words import verdict_look_lines
 
 # The records (campaign.evaluate.records: Decisions, KeptCell, FloorComparison, OpenQuestion)
-# are named in docstrings, not imported: records imports this module to word what it builds.
+# are imported for type checking and where built, not at import: records imports this module to
+# word what it builds.
+if TYPE_CHECKING:
+    from campaign.evaluate.records import KeepOption, VerdictBlock
 
 
 def _finite(x) -> bool:
@@ -228,16 +232,16 @@ OPEN_PREFIX, ACT_PREFIX = "Open: ", "Act on: "
 NO_FINDINGS = "Findings to act on: none"
 
 
-def _keep_words(keep: dict) -> str:
-    kind, name = keep["kind"], keep["name"]
+def _keep_words(keep: KeepOption) -> str:
+    kind, name = keep.kind, keep.name
     if kind == "floor":
         return f"the reference floor {name}"
     if kind == "cell":
         return f"cell {name}"
     if kind == "run":
-        return f"run {name} of cell {keep['cell']}"
+        return f"run {name} of cell {keep.cell}"
     run, _, variant = name.rpartition("/")
-    return f"{name} (quantized {variant} of run {run}, cell {keep['cell']})"
+    return f"{name} (quantized {variant} of run {run}, cell {keep.cell})"
 
 
 def _open_words(q, money, price_at: str | None) -> str:
@@ -269,65 +273,52 @@ def _open_words(q, money, price_at: str | None) -> str:
     return head + "; or ".join(ways)
 
 
-def verdict_block(v: dict, money=None) -> list[str]:
-    """The verdict in at most ~12 lines, from the tables' values (no reading, no policy).
-
-    v: split, metric (where the kept option's quality is measured), decided_on;
-    keep: {kind: cell | run | quantized | floor, name, cell, quality, low, high} or None;
-    against_floor: the kept cell against the floor (records.FloorComparison) or None;
-    also: names of cheaper candidates not priced here (adopted quantized variants), or [];
-    cost: {train, serve, total, predictions, offer} (money amounts) or None, then costs_at says
-    where the costs are; ship: the file (or folder) a user would ship, or None;
-    looks: an adaptive campaign's looks (look_words.look_summary: decisions.json `adaptive`) or
-    None (a fixed campaign: no line);
-    open: [records.OpenQuestion] (priced by the budget, or not), price_at: where
-    their prices are when `cost` is None; findings: lines to act on.
-    money: amount -> text (the budget's format_money); levels are in percent, differences in
-    points.
-    """
+def verdict_block(v: VerdictBlock, money=None) -> list[str]:
+    """The verdict in at most ~12 lines, from the block's values (records.VerdictBlock: no
+    reading, no policy). money: amount -> text (the budget's format_money); levels are in
+    percent, differences in points."""
     lines = [
-        f"{VERDICT_TITLE} (chosen on {v['decided_on']}; quality on {v['split']}, "
-        f"{v['metric']}; levels in %, differences in points)"
+        f"{VERDICT_TITLE} (chosen on {v.decided_on}; quality on {v.split}, "
+        f"{v.metric}; levels in %, differences in points)"
     ]
-    keep = v.get("keep")
+    keep = v.keep
     if keep is None:
         lines.append("  Keep: nothing (no trained cell and no floor was scored)")
     else:
         lines.append(
-            f"  Keep: {_keep_words(keep)}: {v['split']} {v['metric']} "
-            f"{level_words(keep['quality'], keep['low'], keep['high'])}"
+            f"  Keep: {_keep_words(keep)}: {v.split} {v.metric} "
+            f"{level_words(keep.quality, keep.low, keep.high)}"
         )
-    f = v.get("against_floor")
+    f = v.against_floor
     if f is not None:
         lines.append(
             f"  Kept cell against the floor {f.floor}: {interval_words(f)} on {f.split}, "
             f"{f.decision}"
         )
-    lines += [f"  {line}" for line in verdict_look_lines(v.get("looks"))]
-    cost = v.get("cost")
+    lines += [f"  {line}" for line in verdict_look_lines(v.looks)]
+    cost = v.cost
     if cost is not None and money is not None:
         lines.append(
-            f"  Cost: {money(cost['train'])} to train + {money(cost['serve'])} to serve "
-            f"{cost['predictions']:,} predictions = {money(cost['total'])} ({cost['offer']})"
+            f"  Cost: {money(cost.train)} to train + {money(cost.serve)} to serve "
+            f"{cost.predictions:,} predictions = {money(cost.total)} ({cost.offer})"
         )
     elif keep is not None:
-        lines.append(f"  Cost to train and to serve: {v.get('costs_at') or 'not measured'}")
-    if v.get("also"):
+        lines.append(f"  Cost to train and to serve: {v.costs_at or 'not measured'}")
+    if v.also:
         lines.append(
             "  Also adopted (within the loss limit; serving costs in the budget): "
-            + ", ".join(v["also"])
+            + ", ".join(v.also)
         )
-    if v.get("ship"):
-        lines.append(f"  Ship: {v['ship']}")
-    questions = v.get("open") or []
+    if v.ship:
+        lines.append(f"  Ship: {v.ship}")
+    questions = v.open
     for q in questions[:MAX_LISTED]:
-        lines.append(_open_words(q, money, v.get("price_at")))
+        lines.append(_open_words(q, money, v.price_at))
     if len(questions) > MAX_LISTED:
         lines.append(f"  ... and {len(questions) - MAX_LISTED} more open question(s)")
     if not questions:
         lines.append("  Open questions: none")
-    found = v.get("findings") or []
-    lines += finding_lines(found)
+    lines += finding_lines(list(v.findings))
     return lines
 
 
@@ -340,51 +331,61 @@ def finding_lines(found: list[str]) -> list[str]:
 
 
 def evaluation_flags(decisions) -> list[str]:
-    """The evaluation's findings to act on (`decisions`: records.Decisions): cells not shown to
-    beat the floor, variants skipped. (`campaign findings` and the report add the other phases'
-    findings.)"""
+    """The evaluation's findings to act on (`decisions`: records.Decisions), worded here once
+    for the verdict blocks and `campaign findings` (findings.evaluation_findings): cells not
+    shown to beat the floor, canaries not rejected, variants skipped. (`campaign findings` and
+    the report add the other phases' findings.)"""
+    from campaign.core.registry import produced
+    from campaign.core.stage import From
+
     out = [
         f"evaluation: {f.cell} {f.verdict} ({f.floor}: {interval_words(f)})"
         for f in decisions.below_floor
     ]
+    out += [
+        f"evaluation: the canary {row.subject} was not rejected: the scores cannot tell its "
+        f"broken model from {row.reference}'s; do not trust their verdict on variants"
+        for row in decisions.decisions
+        if row.decision == decide.CANARY_MISSED
+    ]
     if decisions.skipped_variants:
-        n = len(decisions.skipped_variants)
-        out.append(f"evaluation: {n} quantized variant(s) skipped (decisions.json)")
+        n, where = len(decisions.skipped_variants), produced(From("evaluate", "decisions")).path
+        out.append(f"evaluation: {n} quantized variant(s) skipped; see {where}")
     return out
 
 
 def evaluation_verdict(
     decisions, findings: list[str], costs_at: str, price_at: str | None = None
-) -> dict:
+) -> VerdictBlock:
     """The verdict block's values as the evaluation knows them (`decisions`: records.Decisions):
     the option to keep among the
     cells and the floor, no costs (the budget runs later: `costs_at` and `price_at` say where
     the costs and the open questions' prices are)."""
+    from campaign.evaluate.records import KeepOption, VerdictBlock
+
     verdict = decisions.verdict
     quality = verdict.quality if verdict is not None else None
     keep = None
     if verdict is not None and verdict.keep is not None:
-        keep = {
-            "kind": verdict.kind,
-            "name": verdict.keep,
-            "cell": verdict.keep,
-            "quality": quality.value if quality else None,
-            "low": quality.ci_low if quality else None,
-            "high": quality.ci_high if quality else None,
-        }
+        keep = KeepOption(
+            kind=verdict.kind,
+            name=verdict.keep,
+            cell=verdict.keep,
+            quality=quality.value if quality else None,
+            low=quality.ci_low if quality else None,
+            high=quality.ci_high if quality else None,
+        )
     cell = verdict is not None and verdict.kind == "cell"
-    return {
-        "decided_on": decisions.decide_on,
-        "split": (quality.split if quality else None) or decisions.decide_on,
-        "metric": decisions.metric,
-        "keep": keep,
-        "against_floor": verdict.against_floor if verdict is not None else None,
-        "looks": decisions.adaptive,
-        "also": decisions.adopted_variants() if cell else [],
-        "cost": None,
-        "costs_at": costs_at,
-        "ship": None,
-        "open": list(decisions.open_questions),
-        "price_at": price_at,
-        "findings": findings,
-    }
+    return VerdictBlock(
+        decided_on=decisions.decide_on,
+        split=(quality.split if quality else None) or decisions.decide_on,
+        metric=decisions.metric,
+        keep=keep,
+        against_floor=verdict.against_floor if verdict is not None else None,
+        looks=decisions.adaptive,
+        also=tuple(decisions.adopted_variants()) if cell else (),
+        costs_at=costs_at,
+        open=tuple(decisions.open_questions),
+        price_at=price_at,
+        findings=tuple(findings),
+    )
