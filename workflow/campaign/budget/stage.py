@@ -49,8 +49,7 @@ from campaign.core.defaults import train_key
 from campaign.core.errors import CampaignError
 from campaign.core.io import read_json, read_table
 from campaign.core.io import read_plan as plan_table
-from campaign.evaluate import BELOW, Decisions, read_decisions
-from campaign.evaluate.decide import ADOPT
+from campaign.evaluate import ADOPT, BELOW, Decisions, read_decisions
 from campaign.plan import CampaignRuns, campaign_runs
 
 HOUR_S = 3600.0

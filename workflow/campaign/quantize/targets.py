@@ -217,12 +217,22 @@ def quantize_jobs(params: dict, kept, selection):
     return jobs
 
 
-def job_paths(params: dict, name: str, kept, selection):
-    """An input function: results/quantize/<run>/<variant>/<name> of every job (quantize_jobs
+def job_paths(params: dict, pattern: str, kept, selection):
+    """An input function: `pattern` (with `{run}` and `{variant}`) of every job (quantize_jobs
     says which)."""
     jobs = quantize_jobs(params, kept, selection)
 
     def paths(wildcards) -> list[str]:
-        return [f"results/quantize/{run}/{variant}/{name}" for run, variant in jobs(wildcards)]
+        return [pattern.format(run=run, variant=variant) for run, variant in jobs(wildcards)]
 
     return paths
+
+
+def dag_job_paths(params: dict, pattern: str, kept, checkpoints):
+    """job_paths for a rule's input (workflow/rules/common.smk): the selection file is asked of
+    Snakemake's quantize_select checkpoint, and only when the chosen runs need it."""
+
+    def selection():
+        return checkpoints.quantize_select.get().output.selection
+
+    return job_paths(params, pattern, kept, selection)
