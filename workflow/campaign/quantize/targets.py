@@ -28,7 +28,6 @@ from campaign.core.errors import CampaignError
 from campaign.core.fsutil import atomic_write_text
 from campaign.core.io import read_json
 from campaign.core.tasks import trainer_module
-from campaign.evaluate import representative
 
 MODES = ("representative", "best_seed", "control", "all")
 SELECTED = ("representative", "best_seed")  # known after training: the checkpoint picks
@@ -148,6 +147,10 @@ def select_representative(scores: dict[str, float | None], cells: dict[str, str]
     scores: {run id: value of the criterion `by`}; cells: {run id: cell name} of the planned
     runs; a run outside it is an error.
     """
+    # Imported here, not at the top: the DAG imports this module (quantize_jobs) on every
+    # `snakemake` call and in every cluster job, and the evaluation's statistics load scipy.
+    from campaign.evaluate import representative
+
     scored = _scored(scores, "representative", by)
     by_cell: dict[str, list[str]] = {}
     for rid in scored:
