@@ -105,3 +105,36 @@ def test_a_look_record_without_its_runs_fails_in_one_line_naming_it(params, tmp_
     (tmp_path / "look_1.json").write_text(json.dumps({"look": 1, "final": True}))
     with pytest.raises(CampaignError, match=r"look_1.json: expected a key"):
         DagRuns(params, Checkpoints(tmp_path)).run_paths("{run}")(None)
+
+
+def test_the_dag_imports_neither_torch_nor_scipy():
+    """What the Snakefile imports to build the DAG (common.smk's modules, every phase's
+    declaration, the runs and every quantize variant's declaration, whose METHOD is part of each
+    job's key) loads no torch, transformers or scipy.stats: every `snakemake` call and every
+    cluster job parses the Snakefile, and those imports took seconds each."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from campaign.core.params import load_params\n"
+        "from campaign.core.registry import phases, stages\n"
+        "from campaign.plan.dag import DagRuns\n"
+        "from campaign.quantize import dag_job_paths, variants\n"
+        "from campaign.tools.findings import after_run\n"
+        f"params = load_params({str(REPO / 'tests' / 'fixtures' / 'tiny_params.yaml')!r})\n"
+        "phases(); stages()\n"
+        "runs = DagRuns(params, None).run_paths('{run}')\n"
+        "dag_job_paths(params, '{run}/{variant}', runs, None)(None)\n"
+        "methods = [variants.get(n).METHOD for n in variants.names()]\n"
+        "print(sorted(m for m in ('torch', 'transformers', 'scipy.stats') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(REPO / "workflow")},
+    )
+    assert out.stdout.splitlines()[-1] == "[]", out.stdout
