@@ -20,6 +20,7 @@ from campaign.quantize.targets import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
+RESULT = "results/quantize/{run}/{variant}/result.json"  # a job's file, as a rule input names it
 
 # Cell A: seeds at 0.70, 0.90, 0.80 (mean 0.80); cell B: 0.84, 0.74 (mean 0.79, but its best
 # seed, 0.84, is below A's 0.90 only); cell C has no validation score.
@@ -143,7 +144,7 @@ def test_the_checkpoint_writes_what_the_rules_read(tmp_path):
     chosen = min(runs[:2])
     assert written["cell"] == cell and written["runs"] == [chosen]
     assert written["criterion"] == "validation.accuracy"
-    paths = job_paths(params, "result.json", list(cells), lambda: out)(None)
+    paths = job_paths(params, RESULT, list(cells), lambda: out)(None)
     assert paths == [
         f"results/quantize/{chosen}/fp32/result.json",
         f"results/quantize/{chosen}/int8_dynamic/result.json",
@@ -155,7 +156,7 @@ def test_the_checkpoint_writes_what_the_rules_read(tmp_path):
     ctx.spec = stage.spec(params)
     with pytest.raises(CampaignError, match="quantization.runs: the params name the runs"):
         stage_select(ctx)
-    assert len(job_paths(params, "result.json", [], lambda: 1 / 0)(None)) == 2
+    assert len(job_paths(params, RESULT, [], lambda: 1 / 0)(None)) == 2
 
 
 def test_the_checkpoint_selects_by_evaluation_metric_on_decide_on(tmp_path):

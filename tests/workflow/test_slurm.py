@@ -22,9 +22,9 @@ import yaml
 
 from campaign.core.store import Store
 from campaign.train.checkpoint import checkpoint_files
-from conftest import BIN, copy_finished, copy_project, env, events, result_hashes
+from conftest import BIN, copy_finished, copy_project, env, events, result_hashes, warm_store
 
-pytestmark = [pytest.mark.slow(minutes=6), pytest.mark.slurm]
+pytestmark = pytest.mark.slurm
 
 
 def cluster_up() -> tuple[bool, str]:
@@ -112,8 +112,17 @@ def ended_job(job_id: str, timeout_s: float = 120) -> dict:
         time.sleep(0.5)
 
 
-def test_tiny_campaign_through_sbatch(slurm_lock, tmp_path, request):
+@pytest.mark.slow(minutes=4)
+def test_tiny_campaign_through_sbatch(finished_campaign, slurm_lock, tmp_path):
+    """Every job of the tiny campaign through sbatch. The store holds the workstation run's
+    entries (finished_campaign) but those of manifest, run_spec and train: the jobs that prove
+    something compute (the manifest in an allocation, the bookkeeping on this host, a training
+    job preempted and resumed), and the rest are store hits inside their allocations instead of
+    minutes of preflight, quantization and evaluation. A hit needs the same key, so a model
+    trained here that differs by one byte makes every job after it compute, and the comparison
+    with the workstation run at the end sees it."""
     project = copy_project(tmp_path / "cluster")
+    assert warm_store(project, finished_campaign, cold=frozenset({"manifest", "run_spec", "train"}))
     cmd = ["timeout", "900", str(BIN / "snakemake"), "--profile", "profiles/slurm"]
     with (tmp_path / "cluster.log").open("w") as log:
         proc = subprocess.Popen(cmd, cwd=project, env=env(), stdout=log, stderr=subprocess.STDOUT)
@@ -158,13 +167,17 @@ def test_tiny_campaign_through_sbatch(slurm_lock, tmp_path, request):
     local = [e for e in events(project) if e["stage"] == "run_spec" and e["event"] == "commit"]
     assert local and not any(e.get("slurm_job_id") for e in local)
 
-    # Same results as a workstation run: the session's run of the same params (conftest), asked
-    # for only now, so that a skip without a cluster costs nothing and the cluster run does not
-    # wait for it.
-    workstation = request.getfixturevalue("finished_campaign")
-    assert result_hashes(project, timed=False) == result_hashes(workstation, timed=False)
+    # The warm stages were served inside their allocations, from the workstation run's entries.
+    hits = [e for e in events(project) if e["event"] == "hit"]
+    assert {e["stage"] for e in hits} >= {"split", "floor", "preflight"}, hits
+    assert all(e.get("slurm_job_id") for e in hits if e["stage"] == "preflight"), hits
+    # Same results as the workstation run of the same params (conftest's finished_campaign).
+    assert result_hashes(project, timed=False) == result_hashes(finished_campaign, timed=False)
 
 
+# Its own minutes (not the module's): the suite starts tests longest first, and two SLURM tests
+# at the head of the order start together on two workers, one waiting for the other's lock.
+@pytest.mark.slow(minutes=2)
 def test_a_two_process_training_job_through_sbatch(finished_campaign, slurm_lock, tmp_path):
     """A run with train.devices 2 (an ablation level, so the finished tiny campaign's preflight
     serves it from the store and only this run trains) is one SLURM job of 2 tasks, one CPU

@@ -1,9 +1,9 @@
 # Shared setup and the generic helpers of every phase: params validation, the interpreter and
-# package a stage command runs with, the plan's runs and quantize jobs, and each stage's inputs,
-# outputs, params subset, code version and command-line arguments as the stage registry declares
-# them. Phase files hold wiring only.
+# package a stage command runs with, and each stage's inputs, outputs, params subset, code version
+# and command-line arguments as the stage registry declares them. Which runs, looks and quantize
+# jobs the DAG has is the plan's and the quantize phase's Python (campaign/plan/dag.py,
+# campaign/quantize/targets.py), asked through DAG_RUNS. Phase files hold wiring only.
 import importlib
-import json
 import os
 import shlex
 import sys
@@ -39,14 +39,9 @@ from campaign.core.stage import (
     Nothing,
     wildcards_of,
 )
-from campaign.plan import (
-    RUN_ID_PATTERN,
-    kept_in_table,
-    kept_runs,
-    run_priorities,
-    run_spec_of,
-)
-from campaign.quantize import quantize_jobs
+from campaign.plan import RUN_ID_PATTERN
+from campaign.plan.dag import DagRuns
+from campaign.quantize import dag_job_paths
 
 # One name for the campaign definition: CAMPAIGN_PARAMS (default params.yaml), read by the
 # Snakefile and by every `campaign` command, so `campaign status` always sees the campaign
@@ -82,14 +77,14 @@ except CampaignError as e:
 # A stage input naming a stage or output that does not exist: one line, before any rule.
 for _problem in wiring_problems():
     sys.exit(f"error: {_problem}")
-# The runs Snakemake trains, in the plan's order (ablation.max_runs cut); with
-# ablation.budget_hours the plan table (a checkpoint, plan.smk) cuts further.
-RUNS = kept_runs(config)
-BUDGET_CUT = config["ablation"]["budget_hours"] is not None
-# With ablation.adaptive the looks (checkpoints, evaluate.smk) append runs: which runs the
-# campaign has is known look by look.
-ADAPTIVE = config["ablation"]["adaptive"]["enabled"]
-PRIORITY = run_priorities(config)
+# Which runs the DAG has (campaign/plan/dag.py): the plan's kept runs (ablation.max_runs cut);
+# with ablation.budget_hours the plan table (a checkpoint, plan.smk) cuts further; with
+# ablation.adaptive the looks (checkpoints, evaluate.smk) append runs look by look. The rule
+# files read BUDGET_CUT and ADAPTIVE to declare those checkpoints; train.smk reads a run's
+# priority and devices from DAG_RUNS.
+DAG_RUNS = DagRuns(config, checkpoints)
+BUDGET_CUT = DAG_RUNS.budget_cut
+ADAPTIVE = DAG_RUNS.adaptive
 
 # Stage commands run with this interpreter and this checkout's package, so a job (local or on a
 # cluster node) needs no activated virtual environment. With `--sdm conda`, the job's activated
@@ -114,107 +109,6 @@ STATE_DIR = config["campaign"]["state_dir"]
 # What a stage job runs (stage_shell): the stage's subcommand with its params subset (--spec),
 # the compute threads, its inputs (--in) and outputs (--out) by the names the stage declares, and
 # its log. Built once per rule: Snakemake fills in the paths when the job runs.
-
-
-def run_paths(pattern):
-    """`pattern` (with `{run}`) for every kept run: a list, or with ablation.budget_hours an
-    input function that asks the plan table (a checkpoint) which runs it kept; with
-    ablation.adaptive the runs of the last look (the looks are checkpoints)."""
-    if ADAPTIVE:
-
-        def final_paths(wildcards):
-            return [pattern.format(run=run) for run in final_look_runs()]
-
-        return final_paths
-    if not BUDGET_CUT:
-        return [pattern.format(run=run) for run in RUNS]
-
-    def kept_paths(wildcards):
-        table = checkpoints.plan_table.get().output.runs
-        return [pattern.format(run=run) for run in kept_in_table(table)]
-
-    return kept_paths
-
-
-def read_look(look):
-    """A finished look's record (results/adaptive/look_<look>.json), asked of its checkpoint."""
-    with open(checkpoints.look.get(look=str(look)).output.look, encoding="utf-8") as f:
-        return json.load(f)
-
-
-def look_runs(look):
-    """The runs look `look` evaluates: the plan's kept runs at the first, then the runs the
-    look before it lists (those it had and those it appended)."""
-    if int(look) > 1:
-        return read_look(int(look) - 1)["runs"]
-    if BUDGET_CUT:
-        return kept_in_table(checkpoints.plan_table.get().output.runs)
-    return RUNS
-
-
-def final_look_runs():
-    """The runs of the campaign's last look: the first look that appended nothing."""
-    look = 1
-    while True:
-        record = read_look(look)
-        if record["final"]:
-            return record["runs"]
-        look += 1
-
-
-def look_paths(pattern):
-    """Every look's record, the last one's included; none when ablation.adaptive is off."""
-    if not ADAPTIVE:
-        return []
-
-    def paths(wildcards):
-        looks = [read_look(1)]
-        while not looks[-1]["final"]:
-            looks.append(read_look(len(looks) + 1))
-        return [pattern.format(look=j) for j in range(1, len(looks) + 1)]
-
-    return paths
-
-
-def look_run_paths(pattern):
-    def paths(wildcards):
-        return [pattern.format(run=run) for run in look_runs(wildcards.look)]
-
-    return paths
-
-
-def previous_look(pattern):
-    def path(wildcards):
-        look = int(wildcards.look)
-        return [] if look == 1 else [pattern.format(look=look - 1)]
-
-    return path
-
-
-def quantize_selection():
-    """The selection file, once the quantize_select checkpoint has written it (read only for
-    quantization.runs: representative and best_seed)."""
-    return checkpoints.quantize_select.get().output.selection
-
-
-def job_paths(pattern):
-    """`pattern` (with `{run}` and `{variant}`) for every quantize job: an input function (the
-    chosen runs may wait for the quantize_select checkpoint, and the kept runs for the plan).
-    """
-    jobs = quantize_jobs(config, run_paths("{run}"), quantize_selection)
-
-    def paths(wildcards):
-        return [
-            pattern.format(run=run, variant=variant) for run, variant in jobs(wildcards)
-        ]
-
-    return paths
-
-
-def run_priority(wildcards):
-    """A training job's priority: the plan's order, the first run highest, so with few cores
-    the runs that tell most finish first."""
-    return PRIORITY.get(wildcards.run, 0)
 
 
 def stage_command(stage):
@@ -289,16 +183,19 @@ def input_files(stage, name, source):
     if isinstance(source, From):
         path = produced(source).path
         return ancient(path) if source.ancient else path
+    # The kinds that expand over the campaign's runs, looks or quantize jobs: their phase's
+    # Python lists them (campaign/plan/dag.py, campaign/quantize/targets.py).
     if isinstance(source, EachRun):
-        return run_paths(produced(source).path)
+        return DAG_RUNS.run_paths(produced(source).path)
     if isinstance(source, EachJob):
-        return job_paths(produced(source).path)
+        kept = DAG_RUNS.run_paths("{run}")
+        return dag_job_paths(config, produced(source).path, kept, checkpoints)
     if isinstance(source, EachLookRun):
-        return look_run_paths(produced(source).path)
+        return DAG_RUNS.look_run_paths(produced(source).path)
     if isinstance(source, EachLook):
-        return look_paths(produced(source).path)
+        return DAG_RUNS.look_paths(produced(source).path)
     if isinstance(source, PreviousLook):
-        return previous_look(produced(source).path)
+        return DAG_RUNS.previous_look(produced(source).path)
     if isinstance(source, Nothing):
         return []
     if isinstance(source, Derived):
@@ -355,7 +252,7 @@ def final_targets():
         wildcards = wildcards_of(out.path)
         if wildcards and wildcards != ("run",):
             sys.exit(f"error: a final output can expand over runs only: {out.path}")
-        targets.append(run_paths(out.path) if wildcards else out.path)
+        targets.append(DAG_RUNS.run_paths(out.path) if wildcards else out.path)
     return targets
 
 
@@ -372,12 +269,6 @@ def stage_shell(stage):
         + " ".join(files)
         + " --log {log:q}"
     )
-
-
-def train_devices(wildcards):
-    """A run's train.devices: its cluster job asks for that many tasks (srun starts one worker
-    per task) and GPUs (one a task; none where the profile sets gpu: 0)."""
-    return int(run_spec_of(config, wildcards.run)["train"].get("devices", 1))
 
 
 def phase_rule_files():

@@ -39,7 +39,7 @@ rule evaluate:
 # An adaptive campaign (ablation.adaptive): after the plan's runs, and after each batch it
 # appends, a look evaluates the runs so far on repeated confidence intervals and lists the runs
 # to add (results/adaptive/look_<j>.json); the consumers of trained runs ask the looks
-# (run_paths) which runs the campaign has once the last one is written.
+# (DAG_RUNS.run_paths) which runs the campaign has once the last one is written.
 if ADAPTIVE:
 
     wildcard_constraints:

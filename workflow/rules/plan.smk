@@ -29,9 +29,9 @@ rule run_spec:
 
 # Which runs are trained: with ablation.budget_hours the plan table decides from the
 # preflight's measurements, so it is a checkpoint and the consumers of trained runs (rule all,
-# metrics: run_paths) ask it for the kept runs once it is written. Without a budget the kept
-# runs (ablation.max_runs) are known from params, and a plain rule keeps the whole DAG visible
-# to `snakemake -n` from the start. The two bodies are the same (tests/plan checks it).
+# metrics: DAG_RUNS.run_paths) ask it for the kept runs once it is written. Without a budget
+# the kept runs (ablation.max_runs) are known from params, and a plain rule keeps the whole DAG
+# visible to `snakemake -n` from the start. The two bodies are the same (tests/plan checks it).
 if BUDGET_CUT:
 
     checkpoint plan_table:

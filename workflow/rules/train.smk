@@ -1,4 +1,4 @@
-# Train phase: one job per kept run of the plan (rule all and metrics ask for them: run_paths).
+# Train phase: one job per kept run of the plan (rule all and metrics ask DAG_RUNS.run_paths).
 # A killed job resumes from its last checkpoint in the store's work folder
 # (.campaign/work/<key>/) when it is started again.
 rule train:
@@ -13,16 +13,16 @@ rule train:
     # The plan's order (control, main effects, interactions, extra seeds; cheaper first): with
     # fewer cores than runs, the runs that tell most per unit of cost finish first. Not a param:
     # reordering the plan reruns nothing.
-    priority: run_priority
+    priority: DAG_RUNS.priority
     conda:
         CONDA_ENV
     # train.devices N: N tasks (srun starts one worker per task), one GPU each (--gpus=N
     # --ntasks-per-gpu=1; without tasks_per_gpu the SLURM plugin reads tasks as tasks per GPU).
     # A cluster without GPUs sets gpu: 0 for train in its profile: --ntasks=N, one CPU each.
     resources:
-        tasks=train_devices,
+        tasks=DAG_RUNS.devices,
         tasks_per_gpu=1,
-        gpu=train_devices,
+        gpu=DAG_RUNS.devices,
     params:
         **stage_params("train"),
     shell:

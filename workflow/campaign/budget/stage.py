@@ -49,7 +49,7 @@ from campaign.core.defaults import train_key
 from campaign.core.errors import CampaignError
 from campaign.core.io import read_json, read_table
 from campaign.core.io import read_plan as plan_table
-from campaign.evaluate import BELOW, Decisions, read_decisions
+from campaign.evaluate import ADOPT, BELOW, Decisions, read_decisions
 from campaign.plan import CampaignRuns, campaign_runs
 
 HOUR_S = 3600.0
@@ -526,7 +526,7 @@ def _equal_quality(
         candidates.append((name, None, "floor", "better than the chosen cell"))
     rows = []
     for name, run, kind, decision in candidates:
-        if kind == "quantized" and decision != "adopt":
+        if kind == "quantized" and decision != ADOPT:
             continue  # not shown within evaluation.max_quality_loss of its run
         if kind == "floor":
             timed = floor_cost.get(name, {})

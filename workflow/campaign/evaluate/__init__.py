@@ -29,6 +29,7 @@ _PUBLIC = {
     "look_lines": "look_words",
     "read_looks": "look_words",
     "Interval": "stats",
+    "ADOPT": "decide",
     "NOT_SHOWN": "decide",
     "BELOW": "decide",
     "scorer": "scoring",

@@ -26,6 +26,7 @@ _PUBLIC = {
     "ASSUMPTIONS": "estimate",
     "MemoryEstimate": "estimate",
     "estimate_memory": "estimate",
+    "setting": "estimate",
     "LiveTensorBytes": "measure",
     "SavedTensorBytes": "measure",
     "cache_tensor_bytes": "measure",

@@ -255,6 +255,12 @@ def estimate_memory(
     return out
 
 
+def setting(estimate: dict, key: str) -> Any:
+    """A `train` key the estimate was made for (its `settings`), or the key's one default
+    (core/defaults.py) for an estimate made before the key was recorded."""
+    return train_key(estimate.get("settings", {}), key)
+
+
 def _settings(
     shape, train_cfg: dict, device: str, attention: str, gradient_checkpointing: bool,
     use_cache: bool,

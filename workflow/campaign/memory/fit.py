@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from campaign.core.errors import CampaignError
+from campaign.memory.estimate import setting
 from campaign.memory.levers import lever_rows
 from campaign.memory.shape import GIB
 
@@ -93,7 +94,7 @@ def fit_table(
                 "required_margin_pct": 100.0 * margin_fraction,
                 "fits": need <= usable,
                 "micro_batch": estimate["micro_batch"],
-                "devices": int(estimate.get("settings", {}).get("devices", 1)),
+                "devices": int(setting(estimate, "devices")),
                 "max_micro_batch": min(limits) if limits else None,
                 "source": estimate.get("source", "estimated"),
                 "usable_bytes": int(usable),

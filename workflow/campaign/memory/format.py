@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from campaign.core.defaults import train_key
 from campaign.memory.shape import GIB
 
 
@@ -53,7 +54,7 @@ def format_fit_table(rows: Sequence[dict[str, Any]]) -> str:
             f"{r['margin_pct']:.1f}%",
             f"{r['required_margin_pct']:.0f}%",
             "yes" if r["fits"] else "NO",
-            str(r.get("devices", 1)),
+            str(train_key(r, "devices")),
             str(r["micro_batch"]),
             "any" if r["max_micro_batch"] is None else str(r["max_micro_batch"]),
             r.get("source", "estimated"),

@@ -27,7 +27,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from campaign.core.defaults import TRAIN_DEFAULTS
 from campaign.core.errors import CampaignError
+from campaign.memory.estimate import setting
 from campaign.memory.format import format_bytes
 from campaign.memory.shape import analytic_family
 
@@ -261,7 +263,9 @@ def micro_batch_row(estimate: dict, usable: float) -> dict[str, Any]:
     return _row("micro_batch", change, setting, need, base, usable, source, None)
 
 
-def optimizer_row(estimate: dict, usable: float, optimizer: str = "adamw") -> dict[str, Any]:
+def optimizer_row(
+    estimate: dict, usable: float, optimizer: str = TRAIN_DEFAULTS["optimizer"]
+) -> dict[str, Any]:
     """train.optimizer adamw_8bit: every phase that holds the AdamW state (training,
     evaluation) holds LOW_BIT_STATE_FRACTION of it."""
     base, source = estimate["peak_bytes"], estimate.get("source", "estimated")
@@ -344,7 +348,7 @@ def lever_rows(
         elif lever == "packing":
             rows.append(packing_row(estimate, usable, packing))
         elif lever == "optimizer":
-            optimizer = estimate.get("settings", {}).get("optimizer", "adamw")
+            optimizer = setting(estimate, "optimizer")
             rows.append(optimizer_row(estimate, usable, optimizer))
         elif lever in by_lever:
             v = by_lever[lever]

@@ -23,6 +23,7 @@ _PUBLIC = {
     "get_variant": "variant",
     "key_info": "variant",
     "placement": "variant",
+    "dag_job_paths": "targets",
     "job_paths": "targets",
     "quantize_jobs": "targets",
     "planned_targets": "targets",

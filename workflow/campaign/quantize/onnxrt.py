@@ -9,7 +9,8 @@ equal torch's within float rounding. Batch and sequence axes are dynamic, so the
 the phase's own (padded-to-longest) batches. A causal LM is not exported: its generation needs
 the KV cache as graph inputs and outputs (past_key_values), which this export does not build.
 
-Heavy imports (onnx, onnxruntime) happen inside the functions: listing variants imports nothing.
+Heavy imports (onnx, onnxruntime) happen inside the functions, and the variants read their
+constants from campaign.quantize.onnxspec: listing variants imports nothing (not even torch).
 """
 
 from __future__ import annotations
@@ -21,10 +22,7 @@ from types import SimpleNamespace
 
 import torch
 
-OPSET = 18
-INPUTS = ("input_ids", "attention_mask")
-# Why a causal LM row is skipped (campaign.quantize.variant: TASKS_NOTE).
-CAUSAL_NOTE = "the ONNX export here has no KV-cache inputs/outputs (past_key_values) for generation"
+from campaign.quantize.onnxspec import INPUTS, OPSET
 
 
 class _Logits(torch.nn.Module):

@@ -28,7 +28,6 @@ from campaign.core.errors import CampaignError
 from campaign.core.fsutil import atomic_write_text
 from campaign.core.io import read_json
 from campaign.core.tasks import trainer_module
-from campaign.evaluate import representative
 
 MODES = ("representative", "best_seed", "control", "all")
 SELECTED = ("representative", "best_seed")  # known after training: the checkpoint picks
@@ -148,6 +147,10 @@ def select_representative(scores: dict[str, float | None], cells: dict[str, str]
     scores: {run id: value of the criterion `by`}; cells: {run id: cell name} of the planned
     runs; a run outside it is an error.
     """
+    # Imported here, not at the top: the DAG imports this module (quantize_jobs) on every
+    # `snakemake` call and in every cluster job, and the evaluation's statistics load scipy.
+    from campaign.evaluate import representative
+
     scored = _scored(scores, "representative", by)
     by_cell: dict[str, list[str]] = {}
     for rid in scored:
@@ -217,12 +220,22 @@ def quantize_jobs(params: dict, kept, selection):
     return jobs
 
 
-def job_paths(params: dict, name: str, kept, selection):
-    """An input function: results/quantize/<run>/<variant>/<name> of every job (quantize_jobs
+def job_paths(params: dict, pattern: str, kept, selection):
+    """An input function: `pattern` (with `{run}` and `{variant}`) of every job (quantize_jobs
     says which)."""
     jobs = quantize_jobs(params, kept, selection)
 
     def paths(wildcards) -> list[str]:
-        return [f"results/quantize/{run}/{variant}/{name}" for run, variant in jobs(wildcards)]
+        return [pattern.format(run=run, variant=variant) for run, variant in jobs(wildcards)]
 
     return paths
+
+
+def dag_job_paths(params: dict, pattern: str, kept, checkpoints):
+    """job_paths for a rule's input (workflow/rules/common.smk): the selection file is asked of
+    Snakemake's quantize_select checkpoint, and only when the chosen runs need it."""
+
+    def selection():
+        return checkpoints.quantize_select.get().output.selection
+
+    return job_paths(params, pattern, kept, selection)

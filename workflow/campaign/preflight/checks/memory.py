@@ -41,6 +41,7 @@ from campaign.memory import (
     packed_rows,
     parameter_bytes,
     probe_memory,
+    setting,
     with_costs,
 )
 from campaign.preflight.bench import (
@@ -339,7 +340,7 @@ def _fit_table(
 
 
 def _summary(d: dict, target: dict, fits: list[dict]) -> str:
-    devices = int(target.get("settings", {}).get("devices", 1))
+    devices = int(setting(target, "devices"))
     per_card = f" per card, {devices} cards a run" if devices > 1 else ""
     needs = (
         f"needs {fmt_bytes(target['peak_bytes'])} ({target['peak_phase']}){per_card}, fits "

@@ -2,7 +2,7 @@
 MatMul and Gather weights int8 per tensor (the word embeddings too, which no torch variant
 quantizes), activations quantized per batch at run time."""
 
-from campaign.quantize.onnxrt import CAUSAL_NOTE, OPSET
+from campaign.quantize.onnxspec import CAUSAL_NOTE, OPSET
 
 METHOD = (
     f"torch.onnx.export(dynamo=False, opset_version={OPSET}); "

@@ -2,7 +2,7 @@
 weights int8 per channel, activations uint8 with static scales from MinMax calibration on a
 sample of the train split (quantization.calibration; never evaluation data), QDQ format."""
 
-from campaign.quantize.onnxrt import CAUSAL_NOTE, OPSET
+from campaign.quantize.onnxspec import CAUSAL_NOTE, OPSET
 
 METHOD = (
     f"torch.onnx.export(dynamo=False, opset_version={OPSET}); "
