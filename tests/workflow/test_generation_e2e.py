@@ -12,6 +12,7 @@ import html
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -158,3 +159,62 @@ def test_the_report_shows_the_samples_escaped_and_the_generation_metric(generati
     index = pd.read_parquet(generation_campaign / "results/index.parquet")
     runs = index[index.kind == "run"]
     assert (runs.metric == "token_f1").all() and (runs.validation_perplexity > 1).all()
+
+
+def _pooled(project: Path, split: str) -> dict[str, pd.Series]:
+    """{cell: each item's token F1 averaged over the cell's seeds}, from the runs' files."""
+    from campaign.evaluate.text_scores import score_items
+
+    metrics = pd.read_parquet(project / "results/evaluation/metrics.parquet")
+    runs = metrics[metrics.kind == "run"].drop_duplicates("variant")
+    out = {}
+    for cell, group in runs.groupby("cell"):
+        scores = []
+        for run in group.variant:
+            frame = pd.read_parquet(project / f"results/runs/{run}/predictions_{split}.parquet")
+            got = score_items("token_f1", list(frame.prediction), list(frame.reference))
+            scores.append(pd.Series(got, index=frame.id.astype(str)))
+        out[cell] = pd.concat(scores, axis=1).mean(axis=1)
+    return out
+
+
+def test_error_analysis_pools_each_cell_and_lists_what_the_kept_option_changed(
+    generation_campaign,
+):
+    errors = generation_campaign / "results/evaluation/errors"
+    pooled = _pooled(generation_campaign, "validation")
+    worst = pd.read_parquet(errors / "worst_cells.parquet")
+    worst = worst[worst.split == "validation"]
+    assert set(worst.cell) == set(pooled) and (worst.seeds == 2).all()
+    for cell, rows in worst.groupby("cell"):
+        expected = pooled[cell].loc[list(rows.id)]
+        assert np.allclose(rows.score, expected), cell
+        # the lowest pooled scores of the cell, lowest first: no item left out scores lower
+        assert list(rows.score) == sorted(rows.score)
+        assert pooled[cell].drop(list(rows.id)).min() >= rows.score.max() - 1e-12
+    decisions = json.loads((generation_campaign / "results/evaluation/decisions.json").read_text())
+    changes = pd.read_parquet(errors / "kept_changes.parquet")
+    changes = changes[changes.split == "validation"]
+    keep = decisions["verdict"]["keep"]
+    floor = pd.read_parquet(
+        generation_campaign / f"results/evaluation/{keep}/predictions_validation.parquet"
+    )
+    from campaign.evaluate.text_scores import score_items
+
+    kept = pd.Series(
+        score_items("token_f1", list(floor.prediction), list(floor.reference)),
+        index=floor.id.astype(str),
+    )
+    control = pooled["train.lr=0.01"]
+    delta = (kept - control.loc[kept.index]).round(12)
+    moved = set(delta[delta.abs() >= 0.5].index)
+    assert moved, "the floor and the control agree on every item: nothing to list"
+    assert set(changes.id) == moved
+    assert set(changes.kept) == {keep} and set(changes.control) == {"train.lr=0.01"}
+    by_id = changes.set_index("id")
+    for item in moved:
+        assert by_id.loc[item, "change"] == ("fixed" if delta[item] > 0 else "broken")
+    page = (generation_campaign / "results/report/index.html").read_text()
+    assert "Lowest-scored items per cell, pooled over seeds (validation)" in page
+    fixed = int((changes.change == "fixed").sum())
+    assert f"{fixed} items fixed, {len(changes) - fixed} broken" in page

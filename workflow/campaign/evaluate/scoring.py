@@ -33,7 +33,15 @@ from campaign.evaluate.stats import Interval, mean_interval
 # The error files of each kind of scoring (results/evaluation/errors/<name>.parquet); every
 # file is written, empty when no row fits it, so a reader finds the same names every time.
 LABEL_ERRORS = ("confusion", "confused_pairs", "slices", "changes")
-GENERATED_ERRORS = ("worst", "samples", "fields", "slices", "changes")
+GENERATED_ERRORS = (
+    "worst",
+    "samples",
+    "fields",
+    "slices",
+    "changes",
+    "worst_cells",
+    "kept_changes",
+)
 # Generated items shown per variant and split in errors/samples.parquet (the report's samples).
 SAMPLES = 5
 
@@ -92,6 +100,11 @@ class LabelScoring:
         }
         return Scored(point, draws, correct, metrics, rows)
 
+    def decided_errors(self, scored, groups, keep, control) -> dict[str, list[dict]]:
+        """Error rows that need the decisions: none for labels (their fixed and broken items
+        are the `changes` of each variant against its reference)."""
+        return {}
+
 
 class GeneratedScoring:
     """Generated text scored per item in [0, 1] by model.generation.metric (the `score` column
@@ -102,9 +115,15 @@ class GeneratedScoring:
     def __init__(self, metric: str, evaluation: dict) -> None:
         self.metric = metric
         self.s = evaluation
+        # What error analysis shows beside the scores: per split the prompts and references
+        # (from the split file), per (split, variant) the generated texts, in item order.
+        self._asked: dict[str, tuple[list[str], list[str], list[str]]] = {}
+        self._texts: dict[tuple[str, str], list[str]] = {}
 
     def items(self, path: Path, split: str) -> Items:
-        return read_items(path, split, None, self.s["slices"])
+        its = read_items(path, split, None, self.s["slices"])
+        self._asked[split] = ([str(i) for i in its.ids], *split_prompts(path, its))
+        return its
 
     def point(self, path: Path, its: Items) -> float:
         """The mean per-item score of one predictions file (quantize_select's pick)."""
@@ -113,6 +132,7 @@ class GeneratedScoring:
     def score(self, name: str, path: Path, its: Items, indices, stream) -> Scored:
         conf = self.s["confidence"]
         frame = read_generated(path, its)
+        self._texts[(its.split, name)] = frame["prediction"].astype(str).tolist()
         correct = frame["score"].to_numpy(dtype=np.float64)
         iv = mean_interval(correct, indices, conf)
         metrics = {self.metric: iv}
@@ -129,6 +149,36 @@ class GeneratedScoring:
         }
         return Scored(iv.value, correct[indices].mean(axis=1), correct, metrics, rows)
 
+    def decided_errors(self, scored, groups, keep, control) -> dict[str, list[dict]]:
+        """worst_cells (each cell's lowest items pooled over its seeds) and kept_changes (the
+        items fixed and broken from the control to the kept option `keep`), on every split.
+
+        scored: {split: {variant: {"correct": (n_items,)}}}; groups: {option: [variant names]}
+        (a cell: its runs in seed order; a floor: itself); keep, control: option names or None."""
+        from campaign.evaluate.generation_errors import Option, kept_change_rows, worst_cell_rows
+
+        rows: dict[str, list[dict]] = {"worst_cells": [], "kept_changes": []}
+        for split, by_variant in scored.items():
+            ids, prompts, references = self._asked[split]
+            options = {
+                name: Option(
+                    name,
+                    np.stack([by_variant[m]["correct"] for m in members]),
+                    [self._texts[(split, m)] for m in members],
+                )
+                for name, members in groups.items()
+            }
+            for name, opt in options.items():
+                if not name.startswith("floor/"):
+                    rows["worst_cells"] += worst_cell_rows(
+                        opt, split, ids, prompts, references, self.s["examples"]
+                    )
+            if keep in options and control in options and keep != control:
+                rows["kept_changes"] += kept_change_rows(
+                    options[keep], options[control], split, ids, prompts, references
+                )
+        return rows
+
 
 def scorer(task: str, evaluation: dict, model_spec: dict, train: Path, evals: list[Path]):
     """The Scorer of `task` (core/tasks.scoring_of): for generated text, the task module names
@@ -139,6 +189,25 @@ def scorer(task: str, evaluation: dict, model_spec: dict, train: Path, evals: li
     if scoring_of(task) == "generated_text":
         return GeneratedScoring(trainer_module(task).metric_of(model_spec), evaluation)
     return LabelScoring(task, evaluation, train, evals)
+
+
+def split_prompts(path: Path, items: Items) -> tuple[list[str], list[str]]:
+    """(prompts, references) of a split file's conversations in `items` order: the question
+    asked (generation_errors.prompt_text) and the reference answer."""
+    import pandas as pd
+
+    from campaign.data import parse_messages, reference
+    from campaign.evaluate.generation_errors import prompt_text
+
+    frame = pd.read_parquet(path)
+    if "messages" not in frame.columns:
+        raise CampaignError(f"{path}: no messages column (the generation task's split files)")
+    talks = {
+        str(i): parse_messages(cell, f"{path}: record {i}")
+        for i, cell in zip(frame["id"], frame["messages"], strict=True)
+    }
+    ordered = [talks[str(i)] for i in items.ids]
+    return [prompt_text(m) for m in ordered], [reference(m) for m in ordered]
 
 
 def read_generated(path: Path, items: Items):
