@@ -98,7 +98,7 @@ def _spec(**train) -> dict:
     return spec
 
 
-def test_a_full_run_generates_and_scores_validation_and_test(splits, tmp_path):
+def test_a_full_run_generates_on_validation_and_test(splits, tmp_path):
     spec = _spec(lr=3e-3)
     ctx = context(spec, splits, tmp_path)
     stage(ctx)
@@ -108,7 +108,6 @@ def test_a_full_run_generates_and_scores_validation_and_test(splits, tmp_path):
     assert val["id"].tolist() == ["q0", "q1", "q2", "q3"] and test["id"].tolist() == ["q5", "q4"]
     assert val["reference"].tolist() == [a for _, a in PAIRS[:4]]
     # the memorized answers come back exactly, each stopped by EOS
-    assert val["score"].tolist() == [1.0] * 4, val[["prediction", "reference"]]
     assert val["prediction"].tolist() == val["reference"].tolist()
     assert val["stopped_at_eos"].all()
     metrics = pd.read_parquet(ctx.outputs["metrics"])
@@ -132,7 +131,7 @@ def test_a_lora_run_trains_adapters_only_and_predicts(splits, tmp_path):
     stage(ctx)
     test = pd.read_parquet(ctx.outputs["predictions_test"])
     assert test["id"].tolist() == ["q5", "q4"]
-    assert test["score"].between(0, 1).all()
+    assert test["prediction"].map(type).eq(str).all()
 
 
 def test_too_many_cut_answers_refuse_to_train(splits, tmp_path):

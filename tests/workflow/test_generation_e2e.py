@@ -89,6 +89,7 @@ def params() -> dict:
     # kv_int4 is judged the same way in tests/quantize (its quanto kernels are slow on a CPU)
     p["quantization"]["variants"] = ["fp32", "kv_corrupt"]
     p["evaluation"]["floor"] = ["retrieval", "zero_shot"]
+    del p["evaluation"]["metric"]  # decided on model.generation.metric, its one metric key
     p["evaluation"]["floor_changes"] = False
     return p
 
