@@ -69,3 +69,28 @@ def test_the_prompt_shown_is_the_question_asked():
         {"role": "assistant", "content": "Lima"},
     ]
     assert prompt_text(talk) == "capital of Peru?"
+
+
+def test_extraction_fields_are_counted_per_field_with_invalid_json():
+    import pandas as pd
+
+    from campaign.evaluate.scoring import field_rows
+
+    frame = pd.DataFrame(
+        {
+            "prediction": ['{"name": "Vim", "size": 2}', "not json", '{"name": "emacs", "x": 1}'],
+            "reference": ['{"name": "vim", "size": 2}', '{"name": "ed"}', '{"name": "nano"}'],
+        }
+    )
+    rows = {r["field"]: r for r in field_rows("lr=0.01", "test", frame)}
+    # name: correct (case ignored), missing (invalid JSON), wrong; size: correct; x: spurious
+    assert {
+        k: (r["correct"], r["wrong"], r["missing"], r["spurious"]) for k, r in rows.items()
+    } == {
+        "name": (1, 1, 1, 0),
+        "size": (1, 0, 0, 0),
+        "x": (0, 0, 0, 1),
+    }
+    assert {r["invalid"] for r in rows.values()} == {1} and {r["items"] for r in rows.values()} == {
+        3
+    }
