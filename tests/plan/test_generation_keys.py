@@ -72,6 +72,9 @@ def test_changing_the_generation_metric_rescores_and_retrains_nothing(params):
     other["model"]["generation"]["metric"] = "json_fields"
     assert ids(other) == ids(params)
     assert train_keys(other) == train_keys(params)
+    # nor Snakemake's params of a training job: the run's spec does not hold the metric
+    run = plan_runs(params)[0].run_id
+    assert run_spec_of(other, run) == run_spec_of(params, run)
     floor = stage("floor")
     assert floor.key_view(floor.spec(other)) == floor.key_view(floor.spec(params))
     # the evaluation reads it: that (cheap) job is the one that reruns

@@ -66,6 +66,10 @@ def resolved_spec(params: dict, overrides: dict[str, Any], seed: int) -> dict:
         for part in head:
             node = node[part]
         node[last] = level
+    # The evaluation reads the scoring-only keys from the params; no job that trains or
+    # generates does, so a run's spec (every training job's Snakemake params) leaves them out.
+    for key in SCORING_ONLY_GENERATION_KEYS:
+        (spec["model"].get("generation") or {}).pop(key, None)
     spec["seed"] = seed
     return spec
 
