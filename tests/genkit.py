@@ -51,3 +51,21 @@ def tiny_llama(seed: int = 0, vocab_size: int | None = None):
     with torch.no_grad():
         model.lm_head.weight.mul_(8.0)
     return model.eval()
+
+
+# A planted per-item score, as a user metric (model.generation.metric: genkit.planted_score):
+# tests that need given scores in [0, 1] write them into the generated text, and the evaluation,
+# which scores every text itself, reads them back through the same metric path a user's takes.
+PLANTED_METRIC = "genkit.planted_score"
+
+
+def planted_text(text: str, score: float) -> str:
+    return f"{text} [s={score!r}]"
+
+
+def planted_score(prediction: str, reference: str) -> float:
+    """The score planted_text wrote into the prediction; 0 for a text without one."""
+    import re
+
+    found = re.search(r"\[s=([^\]]+)\]$", prediction)
+    return float(found.group(1)) if found else 0.0

@@ -1,7 +1,8 @@
 """The floor and evaluate stages on a generation campaign with planted per-item scores in [0, 1]:
 the retrieval floor computed from the split files, the zero-shot floor of a from_config model
 skipped with its reason, the same statistics and verdict path as for labels on the generated
-score (the run's `score` column), perplexity from the runs' answer-token losses, no
+score (planted in the generated text and read back by a user metric: the evaluation scores
+every text itself), perplexity from the runs' answer-token losses, no
 classification rows, the worst items and samples, and one-line errors for predictions that are
 not the split's items."""
 
@@ -16,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from genkit import PLANTED_METRIC, planted_text
 
 from campaign.core.errors import CampaignError
 from campaign.data import conversations as conv
@@ -27,7 +29,7 @@ MODEL = {
     "task": "generation",
     "source": "from_config",
     "chat_template": "none",
-    "generation": {"metric": "token_f1"},
+    "generation": {"metric": PLANTED_METRIC},
 }
 
 
@@ -56,7 +58,8 @@ def predictions(items: pd.DataFrame, score: np.ndarray, nll: bool = True) -> pd.
             "id": items["id"],
             "reference": refs,
             "prediction": [
-                r if s == 1 else "something else" for r, s in zip(refs, score, strict=True)
+                planted_text(r if s == 1 else "something else", float(s))
+                for r, s in zip(refs, score, strict=True)
             ],
             "score": score,
             "new_tokens": 3,
@@ -153,7 +156,7 @@ def test_the_retrieval_floor_answers_from_the_train_split_and_zero_shot_says_why
     floor = pd.read_parquet(tmp_path / "floor" / "retrieval" / "predictions_validation.parquet")
     assert floor["id"].tolist() == [f"validation-{i:03d}" for i in range(N)]
     # "question 7 about cats" finds the train prompt with the same words; its answer is "meow"
-    assert set(floor["prediction"]) == {"meow"} and (floor["score"] == 0).all()
+    assert set(floor["prediction"]) == {"meow"} and "score" not in floor.columns
     skipped = (tmp_path / "floor" / "zero_shot" / "SKIPPED.txt").read_text()
     assert "from_config" in skipped
     assert not (tmp_path / "floor" / "zero_shot" / "predictions_validation.parquet").exists()
@@ -165,7 +168,7 @@ def test_generated_scores_go_through_the_statistics_and_the_verdict(campaign):
     metrics = pd.read_parquet(outputs["metrics"])
     val = metrics[metrics.split == "validation"]
     # the decision metric is the generated score's mean, per run, with its items' interval
-    run = val[(val.variant == "r-c1") & (val.metric == "token_f1")].iloc[0]
+    run = val[(val.variant == "r-c1") & (val.metric == PLANTED_METRIC)].iloc[0]
     planted = pd.read_parquet(inputs["predictions_validation"][0])["score"].mean()
     assert run.value == pytest.approx(planted) and run.ci_low < run.value < run.ci_high
     # perplexity from the answer-token losses: exp(sum nll / sum tokens)
@@ -173,12 +176,12 @@ def test_generated_scores_go_through_the_statistics_and_the_verdict(campaign):
     assert ppl.value == pytest.approx(np.exp(2.0 * (1 - planted)))
     assert not val[val.variant == "floor/retrieval"].metric.eq("perplexity").any()
     # no label metrics for generated text
-    assert set(val.metric) == {"token_f1", "perplexity"}
+    assert set(val.metric) == {PLANTED_METRIC, "perplexity"}
 
     comparisons = pd.read_parquet(outputs["comparisons"])
     decide = comparisons[comparisons.split == "validation"]
     main = decide[decide.kind == "main"].iloc[0]
-    assert main.metric == "token_f1" and main.decision == "adopt"
+    assert main.metric == PLANTED_METRIC and main.decision == "adopt"
     assert main.estimate == pytest.approx(0.3, abs=0.05)
     # the garbage-generating variant is rejected on its generated scores
     broken = decide[decide.subject == "r-m1/kv_broken"].iloc[0]
@@ -212,14 +215,29 @@ def test_predictions_of_other_items_are_refused_naming_the_file(campaign):
         evaluate(tmp_path, inputs)
 
 
-def test_a_score_outside_zero_one_is_refused(campaign):
+def test_a_score_outside_zero_one_is_refused_naming_the_file(campaign):
     tmp_path, inputs = campaign
     bad = inputs["predictions_test"][0]
     frame = pd.read_parquet(bad)
-    frame.loc[3, "score"] = 1.5
+    frame.loc[3, "prediction"] = planted_text("too good", 1.5)
     frame.to_parquet(bad, index=False)
-    with pytest.raises(CampaignError, match=r"item test-003 has score 1.5, not a number in"):
+    with pytest.raises(
+        CampaignError, match=rf"{bad}: metric {PLANTED_METRIC}, item 3: returned 1.5"
+    ):
         evaluate(tmp_path, inputs)
+
+
+def test_the_evaluation_scores_the_text_not_a_score_column(campaign):
+    """A producer's own `score` column (an older file's) is not what decides: the evaluation
+    scores what was generated, by the metric the params name now."""
+    tmp_path, inputs = campaign
+    for path in inputs["predictions_validation"]:
+        frame = pd.read_parquet(path)
+        frame["score"] = 1.0
+        frame.to_parquet(path, index=False)
+    metrics = pd.read_parquet(evaluate(tmp_path, inputs)["metrics"])
+    run = metrics[(metrics.variant == "r-c1") & (metrics.split == "validation")]
+    assert run[run.metric == PLANTED_METRIC].value.iloc[0] < 0.6
 
 
 def test_a_label_floor_for_generated_text_is_refused(tmp_path):
@@ -235,7 +253,7 @@ def test_a_label_floor_for_generated_text_is_refused(tmp_path):
 
 def test_the_zero_shot_floor_generates_with_the_pretrained_base(tmp_path):
     """A pretrained folder (the tiny Llama with GQA, saved): the floor prompts it with the runs'
-    template and scores what it generates on the runs' metric, on every evaluation item."""
+    template and generates on every evaluation item (the evaluation scores it)."""
     from genkit import tiny_llama, tiny_tokenizer
 
     base = tmp_path / "base"
@@ -263,7 +281,7 @@ def test_the_zero_shot_floor_generates_with_the_pretrained_base(tmp_path):
     frame = pd.read_parquet(tmp_path / "floor" / "zero_shot" / "predictions_test.parquet")
     assert frame["id"].tolist() == ["test0", "test1", "test2"]
     assert frame["reference"].tolist() == ["the cat", "the dog", "the mat"]
-    assert frame["score"].between(0, 1).all() and (frame["new_tokens"] <= 4).all()
+    assert "score" not in frame.columns and (frame["new_tokens"] <= 4).all()
     assert not (tmp_path / "floor" / "retrieval").exists()  # only the floors evaluation.floor names
     timings = json.loads((tmp_path / "timings.json").read_text())
     assert timings["floors"]["floor/zero_shot"]["predict_items"] == 6
@@ -288,7 +306,7 @@ def test_the_report_shows_the_samples_escaped_with_the_generation_metric(campaig
     section = samples_section(outputs["errors"], pd.read_parquet(outputs["metrics"]), decisions)
     tables = dict(section.tables)
     scores = tables["Scores per variant (validation)"]
-    assert {"variant", "token_f1", "perplexity"} <= set(scores.columns)
+    assert {"variant", PLANTED_METRIC, "perplexity"} <= set(scores.columns)
     assert set(scores["variant"]) >= {"r-c1", "floor/retrieval", "r-m1/kv_broken"}
     samples = tables["Samples (validation)"]
     assert samples.groupby("variant")["id"].nunique().eq(5).all()
@@ -315,7 +333,7 @@ def test_the_quantize_selection_scores_generation_runs_by_their_metric(campaign)
     ctx = SimpleNamespace(spec=spec, inputs=inputs, outputs={"selection": out})
     stage_select(ctx)
     chosen = json.loads(out.read_text())
-    assert chosen["criterion"] == "validation.token_f1"
+    assert chosen["criterion"] == f"validation.{PLANTED_METRIC}"
     planted = {
         p.parent.name: pd.read_parquet(p)["score"].mean() for p in inputs["predictions_validation"]
     }

@@ -12,6 +12,7 @@ import pytest
 from genkit import WORDS, tiny_llama, tiny_tokenizer
 from transformers import DynamicCache
 
+from campaign.evaluate.text_scores import score_items
 from campaign.quantize.generate import judged_generation
 from campaign.quantize.variant import get_variant, placement
 from campaign.train.engine import generate
@@ -49,10 +50,13 @@ def test_a_cache_that_corrupts_values_is_caught_by_the_generated_scores(setup):
     int4 = get_variant("kv_int4")
     assert placement(int4, "cpu", "generation") == ("cpu", None)
     judged = {
-        v.name: judged_generation(model, tok, prompts, refs, v, metric="exact_match", **settings)
+        v.name: judged_generation(model, tok, prompts, v, **settings)
         for v in (get_variant("fp32"), int4, broken_variant())
     }
-    mean = {name: frame["score"].mean() for name, (frame, _) in judged.items()}
+    mean = {
+        name: score_items("exact_match", list(frame["prediction"]), refs).mean()
+        for name, (frame, _) in judged.items()
+    }
     # The full-precision cache reproduces itself; 4-bit keeps most answers on this tiny random
     # model; the corrupt cache loses nearly all of them: the drop a decision on these scores sees.
     assert mean["fp32"] == 1.0

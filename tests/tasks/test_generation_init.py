@@ -10,10 +10,10 @@ import json
 import pytest
 import yaml
 
+from campaign.core.defaults import GENERATION_DEFAULTS
 from campaign.core.errors import CampaignError
 from campaign.core.params import validate
 from campaign.data import conversations as conv
-from campaign.tasks import generation as gen
 from campaign.tools import init as init_tool
 from campaign.tools.demo_data import generate_corpus
 
@@ -75,7 +75,7 @@ def test_init_writes_a_generation_campaign_that_validates(tmp_path, messages, ca
     assert written["train"]["max_length"] > max(prompts)
     assert written["train"]["max_length"] % init_tool.LENGTH_STEP == 0
     assert model["generation"]["max_new_tokens"] >= 8 + 1
-    assert model["generation"]["metric"] == gen.GENERATION_DEFAULTS["metric"]
+    assert model["generation"]["metric"] == GENERATION_DEFAULTS["metric"]
     assert "decided on token_f1" in said
 
 
@@ -94,7 +94,7 @@ def test_max_length_for_generation_cuts_no_more_answers_than_training_allows():
     """On the Debian descriptions with SmolLM2's template, the 95th percentile cut 4.9 % of the
     answers, more than the 2 % training accepts: generation sizes on 1 - max_truncated_share."""
     lengths = list(range(1, 1001))  # one conversation of each length
-    share = gen.GENERATION_DEFAULTS["max_truncated_share"]
+    share = GENERATION_DEFAULTS["max_truncated_share"]
     chosen = init_tool.choose_max_length(lengths, 10**6, 1.0 - share)
     assert sum(n > chosen for n in lengths) / len(lengths) <= share
     assert init_tool.choose_max_length(lengths, 10**6) < chosen  # the label tasks' 95 %

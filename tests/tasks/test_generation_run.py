@@ -11,6 +11,7 @@ import torch
 
 from campaign.core.errors import CampaignError
 from campaign.data import conversations as conv
+from campaign.evaluate.text_scores import score_items
 from campaign.tasks import generation as gen
 from campaign.train import models
 
@@ -87,23 +88,20 @@ def test_predictions_are_per_item_in_split_order_with_their_scores(overfitted, t
         tok,
         gen.PLAIN_TEMPLATE,
         split,
-        metric="exact_match",
         max_new_tokens=12,
         batch_size=3,
     )
     assert tuple(frame.columns) == gen.PREDICTION_COLUMNS
     assert frame["id"].tolist() == ids
     assert frame["prediction"].tolist() == [PAIRS[i][1] for i in order]
-    assert frame["score"].tolist() == [1.0] * 4
     assert frame["stopped_at_eos"].all()
     assert out.kv_cache_bytes == out.kv_cache_estimate > 0
     # a wrong reference scores 0 on that item only (token F1 gives partial credit)
     wrong = [t[:-1] + [{"role": "assistant", "content": "Lyon."}] for t in TALKS[:2]]
     split = gen.read_conversations(_split_file(tmp_path, ["a", "b"], wrong), "x")
-    frame, _ = gen.predict(
-        model, tok, gen.PLAIN_TEMPLATE, split, metric="token_f1", max_new_tokens=12, batch_size=2
-    )
-    assert frame["score"].tolist() == [0.0, 0.0]
+    frame, _ = gen.predict(model, tok, gen.PLAIN_TEMPLATE, split, max_new_tokens=12, batch_size=2)
+    scores = score_items("token_f1", list(frame["prediction"]), list(frame["reference"]))
+    assert scores.tolist() == [0.0, 0.0]
 
 
 def test_save_reload_generate_gives_the_same_outputs(overfitted, tmp_path):
@@ -112,7 +110,7 @@ def test_save_reload_generate_gives_the_same_outputs(overfitted, tmp_path):
     again = models.load_run_model(tmp_path / "model", "causal_lm")
     tok_again = models.load_tokenizer(tmp_path / "model", "causal_lm")
     split = gen.Conversations([str(i) for i in range(4)], TALKS)
-    kwargs = dict(metric="exact_match", max_new_tokens=12, batch_size=4)
+    kwargs = dict(max_new_tokens=12, batch_size=4)
     before, _ = gen.predict(model, tok, gen.PLAIN_TEMPLATE, split, **kwargs)
     after, _ = gen.predict(again, tok_again, gen.PLAIN_TEMPLATE, split, **kwargs)
     assert after["prediction"].tolist() == before["prediction"].tolist()

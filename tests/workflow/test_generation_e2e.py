@@ -12,6 +12,7 @@ import html
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -78,8 +79,8 @@ def params() -> dict:
     # broken cache has something to lose.
     p["train"].update(max_steps=120, max_length=112, lr=1e-2, warmup_steps=5, micro_batch=16)
     # The overfit check runs and is reported; the campaign under test is the join, not whether
-    # 400 steps of a 2-layer model reproduce every answer. The memory check does not cover the
-    # generation task yet (it says so in one line): not blocking either.
+    # 400 steps of a 2-layer model reproduce every answer. The memory check is run and reported
+    # (tests/tasks/test_generation_train.py holds its estimate to the measured bytes).
     p["preflight"]["blocking"] = [
         c for c in p["preflight"]["blocking"] if c not in ("overfit", "memory")
     ]
@@ -88,6 +89,7 @@ def params() -> dict:
     # kv_int4 is judged the same way in tests/quantize (its quanto kernels are slow on a CPU)
     p["quantization"]["variants"] = ["fp32", "kv_corrupt"]
     p["evaluation"]["floor"] = ["retrieval", "zero_shot"]
+    del p["evaluation"]["metric"]  # decided on model.generation.metric, its one metric key
     p["evaluation"]["floor_changes"] = False
     return p
 
@@ -126,7 +128,8 @@ def test_per_item_generated_scores_are_in_zero_one(generation_campaign):
     assert len(runs) == 4  # 2 lr levels x 2 seeds
     for path in runs:
         frame = pd.read_parquet(path)
-        assert frame["score"].between(0, 1).all() and (frame["tokens"] > 0).all()
+        # what was generated, no score: the evaluation scores the texts by the metric
+        assert "score" not in frame.columns and (frame["tokens"] > 0).all()
     metrics = pd.read_parquet(generation_campaign / "results/evaluation/metrics.parquet")
     assert {"token_f1", "perplexity"} <= set(metrics.metric)
     assert "accuracy" not in set(metrics.metric)
@@ -158,6 +161,65 @@ def test_the_report_shows_the_samples_escaped_and_the_generation_metric(generati
     index = pd.read_parquet(generation_campaign / "results/index.parquet")
     runs = index[index.kind == "run"]
     assert (runs.metric == "token_f1").all() and (runs.validation_perplexity > 1).all()
+
+
+def _pooled(project: Path, split: str) -> dict[str, pd.Series]:
+    """{cell: each item's token F1 averaged over the cell's seeds}, from the runs' files."""
+    from campaign.evaluate.text_scores import score_items
+
+    metrics = pd.read_parquet(project / "results/evaluation/metrics.parquet")
+    runs = metrics[metrics.kind == "run"].drop_duplicates("variant")
+    out = {}
+    for cell, group in runs.groupby("cell"):
+        scores = []
+        for run in group.variant:
+            frame = pd.read_parquet(project / f"results/runs/{run}/predictions_{split}.parquet")
+            got = score_items("token_f1", list(frame.prediction), list(frame.reference))
+            scores.append(pd.Series(got, index=frame.id.astype(str)))
+        out[cell] = pd.concat(scores, axis=1).mean(axis=1)
+    return out
+
+
+def test_error_analysis_pools_each_cell_and_lists_what_the_kept_option_changed(
+    generation_campaign,
+):
+    errors = generation_campaign / "results/evaluation/errors"
+    pooled = _pooled(generation_campaign, "validation")
+    worst = pd.read_parquet(errors / "worst_cells.parquet")
+    worst = worst[worst.split == "validation"]
+    assert set(worst.cell) == set(pooled) and (worst.seeds == 2).all()
+    for cell, rows in worst.groupby("cell"):
+        expected = pooled[cell].loc[list(rows.id)]
+        assert np.allclose(rows.score, expected), cell
+        # the lowest pooled scores of the cell, lowest first: no item left out scores lower
+        assert list(rows.score) == sorted(rows.score)
+        assert pooled[cell].drop(list(rows.id)).min() >= rows.score.max() - 1e-12
+    decisions = json.loads((generation_campaign / "results/evaluation/decisions.json").read_text())
+    changes = pd.read_parquet(errors / "kept_changes.parquet")
+    changes = changes[changes.split == "validation"]
+    keep = decisions["verdict"]["keep"]
+    floor = pd.read_parquet(
+        generation_campaign / f"results/evaluation/{keep}/predictions_validation.parquet"
+    )
+    from campaign.evaluate.text_scores import score_items
+
+    kept = pd.Series(
+        score_items("token_f1", list(floor.prediction), list(floor.reference)),
+        index=floor.id.astype(str),
+    )
+    control = pooled["train.lr=0.01"]
+    delta = (kept - control.loc[kept.index]).round(12)
+    moved = set(delta[delta.abs() >= 0.5].index)
+    assert moved, "the floor and the control agree on every item: nothing to list"
+    assert set(changes.id) == moved
+    assert set(changes.kept) == {keep} and set(changes.control) == {"train.lr=0.01"}
+    by_id = changes.set_index("id")
+    for item in moved:
+        assert by_id.loc[item, "change"] == ("fixed" if delta[item] > 0 else "broken")
+    page = (generation_campaign / "results/report/index.html").read_text()
+    assert "Lowest-scored items per cell, pooled over seeds (validation)" in page
+    fixed = int((changes.change == "fixed").sum())
+    assert f"{fixed} items fixed, {len(changes) - fixed} broken" in page
 
 
 def test_a_generation_run_reproduces_bit_for_bit(generation_campaign):

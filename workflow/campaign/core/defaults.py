@@ -1,4 +1,5 @@
-"""The defaults of the `train` keys a params file or a run spec may leave out, written once.
+"""The defaults of the `train` and `model` keys a params file or a run spec may leave out,
+written once.
 
 These keys came after runs had been made; each default is the value that means "as before", so
 a spec written before the key existed trains the same model. Three readers, one table:
@@ -7,6 +8,8 @@ a spec written before the key existed trains the same model. Three readers, one 
   spec keeps its id and its store entries;
 - the schema's reference (docs/params.md, tools/params_doc.py) prints "Absent: <default>" from
   it, and a test checks that the schema's optional `train` keys are exactly these.
+MODEL_DEFAULTS and GENERATION_DEFAULTS are the same for model.chat_template and
+model.generation's keys (the generation task, tasks/generation.py, fills them from here).
 
 Standard library only: params validation imports it while Snakemake builds the DAG.
 """
@@ -47,3 +50,36 @@ def with_train_defaults(train: dict) -> dict:
 def train_key(train: dict, key: str):
     """A `train` key's value in a section or run spec that may lack it (its default then)."""
     return train.get(key, TRAIN_DEFAULTS[key])
+
+
+MODEL_DEFAULTS = MappingProxyType(
+    {
+        # generation: the tokenizer's own chat template (tasks/generation.py resolve_template)
+        "chat_template": "model",
+    }
+)
+
+GENERATION_DEFAULTS = MappingProxyType(
+    {
+        # the per-item score the evaluation decides on: scoring only, in no run id
+        "metric": "token_f1",
+        # the most tokens generated per item
+        "max_new_tokens": 64,
+        # prompts generated together
+        "batch_size": 8,
+        # the largest share of training answers train.max_length may cut
+        "max_truncated_share": 0.02,
+    }
+)
+
+
+def generation_settings(model: dict) -> dict:
+    """model.generation with every key of GENERATION_DEFAULTS it lacks filled in (a new dict);
+    an unknown key is one line naming it."""
+    given = model.get("generation") or {}
+    unknown = sorted(set(given) - set(GENERATION_DEFAULTS))
+    if unknown:
+        from campaign.core.errors import CampaignError
+
+        raise CampaignError(f"model.generation.{unknown[0]}: unknown key")
+    return {**GENERATION_DEFAULTS, **given}

@@ -66,22 +66,64 @@ __getattr__, __dir__ = exports(__name__, _PUBLIC)
 
 def _floor_spec(params: dict) -> dict:
     from campaign.core.tasks import TASKS
+    from campaign.plan.ids import generating_keys
 
     spec = {"floors": list(params["evaluation"]["floor"]), "task": params["model"]["task"]}
     if params["model"]["task"] in TASKS:  # a task module's floors: which model, how prompted
-        # (generation: the zero-shot base model, model.source, prompted with the runs'
-        # template and settings, every floor scored by the runs' metric)
+        # (generation: the zero-shot base model prompted with the runs' template and settings;
+        # the evaluation scores every floor by the runs' metric).
         model = params["model"]
-        keys = ("task", "source", "chat_template", "generation")
-        spec["model"] = {k: model[k] for k in keys if k in model}
+        spec["model"] = {"task": model["task"], "source": model["source"], **generating_keys(model)}
     return spec
 
 
-def _check_params(params: dict) -> None:
-    """evaluation.floor names floors of model.task (core/tasks.check_floors)."""
-    from campaign.core.tasks import check_floors
+def _floor_key(spec: dict) -> dict:
+    """What the floor job's key holds of its spec: a pretrained model counts by its folder's
+    content (the base_model input), not by the path model.source names, as a run's does
+    (plan/ids.identity): the same model moved to another folder is the same floor."""
+    model = spec.get("model")
+    if model is None or model["source"] == "from_config":
+        return spec
+    return {**spec, "model": {**model, "source": "pretrained"}}
 
-    check_floors(params["model"]["task"], params["evaluation"]["floor"])
+
+# The metrics evaluation.metric takes (the label tasks'), as the schema lists them.
+LABEL_METRICS = ("accuracy", "macro_f1")
+
+
+def _check_params(params: dict) -> None:
+    """evaluation.floor names floors of model.task (core/tasks.check_floors); one metric key
+    per task: evaluation.metric for labels, model.generation.metric for generated text."""
+    from campaign.core.errors import CampaignError
+    from campaign.core.tasks import check_floors, scoring_of
+
+    task, model = params["model"]["task"], params["model"]
+    check_floors(task, params["evaluation"]["floor"])
+    metric = params["evaluation"].get("metric")
+    if scoring_of(task) == "generated_text":
+        from campaign.core.defaults import generation_settings
+
+        chosen = generation_settings(model)["metric"]
+        if metric is not None:
+            raise CampaignError(
+                f"evaluation.metric: {metric} scores labels; a {task} campaign is decided on "
+                f"model.generation.metric ({chosen}): remove evaluation.metric"
+            )
+        if chosen in LABEL_METRICS:
+            raise CampaignError(
+                f"model.generation.metric: {chosen} scores labels, not generated text; use "
+                "exact_match, token_f1, similarity, json_fields or a dotted Python name"
+            )
+        return
+    if "generation" in model:
+        raise CampaignError(
+            f"model.generation: only read by a generation task, not {task}; remove it "
+            f"(evaluation.metric decides)"
+        )
+    if metric is None:
+        raise CampaignError(
+            f"evaluation.metric: required for model.task {task} ({' or '.join(LABEL_METRICS)})"
+        )
 
 
 def floor_inputs(spec: dict, root) -> dict:
@@ -188,6 +230,7 @@ PHASE = Phase(
                 "timings": File("results/evaluation/floor_timings.json"),
             },
             spec=_floor_spec,
+            key_view=_floor_key,
             libraries=("scikit-learn", "numpy", "scipy", "torch", "transformers"),
             # The fit's and the predictions' seconds (the floor's cost, for the budget).
             volatile=("timings",),

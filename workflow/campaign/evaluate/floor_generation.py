@@ -1,5 +1,6 @@
 """The floors of a generative task: what a fine-tune must beat for its cost to be worth paying,
-scored per item by the same text metric on the same items as the trained runs.
+generated on the same items as the trained runs (the evaluation scores all of them by the same
+text metric).
 
 - retrieval: the reference response of the nearest training prompt by TF-IDF cosine similarity
   (word unigrams and bigrams, sublinear term frequency, fitted on the train split's prompts). It
@@ -14,7 +15,7 @@ entry is the assistant's reference response; its prompt text (for TF-IDF) is the
 turns before it, one per line.
 
 Each floor's per-item frame has the columns the generation runs' predictions have (id, reference,
-prediction, score) plus what explains it (the retrieval's neighbour and similarity; the zero-shot
+prediction) plus what explains it (the retrieval's neighbour and similarity; the zero-shot
 run's generated tokens and whether it stopped at EOS), and each is timed (fit, predict) as the
 classification floors are (campaign.evaluate.floor.Timings).
 """
@@ -27,7 +28,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from campaign.core.errors import CampaignError
-from campaign.evaluate import score_items
 from campaign.evaluate.floor import Timings
 
 FLOORS = ("retrieval", "zero_shot")
@@ -114,7 +114,7 @@ class BaseModel:
     eos_token_ids: list[int]
 
 
-def _frame(ids, references, predictions, scores, **extra):
+def _frame(ids, references, predictions, **extra):
     import pandas as pd
 
     frame = pd.DataFrame(
@@ -122,7 +122,6 @@ def _frame(ids, references, predictions, scores, **extra):
             "id": pd.Series(ids, dtype="string"),
             "reference": pd.Series(references, dtype="string"),
             "prediction": pd.Series(predictions, dtype="string"),
-            "score": np.asarray(scores, dtype=np.float64),
         }
     )
     for name, values in extra.items():
@@ -133,7 +132,6 @@ def _frame(ids, references, predictions, scores, **extra):
 def generation_floors(
     train: Sequence[Sequence[Mapping]],
     evals: Mapping[str, EvalSet],
-    metric: str,
     base: BaseModel | None = None,
     timings: Timings | None = None,
 ) -> dict[str, dict]:
@@ -149,21 +147,19 @@ def generation_floors(
         refs = [reference_text(c) for c in data.conversations]
         with timings.predict("retrieval", split, len(data.ids)):
             got = retrieve([prompt_text(c) for c in data.conversations])
-        scores = score_items(metric, got.responses, refs)
         out["retrieval"][split] = _frame(
             data.ids,
             refs,
             got.responses,
-            scores,
             neighbour=got.neighbours,
             similarity=got.similarity,
         )
     if base is not None:
-        out["zero_shot"] = _zero_shot(base, evals, metric, timings)
+        out["zero_shot"] = _zero_shot(base, evals, timings)
     return out
 
 
-def _zero_shot(base: BaseModel, evals: Mapping[str, EvalSet], metric: str, timings: Timings):
+def _zero_shot(base: BaseModel, evals: Mapping[str, EvalSet], timings: Timings):
     from campaign.train import generate
 
     frames = {}
@@ -185,7 +181,6 @@ def _zero_shot(base: BaseModel, evals: Mapping[str, EvalSet], metric: str, timin
             data.ids,
             refs,
             got.texts,
-            score_items(metric, got.texts, refs),
             new_tokens=[len(t) for t in got.new_tokens],
             stopped_at_eos=got.stopped_at_eos,
         )

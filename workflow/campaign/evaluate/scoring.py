@@ -4,8 +4,8 @@ and the error analysis. The stage's scoring loop calls a Scorer; it does not bra
 
 - label_probability (sequence_classification, the label-scoring causal_lm): predictions hold a
   probability per label; an item scores 1 when the most probable label is the true one.
-- generated_text (generation): predictions hold what the model generated and its per-item score
-  in [0, 1] (the `score` column, model.generation.metric); the decision metric is their mean.
+- generated_text (generation): predictions hold what the model generated; each item is scored
+  here in [0, 1] by model.generation.metric; the decision metric is their mean.
 
 Shapes: `indices: (n_resamples, n_items)` shared by every variant of a split (paired draws),
 `correct: (n_items,)` per-item scores in [0, 1], `draws: (n_resamples,)`.
@@ -33,7 +33,15 @@ from campaign.evaluate.stats import Interval, mean_interval
 # The error files of each kind of scoring (results/evaluation/errors/<name>.parquet); every
 # file is written, empty when no row fits it, so a reader finds the same names every time.
 LABEL_ERRORS = ("confusion", "confused_pairs", "slices", "changes")
-GENERATED_ERRORS = ("worst", "samples", "fields", "slices", "changes")
+GENERATED_ERRORS = (
+    "worst",
+    "samples",
+    "fields",
+    "slices",
+    "changes",
+    "worst_cells",
+    "kept_changes",
+)
 # Generated items shown per variant and split in errors/samples.parquet (the report's samples).
 SAMPLES = 5
 
@@ -92,27 +100,39 @@ class LabelScoring:
         }
         return Scored(point, draws, correct, metrics, rows)
 
+    def decided_errors(self, scored, groups, keep, control) -> dict[str, list[dict]]:
+        """Error rows that need the decisions: none for labels (their fixed and broken items
+        are the `changes` of each variant against its reference)."""
+        return {}
+
 
 class GeneratedScoring:
-    """Generated text scored per item in [0, 1] by model.generation.metric (the `score` column
-    the train stage, the floors and the quantize stage write with the same text metric)."""
+    """Generated text scored per item in [0, 1] by model.generation.metric: here, from the
+    texts the train stage, the floors and the quantize stage wrote (read_generated)."""
 
     error_files = GENERATED_ERRORS
 
     def __init__(self, metric: str, evaluation: dict) -> None:
         self.metric = metric
         self.s = evaluation
+        # What error analysis shows beside the scores: per split the prompts and references
+        # (from the split file), per (split, variant) the generated texts, in item order.
+        self._asked: dict[str, tuple[list[str], list[str], list[str]]] = {}
+        self._texts: dict[tuple[str, str], list[str]] = {}
 
     def items(self, path: Path, split: str) -> Items:
-        return read_items(path, split, None, self.s["slices"])
+        its = read_items(path, split, None, self.s["slices"])
+        self._asked[split] = ([str(i) for i in its.ids], *split_prompts(path, its))
+        return its
 
     def point(self, path: Path, its: Items) -> float:
         """The mean per-item score of one predictions file (quantize_select's pick)."""
-        return float(read_generated(path, its)["score"].mean())
+        return float(self._read(path, its)["score"].mean())
 
     def score(self, name: str, path: Path, its: Items, indices, stream) -> Scored:
         conf = self.s["confidence"]
-        frame = read_generated(path, its)
+        frame = self._read(path, its)
+        self._texts[(its.split, name)] = frame["prediction"].astype(str).tolist()
         correct = frame["score"].to_numpy(dtype=np.float64)
         iv = mean_interval(correct, indices, conf)
         metrics = {self.metric: iv}
@@ -129,6 +149,40 @@ class GeneratedScoring:
         }
         return Scored(iv.value, correct[indices].mean(axis=1), correct, metrics, rows)
 
+    def _read(self, path: Path, its: Items):
+        """The predictions file scored by the metric (read_generated)."""
+        return read_generated(path, its, self.metric, self._asked[its.split][2])
+
+    def decided_errors(self, scored, groups, keep, control) -> dict[str, list[dict]]:
+        """worst_cells (each cell's lowest items pooled over its seeds) and kept_changes (the
+        items fixed and broken from the control to the kept option `keep`), on every split.
+
+        scored: {split: {variant: {"correct": (n_items,)}}}; groups: {option: [variant names]}
+        (a cell: its runs in seed order; a floor: itself); keep, control: option names or None."""
+        from campaign.evaluate.generation_errors import Option, kept_change_rows, worst_cell_rows
+
+        rows: dict[str, list[dict]] = {"worst_cells": [], "kept_changes": []}
+        for split, by_variant in scored.items():
+            ids, prompts, references = self._asked[split]
+            options = {
+                name: Option(
+                    name,
+                    np.stack([by_variant[m]["correct"] for m in members]),
+                    [self._texts[(split, m)] for m in members],
+                )
+                for name, members in groups.items()
+            }
+            for name, opt in options.items():
+                if not name.startswith("floor/"):
+                    rows["worst_cells"] += worst_cell_rows(
+                        opt, split, ids, prompts, references, self.s["examples"]
+                    )
+            if keep in options and control in options and keep != control:
+                rows["kept_changes"] += kept_change_rows(
+                    options[keep], options[control], split, ids, prompts, references
+                )
+        return rows
+
 
 def scorer(task: str, evaluation: dict, model_spec: dict, train: Path, evals: list[Path]):
     """The Scorer of `task` (core/tasks.scoring_of): for generated text, the task module names
@@ -141,20 +195,44 @@ def scorer(task: str, evaluation: dict, model_spec: dict, train: Path, evals: li
     return LabelScoring(task, evaluation, train, evals)
 
 
-def read_generated(path: Path, items: Items):
-    """A generation predictions file in `items` order: its ids must be the split's, each once,
-    and its `score` column a number in [0, 1] per item; else one line naming the file."""
+def split_prompts(path: Path, items: Items) -> tuple[list[str], list[str]]:
+    """(prompts, references) of a split file's conversations in `items` order: the question
+    asked (generation_errors.prompt_text) and the reference answer."""
     import pandas as pd
+
+    from campaign.data import parse_messages, reference
+    from campaign.evaluate.generation_errors import prompt_text
+
+    frame = pd.read_parquet(path)
+    if "messages" not in frame.columns:
+        raise CampaignError(f"{path}: no messages column (the generation task's split files)")
+    talks = {
+        str(i): parse_messages(cell, f"{path}: record {i}")
+        for i, cell in zip(frame["id"], frame["messages"], strict=True)
+    }
+    ordered = [talks[str(i)] for i in items.ids]
+    return [prompt_text(m) for m in ordered], [reference(m) for m in ordered]
+
+
+def read_generated(path: Path, items: Items, metric: str, references: list[str]):
+    """A generation predictions file in `items` order, each item scored here by `metric`
+    against its reference (`references`, from the split file, in `items` order) into a `score`
+    column: the evaluation is the one place generated text is scored, so a changed metric
+    rescores the same texts. Its ids must be the split's, each once; else one line naming the
+    file."""
+    import pandas as pd
+
+    from campaign.evaluate.text_scores import score_items
 
     try:
         frame = pd.read_parquet(path)
     except (OSError, ValueError) as e:
         raise CampaignError(f"{path}: not a readable Parquet file ({e})") from None
-    missing = {"id", "prediction", "reference", "score"} - set(frame.columns)
+    missing = {"id", "prediction"} - set(frame.columns)
     if missing:
         raise CampaignError(
             f"{path}: missing column(s) {', '.join(sorted(missing))} (a generation predictions "
-            "file: id, reference, prediction, score)"
+            "file: id, reference, prediction)"
         )
     ids = frame["id"].astype(str)
     if not ids.is_unique or set(ids) != set(items.ids) or len(ids) != len(items):
@@ -168,15 +246,13 @@ def read_generated(path: Path, items: Items):
             f"split ({which}; predictions of another split?)"
         )
     frame = frame.set_index(ids).loc[list(items.ids)].reset_index(drop=True)
-    score = pd.to_numeric(frame["score"], errors="coerce").to_numpy(dtype=np.float64)
-    bad = np.flatnonzero(~((score >= 0) & (score <= 1)))  # NaN fails too
-    if bad.size:
-        i = bad[0]
-        raise CampaignError(
-            f"{path}: item {items.ids[i]} has score {frame['score'].iloc[i]}, not a number in "
-            "[0, 1]"
-        )
-    frame["score"] = score
+    frame["id"] = list(items.ids)
+    frame["reference"] = references
+    predictions = frame["prediction"].fillna("").astype(str).tolist()
+    try:
+        frame["score"] = score_items(metric, predictions, list(references))
+    except CampaignError as e:
+        raise CampaignError(f"{path}: {e}") from None
     return frame
 
 

@@ -162,7 +162,53 @@ def samples_section(errors: Path, metrics: pd.DataFrame, decisions: dict) -> Sec
         table = pd.read_parquet(fields)
         if not table.empty:
             tables.append((f"JSON fields ({split})", table[table["split"] == split]))
-    return Section(lines, tables, None)
+    more_lines, more_tables = cell_errors(Path(errors), split)
+    return Section(lines + more_lines, tables + more_tables, None)
+
+
+# Fixed and broken items the report lists (the largest changes; the file holds them all).
+CHANGES_SHOWN = 20
+
+
+def cell_errors(errors: Path, split: str) -> tuple[list[str], list]:
+    """The cells' error analysis (evaluate/generation_errors.py) on `split`: each cell's
+    lowest-scored items pooled over its seeds, and the items fixed and broken between the
+    control and the kept option, counted and listed. ([], []) for an evaluation without them."""
+    from campaign.evaluate.generation_errors import (
+        CHANGE_THRESHOLD,
+        KEPT_CHANGE_COLUMNS,
+        WORST_CELL_COLUMNS,
+    )
+
+    lines, tables = [], []
+    worst_path, changes_path = errors / "worst_cells.parquet", errors / "kept_changes.parquet"
+    if worst_path.is_file():
+        worst = read_table(worst_path)
+        if not worst.empty:
+            worst = worst[worst["split"] == split][list(WORST_CELL_COLUMNS)]
+            tables.append(
+                (
+                    f"Lowest-scored items per cell, pooled over seeds ({split})",
+                    worst.drop(columns="split").reset_index(drop=True),
+                )
+            )
+    if changes_path.is_file():
+        changes = read_table(changes_path)
+        if not changes.empty:
+            changes = changes[changes["split"] == split][list(KEPT_CHANGE_COLUMNS)]
+        if not changes.empty:
+            kept, control = changes["kept"].iloc[0], changes["control"].iloc[0]
+            fixed = int((changes["change"] == "fixed").sum())
+            lines.append(
+                f"From the control ({control}) to the kept option ({kept}) on {split}: {fixed} "
+                f"items fixed, {len(changes) - fixed} broken (pooled score changed by at least "
+                f"{CHANGE_THRESHOLD:g}); the {CHANGES_SHOWN} largest changes below, every one "
+                "in results/evaluation/errors/kept_changes.parquet."
+            )
+            shown = changes.drop(columns=["split", "kept", "control"]).head(CHANGES_SHOWN)
+            title = f"Items fixed and broken, kept option against the control ({split})"
+            tables.append((title, shown.reset_index(drop=True)))
+    return lines, tables
 
 
 def render_samples(inputs) -> Section | None:

@@ -231,7 +231,21 @@ def stage_evaluate(ctx) -> None:
     decisions = records.build(
         spec, comparison_rows, metric_rows, best_floor, kept_unless_shown, skipped, look_records
     )
+    keep = decisions.verdict.keep if decisions.verdict is not None else None
+    error_rows.update(
+        score.decided_errors(scored, _options(variants, factors), keep, kept_unless_shown)
+    )
     _write(ctx, metric_rows, comparison_rows, error_rows, decisions, pd)
+
+
+def _options(variants, factors) -> dict[str, list[str]]:
+    """The options a verdict can keep, by name: each cell's runs in seed order, each floor."""
+    cells: dict[str, dict[int, str]] = {}
+    for v in variants:
+        if v["kind"] == "run":
+            cells.setdefault(_cell_name(factors, v["cell"]), {})[v["seed"]] = v["name"]
+    options = {cell: [at[seed] for seed in sorted(at)] for cell, at in sorted(cells.items())}
+    return options | {v["name"]: [v["name"]] for v in variants if v["kind"] == "floor"}
 
 
 def _decide(rows, split, conf, power, s, look_paths) -> None:

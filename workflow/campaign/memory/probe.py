@@ -40,7 +40,9 @@ MEASURED_ASSUMPTIONS = (
     "max_length), measured at two micro-batch sizes and extrapolated linearly",
     "evaluation: the peak tensor bytes of one scoring batch without gradients, measured and "
     "extrapolated the same way",
-    "kv_cache (causal_lm): the cache of one forward over micro_batch sequences, measured",
+    "kv_cache (causal_lm): the cache of one forward over micro_batch sequences, measured; "
+    "for generation, over model.generation.batch_size sequences of the longest prompt plus "
+    "max_new_tokens",
     "measured on the device the preflight runs on; on the CPU an estimate for CUDA is high "
     "(float dropout masks, attention probabilities kept with dropout)",
     "not counted: CUDA context and kernels, allocator rounding and fragmentation, kernel "
@@ -91,6 +93,9 @@ class Subject:
     device: str = "cpu"
     sizes: tuple[int, int] = PROBE_BATCHES
     architecture: str = field(default="")
+    # The cached positions of one generated sequence (prompt + new tokens) when the run
+    # generates free text; None: max_length (a label-scoring causal LM's one forward).
+    kv_length: int | None = None
 
 
 def probe_memory(subject: Subject, max_length: int, precision: str) -> dict[str, Any]:
@@ -113,7 +118,7 @@ def probe_memory(subject: Subject, max_length: int, precision: str) -> dict[str,
     if subject.task == "causal_lm":
         cache = []
         for n in subject.sizes:
-            batch = subject.make_batch(n, max_length)
+            batch = subject.make_batch(n, subject.kv_length or max_length)
             with autocast() if autocast is not None else contextlib.nullcontext():
                 cache.append(
                     measure_kv_cache(subject.model, batch["input_ids"], batch["attention_mask"])
@@ -132,8 +137,10 @@ def estimate_from_probe(
     eval_sequences: int,
     device: str,
     gradient_checkpointing: bool = False,
+    kv_batch: int | None = None,
 ) -> dict[str, Any]:
-    """The estimate (the same form as `estimate_memory`'s) from a probe and exact parameters."""
+    """The estimate (the same form as `estimate_memory`'s) from a probe and exact parameters.
+    kv_batch: the sequences generated together (None: micro_batch)."""
     mb, sizes = int(train_cfg["micro_batch"]), probed["batch_sizes"]
     act = linear_fit(sizes, probed["activations"])
     ev = linear_fit(sizes, probed["evaluation"])
@@ -143,7 +150,7 @@ def estimate_from_probe(
         gradients=params["gradients"],
         optimizer_state=params["optimizer_state"],
         activations=extrapolate(act, mb),
-        kv_cache=extrapolate(kv, mb) if kv else 0,
+        kv_cache=extrapolate(kv, kv_batch or mb) if kv else 0,
         activations_per_example=act["per_example"],
         kv_cache_per_example=kv["per_example"] if kv else 0,
         micro_batch=mb,

@@ -123,10 +123,11 @@ def _check_params(params: dict) -> None:
             f"ablation.adaptive.enabled: ablation.seeds has {len(ablation['seeds'])} seed; the "
             f"first look needs 2 seeds a cell to measure the seed spread (list 2 seeds)"
         )
-    if adaptive["enabled"] and params["evaluation"]["metric"] != "accuracy":
+    metric = params["evaluation"].get("metric")
+    if adaptive["enabled"] and metric != "accuracy":
         raise CampaignError(
             f"ablation.adaptive.enabled: the looks decide on accuracy per item; evaluation."
-            f"metric is {params['evaluation']['metric']}: set it to accuracy or adaptive off"
+            f"metric is {metric}: set it to accuracy or adaptive off"
         )
     plan_index(params)  # the design's own checks (levels, p, cells)
 

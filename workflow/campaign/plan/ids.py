@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from campaign.core.defaults import TRAIN_DEFAULTS
+from campaign.core.defaults import GENERATION_DEFAULTS, MODEL_DEFAULTS, TRAIN_DEFAULTS
 from campaign.core.errors import CampaignError
 from campaign.core.hashing import hash_value
 
@@ -22,6 +22,28 @@ RUN_ID_PATTERN = RUN_ID_PREFIX + f"[0-9a-f]{{{RUN_ID_HEX}}}"
 # Gradient checkpointing recomputes the same activations (tests/train/test_levers.py shows the
 # weights bitwise equal on CPU).
 OPERATIONAL_TRAIN_KEYS = ("checkpoint_every", "keep_checkpoints", "gradient_checkpointing")
+# model.generation keys that only score what was generated (the evaluation scores the texts):
+# no job that trains or generates reads them, so changing them rescores and retrains nothing.
+SCORING_ONLY_GENERATION_KEYS = ("metric",)
+
+
+def generating_keys(model: dict) -> dict:
+    """model.chat_template and model.generation as a job that generates hashes them: a key at
+    its default (core/defaults.py) left out, as absent (an absent key and its default are one
+    run), and the scoring-only keys left out."""
+    out = {}
+    template = model.get("chat_template", MODEL_DEFAULTS["chat_template"])
+    if template != MODEL_DEFAULTS["chat_template"]:
+        out["chat_template"] = template
+    generation = {
+        k: v
+        for k, v in (model.get("generation") or {}).items()
+        if k not in SCORING_ONLY_GENERATION_KEYS
+        and not (k in GENERATION_DEFAULTS and v == GENERATION_DEFAULTS[k])
+    }
+    if generation:
+        out["generation"] = generation
+    return out
 
 
 def _copy(value: Any) -> Any:
@@ -44,6 +66,10 @@ def resolved_spec(params: dict, overrides: dict[str, Any], seed: int) -> dict:
         for part in head:
             node = node[part]
         node[last] = level
+    # The evaluation reads the scoring-only keys from the params; no job that trains or
+    # generates does, so a run's spec (every training job's Snakemake params) leaves them out.
+    for key in SCORING_ONLY_GENERATION_KEYS:
+        (spec["model"].get("generation") or {}).pop(key, None)
     spec["seed"] = seed
     return spec
 
@@ -86,7 +112,8 @@ def identity(spec: dict) -> dict:
     Operational train keys are left out, and so is where a pretrained model lies: its folder
     counts by its content (the base_model input of every job that builds the model). An optional
     train key at its default (TRAIN_DEFAULTS) is left out too: a spec written before
-    the key existed trains the same model, and must keep its id and store entries."""
+    the key existed trains the same model, and must keep its id and store entries. The same
+    for model.chat_template and model.generation (generating_keys)."""
     command = command_of(spec["train"])
     train = {
         k: v
@@ -103,6 +130,10 @@ def identity(spec: dict) -> dict:
     if "grad_accum" in train:
         train["grad_accum"] = train["grad_accum"] * devices
     model = spec["model"]
+    model = {
+        **{k: v for k, v in model.items() if k not in ("chat_template", "generation")},
+        **generating_keys(model),
+    }
     if model["source"] != "from_config":
         # A pretrained model is its folder's content and its own tokenizer: model.config and
         # the train_split tokenizer's settings are not read, so they do not name the run.

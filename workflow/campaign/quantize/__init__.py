@@ -56,9 +56,10 @@ def quantize_spec(params: dict, run: str, variant: str) -> dict:
     from campaign.core.tasks import TASKS
 
     # A task whose runs generate: the run's template and generation settings (its variants
-    # generate as the run did and are scored by the same metric).
-    model = run_spec["model"]
-    generates = {k: model[k] for k in ("chat_template", "generation") if k in model}
+    # generate as the run did; the evaluation scores them by the runs' metric, in no key here).
+    from campaign.plan.ids import generating_keys
+
+    generates = generating_keys(run_spec["model"])
     return {
         "run": run,
         "task": task,
@@ -103,7 +104,8 @@ def _select_spec(params: dict) -> dict:
     cells = run_cells(params) if mode == "representative" else None
     # The evaluation's metric and decision split, only where a selection is made.
     evaluation = params["evaluation"]
-    metric = evaluation["metric"] if mode else None
+    # (a generation campaign has none: targets.py reads model.generation.metric then)
+    metric = evaluation.get("metric") if mode else None
     spec = {
         "mode": mode,
         "cells": cells,

@@ -61,23 +61,21 @@ def judged_generation(
     model,
     tokenizer,
     prompt_ids: list[list[int]],
-    references: list[str],
     variant,
     *,
-    metric: str,
     max_new_tokens: int,
     batch_size: int,
     eos_token_ids: list[int],
 ):
-    """A variant of a generative run judged on what it generates: its per-item outputs and
-    scores (`metric` against the references, the same items for every variant) and what the
-    generation cost (tokens/s, seconds per item, KV cache bytes measured next to the estimate).
+    """A variant of a generative run judged on what it generates: its per-item outputs (the
+    evaluation scores them against the references, the same items for every variant) and what
+    the generation cost (tokens/s, seconds per item, KV cache bytes measured next to the
+    estimate).
 
-    Returns (frame with columns prediction, new_tokens, stopped_at_eos, score; the measurements
-    dict the variant's measurements.json holds under "generation")."""
+    Returns (frame with columns prediction, new_tokens, stopped_at_eos; the measurements dict
+    the variant's measurements.json holds under "generation")."""
     import pandas as pd
 
-    from campaign.evaluate import score_items
     from campaign.train import generate as run_engine
 
     out = run_engine(
@@ -94,7 +92,6 @@ def judged_generation(
             "prediction": pd.Series(out.texts, dtype="string"),
             "new_tokens": [len(t) for t in out.new_tokens],
             "stopped_at_eos": out.stopped_at_eos,
-            "score": score_items(metric, out.texts, references),
         }
     )
     measured = {
@@ -112,10 +109,10 @@ def judged_generation(
 def generation_variant(spec: dict, inputs: dict, ctx, variant, root) -> tuple:
     """A generation run's variant, judged on what it generates (the stage body for a task
     whose runs generate): the variant applied to the run's model generates on every
-    validation and test prompt with the run's template and settings, each output scored by the
-    run's metric against the reference. Returns ({split: predictions frame with the run's
-    columns}, the model, result fields, measurements fields): result holds the mean score per
-    split, the agreement with the run's own outputs and the KV cache bytes measured beside the
+    validation and test prompt with the run's template and settings (the evaluation scores
+    each output by the runs' metric). Returns ({split: predictions frame with the run's
+    columns}, the model, result fields, measurements fields): result holds the agreement with
+    the run's own outputs and the KV cache bytes measured beside the
     analytic estimate; measurements the tokens/s and seconds per item (volatile). ctx: the
     stage's Context (device, the saved run; calibration batches are added here)."""
     import numpy as np
@@ -130,7 +127,7 @@ def generation_variant(spec: dict, inputs: dict, ctx, variant, root) -> tuple:
         ctx.calibration = calibration_batches(spec, inputs, tok, run.template, device)
     model = variant.apply(saved.load(), ctx)
     model.eval()
-    frames, result, measured = {}, {"score": {}, "agreement": {}}, {}
+    frames, result, measured = {}, {"agreement": {}}, {}
     for split in ("validation", "test"):
         talks = gen.read_conversations(inputs[split], split)
         refs = [gen.reference(m) for m in talks.messages]
@@ -138,9 +135,7 @@ def generation_variant(spec: dict, inputs: dict, ctx, variant, root) -> tuple:
             model,
             tok,
             [gen.prompt_ids(tok, run.template, m) for m in talks.messages],
-            refs,
             variant,
-            metric=run.metric,
             max_new_tokens=run.max_new_tokens,
             batch_size=run.batch_size,
             eos_token_ids=gen.eos_token_ids(tok, model),
@@ -151,7 +146,6 @@ def generation_variant(spec: dict, inputs: dict, ctx, variant, root) -> tuple:
         own = pd.read_parquet(inputs[f"predictions_{split}"][0])
         same = own.set_index(own["id"].astype(str))["prediction"].reindex(talks.ids)
         agree = float(np.mean(same.astype(str).to_numpy() == frame["prediction"].to_numpy()))
-        result["score"][split] = float(frame["score"].mean())
         result["agreement"][split] = {"rate": agree, "items": len(frame)}
         measured[split] = cost
     test = measured["test"]

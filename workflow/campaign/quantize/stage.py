@@ -232,7 +232,9 @@ def _generated(spec, inputs, outputs, root, saved, variant, device, result, meas
         write_parquet(frames[name], outputs[f"predictions_{name}"])
     result["size_bytes"] = save_variant(model, variant, Path(outputs["model"]))
     result["state_bytes"] = state_bytes(model)
-    result.update(fields, accuracy=fields["score"], status="ok", reason=None, device=device.type)
+    # No score here: the evaluation scores what the variant generated (tasks/generation.py
+    # PREDICTION_COLUMNS); agreement with the run's own outputs needs no metric.
+    result.update(fields, accuracy=None, status="ok", reason=None, device=device.type)
     measurements.update(
         measured,
         device=device.type,

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from campaign.core.defaults import MODEL_DEFAULTS, generation_settings
 from campaign.core.errors import CampaignError
 from campaign.data import (
     parse_messages,
@@ -255,12 +256,14 @@ def read_conversations(paths: Sequence[Path], name: str) -> Conversations:
     return Conversations(ids, talks)
 
 
-# ------------------------------------------------------------------ generating and scoring
+# ------------------------------------------------------------------ generating
+# What a run, a floor or a variant generated, per item. No score: the evaluation scores the
+# texts by model.generation.metric (evaluate/scoring.py), so changing the metric rescores and
+# retrains nothing (the metric is in no run id nor any generating job's key).
 PREDICTION_COLUMNS = (
     "id",
     "reference",
     "prediction",
-    "score",
     "new_tokens",
     "stopped_at_eos",
 )
@@ -286,16 +289,14 @@ def predict(
     template: str,
     split: Conversations,
     *,
-    metric: str,
     max_new_tokens: int,
     batch_size: int,
 ):
-    """Generate from every conversation's prompt with the shared engine (train/engine.py) and
-    score each output against its reference. Returns (predictions frame with
-    PREDICTION_COLUMNS, one row per item in split order; the engine's Generated record)."""
+    """Generate from every conversation's prompt with the shared engine (train/engine.py).
+    Returns (predictions frame with PREDICTION_COLUMNS, one row per item in split order; the
+    engine's Generated record)."""
     import pandas as pd
 
-    from campaign.evaluate import score_items
     from campaign.train import generate
 
     prompts = [prompt_ids(tokenizer, template, m) for m in split.messages]
@@ -308,13 +309,11 @@ def predict(
         eos_token_ids=eos_token_ids(tokenizer, model),
     )
     references = [reference(m) for m in split.messages]
-    scores = score_items(metric, out.texts, references)
     frame = pd.DataFrame(
         {
             "id": pd.array(split.ids, dtype="str"),
             "reference": pd.array(references, dtype="str"),
             "prediction": pd.array(out.texts, dtype="str"),
-            "score": scores,
             "new_tokens": [len(t) for t in out.new_tokens],
             "stopped_at_eos": out.stopped_at_eos,
         }
@@ -379,28 +378,23 @@ def overfit(
 
 
 # ------------------------------------------------------------------ the training loop's hooks
-# model.generation's keys, each with its default written once here (the schema documents them).
-CHAT_TEMPLATE_DEFAULT = "model"  # model.chat_template when the params leave it out
-GENERATION_DEFAULTS = {
-    "metric": "token_f1",
-    "max_new_tokens": 64,
-    "batch_size": 8,
-    "max_truncated_share": 0.02,
-}
+# model.chat_template's and model.generation's defaults: written once in core/defaults.py (the
+# run ids, the schema's reference and these hooks read the one table).
+CHAT_TEMPLATE_DEFAULT = MODEL_DEFAULTS["chat_template"]
 
 
 def metric_of(model_spec: dict) -> str:
-    """The per-item metric a run's predictions were scored by (model.generation.metric): the
-    one the evaluation decides on, and the floors and variants score with."""
-    return {**GENERATION_DEFAULTS, **(model_spec.get("generation") or {})}["metric"]
+    """The per-item metric the evaluation scores generated text by (model.generation.metric):
+    what it decides on, and quantize_select picks by. Read only by the evaluation's scoring."""
+    return generation_settings(model_spec)["metric"]
 
 
 @dataclass(frozen=True)
 class Setup:
-    """What a run of this task fixes before it trains: the template and model.generation."""
+    """What a run of this task fixes before it trains: the template and how it generates (the
+    metric is not here: nothing that generates scores, evaluate/scoring.py does)."""
 
     template: str
-    metric: str
     max_new_tokens: int
     batch_size: int
     max_truncated_share: float
@@ -408,14 +402,16 @@ class Setup:
 
 def setup(model_spec: dict, tokenizer, root: Path) -> Setup:
     """The run's template (model.chat_template) and generation settings (model.generation)."""
-    settings = {**GENERATION_DEFAULTS, **(model_spec.get("generation") or {})}
-    unknown = sorted(set(settings) - set(GENERATION_DEFAULTS))
-    if unknown:
-        raise CampaignError(f"model.generation.{unknown[0]}: unknown key")
+    settings = generation_settings(model_spec)
     template = resolve_template(
         model_spec.get("chat_template", CHAT_TEMPLATE_DEFAULT), tokenizer, root
     )
-    return Setup(template=template, **settings)
+    return Setup(
+        template=template,
+        max_new_tokens=settings["max_new_tokens"],
+        batch_size=settings["batch_size"],
+        max_truncated_share=settings["max_truncated_share"],
+    )
 
 
 def encode_split(run: Setup, tokenizer, split, max_length: int) -> list[dict]:
@@ -453,11 +449,12 @@ def check_train_examples(run: Setup, examples: Sequence[dict]) -> None:
 def evaluate(
     model, tokenizer, run: Setup, split, examples, *, micro_batch, pad_id, device, final: bool
 ):
-    """(mean loss per answer token, mean per-item score or None, predictions frame or None).
+    """(mean loss per answer token, None, predictions frame or None): no score, the
+    evaluation scores the texts (PREDICTION_COLUMNS says why).
 
     During training (final False) only the loss: generating every eval_every steps would cost
-    more than the steps. On the saved model (final True) the split is generated and scored, and
-    the predictions carry each item's summed answer-token loss and its token count (nll,
+    more than the steps. On the saved model (final True) the split is generated, and the
+    predictions carry each item's summed answer-token loss and its token count (nll,
     tokens: the evaluation's perplexity)."""
     import numpy as np
     import torch
@@ -489,13 +486,12 @@ def evaluate(
         tokenizer,
         run.template,
         talks,
-        metric=run.metric,
         max_new_tokens=run.max_new_tokens,
         batch_size=run.batch_size,
     )
     frame["nll"] = np.asarray(nll, dtype=np.float64)
     frame["tokens"] = np.asarray(tokens, dtype=np.int64)
-    return loss, float(frame["score"].mean()), frame
+    return loss, None, frame
 
 
 def item_losses(model, batch) -> tuple[list[float], list[int]]:
@@ -584,7 +580,6 @@ def not_reproduced(trainer, split, n: int, details: dict) -> str | None:
         trainer.tokenizer,
         trainer.run_setup.template,
         talks,
-        metric="exact_match",
         max_new_tokens=longest + 2,
         batch_size=n,
     )
@@ -613,10 +608,10 @@ FROM_CONFIG_ZERO_SHOT = (
 
 
 def floor_stage(spec: dict, inputs: dict, folder: Path, root: Path, timings) -> None:
-    """The floors of a generation campaign (evaluation.floor: retrieval, zero_shot), each scored
-    on validation and test by model.generation.metric into folder/<floor>/predictions_<split>
-    .parquet with the runs' columns. The zero-shot floor is the pretrained base model, prompted
-    with the runs' template and decoded by the runs' engine and settings."""
+    """The floors of a generation campaign (evaluation.floor: retrieval, zero_shot), each
+    generated on validation and test into folder/<floor>/predictions_<split>.parquet with the
+    runs' columns (the evaluation scores them). The zero-shot floor is the pretrained base
+    model, prompted with the runs' template and decoded by the runs' engine and settings."""
     from campaign.evaluate import EvalSet, generation_floors, write_floors
 
     train = read_conversations(inputs["train"], "train")
@@ -631,7 +626,7 @@ def floor_stage(spec: dict, inputs: dict, folder: Path, root: Path, timings) -> 
             skipped["zero_shot"] = FROM_CONFIG_ZERO_SHOT
         else:
             base = _base_model(model_spec, Path(inputs["base_model"][0]), root)
-    frames = generation_floors(train.messages, evals, metric_of(model_spec), base, timings)
+    frames = generation_floors(train.messages, evals, base, timings)
     frames = {name: f for name, f in frames.items() if name in spec["floors"]}
     outputs = {}
     for name in frames:

@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from campaign.core.defaults import GENERATION_DEFAULTS
 from campaign.core.errors import CampaignError
 from campaign.core.tasks import floors_of
 from campaign.preflight import tokenizer_problem
@@ -289,7 +290,7 @@ def generation_choices(records, folder: Path | None) -> tuple[dict, list[int]]:
         lengths = [token_lengths([dedup_text(t)], None)[0] + 4 * len(t) for t in talks]
         answers = [token_lengths([reference(t)], None)[0] for t in talks]
     settings = {
-        **gen.GENERATION_DEFAULTS,
+        **dict(GENERATION_DEFAULTS),
         "chat_template": setting,
         # The longest response: a cut generation scores lower for no fault of the model.
         "max_new_tokens": choose_max_length(answers, 10**6, quantile=1.0),
@@ -392,7 +393,12 @@ def build_params(template: dict, args, records, choices_in: dict) -> dict:
     quantization = p["quantization"]
     quantization.update(variants=applicable_variants(p["model"]["task"]), runs="representative")
 
-    p["evaluation"]["metric"] = choices_in["metric"]
+    # One metric key per task: evaluation.metric for labels; a generation campaign is decided on
+    # model.generation.metric and has none here (evaluate._check_params refuses one).
+    if choices_in.get("generation") is None:
+        p["evaluation"]["metric"] = choices_in["metric"]
+    else:
+        p["evaluation"].pop("metric", None)
     # The task's floors (a TF-IDF classifier is no floor for free text, nor retrieval for a label).
     p["evaluation"]["floor"] = list(floors_of(p["model"]["task"]))
 

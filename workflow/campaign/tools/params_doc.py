@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from campaign.core.defaults import TRAIN_DEFAULTS
+from campaign.core.defaults import GENERATION_DEFAULTS, MODEL_DEFAULTS, TRAIN_DEFAULTS
 from campaign.core.errors import CampaignError
 from campaign.core.fsutil import atomic_write_text
 from campaign.core.params import REGISTRY_KEY, SCHEMA_PATH
@@ -147,12 +147,21 @@ def _cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
+# The tables of keys a params file may leave out, by the dotted path of their section.
+DEFAULT_TABLES = {
+    "train": TRAIN_DEFAULTS,
+    "model": MODEL_DEFAULTS,
+    "model.generation": GENERATION_DEFAULTS,
+}
+
+
 def _absent(path: str) -> str:
-    """ " Absent: <default>" for a `train` key a params file may leave out (core/defaults.py)."""
-    section, _, name = path.partition(".")
-    if section != "train" or name not in TRAIN_DEFAULTS:
+    """ " Absent: <default>" for a key a params file may leave out (core/defaults.py)."""
+    section, _, name = path.rpartition(".")
+    table = DEFAULT_TABLES.get(section, {})
+    if name not in table:
         return ""
-    value = TRAIN_DEFAULTS[name]
+    value = table[name]
     # YAML's spelling (1 == True in a dict lookup: test bool first).
     shown = "null" if value is None else str(value).lower() if isinstance(value, bool) else value
     return f" Absent: {shown}"

@@ -185,8 +185,9 @@ class Trainer:
         }
         if self.hooks is not None:
             self.hooks.check_train_examples(self.run_setup, self.examples["train"])
-        # What a split's final score is: accuracy, or the task's per-item metric averaged.
-        self.score_name = "accuracy" if self.run_setup is None else f"mean {self.run_setup.metric}"
+        # What a split's final score is: accuracy, or for a task that generates none here (the
+        # evaluation scores the generated text) the loss per target token.
+        self.score_name = "accuracy" if self.run_setup is None else "loss per answer token"
 
     def _prepare_base(self, model) -> None:
         """The base model as the recipe trains it: max_length within its positions, its own

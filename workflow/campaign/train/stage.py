@@ -158,8 +158,10 @@ def run_training(
     # predictions' own scores.
     scores = trainer.final_scores()
     if scores["validation"] is not None:  # the progress line of the last step has none
+        loss, accuracy = scores["validation"][:2]
         print(
-            f"train: validation {trainer.score_name} {scores['validation'][1]:.4g} at step "
+            f"train: validation {trainer.score_name} "
+            f"{loss if accuracy is None else accuracy:.4g} at step "
             f"{trainer.step} "
             "(the saved model)",
             file=trainer.stream,

@@ -9,6 +9,11 @@ micro-batch sizes, extrapolated linearly to micro_batch): weights, gradients and
 must still equal the measured bytes, the KV cache too; the extrapolation is reported against the
 step at micro_batch, and a missing analytic model never fails the check by itself.
 
+A generation task (a task module, campaign/tasks/) is probed as the causal LM it trains: the
+step on formatted conversations (prompt + response) at max_length, the loss on the answer
+tokens, and the KV cache of what the evaluation generates: model.generation.batch_size
+sequences of the longest prompt plus max_new_tokens (`Generating`).
+
 Every detail but `measured` (process and allocator peaks) is tensor bytes, the same on every run
 on a CPU: the report keeps them, measurements.json the peaks.
 """
@@ -16,10 +21,10 @@ on a CPU: the report keeps them, measurements.json the peaks.
 from __future__ import annotations
 
 import functools
+from dataclasses import asdict, dataclass
 
 import torch
 
-from campaign.core.errors import CampaignError
 from campaign.memory import (
     PROBE_BATCHES,
     Subject,
@@ -63,6 +68,35 @@ EXACT_MEMORY = ("weights", "gradients", "optimizer_state")
 
 
 # ------------------------------------------------------------------ how the campaign runs a model
+@dataclass(frozen=True)
+class Generating:
+    """What the KV cache holds when a generation run generates: `batch` sequences (model.
+    generation.batch_size) of `length` cached positions (the longest prompt of the sample's
+    splits plus max_new_tokens)."""
+
+    batch: int
+    length: int
+
+    @classmethod
+    def of(cls, trainer) -> Generating | None:
+        """None for a task that generates no free text (labels are scored in one forward)."""
+        if trainer.hooks is None:
+            return None
+        prompts = [
+            next((i for i, t in enumerate(e["labels"]) if t != IGNORE), len(e["labels"]))
+            for split in trainer.examples.values()
+            for e in split
+        ]
+        run = trainer.run_setup
+        return cls(batch=run.batch_size, length=max(prompts, default=0) + run.max_new_tokens)
+
+
+def _memory_task(trainer) -> str:
+    """The task the memory model runs: a generation task trains and scores as a causal LM
+    (the LM head over the formatted conversation, no label set)."""
+    return "causal_lm" if trainer.hooks is not None else trainer.task
+
+
 def _loss_fn(task: str):
     def loss_fn(model, batch):
         return loss_sum(model, batch, task) / max(count_targets(batch), 1)
@@ -118,9 +152,10 @@ def _batch_maker(trainer):
     return make
 
 
-def _subject(bench: Bench, trainer, n_labels: int) -> Subject:
-    """The trainer's model as the probe runs it, sized for the full label set."""
-    task, config = bench.task, trainer.model.config
+def _subject(bench: Bench, trainer, n_labels: int, generating: Generating | None = None) -> Subject:
+    """The trainer's model as the probe runs it, sized for the full label set (a generation
+    run: scoring one conversation per example, the cache at what it generates)."""
+    task, config = _memory_task(trainer), trainer.model.config
     return Subject(
         model=trainer.model,
         task=task,
@@ -130,10 +165,11 @@ def _subject(bench: Bench, trainer, n_labels: int) -> Subject:
         score_fn=_score_fn(task),
         autocast=lambda precision: functools.partial(autocast, trainer.device, precision),
         parameters=lambda lora: meta_parameter_bytes(config, task, n_labels, lora),
-        eval_sequences=n_labels if task == "causal_lm" else 1,
+        eval_sequences=n_labels if task == "causal_lm" and generating is None else 1,
         device=trainer.device.type,
         sizes=PROBE_BATCHES,
         architecture=getattr(config, "model_type", "") or "",
+        kv_length=generating.length if generating is not None else None,
     )
 
 
@@ -153,25 +189,28 @@ def _packing(trainer, task: str) -> dict:
 
 # ------------------------------------------------------------------ the check
 def run(bench: Bench) -> Result:
-    cfg, recipe, task = bench.cfg, bench.recipe, bench.task
+    cfg, recipe = bench.cfg, bench.recipe
     train_cfg = bench.spec["train"]
     trainer = bench.trainer()
-    _covered(trainer)
+    task, generating = _memory_task(trainer), Generating.of(trainer)
     here = model_config(trainer)
-    family = analytic_family(here)
+    # A generation run is probed (the analytic families model label heads and label scoring).
+    family = analytic_family(here) if generating is None else None
     problems: list[str] = []
-    estimate, target, subject = _estimates(bench, trainer, here, family)
-    batch = _batch_maker(trainer)(recipe.micro_batch, recipe.max_length)
+    estimate, target, subject = _estimates(bench, trainer, here, family, generating)
+    make = _batch_maker(trainer)
+    batch = make(recipe.micro_batch, recipe.max_length)
     measured = _measure_step(trainer, recipe, batch, task, problems)
     rows, act_error, extrapolation_error, kv = [], None, None, None
     if "error" not in measured:
         rows = compare(estimate, measured)
         act_error, extrapolation_error = _check_comparison(rows, family, cfg, problems)
         if task == "causal_lm":
-            kv = _check_kv_cache(trainer, batch, estimate, problems)
+            cached = batch if generating is None else make(generating.batch, generating.length)
+            kv = _check_kv_cache(trainer, cached, estimate, problems)
     # Each lever that is a train key, measured on real steps of the recipe (after the probe:
     # the trainers it builds are fresh).
-    costs = lever_costs(bench.trainer, train_cfg, trainer.device.type, task=task)
+    costs = lever_costs(bench.trainer, train_cfg, trainer.device.type, task=bench.task)
     fits = _fit_table(bench, trainer, target, subject, costs, _packing(trainer, task))
     fitting = [r["card"] for r in fits if r["fits"]]
     if not fitting:
@@ -188,6 +227,7 @@ def run(bench: Bench) -> Result:
         "extrapolation_relative_error": extrapolation_error,
         "activation_tolerance": cfg["activation_tolerance"],
         "kv_cache": kv,
+        "generating": asdict(generating) if generating is not None else None,
         "estimate_here": estimate,
         "measured": measured,
         "estimate_for_cards": target,
@@ -201,26 +241,19 @@ def run(bench: Bench) -> Result:
     return Result(True, _summary(details, target, fits), details)
 
 
-def _covered(trainer) -> None:
-    """Refuse, in words, a task whose memory the estimate and the probe do not model yet: the
-    generation task (campaign/tasks/) trains a decoder on conversations, with no label head."""
-    if trainer.hooks is not None:
-        raise CampaignError(
-            f"model.task {trainer.task}: the memory estimate and probe do not cover this task "
-            "yet; take memory out of preflight.blocking to go on without this check"
-        )
-
-
-def _estimates(bench: Bench, trainer, here: dict, family) -> tuple[dict, dict, Subject | None]:
+def _estimates(
+    bench: Bench, trainer, here: dict, family, generating: Generating | None
+) -> tuple[dict, dict, Subject | None]:
     """(the estimate here, the estimate for the target cards, the probe's subject or None).
 
     A known family is estimated from its config; the target cards are accelerators, so their
     estimate is for CUDA, with the configured vocabulary and the full train split's labels.
-    Any other architecture is probed on the model itself."""
-    recipe, task, train_cfg = bench.recipe, bench.task, bench.spec["train"]
+    Any other architecture, and any generation run, is probed on the model itself."""
+    recipe, train_cfg = bench.recipe, bench.spec["train"]
+    task = _memory_task(trainer)
     device = trainer.device
     attention = trainer.model.config._attn_implementation
-    n_labels = len(bench.label_names())
+    n_labels = 0 if generating is not None else len(bench.label_names())
     if family is not None:
         common = dict(attention=attention, gradient_checkpointing=recipe.gradient_checkpointing)
         estimate = estimate_memory(
@@ -231,19 +264,20 @@ def _estimates(bench: Bench, trainer, here: dict, family) -> tuple[dict, dict, S
             **common,
         )  # fmt: skip
         return estimate, target, None
-    subject = _subject(bench, trainer, n_labels)
+    subject = _subject(bench, trainer, n_labels, generating)
     probed = probe_memory(subject, recipe.max_length, recipe.precision)
     common = dict(
         task=task,
         architecture=subject.architecture,
         device=device.type,
         gradient_checkpointing=recipe.gradient_checkpointing,
+        kv_batch=generating.batch if generating is not None else None,
     )
     estimate = estimate_from_probe(
         probed,
         parameter_bytes(trainer.model),
         train_cfg,
-        eval_sequences=len(trainer.labels) if task == "causal_lm" else 1,
+        eval_sequences=subject.eval_sequences if generating is None else 1,
         **common,
     )
     target = estimate_from_probe(

@@ -36,9 +36,10 @@ def _load_saved(folder: Path, task: str, device, base: Path | None):
 
 
 def _scores(frame) -> np.ndarray:
-    """The predictions' scores: a probability per label (score_<label>), or a generation
-    task's per-item score of the generated text (score)."""
-    return frame[[c for c in frame.columns if c == "score" or c.startswith("score_")]].to_numpy()
+    """The predictions' scores: a probability per label (score_<label>), or for a generation
+    task each item's summed answer-token loss (nll; its generated text is compared as the
+    prediction, and the evaluation scores it)."""
+    return frame[[c for c in frame.columns if c == "nll" or c.startswith("score_")]].to_numpy()
 
 
 @torch.no_grad()
