@@ -7,10 +7,11 @@ trainer contract (docs/trainer-contract.md). Point train.command at it:
         files: [examples/trl_sft_generation.py]
         packages: [trl, transformers, accelerate, datasets]
 
-What an existing SFTTrainer script needs for the contract is marked "CONTRACT" below: read the run
-spec, format with the chat template the campaign scores with, log progress lines, stop on a signal
-with a checkpoint and exit 75, resume, save the model and tokenizer to output_dir. It imports
-nothing from the campaign.
+What an existing SFTTrainer script needs for the contract is marked "CONTRACT" below: the
+contract's callback (campaign.train.contract, shipped with the campaign: it reads the run spec,
+turns the recipe into SFTConfig arguments, logs progress lines, stops on a signal with a
+checkpoint and exits 75, resumes, saves the model and tokenizer to output_dir), the chat
+template the campaign scores with, and the spec's model and train split.
 
 An existing `trl sft` config file can come along: `argv: [python, examples/trl_sft_generation.py,
 my_sft.yaml]` (list it in `files` too). Its SFTConfig keys apply; the keys the campaign decides
@@ -26,8 +27,6 @@ multi-turn conversation; on prompt -> response pairs the two train on the same t
 from __future__ import annotations
 
 import json
-import os
-import signal
 import sys
 from pathlib import Path
 
@@ -38,8 +37,7 @@ import transformers as tf
 import trl
 import yaml
 
-PREEMPTED_EXIT = 75  # CONTRACT: "checkpointed, run me again"
-SCHEDULES = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}
+from campaign.train.contract import Contract  # CONTRACT
 
 
 def conversations(path: str) -> datasets.Dataset:
@@ -75,43 +73,20 @@ def build_model(spec: dict, tokenizer):
     return tf.LlamaForCausalLM(config)
 
 
-class Contract(tf.TrainerCallback):
-    """CONTRACT: a progress line per step; on SIGTERM/SIGUSR1 save at the step's end and stop."""
+def lora_config(lora: dict | None):
+    """train.lora as peft's LoraConfig (None: a full fine-tune). On a pretrained base the saved
+    model is the adapter, which names its base; the campaign scores it over that base."""
+    if lora is None:
+        return None
+    import peft
 
-    def __init__(self, progress_file: str):
-        self.progress_file = progress_file
-        self.signalled: int | None = None
-        self.tokens_before = 0
-        for sig in (signal.SIGTERM, signal.SIGUSR1):
-            signal.signal(sig, self.note)
-
-    def note(self, signum, _frame) -> None:
-        self.signalled = signum
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        # Resumed: the count restored from the checkpoint, so the next line has its step's tokens.
-        self.tokens_before = int(state.num_input_tokens_seen)
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if self.signalled is not None:
-            control.should_save = True
-            control.should_training_stop = True
-        return control
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if not logs or "loss" not in logs:
-            return
-        seen = int(state.num_input_tokens_seen)
-        line = {
-            "step": state.global_step,
-            "loss": logs["loss"],
-            "lr": logs.get("learning_rate"),
-            "grad_norm": logs.get("grad_norm"),
-            "tokens": seen - self.tokens_before,
-        }
-        self.tokens_before = seen
-        with open(self.progress_file, "a", encoding="utf-8") as f:
-            f.write(json.dumps(line) + "\n")
+    return peft.LoraConfig(
+        r=lora["r"],
+        lora_alpha=lora["alpha"],
+        lora_dropout=lora["dropout"],
+        target_modules=list(lora["target_modules"]),
+        task_type="CAUSAL_LM",
+    )
 
 
 def config_file(argv: list[str]) -> dict:
@@ -127,56 +102,27 @@ def config_file(argv: list[str]) -> dict:
 
 
 def main() -> int:
-    spec = json.loads(Path(os.environ["CAMPAIGN_RUN_SPEC"]).read_text())  # CONTRACT
-    recipe = spec["recipe"]
+    contract = Contract.from_env()  # CONTRACT
+    spec, recipe = contract.spec, contract.spec["recipe"]
     tokenizer = tf.AutoTokenizer.from_pretrained(spec["tokenizer"])
     tokenizer.chat_template = spec["chat_template"]  # CONTRACT: the template the campaign scores
     model = build_model(spec, tokenizer)
-    decided = dict(
-        output_dir=spec["checkpoint_dir"],  # CONTRACT: checkpoints where a rerun finds them
-        max_steps=recipe["max_steps"],
-        per_device_train_batch_size=recipe["micro_batch"],
-        gradient_accumulation_steps=recipe["grad_accum"],
-        learning_rate=recipe["lr"],
-        weight_decay=recipe["weight_decay"],
-        warmup_steps=recipe["warmup_steps"],
-        lr_scheduler_type=SCHEDULES[recipe["schedule"]],
-        max_grad_norm=recipe["max_grad_norm"] or 0.0,
+    # CONTRACT: the recipe's keys win over the config file's.
+    args = trl.SFTConfig(
+        **{**config_file(sys.argv[1:]), **contract.trainer_args()},
         max_length=recipe["max_length"],
         completion_only_loss=True,
-        seed=spec["seed"],
-        data_seed=spec["seed"],
-        save_strategy="steps",
-        save_steps=recipe["checkpoint_every"],
-        save_total_limit=recipe["keep_checkpoints"],
-        logging_steps=1,
-        include_num_input_tokens_seen="non_padding",
-        report_to="none",
-        disable_tqdm=True,
-        use_cpu=not torch.cuda.is_available(),
-        bf16=recipe["precision"] == "bf16",
-        fp16=recipe["precision"] == "fp16",
     )
-    args = trl.SFTConfig(**{**config_file(sys.argv[1:]), **decided})  # the recipe wins
-    contract = Contract(spec["progress_file"])
     trainer = trl.SFTTrainer(
         model=model,
         args=args,
         train_dataset=conversations(spec["splits"]["train"]),
         processing_class=tokenizer,
-        callbacks=[contract],
+        callbacks=[contract],  # CONTRACT
+        peft_config=lora_config(recipe["lora"]),
     )
-    # CONTRACT: resume from the newest checkpoint a signalled (or killed) job left behind.
-    resume = any(Path(spec["checkpoint_dir"]).glob("checkpoint-*"))
-    trainer.train(resume_from_checkpoint=True if resume else None)
-    if contract.signalled is not None and trainer.state.global_step < recipe["max_steps"]:
-        print(f"signal {contract.signalled}: checkpointed step {trainer.state.global_step}")
-        return PREEMPTED_EXIT
-    # CONTRACT: the model and its tokenizer (save_pretrained: trainer.save_model would add
-    # training_args.bin, which holds this job's paths and so differs on every rerun).
-    trainer.model.save_pretrained(spec["output_dir"])
-    tokenizer.save_pretrained(spec["output_dir"])
-    return 0
+    trainer.train(resume_from_checkpoint=contract.resume)  # CONTRACT
+    return contract.finish(trainer, tokenizer)  # CONTRACT: exit 75, or the model saved
 
 
 if __name__ == "__main__":

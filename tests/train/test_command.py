@@ -310,3 +310,71 @@ def test_a_command_is_its_argv_files_and_packages_not_how_they_are_listed():
     assert run({"argv": argv, "files": ["b.yaml", "a.py"], "packages": ["peft", "trl"]}) == listed
     assert listed != plain
     assert run({"argv": [*argv, "--fast"]}) != plain
+
+
+def test_trainer_levels_that_resolve_to_one_command_fail_in_one_line_naming_both():
+    """builtin and null, or two names of one argv/files/packages (listed in another order),
+    would plan one run per seed under two cell names: refused before the plan."""
+    import yaml
+
+    from campaign.core.params import validate
+
+    params = yaml.safe_load((REPO / "tests" / "fixtures" / "tiny_params.yaml").read_text())
+    with pytest.raises(CampaignError) as both_builtin:
+        validate(_trainer_factor(params, ["builtin", None]))
+    assert str(both_builtin.value) == (
+        "params: ablation.factors.train.command: levels builtin and null are the same command "
+        "(argv, files and packages), so they would train one cell; list one"
+    )
+    twice = _trainer_factor(params, ["builtin", "hf", "hf2"])
+    twice["train"]["commands"]["hf2"] = {"argv": ["python", EXAMPLE], "files": [EXAMPLE, EXAMPLE],
+                                         "grace_seconds": 5}  # fmt: skip
+    with pytest.raises(CampaignError, match="levels hf and hf2 are the same command"):
+        validate(twice)
+    # Another file is another command: two cells.
+    twice["train"]["commands"]["hf2"]["files"] = [EXAMPLE, "sft.yaml"]
+    assert validate(twice)["ablation"]["factors"]["train"]["command"] == ["builtin", "hf", "hf2"]
+
+
+def test_more_devices_than_one_need_a_launcher_in_argv_which_gets_the_count(tmp_path):
+    from campaign.train.command import Command, command_argv
+
+    launched = Command(argv=("torchrun", "--nproc_per_node={devices}", "train.py"))
+    assert command_argv(launched, 4) == ["torchrun", "--nproc_per_node=4", "train.py"]
+    module = Command(argv=("python", "-m", "torch.distributed.run", "--nproc_per_node",
+                           "{devices}"))  # fmt: skip
+    assert command_argv(module, 2)[1:] == ["-m", "torch.distributed.run", "--nproc_per_node", "2"]
+    assert command_argv(Command(argv=("python", "train.py")), 1)[1:] == ["train.py"]
+    # A plain script on 2 devices: refused in one line before it starts, no output written.
+    path = tmp_path / "trainer.py"
+    path.write_text(f"open({str(tmp_path / 'started')!r}, 'w')")
+    spec = command_spec(["python", str(path)], max_steps=3, devices=2)
+    ctx = context(spec, write_splits(tmp_path / "splits", n_train=24, n_eval=8), tmp_path)
+    with pytest.raises(CampaignError) as refused:
+        stage(ctx)
+    assert str(refused.value).startswith(
+        "train.devices 2: train.command's argv (python " + str(path) + ") starts no launcher"
+    ), refused.value
+    assert not (tmp_path / "started").exists() and not ctx.outputs["predictions_test"].exists()
+
+
+@pytest.mark.slow(minutes=2)
+def test_a_command_with_its_launcher_trains_on_two_processes_and_is_scored(tmp_path):
+    """train.devices 2 and the HF example under torch.distributed.run (torchrun), the count in
+    argv: two processes train (DDP, gloo on the CPU), each step's tokens are both micro-batches'
+    (more than one micro-batch can hold), rank 0 alone writes the progress lines and the model,
+    and the campaign scores it. The signal path through a launcher is not tested here."""
+    steps, micro_batch, max_length = 4, 8, 32
+    argv = ["python", "-m", "torch.distributed.run", "--standalone",
+            "--nproc_per_node={devices}", EXAMPLE]  # fmt: skip
+    spec = command_spec(argv, [EXAMPLE], max_steps=steps, devices=2, grad_accum=1,
+                        micro_batch=micro_batch, max_length=max_length)  # fmt: skip
+    ctx = context(spec, write_splits(tmp_path / "splits", n_train=32, n_eval=8), tmp_path)
+    stage(ctx)
+    progress = read_progress_lines(ctx.work_dir / PROGRESS_LINES)
+    assert [r["step"] for r in progress] == list(range(1, steps + 1))  # once each: rank 0
+    assert all(r["tokens"] > micro_batch * max_length for r in progress), progress
+    frame = pd.read_parquet(ctx.outputs["predictions_validation"])
+    assert len(frame) == 8 and frame["prediction"].notna().all()
+    timings = json.loads(ctx.outputs["timings"].read_text())
+    assert timings["processes"] == {"count": 2, "launcher": "command"}

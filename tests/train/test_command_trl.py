@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from trainkit import REPO, context, tiny_spec
 
-from campaign.core.errors import Preempted
+from campaign.core.errors import CampaignError, Preempted
 from campaign.data import conversations as conv
 from campaign.tasks import generation as gen
 from campaign.train.command import (
@@ -146,3 +146,64 @@ def test_the_trl_example_is_signalled_resumes_and_ends_with_an_uninterrupted_run
     assert ours.keys() == theirs.keys()
     differ = [name for name in ours if not ours[name].equal(theirs[name])]
     assert not differ, f"resumed weights differ from an uninterrupted run's in {differ}"
+
+
+LORA = {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}
+
+
+def _base(spec: dict, splits: dict, folder: Path) -> Path:
+    """A tiny "pretrained" Llama folder (model and tokenizer), as model.source names one."""
+    from campaign.train import models
+    from campaign.train.loop import read_data
+
+    texts = read_data(splits).train.texts
+    tokenizer = models.make_tokenizer(spec["model"], texts, None)
+    model = models.build_model(spec["model"], tokenizer, [], 0, None)
+    models.save_model(model, tokenizer, folder)
+    return folder
+
+
+@pytest.mark.slow(minutes=1)
+def test_a_peft_adapter_the_trl_example_writes_is_scored_over_its_base(splits, tmp_path):
+    """train.lora on a pretrained base: the example saves peft's adapter (naming its base by
+    path), the campaign makes it its own adapter folder (the base named by content hash, no
+    path) and scores it merged into that base, as a built-in LoRA run's."""
+    from campaign.train.command import adopt_adapter
+    from campaign.train.models import BASE_FILE, adapter_info, load_run_model
+
+    config = tmp_path / "sft.yaml"
+    config.write_text("")
+    spec = _spec(config)
+    base = _base(spec, splits, tmp_path / "base")
+    spec["model"]["source"] = str(base)
+    spec["train"].update(lora=LORA, max_steps=4)
+    ctx = context(spec, {**splits, "base_model": [base]}, tmp_path / "run")
+    stage(ctx)
+    folder = ctx.outputs["model"]
+    assert not list(folder.glob("model*.safetensors"))  # an adapter, not a merged model
+    adapter = json.loads((folder / "adapter_config.json").read_text())
+    assert adapter["base_model_name_or_path"] is None  # no machine path in the run's model
+    assert adapter_info(folder)["task"] == "causal_lm"
+    frame = pd.read_parquet(ctx.outputs["predictions_validation"])
+    assert list(frame["reference"]) == [a for _, a in PAIRS[:4]]
+    assert frame["score"].between(0, 1).all()
+    # The adapter changed the base: the merged model is not the base's weights.
+    merged = load_run_model(folder, "generation", base)
+    plain = load_run_model(base, "generation")
+    name = next(n for n, _ in merged.named_parameters() if "q_proj" in n)
+    assert not dict(merged.named_parameters())[name].equal(dict(plain.named_parameters())[name])
+
+    # An adapter naming another base, or over a from_config model: one line each.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "adapter_config.json").write_text(
+        json.dumps(
+            {"base_model_name_or_path": "HuggingFaceTB/SmolLM2-135M", "task_type": "CAUSAL_LM"}
+        )  # fmt: skip
+    )
+    (other / "adapter_model.safetensors").write_bytes(b"")
+    with pytest.raises(CampaignError, match="names base 'HuggingFaceTB/SmolLM2-135M', not the"):
+        adopt_adapter(other, base, [])
+    with pytest.raises(CampaignError, match="adapter over a from_config model"):
+        adopt_adapter(other, None, [])
+    assert not (other / BASE_FILE).exists()

@@ -71,6 +71,27 @@ def _check_command_names(params: dict) -> None:
             command_of({**params["train"], "command": level})
         except CampaignError as e:
             raise CampaignError(f"{where}: {str(e).split(': ', 1)[1]}") from None
+    _check_distinct_levels(params["train"], factor)
+
+
+def _check_distinct_levels(train: dict, factor: list) -> None:
+    """Two trainer levels that resolve to one command (builtin and null, or two names of the
+    same argv, files and packages) would be one run each seed, and so one cell under two names:
+    said before the plan, in one line naming both."""
+    from campaign.core.errors import CampaignError
+    from campaign.plan.ids import command_identity, command_of
+
+    seen: list[tuple[str, object]] = []
+    for level in factor:
+        name = "null" if level is None else str(level)
+        resolved = command_identity(command_of({**train, "command": level}))
+        same = next((other for other, r in seen if r == resolved), None)
+        if same is not None:
+            raise CampaignError(
+                f"ablation.factors.train.command: levels {same} and {name} are the same "
+                "command (argv, files and packages), so they would train one cell; list one"
+            )
+        seen.append((name, resolved))
 
 
 def _check_params(params: dict) -> None:

@@ -68,6 +68,18 @@ def command_of(train: dict) -> dict | None:
     return named[raw]
 
 
+def command_identity(command: dict | None) -> dict | None:
+    """A resolved command as what it runs (None: the built-in loop): its argv, and the files and
+    packages it declares as sets (none listed is the same as the key absent; their order is no
+    part of it). How long it may take to stop after a signal is operational, like
+    checkpoint_every."""
+    if not command:
+        return None
+    return {"argv": command["argv"]} | {
+        k: sorted(set(command[k])) for k in ("files", "packages") if command.get(k)
+    }
+
+
 def identity(spec: dict) -> dict:
     """The part of a run spec that decides its result: what run ids and store keys hash.
 
@@ -87,12 +99,7 @@ def identity(spec: dict) -> dict:
     # accumulating N x k micro-batches (the same gradients, summed in another order).
     devices = train.pop("devices", 1)
     if command:
-        # The command as what it runs: its argv, and the files and packages it declares as sets
-        # (none listed is the same as the key absent; their order is no part of it). How long it
-        # may take to stop after a signal is operational, like checkpoint_every.
-        train["command"] = {"argv": command["argv"]} | {
-            k: sorted(set(command[k])) for k in ("files", "packages") if command.get(k)
-        }
+        train["command"] = command_identity(command)
     if "grad_accum" in train:
         train["grad_accum"] = train["grad_accum"] * devices
     model = spec["model"]

@@ -31,7 +31,6 @@ from campaign.core.hashing import hash_tree, hash_value
 from campaign.core.progress import job_progress
 from campaign.plan import command_of, identity, run_id
 
-SPEC_ENV = "CAMPAIGN_RUN_SPEC"
 SPEC_FORMAT = 1
 # In the job's work folder (.campaign/work/<key>/), which outlives a failed or preempted job.
 SPEC_FILE = "run_spec.json"
@@ -47,8 +46,13 @@ FORWARD = {signal.SIGUSR1: signal.SIGUSR1, signal.SIGTERM: signal.SIGTERM,
 POLL_SECONDS = 0.2
 # argv[0] naming these runs the campaign's own interpreter (a job's PATH may hold another).
 OWN_PYTHON = ("python", "python3")
-# What save_pretrained writes as a model's weights, sharded or not.
+# What save_pretrained writes as a model's weights, sharded or not; and as a peft adapter's.
 WEIGHTS = ("model*.safetensors", "pytorch_model*.bin")
+ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
+# What starts one process per device: train.devices > 1 needs one of these at the head of argv
+# (the campaign starts the command once; "{devices}" in argv becomes the run's device count).
+LAUNCHERS = ("torchrun", "accelerate", "deepspeed", "srun", "mpirun", "torch.distributed.run")
+DEVICES_SLOT = "{devices}"
 
 
 @dataclass(frozen=True)
@@ -216,6 +220,33 @@ class _Relay:
                 signal.signal(s, handler)
 
 
+def _child_env(spec_path: Path) -> dict:
+    """The command's environment: the run spec's path, and this campaign's package first on
+    PYTHONPATH, so a script importing the contract helper gets the one whose code is in the
+    run's key (campaign.train.contract, imported here for that reason too)."""
+    from campaign.train import contract
+
+    package_root = str(Path(contract.__file__).resolve().parents[2])
+    path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, contract.SPEC_ENV: str(spec_path), "PYTHONPATH": path}
+
+
+def command_argv(command: Command, devices: int) -> list[str]:
+    """The argv the job runs: python as the job's own interpreter, "{devices}" as the run's
+    device count. More than one device needs a launcher at the head of argv: the campaign
+    starts the command once and launches no process per device itself."""
+    argv = [a.replace(DEVICES_SLOT, str(devices)) for a in command.argv]
+    if argv[0] in OWN_PYTHON:  # the interpreter the job runs in, whatever PATH says
+        argv[0] = sys.executable
+    if devices > 1 and not any(Path(a).name in LAUNCHERS for a in argv[:3]):
+        raise CampaignError(
+            f"train.devices {devices}: train.command's argv ({' '.join(command.argv)}) starts "
+            f'no launcher; start it with one of {", ".join(LAUNCHERS[:-1])} ("{DEVICES_SLOT}" '
+            "in argv is replaced by the count), or set train.devices 1"
+        )
+    return argv
+
+
 def run_command(command: Command, spec_path: Path, work_dir: Path, root: Path, spec: dict) -> int:
     """Run the command to its end and check the signal part of the contract; returns the step
     it resumed from (0: a fresh start). Raises Preempted for exit 75 (the job is requeued)."""
@@ -223,10 +254,8 @@ def run_command(command: Command, spec_path: Path, work_dir: Path, root: Path, s
     done = read_progress_lines(progress_path)
     start = done[-1]["step"] if done else 0
     bar = job_progress("train", work_dir, int(spec["train"]["max_steps"]), start, run_id(spec))
-    env = {**os.environ, SPEC_ENV: str(spec_path)}
-    argv = list(command.argv)
-    if argv[0] in OWN_PYTHON:  # the interpreter the job runs in, whatever PATH says
-        argv[0] = sys.executable
+    env = _child_env(spec_path)
+    argv = command_argv(command, int(spec["train"].get("devices", 1)))
     try:
         # Its own session: a signal reaches it once, from us, not also from the job's group.
         child = subprocess.Popen(argv, cwd=root, env=env, start_new_session=True, preexec_fn=_tied)
@@ -280,11 +309,7 @@ def check_outputs(folder: Path, progress: list[dict], max_steps: int) -> None:
     """The contract's outputs after exit 0, each missing part named in one line."""
     weights = [p for pattern in WEIGHTS for p in folder.glob(pattern)]
     model = folder.is_dir() and (folder / "config.json").is_file() and bool(weights)
-    if not model and (folder / "adapter_config.json").is_file():
-        raise CampaignError(
-            "train.command: output_dir holds a peft adapter, which the campaign does not score "
-            "yet; save the merged model (merge_and_unload, then save_pretrained)"
-        )
+    model = model or is_adapter(folder)
     if not model and not progress:
         raise CampaignError(
             "train.command: broke the contract: exited 0 without any output (no model in "
@@ -293,7 +318,7 @@ def check_outputs(folder: Path, progress: list[dict], max_steps: int) -> None:
     if not model:
         raise CampaignError(
             "train.command: broke the contract: no model written (output_dir needs "
-            "save_pretrained's config.json and weights)"
+            "save_pretrained's config.json and weights, or a peft adapter's)"
         )
     if not progress:
         raise CampaignError(
@@ -304,6 +329,52 @@ def check_outputs(folder: Path, progress: list[dict], max_steps: int) -> None:
             f"train.command: broke the contract: its last progress line is step "
             f"{progress[-1]['step']}, not max_steps {max_steps}"
         )
+
+
+def is_adapter(folder: Path) -> bool:
+    """A peft adapter folder (save_pretrained of a PeftModel): its config and weights."""
+    from campaign.train.models import ADAPTER_CONFIG
+
+    return (folder / ADAPTER_CONFIG).is_file() and any(
+        (folder / name).is_file() for name in ADAPTER_WEIGHTS
+    )
+
+
+def adopt_adapter(folder: Path, base: Path | None, labels: list[str]) -> None:
+    """A peft adapter the command wrote, made a campaign adapter folder (models.save_adapter's):
+    its base is the run spec's model source, named by content hash in BASE_FILE, which every
+    reader (scoring, quantize, evaluate) checks before merging. The base the adapter names
+    (base_model_name_or_path) must be that folder or absent: the campaign has no other base, and
+    the path is cleared so the folder holds no machine's path."""
+    from campaign.core.hashing import hash_tree
+    from campaign.train.models import ADAPTER_CONFIG, BASE_FILE
+
+    if not is_adapter(folder):
+        return
+    if base is None:
+        raise CampaignError(
+            "train.command: output_dir holds a peft adapter over a from_config model, which "
+            "has no base folder to score it on; save the merged model (merge_and_unload)"
+        )
+    path = folder / ADAPTER_CONFIG
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise CampaignError(
+            f"train.command: output_dir's {ADAPTER_CONFIG} is not JSON ({e})"
+        ) from None
+    named = config.get("base_model_name_or_path")
+    if named and Path(named).resolve() != Path(base).resolve():
+        raise CampaignError(
+            f"train.command: the peft adapter in output_dir names base {named!r}, not the run "
+            f"spec's model source {str(Path(base).resolve())!r}; train the adapter on that"
+        )
+    config["base_model_name_or_path"] = None  # the base is named by its hash, not a path
+    task = "causal_lm" if config.get("task_type") == "CAUSAL_LM" else "sequence_classification"
+    info = {"base_hash": hash_tree(base), "base_quantization": None, "labels": list(labels),
+            "task": task}  # fmt: skip
+    atomic_write_text(path, json.dumps(config, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(folder / BASE_FILE, json.dumps(info, indent=2, sort_keys=True) + "\n")
 
 
 def _load(load, folder: Path):
@@ -460,6 +531,7 @@ def train_with_command(
     folder = Path(outputs["model"])
     check_outputs(folder, progress, recipe.max_steps)
     base = inputs.get("base_model") or []
+    adopt_adapter(folder, Path(base[0]) if base else None, labels)
     device = devices.select_device()
     model, tokenizer, frames, validation = score(
         spec, data, labels, folder, Path(base[0]) if base else None, device, root

@@ -1,0 +1,134 @@
+"""The trainer contract (docs/trainer-contract.md) for a script built on transformers' Trainer,
+TRL's SFTTrainer included: the run spec, the recipe as Trainer arguments, the progress lines,
+the stop on a signal with a checkpoint and exit 75, the resume and the model saved where the
+campaign scores it. A user's script imports it; the campaign that runs a command puts its own
+package first on the command's PYTHONPATH, so the script gets this very file, which is in the
+code version (and so the store key) of every training run.
+
+    from campaign.train.contract import Contract
+
+    contract = Contract.from_env()
+    trainer = SFTTrainer(model, args=SFTConfig(**contract.trainer_args(), ...),
+                         callbacks=[contract], ...)
+    trainer.train(resume_from_checkpoint=contract.resume)
+    sys.exit(contract.finish(trainer, tokenizer))
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import torch
+import transformers as tf
+
+from campaign.core.errors import PREEMPTED_EXIT
+
+# The environment variable naming the run spec's JSON file.
+SPEC_ENV = "CAMPAIGN_RUN_SPEC"
+# train.schedule -> the Trainer's lr_scheduler_type (constant: the built-in loop's warmup too).
+SCHEDULES = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}
+
+
+class Contract(tf.TrainerCallback):
+    """The contract as a Trainer callback: a progress line per optimizer step; on SIGTERM or
+    SIGUSR1, stop at the step's end with a checkpoint; `finish` then exits 75 or saves."""
+
+    def __init__(self, spec: dict):
+        self.spec = spec
+        self.signalled: int | None = None
+        self.tokens_before = 0
+        # A handler that only notes: the Trainer stops at the step's end (on_step_end), saving
+        # a checkpoint a rerun resumes from, instead of dying mid-step.
+        for sig in (signal.SIGTERM, signal.SIGUSR1):
+            signal.signal(sig, self.note)
+
+    @classmethod
+    def from_env(cls) -> Contract:
+        """The run spec the campaign names in CAMPAIGN_RUN_SPEC."""
+        return cls(json.loads(Path(os.environ[SPEC_ENV]).read_text(encoding="utf-8")))
+
+    @property
+    def resume(self) -> bool | None:
+        """Trainer.train's resume_from_checkpoint: the newest checkpoint a signalled (or
+        killed) job left in checkpoint_dir, or None for a fresh start."""
+        return True if any(Path(self.spec["checkpoint_dir"]).glob("checkpoint-*")) else None
+
+    def trainer_args(self) -> dict:
+        """TrainingArguments (or SFTConfig) keywords the campaign decides: the recipe, the seed,
+        checkpoints in checkpoint_dir, and a log line each step. Put them last, so they win
+        over a config file's."""
+        recipe = self.spec["recipe"]
+        return dict(
+            output_dir=self.spec["checkpoint_dir"],
+            max_steps=recipe["max_steps"],
+            per_device_train_batch_size=recipe["micro_batch"],
+            gradient_accumulation_steps=recipe["grad_accum"],
+            learning_rate=recipe["lr"],
+            weight_decay=recipe["weight_decay"],
+            warmup_steps=recipe["warmup_steps"],
+            lr_scheduler_type=SCHEDULES[recipe["schedule"]],
+            max_grad_norm=recipe["max_grad_norm"] or 0.0,
+            seed=self.spec["seed"],
+            data_seed=self.spec["seed"],
+            save_strategy="steps",
+            save_steps=recipe["checkpoint_every"],
+            save_total_limit=recipe["keep_checkpoints"],
+            logging_steps=1,  # a progress line per step
+            include_num_input_tokens_seen="non_padding",
+            report_to="none",
+            disable_tqdm=True,
+            use_cpu=not torch.cuda.is_available(),
+            bf16=recipe["precision"] == "bf16",
+            fp16=recipe["precision"] == "fp16",
+        )
+
+    def note(self, signum, _frame) -> None:
+        self.signalled = signum
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        # Resumed: the count restored from the checkpoint, so the next line has its step's tokens.
+        self.tokens_before = int(state.num_input_tokens_seen)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.signalled is not None:
+            control.should_save = True
+            control.should_training_stop = True
+        return control
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs or "loss" not in logs or not state.is_world_process_zero:
+            return
+        seen = int(state.num_input_tokens_seen)
+        line = {
+            "step": state.global_step,
+            "loss": logs["loss"],
+            "lr": logs.get("learning_rate"),
+            "grad_norm": logs.get("grad_norm"),
+            "tokens": seen - self.tokens_before,
+        }
+        self.tokens_before = seen
+        with open(self.spec["progress_file"], "a", encoding="utf-8") as f:
+            f.write(json.dumps(line) + "\n")
+
+    def finish(self, trainer, tokenizer) -> int:
+        """After trainer.train(): the exit status. Signalled before max_steps: 75 (the
+        checkpoint is saved). Otherwise the model and its tokenizer go to output_dir with
+        save_pretrained (a peft model on a pretrained base saves its adapter, which names
+        that base), and 0. trainer.save_model would add
+        training_args.bin, which holds this job's paths and so differs on every rerun."""
+        step = trainer.state.global_step
+        if self.signalled is not None and step < self.spec["recipe"]["max_steps"]:
+            print(f"signal {self.signalled}: checkpointed step {step}")
+            return PREEMPTED_EXIT
+        if trainer.is_world_process_zero():
+            model = trainer.model
+            if self.spec["model"]["source"] == "from_config" and hasattr(model, "peft_config"):
+                # No base folder for the adapter to name: the merged model, as the built-in
+                # loop saves a from_config LoRA run.
+                model = model.merge_and_unload()
+            model.save_pretrained(self.spec["output_dir"])
+            tokenizer.save_pretrained(self.spec["output_dir"])
+        return 0
