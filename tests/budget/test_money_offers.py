@@ -184,3 +184,12 @@ def test_a_card_counts_as_measured_by_the_reference_or_a_recorded_device():
 def test_runs_are_placed_longest_first_on_the_least_loaded_card():
     assert lpt_loads([3, 5, 3, 4, 3], 2) == [8, 10]
     assert lpt_loads([], 3) == [0.0, 0.0, 0.0]
+
+
+def test_work_of_unknown_hours_is_not_sized_nor_ruled_out_by_nan():
+    # No FLOP count to scale the measured hours to this card: the rows say so in words.
+    o = offer(packages=[Package(3, 100.0, 1)])
+    row = package_vs_hourly(o, o.packages[0], [math.nan], deadline_hours=1000)
+    assert row["verdict"] == "cannot be sized: the work's hours are unknown"
+    hourly = next(x for x in options(o, [math.nan], 1000) if x.pricing == "hourly")
+    assert not hourly.feasible and "nan" not in hourly.why and "unknown" in hourly.why

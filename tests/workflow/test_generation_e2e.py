@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import FIXTURES, copy_project, session_project, snakemake
+from conftest import FIXTURES, campaign, copy_project, session_project, snakemake
 
 THINGS = ["cat", "dog", "mat", "rug", "fox", "owl", "cow", "pig", "hen", "bee", "elk", "ant"]
 COLORS = ["red", "blue", "green"]
@@ -158,3 +158,16 @@ def test_the_report_shows_the_samples_escaped_and_the_generation_metric(generati
     index = pd.read_parquet(generation_campaign / "results/index.parquet")
     runs = index[index.kind == "run"]
     assert (runs.metric == "token_f1").all() and (runs.validation_perplexity > 1).all()
+
+
+def test_a_generation_run_reproduces_bit_for_bit(generation_campaign):
+    """A trained run's outputs, its generated predictions included, come back bit for bit: the
+    predictions hold what was generated and scored, not how long it took (a wall-time column
+    made every generation run DIFFERENT, and changed the keys of what reads it)."""
+    store = generation_campaign / ".campaign" / "store"
+    entries = {p.name: json.loads((p / "entry.json").read_text()) for p in store.iterdir()}
+    key = min(k for k, e in entries.items() if e["stage"] == "train")
+    out = campaign(generation_campaign, "reproduce", key, check=False, timeout=900)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "reproduced bit for bit" in out.stdout
+    assert "predictions_validation.parquet" in out.stdout

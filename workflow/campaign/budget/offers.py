@@ -63,6 +63,11 @@ class Offer:
         )
 
 
+# A package or an hourly plan on a card whose hours are unknown: neither held nor ruled out by
+# numbers, which would read "nan card-hours" in the summary.
+UNSIZED = "cannot be sized: the work's hours are unknown"
+
+
 def measured_on(offer: Offer, reference: Offer, devices: set[str]) -> bool:
     """Was this offer's card measured? Its card is the reference offer's, or a device a job
     recorded names it (case-insensitive)."""
@@ -186,7 +191,10 @@ def hourly_option(
         return Option(offer.name, "hourly", total * offer.hourly, math.nan, total, False, wide)
     wall = max(lpt_loads(hours, offer.hourly_gpus, widths)) if hours else 0.0
     ok = wall <= deadline_hours
-    why = "" if ok else f"takes {wall:.1f} h on {offer.hourly_gpus} card(s)"
+    if math.isnan(wall):
+        why = f"{UNSIZED} on {offer.gpu}"
+    else:
+        why = "" if ok else f"takes {wall:.1f} h on {offer.hourly_gpus} card(s)"
     why += f", deadline {deadline_hours:g} h" if why else ""
     return Option(offer.name, "hourly", total * offer.hourly, wall, total, ok, why)
 
@@ -288,7 +296,9 @@ def package_vs_hourly(
     holds = one.feasible and one.hourly_hours == 0.0
     hourly_cost = math.nan if offer.hourly is None else total * offer.hourly
     break_even = math.nan if not offer.hourly else package.price / offer.hourly
-    if not holds:
+    if math.isnan(total):  # no hours on this card (no FLOP count to scale the measured ones)
+        verdict = UNSIZED
+    elif not holds:
         verdict = "does not hold the work"
     elif offer.hourly is None:
         verdict = "only way to buy"

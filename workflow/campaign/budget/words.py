@@ -246,11 +246,14 @@ def summary(b, reference, jobs, forecast, cal: Calibration, plans, offers, bar, 
     for o in offers:
         if o["pricing"] == "hourly" or not o["fits_memory"]:
             continue
-        lines.append(
-            f"{o['offer']} {o['pricing']} ({money(o['price'])}): {o['verdict']} for "
-            f"{o['work_card_hours']:.3g} card-hours (break-even "
-            f"{o['break_even_card_hours']:.4g} card-hours)."
+        work = o["work_card_hours"]
+        size = (
+            f" ({o['hours_from']})"
+            if math.isnan(work)
+            else f" for {work:.3g} card-hours (break-even {o['break_even_card_hours']:.4g} "
+            "card-hours)"
         )
+        lines.append(f"{o['offer']} {o['pricing']} ({money(o['price'])}): {o['verdict']}{size}.")
     for r in to_decide:
         lines.append(to_decide_words(r, reference.gpu, reference.name, money))
     return "\n".join(lines) + "\n"

@@ -147,7 +147,6 @@ def generation_variant(spec: dict, inputs: dict, ctx, variant, root) -> tuple:
         )
         frame.insert(0, "id", pd.array(talks.ids, dtype="str"))
         frame.insert(1, "reference", pd.array(refs, dtype="str"))
-        frame["seconds"] = cost["seconds_per_item"]
         frames[split] = frame[list(gen.PREDICTION_COLUMNS)]
         own = pd.read_parquet(inputs[f"predictions_{split}"][0])
         same = own.set_index(own["id"].astype(str))["prediction"].reindex(talks.ids)

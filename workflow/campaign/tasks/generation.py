@@ -263,8 +263,9 @@ PREDICTION_COLUMNS = (
     "score",
     "new_tokens",
     "stopped_at_eos",
-    "seconds",
 )
+# No per-item wall time here: predictions are a stage's output, compared bit for bit by
+# `campaign reproduce` and hashed into the keys downstream; timings go to the timings record.
 # A trained run's predictions add each item's summed answer-token loss and token count.
 RUN_PREDICTION_COLUMNS = (*PREDICTION_COLUMNS, "nll", "tokens")
 
@@ -316,7 +317,6 @@ def predict(
             "score": scores,
             "new_tokens": [len(t) for t in out.new_tokens],
             "stopped_at_eos": out.stopped_at_eos,
-            "seconds": out.item_seconds,
         }
     )
     return frame, out
