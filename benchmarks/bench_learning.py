@@ -26,7 +26,8 @@ Recipes (--recipes):
 
 Split files come from the split stage itself (campaign.data.split.stage). Every (recipe, loop,
 seed) runs in its own process with one torch thread (--jobs at a time); each result is appended
-to --results as one JSON line, so an interrupted measurement resumes where it stopped.
+to --results as one JSON line, so an interrupted measurement resumes where it stopped, and the
+tables of what is finished are rewritten to --table-file after every run.
 
 Printed per recipe: each seed's final validation accuracy and loss for each loop, the mean of
 each loop with its t interval over seeds (--confidence), the paired difference pipeline - plain
@@ -44,7 +45,9 @@ is train.base_dropout false - true), with no goal.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
+import io
 import json
 import math
 import os
@@ -52,6 +55,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -381,6 +385,12 @@ def main() -> None:
         "--results", type=Path, default=Path("results/bench_learning.jsonl"), help="JSON lines"
     )
     parser.add_argument(
+        "--table-file",
+        type=Path,
+        default=Path("results/bench_learning.md"),
+        help="the tables so far, rewritten after every finished run",
+    )
+    parser.add_argument(
         "--table-only", action="store_true", help="print the table of --results, run nothing"
     )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -415,6 +425,8 @@ def main() -> None:
                     jobs.append(job)
     print(f"{len(jobs)} runs to do, {args.jobs} at a time (results: {args.results})", flush=True)
 
+    lock = threading.Lock()  # one writer of --results and --table-file at a time
+
     def run(job: dict) -> None:
         path = tmp / f"job-{job['recipe']}-{job['loop']}-{job['seed']}.json"
         path.write_text(json.dumps(job))
@@ -431,8 +443,10 @@ def main() -> None:
             return
         result = json.loads(done.stdout.strip().splitlines()[-1])
         record = {k: job[k] for k in ("recipe", "loop", "seed", "steps")} | result
-        with args.results.open("a") as f:
-            f.write(json.dumps(record) + "\n")
+        with lock:
+            with args.results.open("a") as f:
+                f.write(json.dumps(record) + "\n")
+            report(args, recipe_steps, partial=True)
         print(
             f"{job['recipe']} {job['loop']} seed {job['seed']}: accuracy "
             f"{result['accuracy']:.1%}, loss {result['loss']:.3f}, {result['seconds']:.0f} s",
@@ -444,17 +458,29 @@ def main() -> None:
             list(pool.map(run, jobs))
     finally:  # the split files and job specs; the results are in --results
         shutil.rmtree(tmp, ignore_errors=True)
-    results = load_results(args.results)
-    verdicts: list[bool | None] = []
-    print(f"\nconfidence {args.confidence:g}; goal: pipeline mean within the plain loop's interval")
-    print("or within 2 points of its mean (numbers measured on a shared, loaded machine)")
-    for recipe in args.recipes:
-        steps = recipe_steps[recipe]
-        view = {(r, lp, s): v for (r, lp, s, st), v in results.items() if st == steps}
-        verdicts.append(table(recipe, view, args.loops, args.seeds, args.confidence))
-    judged = [v for v in verdicts if v is not None]
-    overall = "not judged" if not judged else "met" if all(judged) else "MISSED"
-    print(f"\noverall: {overall}")
+    report(args, recipe_steps)
+
+
+def report(args, recipe_steps: dict[str, int], partial: bool = False) -> None:
+    """The tables of --results, printed; with `partial`, written to --table-file instead (after
+    every finished run: a measurement cut short leaves its tables of the seeds it finished)."""
+    out = io.StringIO() if partial else sys.stdout
+    with contextlib.redirect_stdout(out):
+        results = load_results(args.results)
+        verdicts: list[bool | None] = []
+        print(f"\nconfidence {args.confidence:g}; goal: pipeline mean within the plain loop's")
+        print("interval or within 2 points of its mean (measured on a shared, loaded machine)")
+        for recipe in args.recipes:
+            steps = recipe_steps[recipe]
+            view = {(r, lp, s): v for (r, lp, s, st), v in results.items() if st == steps}
+            verdicts.append(table(recipe, view, args.loops, args.seeds, args.confidence))
+        judged = [v for v in verdicts if v is not None]
+        overall = "not judged" if not judged else "met" if all(judged) else "MISSED"
+        print(f"\noverall: {overall}" + (" (partial: runs still to do)" if partial else ""))
+    if partial:
+        part = args.table_file.with_name(args.table_file.name + ".part")
+        part.write_text(out.getvalue(), encoding="utf-8")
+        part.replace(args.table_file)
 
 
 if __name__ == "__main__":
