@@ -278,3 +278,30 @@ def test_a_seed_dominated_cell_level_on_scores_in_0_1_covers_at_two_seeds(monkey
         cell = questions.cell_rows(bench_stats.continuous_campaign(rng, [0.0, 0.1], 2, 300), 0.95)
         hits += cell[0]["ci_low"] <= truth <= cell[0]["ci_high"]
     assert hits / reps >= 0.93 - 2 * math.sqrt(0.93 * 0.07 / reps)
+
+
+def test_no_item_and_no_seed_differing_rules_nothing_out():
+    """Every item at the metric's ceiling on both sides (or one model trained twice): the
+    interval has no width, and "reject" would claim the items rule out a gain they cannot
+    show. It stays open."""
+    ceiling = np.ones((2, 40))
+    est = cmp.contrast({"a": ceiling, "b": ceiling.copy()}, {"a": -1.0, "b": 1.0})
+    assert est.se == 0.0
+    assert decide.effect(0.0, 0.0, 2, 0.01) == decide.INCONCLUSIVE
+    # a real, narrow interval below the useful size still rejects
+    assert decide.effect(-0.001, 0.001, 2, 0.01) == decide.REJECT
+
+
+def test_a_level_counts_no_more_df_than_plain_satterthwaite(monkeypatch):
+    """The level's chi-square bound makes its df more conservative, never larger: with the seed
+    part truncated at 0, scaling it up could otherwise raise them (18.70 -> 18.92 at n 20)."""
+    rng = np.random.default_rng(3)
+    cases = []
+    for _ in range(300):
+        k, n = int(rng.integers(2, 4)), int(rng.integers(5, 60))
+        cases.append(rng.normal(0.5, 0.2, (k, n)) + rng.normal(0, 0.3, (1, n)))
+    levels = [cmp.contrast({"a": y}, {"a": 1.0}).df for y in cases]
+    monkeypatch.setattr(cmp, "_df_quantile", lambda *_: None)
+    plain = [cmp.contrast({"a": y}, {"a": 1.0}).df for y in cases]
+    assert all(lv <= p + 1e-9 for lv, p in zip(levels, plain, strict=True))
+    assert any(lv < p for lv, p in zip(levels, plain, strict=True))  # the bound does bite

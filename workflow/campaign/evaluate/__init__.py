@@ -49,7 +49,7 @@ _PUBLIC = {
     "campaign_labels": "items",
     "classification_metrics": "metrics",
     "evaluation_flags": "words",
-    "evaluation_verdict": "words",
+    "evaluation_verdict": "records",
     "finding_lines": "words",
     "holm": "stats",
     "level_words": "words",
@@ -66,7 +66,7 @@ __getattr__, __dir__ = exports(__name__, _PUBLIC)
 
 def _floor_spec(params: dict) -> dict:
     from campaign.core.tasks import TASKS
-    from campaign.plan.ids import generating_keys
+    from campaign.plan import generating_keys
 
     spec = {"floors": list(params["evaluation"]["floor"]), "task": params["model"]["task"]}
     if params["model"]["task"] in TASKS:  # a task module's floors: which model, how prompted

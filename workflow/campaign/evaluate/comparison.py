@@ -167,18 +167,22 @@ def contrast(
     # items' n - 1 df there under-covers at 2 seeds).
     var_seeds = max(a - c, 0.0)
     var = b + var_seeds
+
     # Against a floor (no seed spread of its own) or at a cell's own level, Satterthwaite's df
     # is liberal at 2-3 seeds (a floor: 7.7 % false claims at 5 %; a cell's [0, 1] level:
     # 93.3 % coverage at 95): a seed spread measured low by chance also reads as "items
     # dominate", raising the df exactly when the statistic is large. Its df are counted here
     # with the seed level at a chi-square bound (the se itself is unchanged); capping
     # at the seed df instead gives about 1 % against a floor, far too conservative.
+    def satterthwaite(a: float) -> float:
+        var_df = b + max(a - c, 0.0)  # the variance the df are counted for (= var but above)
+        terms = a**2 / df_w + b**2 / max(n - 1, 1) + (c**2 / df_r if df_r else 0.0)
+        return min(var_df**2 / terms, n - 1.0) if terms > 0 else n - 1.0
+
+    df = satterthwaite(a)
     quantile = _df_quantile(weights, fixed)
-    if quantile is not None:
-        a = a * df_w / float(stats.chi2.ppf(quantile, df_w))
-    var_df = b + max(a - c, 0.0)  # the variance the df are counted for (= var but above)
-    terms = a**2 / df_w + b**2 / max(n - 1, 1) + (c**2 / df_r if df_r else 0.0)
-    df = min(var_df**2 / terms, n - 1.0) if terms > 0 else n - 1.0
+    if quantile is not None:  # more conservative only: never more df than plain Satterthwaite
+        df = min(df, satterthwaite(a * df_w / float(stats.chi2.ppf(quantile, df_w))))
     return Estimate(
         estimate, math.sqrt(var), df, var_seeds, b, n_seeds, n, df_w, math.sqrt(ms_w), min(c, b)
     )

@@ -146,6 +146,10 @@ def effect(adj_low: float, adj_high: float, n_seeds: int, min_useful_effect: flo
     when it shows a gain that may be under that size; one seed never decides."""
     if n_seeds < 2:
         return ONE_SEED
+    if adj_high <= adj_low:
+        # No item and no seed differs (every score at the metric's ceiling or floor, or the
+        # same model twice): the items cannot tell the two apart, which rules nothing out.
+        return INCONCLUSIVE
     if math.isfinite(adj_high) and adj_high < min_useful_effect:
         return REJECT
     if math.isfinite(adj_low) and adj_low >= min_useful_effect and adj_low > 0:

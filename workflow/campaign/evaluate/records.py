@@ -254,7 +254,7 @@ class Decisions:
 
 # ------------------------------------------------------------------------- the verdict block
 # The values the verdict block (words.verdict_block) is worded from. The evaluation gathers them
-# from its decisions (words.evaluation_verdict) and the budget adds its costs and prices
+# from its decisions (evaluation_verdict, below) and the budget adds its costs and prices
 # (budget/words.verdict_values): two phases fill one record, so a field either leaves out or
 # misspells fails where it is made, not as a None in the middle of the block.
 
@@ -615,3 +615,38 @@ def _open_questions(
             )
         )  # fmt: skip
     return tuple(out)
+
+
+def evaluation_verdict(
+    decisions, findings: list[str], costs_at: str, price_at: str | None = None
+) -> VerdictBlock:
+    """The verdict block's values as the evaluation knows them (`decisions`: Decisions):
+    the option to keep among the
+    cells and the floor, no costs (the budget runs later: `costs_at` and `price_at` say where
+    the costs and the open questions' prices are)."""
+    verdict = decisions.verdict
+    quality = verdict.quality if verdict is not None else None
+    keep = None
+    if verdict is not None and verdict.keep is not None:
+        keep = KeepOption(
+            kind=verdict.kind,
+            name=verdict.keep,
+            cell=verdict.keep,
+            quality=quality.value if quality else None,
+            low=quality.ci_low if quality else None,
+            high=quality.ci_high if quality else None,
+        )
+    cell = verdict is not None and verdict.kind == "cell"
+    return VerdictBlock(
+        decided_on=decisions.decide_on,
+        split=(quality.split if quality else None) or decisions.decide_on,
+        metric=decisions.metric,
+        keep=keep,
+        against_floor=verdict.against_floor if verdict is not None else None,
+        looks=decisions.adaptive,
+        also=tuple(decisions.adopted_variants()) if cell else (),
+        costs_at=costs_at,
+        open=tuple(decisions.open_questions),
+        price_at=price_at,
+        findings=tuple(findings),
+    )

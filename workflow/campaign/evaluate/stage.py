@@ -266,7 +266,7 @@ PRICE_AT = "results/budget/to_decide.csv"
 def summary_text(decisions: records.Decisions) -> str:
     """summary.txt: the verdict block (words.verdict_block, without costs), then the decisions."""
     flags = words.evaluation_flags(decisions)
-    values = words.evaluation_verdict(decisions, flags, COSTS_AT, PRICE_AT)
+    values = records.evaluation_verdict(decisions, flags, COSTS_AT, PRICE_AT)
     looks = decisions.adaptive_looks or []
     told = [f"{LOOKS_TITLE}:", *(f"  {line}" for line in looks), ""] if looks else []
     return "\n".join([*words.verdict_block(values), "", *told, *decisions.lines]) + "\n"

@@ -6,18 +6,15 @@ module chooses what to say, in which order (the verdict first), and how."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from campaign.core.wording import level_words, percent, points  # noqa: F401 (public here)
 from campaign.evaluate import decide
 from campaign.evaluate.decide import ADVICE_QUANTILE
 from campaign.evaluate.look_words import verdict_look_lines
 
-# The records (campaign.evaluate.records: Decisions, KeptCell, FloorComparison, OpenQuestion)
-# are imported for type checking and where built, not at import: records imports this module to
-# word what it builds.
-if TYPE_CHECKING:
-    from campaign.evaluate.records import KeepOption, VerdictBlock
+# The records (campaign.evaluate.records: Decisions, KeptCell, FloorComparison, OpenQuestion,
+# KeepOption, VerdictBlock) are not imported here, not even for type checking: records imports
+# this module to word what it builds, and the layout test counts every import as an edge.
 
 
 def _finite(x) -> bool:
@@ -232,7 +229,7 @@ OPEN_PREFIX, ACT_PREFIX = "Open: ", "Act on: "
 NO_FINDINGS = "Findings to act on: none"
 
 
-def _keep_words(keep: KeepOption) -> str:
+def _keep_words(keep) -> str:
     kind, name = keep.kind, keep.name
     if kind == "floor":
         return f"the reference floor {name}"
@@ -273,7 +270,7 @@ def _open_words(q, money, price_at: str | None) -> str:
     return head + "; or ".join(ways)
 
 
-def verdict_block(v: VerdictBlock, money=None) -> list[str]:
+def verdict_block(v, money=None) -> list[str]:
     """The verdict in at most ~12 lines, from the block's values (records.VerdictBlock: no
     reading, no policy). money: amount -> text (the budget's format_money); levels are in
     percent, differences in points."""
@@ -352,40 +349,3 @@ def evaluation_flags(decisions) -> list[str]:
         n, where = len(decisions.skipped_variants), produced(From("evaluate", "decisions")).path
         out.append(f"evaluation: {n} quantized variant(s) skipped; see {where}")
     return out
-
-
-def evaluation_verdict(
-    decisions, findings: list[str], costs_at: str, price_at: str | None = None
-) -> VerdictBlock:
-    """The verdict block's values as the evaluation knows them (`decisions`: records.Decisions):
-    the option to keep among the
-    cells and the floor, no costs (the budget runs later: `costs_at` and `price_at` say where
-    the costs and the open questions' prices are)."""
-    from campaign.evaluate.records import KeepOption, VerdictBlock
-
-    verdict = decisions.verdict
-    quality = verdict.quality if verdict is not None else None
-    keep = None
-    if verdict is not None and verdict.keep is not None:
-        keep = KeepOption(
-            kind=verdict.kind,
-            name=verdict.keep,
-            cell=verdict.keep,
-            quality=quality.value if quality else None,
-            low=quality.ci_low if quality else None,
-            high=quality.ci_high if quality else None,
-        )
-    cell = verdict is not None and verdict.kind == "cell"
-    return VerdictBlock(
-        decided_on=decisions.decide_on,
-        split=(quality.split if quality else None) or decisions.decide_on,
-        metric=decisions.metric,
-        keep=keep,
-        against_floor=verdict.against_floor if verdict is not None else None,
-        looks=decisions.adaptive,
-        also=tuple(decisions.adopted_variants()) if cell else (),
-        costs_at=costs_at,
-        open=tuple(decisions.open_questions),
-        price_at=price_at,
-        findings=tuple(findings),
-    )

@@ -19,6 +19,7 @@ _PUBLIC = {
     "format_table": "columns",
     "command_of": "ids",
     "identity": "ids",
+    "generating_keys": "ids",
     "kept_in_table": "columns",
     "kept_runs": "planner",
     "look_files": "look_runs",

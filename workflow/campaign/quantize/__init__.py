@@ -57,7 +57,7 @@ def quantize_spec(params: dict, run: str, variant: str) -> dict:
 
     # A task whose runs generate: the run's template and generation settings (its variants
     # generate as the run did; the evaluation scores them by the runs' metric, in no key here).
-    from campaign.plan.ids import generating_keys
+    from campaign.plan import generating_keys
 
     generates = generating_keys(run_spec["model"])
     return {

@@ -24,12 +24,22 @@ from pathlib import Path
 import torch
 import transformers as tf
 
+from campaign.core.defaults import TRAIN_DEFAULTS
 from campaign.core.errors import PREEMPTED_EXIT
 
 # The environment variable naming the run spec's JSON file.
 SPEC_ENV = "CAMPAIGN_RUN_SPEC"
 # train.schedule -> the Trainer's lr_scheduler_type (constant: the built-in loop's warmup too).
 SCHEDULES = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}
+# Recipe keys trainer_args does not pass on (a script that applies one names it in `handled`).
+UNMAPPED = (
+    "optimizer",
+    "gradient_checkpointing",
+    "group_by_length",
+    "packing",
+    "base_dropout",
+    "base_quantization",
+)
 
 
 class Contract(tf.TrainerCallback):
@@ -56,11 +66,26 @@ class Contract(tf.TrainerCallback):
         killed) job left in checkpoint_dir, or None for a fresh start."""
         return True if any(Path(self.spec["checkpoint_dir"]).glob("checkpoint-*")) else None
 
-    def trainer_args(self) -> dict:
+    def trainer_args(self, handled: tuple[str, ...] = ()) -> dict:
         """TrainingArguments (or SFTConfig) keywords the campaign decides: the recipe, the seed,
         checkpoints in checkpoint_dir, and a log line each step. Put them last, so they win
-        over a config file's."""
+        over a config file's.
+
+        A recipe key these keywords do not carry (UNMAPPED) at a value other than its default
+        stops the run in one line, unless the script names it in `handled` (it applies the key
+        itself): a cell labelled train.optimizer adafactor must not train with AdamW."""
         recipe = self.spec["recipe"]
+        moved = [
+            f"train.{k} {recipe[k]!r}"
+            for k in UNMAPPED
+            if k not in handled and k in recipe and recipe[k] != TRAIN_DEFAULTS[k]
+        ]
+        if moved:
+            raise SystemExit(
+                f"{SPEC_ENV}: {', '.join(moved)}: not passed to the Trainer by the contract "
+                "helper; apply it in the script and name it in trainer_args(handled=...), or "
+                "leave it at its default"
+            )
         return dict(
             output_dir=self.spec["checkpoint_dir"],
             max_steps=recipe["max_steps"],
