@@ -150,3 +150,24 @@ def test_a_verdict_weighed_against_no_floor_says_so():
         kept, None, "floor/retrieval", None, "validation", "test", "token_f1"
     )
     assert not any("none was scored" in line for line in with_floor)
+
+
+def test_a_variant_no_item_of_which_moved_is_adopted_only_on_enough_items():
+    """Per-item scores in [0, 1], the variant equal to its run on every item: the t statistic
+    is degenerate (p 0 at any n). A one-point loss needs a share of 1 % of the items to move,
+    so 80 unmoved items cannot prove it ((0.99)^80 = 0.45), 1,000 can ((0.99)^1000 < 1e-4).
+    The extraction example adopted its kv_int4 cache on 80 such items and lost 0.6 points on
+    test."""
+    from campaign.evaluate import questions
+
+    rng = np.random.default_rng(0)
+    policy = {"min_useful_effect": 0.01, "max_quality_loss": 0.01}
+    decided = {}
+    for n in (80, 1000):
+        ref = rng.choice([0.0, 0.25, 0.5, 0.75, 1.0], n)
+        row = questions.quantized_row(ref, ref.copy(), 0.95, 0.01)
+        assert row["test"] == questions.PAIRED_T and row["items_changed"] == 0
+        rows = [{"kind": "quantized", "subject": "v", "metric": "json_fields", **row}]
+        questions.decide_family(rows, 0.95, 0.8, policy)
+        decided[n] = rows[0]["decision"]
+    assert decided == {80: decide.TOO_FEW_ITEMS, 1000: decide.ADOPT}

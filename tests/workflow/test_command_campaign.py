@@ -71,7 +71,11 @@ def assert_decided(project: Path, subject: str, n_items: int) -> None:
     assert row["n_seeds"] == 2 and row["n_items"] == n_items
     assert row["ci_low"] <= row["estimate"] <= row["ci_high"]
     summary = (project / "results" / "evaluation" / "summary.txt").read_text()
-    assert subject in summary
+    line = next(x for x in summary.splitlines() if x.startswith(subject))
+    assert row["decision"] in line, line
+    if row["adj_low"] == row["adj_high"]:
+        # No item and no seed differ (both trainers on the items' ceiling): nothing is ruled out.
+        assert row["decision"] == "inconclusive", line
 
 
 TRL = "examples/trl_sft_generation.py"

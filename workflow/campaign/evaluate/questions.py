@@ -206,12 +206,19 @@ def continuous_quantized_row(
             return 0.0 if t > 0 else 1.0
         return float(st.t.sf(t / se, df))
 
+    # No item moved: the t statistic is degenerate (p 0 at any n). A mean loss of at least the
+    # margin on scores in [0, 1] needs at least that share of items to move, so no moved item
+    # among n has p at most (1 - margin)^n: 0.45 at 80 items and a one-point margin.
+    still = se == 0 and not np.any(d)
+    p_still = (1.0 - max_quality_loss) ** n if max_quality_loss > 0 else 1.0
     return {
         "n_seeds": 1,
         "estimate": mean,
         "ci_low": low,
         "ci_high": high,
-        "p_value": math.nan if consistency else one_sided(mean + max_quality_loss),
+        "p_value": math.nan
+        if consistency
+        else (p_still if still else one_sided(mean + max_quality_loss)),
         "test": "consistency (the same weights)" if consistency else PAIRED_T,
         "wilcoxon_p": math.nan,
         "seed_sd": math.nan,
@@ -225,7 +232,9 @@ def continuous_quantized_row(
         "df": df,
         "_range": (-1.0, 1.0),
         "_reject_p": math.nan if consistency else one_sided(-mean - max_quality_loss),
-        "_best_p": math.nan if consistency else (0.0 if max_quality_loss > 0 else 1.0),
+        "_best_p": math.nan
+        if consistency
+        else (p_still if still else float(max_quality_loss <= 0)),
     }
 
 
