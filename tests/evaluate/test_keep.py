@@ -171,3 +171,12 @@ def test_a_variant_no_item_of_which_moved_is_adopted_only_on_enough_items():
         questions.decide_family(rows, 0.95, 0.8, policy)
         decided[n] = rows[0]["decision"]
     assert decided == {80: decide.TOO_FEW_ITEMS, 1000: decide.ADOPT}
+    # One item of 80 moved, either way: not safer than none moved (the t alone adopted both).
+    ref = rng.choice([0.0, 0.25, 0.5, 0.75, 1.0], 80)
+    for step in (-0.25, 0.25):
+        var = ref.copy()
+        var[int(np.argmax((ref > 0.3) & (ref < 0.7)))] += step
+        rows = [{"kind": "quantized", "subject": "v", "metric": "json_fields",
+                 **questions.quantized_row(ref, var, 0.95, 0.01)}]  # fmt: skip
+        questions.decide_family(rows, 0.95, 0.8, policy)
+        assert rows[0]["decision"] != decide.ADOPT, (step, rows[0]["p_value"])
