@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from campaign.core import runner
-from campaign.core.errors import CampaignError
+from campaign.core.errors import CampaignError, Interrupted
 from campaign.core.keys import content_key, execution_settings, resolve_inputs
 from campaign.core.params import load_params
 from campaign.core.registry import get_stage
@@ -311,6 +311,46 @@ def test_sigterm_and_ctrl_c_are_recorded_as_interrupted(tmp_path, sig, code):
     assert [e["event"] for e in store.events()] == ["miss", "interrupted"]
     assert store.keys() == [] and list(store.tmp.glob("commit-*")) == []
     assert not (tmp_path / "out" / "train").exists()
+
+
+@pytest.mark.parametrize(
+    "sig, raised", [(signal.SIGINT, KeyboardInterrupt), (signal.SIGTERM, Interrupted)]
+)
+def test_a_signal_whose_exception_a_library_swallowed_is_still_not_a_success(
+    tmp_path, monkeypatch, sig, raised
+):
+    """The command's handler raises at once, but code it runs may swallow the exception (one
+    Ctrl-C in twenty-five landed in a third-party import and was lost: the split committed and
+    exited 0). The runner asks whether a signal came before it commits."""
+    from campaign import cli
+    from campaign.core.errors import forget_signals
+
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / "data" / "demo.jsonl"
+    data.parent.mkdir()
+    data.write_bytes(DEMO.read_bytes())
+    spec = get_stage("split").spec(params())
+    spec["sources"][0]["path"] = "data/demo.jsonl"
+    outputs = {n: tmp_path / "out" / n for n in get_stage("split").outputs}
+    store = Store(tmp_path / "state")
+    real_execute = runner.execute
+    handler = {signal.SIGINT: cli._on_sigint, signal.SIGTERM: cli._on_sigterm}[sig]
+
+    def execute_swallowing_a_signal(*args, **kwargs):
+        real_execute(*args, **kwargs)
+        try:  # what a library's broad `except` does to the handler's exception
+            handler(sig, None)
+        except BaseException:  # noqa: BLE001
+            pass
+
+    monkeypatch.setattr(runner, "execute", execute_swallowing_a_signal)
+    try:
+        with pytest.raises(raised):
+            run_stage("split", spec, {}, outputs, store)
+    finally:
+        forget_signals()
+    assert store.keys() == [] and not any(p.exists() for p in outputs.values())
+    assert [r["state"] for r in store.job_records()] == ["interrupted"]
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")

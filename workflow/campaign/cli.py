@@ -496,9 +496,17 @@ def _tell(line: str, saved: tuple[int, int] | None) -> None:
 
 
 def _on_sigterm(signum, _frame) -> None:
-    from campaign.core.errors import Interrupted
+    from campaign.core.errors import Interrupted, note_signal
 
+    note_signal(signum)
     raise Interrupted(signum)
+
+
+def _on_sigint(signum, _frame) -> None:
+    from campaign.core.errors import note_signal
+
+    note_signal(signum)
+    raise KeyboardInterrupt
 
 
 def _disk_full(error: BaseException, places: list[str]) -> str | None:
@@ -530,16 +538,21 @@ def _disk_full(error: BaseException, places: list[str]) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     import signal
 
-    from campaign.core.errors import PREEMPTED_EXIT, Interrupted, Preempted
+    from campaign.core.errors import PREEMPTED_EXIT, Interrupted, Preempted, forget_signals
 
     # Everything the campaign writes (results, store, checkpoints) is owner-only.
     os.umask(0o077)
+    forget_signals()
     # A scheduler cancels a job with SIGTERM: unwind like Ctrl-C, so the job is recorded as
     # interrupted and no partial output stays behind.
     signal.signal(signal.SIGTERM, _on_sigterm)
     # A scheduler's warning signal before the time limit (the SLURM profile asks for SIGUSR1):
     # outside a training loop, which checkpoints first (campaign.train.loop), it is SIGTERM.
     signal.signal(signal.SIGUSR1, _on_sigterm)
+    # Ctrl-C as Python does it, noted too; a job started with SIGINT ignored (`nohup`, `cmd &` in
+    # a script) keeps ignoring it.
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _on_sigint)
     args = build_parser().parse_args(argv)
     saved = _redirect_to_log(args.log) if getattr(args, "log", None) else None
     try:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from campaign.core.closeness import max_abs_diff
-from campaign.core.errors import CampaignError, Interrupted, Preempted
+from campaign.core.errors import CampaignError, Interrupted, Preempted, raise_if_signalled
 from campaign.core.fsutil import remove_tree
 from campaign.core.hashcache import HashCache
 from campaign.core.hashing import ALGORITHM, hash_tree
@@ -165,6 +165,7 @@ def _hit_or_compute(store: Store, job: _Job) -> RunResult:
     print(f"{name}: store miss {key[:16]}; computing", flush=True)
     staging = store.new_staging(key)
     wall = _compute(store, job, staging)
+    raise_if_signalled()  # a signal whose exception library code swallowed: not a success
     _check_inputs_unchanged(store, job)
     # The commit also retires the key's work folder: it held resumable state; the entry is the
     # result now.
