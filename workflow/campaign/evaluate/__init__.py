@@ -149,6 +149,38 @@ def _evaluate_spec(params: dict) -> dict:
     return spec
 
 
+def _generated_metric(spec: dict) -> str | None:
+    """The per-item metric a generation campaign's evaluation scores with (None for labels)."""
+    from campaign.core.defaults import generation_settings
+    from campaign.core.tasks import scoring_of
+
+    if scoring_of(spec["task"]) != "generated_text":
+        return None
+    return generation_settings(spec.get("model", {}))["metric"]
+
+
+def _evaluate_key(spec: dict) -> dict:
+    """What the evaluation's key holds of its spec: all of it, and for a generated-text metric
+    the versions of the libraries that compute its scores (text_scores.METRIC_LIBRARIES), so a
+    new version rescores instead of reusing stored scores. A user metric's module counts by
+    content, as an input (evaluate_inputs)."""
+    from campaign.evaluate.text_scores import metric_libraries
+
+    metric = _generated_metric(spec)
+    libraries = {} if metric is None else metric_libraries(metric)
+    return {**spec, "metric_libraries": libraries} if libraries else spec
+
+
+def evaluate_inputs(spec: dict, root) -> dict:
+    """The evaluate stage's metric_code input (Stage.derive_inputs): the file of a user
+    metric's module (model.generation.metric as a dotted name), or nothing."""
+    from campaign.evaluate.text_scores import metric_source
+
+    metric = _generated_metric(spec)
+    source = None if metric is None else metric_source(metric, root)
+    return {"metric_code": [] if source is None else [source]}
+
+
 def _look_spec(params: dict, look: str) -> dict:
     from campaign.evaluate.looks import look_spec
 
@@ -268,7 +300,11 @@ PHASE = Phase(
                 "variants_test": EachJob("quantize", "predictions_test"),
                 # An adaptive campaign's looks: the last one's repeated intervals decide.
                 "looks": EachLook("look", "look"),
+                # A user metric's module (model.generation.metric): it computes the scores, so
+                # it counts by content in the key; imported, not read, by the stage.
+                "metric_code": Derived(),
             },
+            derive_inputs="campaign.evaluate:evaluate_inputs",
             outputs={
                 "metrics": File("results/evaluation/metrics.parquet"),
                 "comparisons": File("results/evaluation/comparisons.parquet"),
@@ -278,6 +314,7 @@ PHASE = Phase(
             },
             final=True,
             spec=_evaluate_spec,
+            key_view=_evaluate_key,
             libraries=("numpy", "scipy"),
             # runs.tsv's projected hours come from timings: only its design part is keyed.
             input_views=(("runs", "campaign.evaluate.plan_table:design_view"),),

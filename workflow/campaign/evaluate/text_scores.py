@@ -14,18 +14,27 @@ what the statistics (seeds x items) see for a generative task.
   String values are compared normalized, other values exactly. A ```json fence is tolerated.
 - A user metric: a dotted Python name (`package.module.function` or `package.module:function`)
   of a function (prediction, reference) -> float in [0, 1].
+
+What computes the scores is part of the evaluation's content key, so a change rescores instead
+of reusing stored scores: the package's own code (the stage's code version), the versions of the
+libraries a built-in metric computes with (METRIC_LIBRARIES), and a user metric's module file by
+its content (metric_source: an input of the evaluate stage).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
+import importlib.util
 import json
 import math
 import re
+import sys
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 from rapidfuzz.distance import Indel
@@ -152,10 +161,25 @@ METRICS: dict[str, Callable[[str, str], float]] = {
 }
 
 
-def resolve(metric: str) -> Callable[[str, str], float]:
-    """A built-in metric by name, or a user's function by its dotted Python name."""
-    if metric in METRICS:
-        return METRICS[metric]
+# The libraries whose code computes a built-in metric's scores (a new rapidfuzz may score the
+# same texts differently): their versions are part of the evaluation's content key.
+METRIC_LIBRARIES: dict[str, tuple[str, ...]] = {"similarity": ("rapidfuzz",)}
+
+
+def metric_libraries(metric: str) -> dict[str, str]:
+    """{library: installed version} of what computes `metric` (empty: the package's own code,
+    or a user metric, whose module counts by content instead)."""
+    out = {}
+    for name in METRIC_LIBRARIES.get(metric, ()):
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
+def _module_and_attr(metric: str) -> tuple[str, str]:
+    """A user metric's (module, function name); one line when it is not a dotted name."""
     module_name, sep, attr = metric.partition(":")
     if not sep:
         module_name, _, attr = metric.rpartition(".")
@@ -164,6 +188,40 @@ def resolve(metric: str) -> Callable[[str, str], float]:
             f"metric {metric!r}: not one of {sorted(METRICS)} nor a dotted Python name "
             f"(package.module.function)"
         )
+    return module_name, attr
+
+
+def metric_source(metric: str, root: Path) -> Path | None:
+    """The file of a user metric's module (None for a built-in metric), found as the stage's
+    import finds it (the project folder first, then the installed packages) without running
+    it. The evaluate stage hashes this file by content, so an edited metric rescores; code the
+    module imports from elsewhere is not followed."""
+    if metric in METRICS:
+        return None
+    module_name, _ = _module_and_attr(metric)
+    parts = module_name.split(".")
+    for base in (Path(root), *(Path(p) for p in sys.path if p)):
+        stem = base.joinpath(*parts)
+        for path in (stem.with_suffix(".py"), stem / "__init__.py"):
+            if path.is_file():
+                return path
+    try:
+        spec = importlib.util.find_spec(module_name)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.origin or not Path(spec.origin).is_file():
+        raise CampaignError(
+            f"model.generation.metric: {metric!r}: no module {module_name} in the project "
+            "folder or the installed packages"
+        )
+    return Path(spec.origin)
+
+
+def resolve(metric: str) -> Callable[[str, str], float]:
+    """A built-in metric by name, or a user's function by its dotted Python name."""
+    if metric in METRICS:
+        return METRICS[metric]
+    module_name, attr = _module_and_attr(metric)
     try:
         fn = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as e:
