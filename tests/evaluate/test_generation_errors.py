@@ -1,12 +1,13 @@
 """Error analysis of generated text per cell (evaluate/generation_errors.py), on answers that can
 be worked out by hand: scores pooled over seeds, the seed that did worst shown, fixed and broken
-items between the control and the kept option at the threshold."""
+items between the control and the kept option at the threshold, on every seed."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from campaign.evaluate.generation_errors import (
+    CHANGE_RULE,
     CHANGE_THRESHOLD,
     Option,
     kept_change_rows,
@@ -38,21 +39,35 @@ def test_worst_items_are_pooled_over_seeds_and_show_the_worst_seed():
 
 def test_fixed_and_broken_items_between_the_kept_option_and_the_control():
     control = cell("baseline", [[0.0, 1.0, 0.5, 0.2], [0.2, 1.0, 0.5, 0.2]])  # 0.1 1 .5 .2
-    kept = cell("lr=0.01", [[1.0, 0.0, 0.9, 0.8], [0.8, 0.2, 0.9, 0.6]])  # 0.9 .1 .9 .7
+    kept = cell("lr=0.01", [[1.0, 0.0, 0.9, 0.8], [0.8, 0.2, 0.9, 0.7]])  # 0.9 .1 .9 .75
     rows = kept_change_rows(kept, control, "test", IDS, PROMPTS, REFS)
-    # deltas: a +0.8, b -0.9, c +0.4 (under the threshold), d +0.5 (at it)
+    # seed-wise gaps: a 0.8 - 0.2 (fixed), b 1.0 - 0.2 (broken), c 0.9 - 0.5 = 0.4 (under the
+    # threshold), d 0.7 - 0.2 = 0.5 (at it); listed by the pooled deltas -0.9, +0.8, +0.55
     assert CHANGE_THRESHOLD == 0.5
     assert [(r["id"], r["change"]) for r in rows] == [
         ("b", "broken"),
         ("a", "fixed"),
         ("d", "fixed"),
     ]
+    assert np.isclose(rows[2]["delta"], 0.55)
     b = rows[0]
     assert np.isclose(b["delta"], -0.9) and np.isclose(b["kept_score"], 0.1)
     assert (
         b["kept_prediction"] == "lr=0.01-seed0-b" and b["control_prediction"] == "baseline-seed0-b"
     )
     assert {r["kept"] for r in rows} == {"lr=0.01"} and {r["control"] for r in rows} == {"baseline"}
+
+
+def test_one_seed_of_two_flipping_is_neither_fixed_nor_broken():
+    # 0/1 scores at 2 seeds. a: the kept option right at one seed of two (pooled +0.5); b: right
+    # at both where the control was wrong at both; c: the reverse; d: the control already right
+    # at one seed (pooled +0.5). Only b and c moved on every seed.
+    control = cell("baseline", [[0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 1.0, 1.0]])
+    kept = cell("lr=0.01", [[1.0, 1.0, 0.0, 1.0], [0.0, 1.0, 0.0, 1.0]])
+    rows = kept_change_rows(kept, control, "test", IDS, PROMPTS, REFS)
+    assert [(r["id"], r["change"]) for r in rows] == [("b", "fixed"), ("c", "broken")]
+    # the rule is what the report's section states
+    assert "every seed" in CHANGE_RULE and f"{CHANGE_THRESHOLD:g}" in CHANGE_RULE
 
 
 def test_a_floor_is_an_option_of_one_row():

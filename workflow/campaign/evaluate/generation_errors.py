@@ -4,9 +4,9 @@ so an item one seed happened to get right is not hidden, nor one seed's slip mad
 
 - worst_cell_rows: each cell's lowest-scored items pooled over its seeds, with the prompt, the
   reference and what the seed that did worst on the item generated.
-- kept_change_rows: the items whose pooled score moved by at least CHANGE_THRESHOLD between the
-  control and the option the verdict keeps (a cell or a floor): what fine-tuning (or the kept
-  level) fixed and what it broke, with both generations side by side.
+- kept_change_rows: the items every seed moved by at least CHANGE_THRESHOLD between the control
+  and the option the verdict keeps (a cell or a floor): what fine-tuning (or the kept level)
+  fixed and what it broke, with both generations side by side.
 
 Pure functions over arrays (`scores: (n_seeds, n_items)`, `texts: (n_seeds, n_items)`); the
 scoring layer (evaluate/scoring.py) gives them the texts it read, the stage the decisions.
@@ -19,11 +19,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# An item counts as fixed (broken) when the kept option's pooled score is at least this much
-# above (below) the control's. Half the scale: for 0/1 scores at one seed it is the crossing
+# An item counts as fixed (broken) when every run of the kept option scores at least this much
+# above (below) every run of the control. Half the scale: for 0/1 scores it is the crossing
 # from wrong to right, and for continuous scores it is a change a reader sees in the text, not
 # token-F1 noise of a word more or less.
 CHANGE_THRESHOLD = 0.5
+# How the report states the rule (section.cell_errors).
+CHANGE_RULE = (
+    f"every seed of one at least {CHANGE_THRESHOLD:g} above every seed of the other, so one "
+    "seed's flip is not counted"
+)
 
 WORST_CELL_COLUMNS = ("cell", "split", "id", "score", "seeds", "prompt", "reference", "prediction")
 KEPT_CHANGE_COLUMNS = (
@@ -81,14 +86,28 @@ def worst_cell_rows(option: Option, split: str, ids, prompts, references, n: int
     ]
 
 
+def change_of(kept: Option, control: Option, threshold: float = CHANGE_THRESHOLD) -> np.ndarray:
+    """(n_items,) +1 fixed, -1 broken, 0 neither. Fixed: the kept option's lowest run on the
+    item is at least `threshold` above the control's highest run; broken: the reverse. Pooled
+    means would count one seed of two flipping (0/1 scores: [1, 0] against [0, 0] is a pooled
+    +0.5) as a change; a change every seed agrees on is what a reader can act on."""
+    kept_scores = np.asarray(kept.scores, dtype=np.float64)
+    control_scores = np.asarray(control.scores, dtype=np.float64)
+    eps = 1e-12  # a difference of exactly the threshold counts, whatever the rounding
+    fixed = kept_scores.min(axis=0) - control_scores.max(axis=0) >= threshold - eps
+    broken = control_scores.min(axis=0) - kept_scores.max(axis=0) >= threshold - eps
+    return fixed.astype(int) - broken.astype(int)
+
+
 def kept_change_rows(
     kept: Option, control: Option, split: str, ids, prompts, references,
     threshold: float = CHANGE_THRESHOLD,
 ) -> list[dict]:  # fmt: skip
-    """Every item whose pooled score rose (fixed) or fell (broken) by at least `threshold`
-    from the control to the kept option, the largest changes first."""
+    """Every item fixed or broken (change_of) from the control to the kept option, the
+    largest pooled changes first; `delta` is the pooled (seed-mean) difference."""
     delta = kept.pooled - control.pooled
-    moved = np.flatnonzero(np.abs(delta) >= threshold - 1e-12)
+    change = change_of(kept, control, threshold)
+    moved = np.flatnonzero(change != 0)
     moved = moved[np.argsort(-np.abs(delta[moved]), kind="stable")]
     return [
         {
@@ -96,7 +115,7 @@ def kept_change_rows(
             "kept": kept.name,
             "control": control.name,
             "id": str(ids[i]),
-            "change": "fixed" if delta[i] > 0 else "broken",
+            "change": "fixed" if change[i] > 0 else "broken",
             "kept_score": float(kept.pooled[i]),
             "control_score": float(control.pooled[i]),
             "delta": float(delta[i]),

@@ -175,7 +175,7 @@ def cell_errors(errors: Path, split: str) -> tuple[list[str], list]:
     lowest-scored items pooled over its seeds, and the items fixed and broken between the
     control and the kept option, counted and listed. ([], []) for an evaluation without them."""
     from campaign.evaluate.generation_errors import (
-        CHANGE_THRESHOLD,
+        CHANGE_RULE,
         KEPT_CHANGE_COLUMNS,
         WORST_CELL_COLUMNS,
     )
@@ -201,9 +201,9 @@ def cell_errors(errors: Path, split: str) -> tuple[list[str], list]:
             fixed = int((changes["change"] == "fixed").sum())
             lines.append(
                 f"From the control ({control}) to the kept option ({kept}) on {split}: {fixed} "
-                f"items fixed, {len(changes) - fixed} broken (pooled score changed by at least "
-                f"{CHANGE_THRESHOLD:g}); the {CHANGES_SHOWN} largest changes below, every one "
-                "in results/evaluation/errors/kept_changes.parquet."
+                f"items fixed, {len(changes) - fixed} broken ({CHANGE_RULE}); the "
+                f"{CHANGES_SHOWN} largest pooled changes below, every one in "
+                "results/evaluation/errors/kept_changes.parquet."
             )
             shown = changes.drop(columns=["split", "kept", "control"]).head(CHANGES_SHOWN)
             title = f"Items fixed and broken, kept option against the control ({split})"
