@@ -143,3 +143,47 @@ def test_perplexity_is_the_ratio_of_sums_resampled_by_item():
     assert q.value == pytest.approx(math.exp(2.0)) and q.low == q.high == q.value
     with pytest.raises(ValueError, match="no response tokens"):
         perplexity(np.array([np.nan]), np.array([0]), np.zeros((2, 1), int), 0.9)
+
+
+def test_a_level_with_no_spread_has_the_items_exact_bound_not_a_point_or_the_whole_scale():
+    """Every item at 1 (a perfect cell on test) or at 0: the bootstrap gave [1, 1] for a run and
+    the design's pooled error at ~0.5 df gave [0.003, 1] for a cell. Both now give the exact bound
+    for n items all at the edge, (alpha / 2)^(1/n), counting items, not seeds x items."""
+    from campaign.evaluate.questions import cell_rows
+
+    n = 50
+    bound = 0.025 ** (1 / 50)  # 0.92884: 50 items all right, 95 %
+    assert math.isclose(bound, math.exp(math.log(0.025) / 50))
+    rng = np.random.default_rng(3)
+    indices = stats.resample_indices(rng, n, 200)
+    run = stats.score_interval(np.ones(n), indices, 0.95)
+    assert (run.value, run.high) == (1.0, 1.0) and math.isclose(run.low, bound)
+    assert run.over == stats.EDGE_OVER
+    none = stats.score_interval(np.zeros(n), indices, 0.95)
+    assert (none.value, none.low) == (0.0, 0.0) and math.isclose(none.high, 1 - bound)
+    # a cell of 2 seeds beside one with spread (whose error the design pools)
+    design = {"perfect": np.ones((2, n)), "spread": (rng.random((2, n)) < 0.7).astype(float)}
+    design["empty"] = np.zeros((2, n))
+    rows = cell_rows(design, 0.95)
+    assert math.isclose(rows["perfect"]["ci_low"], bound) and rows["perfect"]["ci_high"] == 1.0
+    assert rows["empty"]["ci_low"] == 0.0 and math.isclose(rows["empty"]["ci_high"], 1 - bound)
+    assert rows["perfect"]["interval_over"] == stats.EDGE_OVER
+    # a cell with spread keeps the crossed interval; scores in (0, 1) at the edge do not count
+    assert rows["spread"]["interval_over"] != stats.EDGE_OVER
+    assert stats.edge_interval(np.full(n, 0.9), 0.95) is None
+    mixed = stats.score_interval(np.r_[np.ones(n - 1), 0.0], indices, 0.95)
+    assert mixed.over == "items (bootstrap)"
+
+
+def test_the_edge_bound_is_exact_for_zero_one_items():
+    """At the bound, n items all right happen with probability (alpha / 2): the bound is the
+    lowest rate the data does not exclude, simulated with 0/1 items at rates around it."""
+    n, level = 30, 0.9
+    low, _ = stats.edge_interval(np.ones(n), level)
+    rng = np.random.default_rng(11)
+    for rate, expected in ((low, 0.05), (low - 0.03, None)):
+        all_right = (rng.random((40_000, n)) < rate).all(axis=1).mean()
+        if expected is None:
+            assert all_right < 0.05 - 0.01  # below the bound: excluded more often
+        else:
+            assert abs(all_right - expected) < 0.006

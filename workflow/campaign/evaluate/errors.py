@@ -9,7 +9,7 @@ import zlib
 import numpy as np
 
 from campaign.evaluate.items import Items
-from campaign.evaluate.stats import mean_interval
+from campaign.evaluate.stats import score_interval
 
 
 def confusion_rows(variant: str, items: Items, pred: np.ndarray) -> list[dict]:
@@ -67,7 +67,7 @@ def slice_rows(
             stream = zlib.crc32(f"{name}\0{bucket}".encode())
             rng = np.random.default_rng([*seed, stream])
             draws = rng.integers(0, members.size, size=(resamples, members.size))
-            iv = mean_interval(correct[members], draws, confidence)
+            iv = score_interval(correct[members], draws, confidence)
             rows.append(
                 {
                     "variant": variant,

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from campaign.evaluate.stats import Interval, mean_interval, percentile_interval
+from campaign.evaluate.stats import Interval, mean_interval, percentile_interval, score_interval
 
 ECE_BINS = 15
 _EPS = 1e-15
@@ -120,7 +120,7 @@ def classification_metrics(
     nll = -np.log(np.clip(p_true, _EPS, 1.0))
 
     out = {
-        "accuracy": mean_interval(correct, indices, confidence),
+        "accuracy": score_interval(correct, indices, confidence),
         "log_loss": mean_interval(nll, indices, confidence),
     }
     everything = np.arange(len(truth))[None, :]

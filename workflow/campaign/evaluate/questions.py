@@ -18,7 +18,7 @@ import numpy as np
 
 from campaign.evaluate import comparison as cmp
 from campaign.evaluate import decide
-from campaign.evaluate.stats import holm, percentile_interval
+from campaign.evaluate.stats import EDGE_OVER, edge_interval, holm, percentile_interval
 
 CROSSED = "crossed seed x item (pooled over the design, Satterthwaite df)"
 ITEMS_ONLY = "items (one seed: seed-to-seed spread not measured)"
@@ -57,7 +57,9 @@ def cell_rows(
     n_items: int | None = None,
 ) -> dict:
     """{cell: {value, ci_low, ci_high, interval_over, n_seeds, se, df}} over the cell's seeds
-    and the items (Wilson at the design's effective size; two-way bootstrap without a design)."""
+    and the items (Wilson at the design's effective size; two-way bootstrap without a design).
+    A cell whose every score is 1 (or every one 0) has the items' exact bound instead
+    (stats.edge_interval)."""
     out = {}
     if draws is None:
         moments = cmp.design_moments(design)
@@ -65,6 +67,9 @@ def cell_rows(
             e = cmp.contrast(design, {cell: 1.0}, moments=moments)
             low, high = cmp.wilson_interval(e, level, y.size)
             over = CROSSED if e.seed_df else ITEMS_ONLY
+            edge = edge_interval(y, level)
+            if edge is not None:  # no spread: the error pooled from other cells says nothing
+                (low, high), over = edge, EDGE_OVER
             out[cell] = {
                 "value": e.estimate,
                 "ci_low": low,

@@ -28,7 +28,7 @@ from campaign.evaluate.items import (
     read_response_nll,
 )
 from campaign.evaluate.metrics import classification_metrics, metric_draws, perplexity
-from campaign.evaluate.stats import Interval, mean_interval
+from campaign.evaluate.stats import Interval, score_interval
 
 # The error files of each kind of scoring (results/evaluation/errors/<name>.parquet); every
 # file is written, empty when no row fits it, so a reader finds the same names every time.
@@ -134,7 +134,7 @@ class GeneratedScoring:
         frame = self._read(path, its)
         self._texts[(its.split, name)] = frame["prediction"].astype(str).tolist()
         correct = frame["score"].to_numpy(dtype=np.float64)
-        iv = mean_interval(correct, indices, conf)
+        iv = score_interval(correct, indices, conf)
         metrics = {self.metric: iv}
         if {"nll", "tokens"} <= set(frame.columns):
             tokens = frame["tokens"].to_numpy(dtype=np.int64)

@@ -145,7 +145,7 @@ def _metric_rows(name, v, items, scores, cell_name) -> list[dict]:
                 "value": iv.value,
                 "ci_low": iv.low,
                 "ci_high": iv.high,
-                "interval_over": "items (bootstrap)",
+                "interval_over": iv.over,
             }
         )
     return rows

@@ -16,12 +16,14 @@ from scipy import stats
 
 @dataclass(frozen=True)
 class Interval:
-    """A point estimate and its two-sided interval at `confidence`."""
+    """A point estimate and its two-sided interval at `confidence` (`over`: what the interval
+    comes from)."""
 
     value: float
     low: float
     high: float
     confidence: float
+    over: str = "items (bootstrap)"
 
     def as_dict(self) -> dict:
         return {"value": self.value, "ci_low": self.low, "ci_high": self.high}
@@ -47,6 +49,44 @@ def mean_interval(values: np.ndarray, indices: np.ndarray, confidence: float) ->
     accuracy) over the resamples `indices: (n_resamples, n_items)`."""
     values = np.asarray(values, dtype=np.float64)
     return percentile_interval(values.mean(), values[indices].mean(axis=1), confidence)
+
+
+# How an interval at the ceiling or the floor is labelled (edge_interval).
+EDGE_OVER = "items' exact bound (every score at the ceiling or every one at the floor: no spread)"
+
+
+def edge_interval(scores: np.ndarray, confidence: float) -> tuple[float, float] | None:
+    """The interval of a mean of per-item scores in [0, 1] when every score sits at the ceiling
+    (1) or at the floor (0), else None. `scores: (n_items,)` or `(n_runs, n_items)`; n counts
+    the items (the columns), not runs x items: seeds on the same items are not independent.
+
+    There is no spread to resample (a bootstrap gives [1, 1]) or to pool (a design's pooled
+    error at ~0 df gives [0, 1]). The items' exact bound does: an item scoring 1 with
+    probability at most the mean mu (Markov, for any score in [0, 1]; equality for 0/1), n items
+    all at 1 have probability at most mu^n, so mu >= (alpha / 2)^(1/n) at two-sided level 1 -
+    alpha (Clopper-Pearson's bound for n successes in n trials); the floor mirrors it. It is the
+    items' bound: seed-to-seed spread, none observed, is not in it."""
+    y = np.asarray(scores, dtype=np.float64)
+    if y.size == 0:
+        return None
+    n = y.shape[-1]
+    bound = ((1 - confidence) / 2) ** (1 / n)
+    if np.all(y == 1.0):
+        return float(bound), 1.0
+    if np.all(y == 0.0):
+        return 0.0, float(1 - bound)
+    return None
+
+
+def score_interval(values: np.ndarray, indices: np.ndarray, confidence: float) -> Interval:
+    """The interval of the mean of per-item scores in [0, 1] (`values: (n_items,)`): the
+    bootstrap over `indices`, or the items' exact bound where every score is 0 or every
+    score is 1 (edge_interval)."""
+    values = np.asarray(values, dtype=np.float64)
+    edge = edge_interval(values, confidence)
+    if edge is None:
+        return mean_interval(values, indices, confidence)
+    return Interval(float(values.mean()), edge[0], edge[1], confidence, EDGE_OVER)
 
 
 def mcnemar_p(a_correct: np.ndarray, b_correct: np.ndarray) -> float:
