@@ -214,3 +214,32 @@ def test_a_number_read_as_text_is_given_the_form_yaml_reads_as_a_number(tmp_path
     assert str(info.value).endswith(hint), str(info.value)
     suggested = hint.split("write ")[1].split()[0].rstrip(")")
     assert yaml.safe_load(f"lr: {suggested}")["lr"] == float(written.strip("'\""))
+
+
+def test_a_factor_on_the_generation_metric_is_refused_saying_it_rescores_only(params):
+    """model.generation.metric is in no run id (the evaluation scores the generated text): a
+    factor over it would train the same runs under two cells. One line names the key and says
+    what changing the metric does instead, in the factors and in an explicit cell."""
+
+    def generation(p):
+        p["model"]["task"] = "generation"
+        p["model"]["generation"] = {"metric": "token_f1"}
+
+    def factor(p):
+        generation(p)
+        p["ablation"]["factors"]["model"] = {"generation": {"metric": ["token_f1", "exact_match"]}}
+
+    message = error_for(params, factor)
+    assert message.startswith("params: ablation.factors.model.generation.metric: ")
+    assert "rescores only" in message and "identical runs" in message
+
+    def cell(p):
+        generation(p)
+        p["ablation"]["design"] = "explicit"
+        p["ablation"]["explicit"]["cells"] = [
+            {"train.lr": 0.001, "model.generation.metric": "exact_match"}
+        ]
+
+    message = error_for(params, cell)
+    assert "ablation.explicit.cells[0].model.generation.metric: " in message
+    assert "rescores only" in message

@@ -57,6 +57,44 @@ def _factors_schema(schema: dict) -> dict:
     }
 
 
+# Keys no ablation factor may vary, and why: their levels would be one run under several cells.
+NOT_FACTORS = {
+    "model.generation.metric": (
+        "the metric scores what the runs generate and is in no run id, so its levels would "
+        "train identical runs; changing model.generation.metric rescores only (set it and "
+        "rerun: the evaluation alone reruns)"
+    ),
+}
+
+
+def _factor_paths(node: Any, prefix: str = "") -> list[str]:
+    """The dotted keys a factors mapping varies: `{model: {generation: {metric: [..]}}}` ->
+    ["model.generation.metric"] (a mapping is followed down to its lists of levels)."""
+    if not isinstance(node, dict):
+        return [prefix]
+    return [p for k, v in node.items() for p in _factor_paths(v, f"{prefix}.{k}" if prefix else k)]
+
+
+def _check_not_factors(params: dict, source: str) -> None:
+    """A factor (or an explicit cell) over a key of NOT_FACTORS: one line saying why, before
+    the schema's "unknown key" (which names the key but not the reason)."""
+    ablation = params.get("ablation")
+    if not isinstance(ablation, dict):
+        return
+    found = []
+    factors = ablation.get("factors")
+    if isinstance(factors, dict):
+        found += [(f"ablation.factors.{p}", p) for p in _factor_paths(factors)]
+    explicit = ablation.get("explicit")
+    cells = explicit.get("cells") if isinstance(explicit, dict) else None
+    for i, cell in enumerate(cells if isinstance(cells, list) else []):
+        if isinstance(cell, dict):
+            found += [(f"ablation.explicit.cells[{i}].{k}", str(k)) for k in cell]
+    for where, key in found:
+        if key in NOT_FACTORS:
+            raise CampaignError(f"{source}: {where}: {NOT_FACTORS[key]}")
+
+
 REGISTRY_KEY = "x-registry"  # in the schema: the value is a member of this registry package
 
 
@@ -279,6 +317,7 @@ def validate(params: Any, source: str = "params", text: str | None = None) -> di
     fingerprint = _validated_fingerprint(params)
     if fingerprint is not None and fingerprint in _load_validated():
         return params
+    _check_not_factors(params, source)
     import jsonschema
 
     validator = jsonschema.Draft202012Validator(load_schema())
