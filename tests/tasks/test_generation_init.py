@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -16,6 +17,8 @@ from campaign.core.params import validate
 from campaign.data import conversations as conv
 from campaign.tools import init as init_tool
 from campaign.tools.demo_data import generate_corpus
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _args(*argv: str):
@@ -98,3 +101,42 @@ def test_max_length_for_generation_cuts_no_more_answers_than_training_allows():
     chosen = init_tool.choose_max_length(lengths, 10**6, 1.0 - share)
     assert sum(n > chosen for n in lengths) / len(lengths) <= share
     assert init_tool.choose_max_length(lengths, 10**6) < chosen  # the label tasks' 95 %
+
+
+def test_init_keeps_the_evaluation_section_s_comments_for_a_generation_campaign(tmp_path):
+    """The evaluation section has no metric key for generated text (model.generation.metric
+    decides): the written file drops that key in place, with a comment saying where the metric
+    went, and keeps every comment of the template's section instead of a bare dump."""
+    from campaign.tools.init import DROPPED_NOTES
+
+    data, _ = _data(tmp_path, messages=False)
+    out = tmp_path / "mine.yaml"
+    args = _args("--data", str(data), "--id-column", "doc", "--group-column", "who",
+                 "--prompt-column", "q", "--response-column", "a", "--task", "generation",
+                 "--model", "from_config", "--licence", "CC0-1.0", "--out", str(out))  # fmt: skip
+    assert init_tool.init(args) == 0
+    text = out.read_text()
+    written = yaml.safe_load(text)
+    validate(written)
+    assert "metric" not in written["evaluation"]
+    section = text[text.index("\nevaluation:") : text.index("\nbudget:")]
+    template = (REPO / "params.yaml").read_text()
+    kept = template[template.index("\nevaluation:") : template.index("\nbudget:")]
+    comments = [ln.split("#", 1)[1].strip() for ln in kept.splitlines() if "#" in ln]
+    comments = [c for c in comments if c != "or macro_f1"]  # the label metric's own comment
+    assert len(comments) >= 6
+    for comment in comments:
+        assert comment in section, comment
+    assert f"# {DROPPED_NOTES['evaluation.metric']}" in section
+    # the comment lines above the section stay with it
+    above = kept_above(template)
+    assert above and text[: text.index("\nevaluation:")].endswith(above)
+
+
+def kept_above(template: str) -> str:
+    """The comment lines right above `evaluation:` in the template."""
+    lines = template[: template.index("\nevaluation:")].splitlines()
+    above = []
+    while lines and lines[-1].startswith("#"):
+        above.insert(0, lines.pop())
+    return "\n".join(above)

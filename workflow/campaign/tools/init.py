@@ -347,6 +347,13 @@ def model_section(template: dict, args, choices_in: dict) -> dict:
     return model
 
 
+# What the written file says where build_params dropped a key of the template (by dotted key),
+# so the section keeps its comments and the reader learns where the setting went.
+DROPPED_NOTES = {
+    "evaluation.metric": "metric: none here: generated text is decided on model.generation.metric",
+}
+
+
 def build_params(template: dict, args, records, choices_in: dict) -> dict:
     """The template's params with the user's data, model and a first small design."""
     p = copy.deepcopy(template)
@@ -573,7 +580,7 @@ def init(args) -> int:
         validate(copy.deepcopy(params), source=str(out))
     except CampaignError as e:
         raise CampaignError(f"init: the params it would write are not valid: {e}") from None
-    text = render(template_text, template, params, model_text)
+    text = render(template_text, template, params, model_text, DROPPED_NOTES)
     if yaml.safe_load(text) != params:  # the rendering must say exactly what was validated
         raise CampaignError("init: internal error: the written YAML differs from the params")
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -81,10 +81,11 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(" "))
 
 
-def _set(lines: list[str], path: list[str], value: Any) -> bool:
-    """Replace the value of `path` (keys below the section line) by `value` in flow style,
-    keeping the key's trailing comment; False if the key is not written in block style."""
-    start, depth = 0, 0  # the section line itself is lines[0], at indent 0
+def _find(lines: list[str], path: list[str]) -> tuple[int, int, int] | None:
+    """(first line, end, indent) of the key at `path` (keys below the section line, which is
+    lines[0] at indent 0) with its block, or None if it is not written in block style. Comment
+    lines after the block belong to the next key and are not in it."""
+    start, depth = 0, 0
     end = len(lines)
     for part in path:
         key = re.compile(rf"^(\s+){re.escape(part)}:(\s|$)")
@@ -95,7 +96,7 @@ def _set(lines: list[str], path: list[str], value: Any) -> bool:
                 found = i
                 break
         if found is None:
-            return False
+            return None
         depth = _indent(lines[found])
         start = found
         end = found + 1
@@ -109,6 +110,24 @@ def _set(lines: list[str], path: list[str], value: Any) -> bool:
             not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")
         ):
             end -= 1  # comments after the block belong to the next key
+    return start, end, depth
+
+
+# A key the written params no longer have (`campaign init` drops what the task does not read).
+REMOVED = object()
+
+
+def _set(lines: list[str], path: list[str], value: Any, note: str | None = None) -> bool:
+    """Replace the value of `path` (keys below the section line) by `value` in flow style,
+    keeping the key's trailing comment; `value` REMOVED drops the key, leaving `note` as a
+    comment in its place when given. False if the key is not written in block style."""
+    found = _find(lines, path)
+    if found is None:
+        return False
+    start, end, depth = found
+    if value is REMOVED:
+        lines[start:end] = [] if note is None else [" " * depth + "# " + note]
+        return True
     line = lines[start]
     head = line[: line.index(":") + 1]
     if _nested(value):
@@ -128,21 +147,28 @@ def _set(lines: list[str], path: list[str], value: Any) -> bool:
 
 
 def _leaves(new: Any, old: Any, path: list[str]) -> list[tuple[list[str], Any]]:
-    """The (path, value) pairs where `new` differs from `old`, as deep as both are mappings."""
-    if isinstance(new, dict) and isinstance(old, dict) and new.keys() == old.keys():
+    """The (path, value) pairs where `new` differs from `old`, as deep as both are mappings;
+    a key of `old` that `new` lacks is (path, REMOVED)."""
+    if isinstance(new, dict) and isinstance(old, dict) and new.keys() <= old.keys():
         out = []
-        for k in new:
-            out += _leaves(new[k], old[k], [*path, k])
+        for k in old:
+            out += _leaves(new[k], old[k], [*path, k]) if k in new else [([*path, k], REMOVED)]
         return out
     return [] if new == old else [(path, new)]
 
 
 def render(
-    template_text: str, template: dict, params: dict, model_text: Callable[[dict], list[str]]
+    template_text: str,
+    template: dict,
+    params: dict,
+    model_text: Callable[[dict], list[str]],
+    notes: dict[str, str] | None = None,
 ) -> str:
     """params as YAML: the template's text with the changed values set in place (its comments
-    kept), the model section by model_text; a section whose text cannot be edited so is
+    kept), the model section by model_text; a key params dropped leaves its `notes` entry
+    (by dotted key) as a comment, or nothing. A section whose text cannot be edited so is
     written whole, without comments."""
+    notes = notes or {}
     head, sections = _sections(template_text)
     out = list(head)
     for key, value in params.items():
@@ -153,7 +179,8 @@ def render(
         edited = bool(lines) and template.get(key) is not None
         if edited:
             for path, leaf in _leaves(value, template[key], []):
-                if not path or not _set(lines, path, leaf):
+                note = notes.get(".".join([key, *path]))
+                if not path or not _set(lines, path, leaf, note):
                     edited = False
                     break
         if edited:
