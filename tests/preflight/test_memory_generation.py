@@ -195,3 +195,14 @@ def test_a_card_the_cache_does_not_fit_fails_naming_the_prompt_and_the_batch_lev
     followed = _memory_check(_spec(batch), splits, tmp_path / "followed", memory_gib=gib)
     assert followed["passed"], followed["summary"]
     assert followed["details"]["estimate_for_cards"]["peak_bytes"] == advice["need_bytes"]
+
+
+def test_a_prompt_past_the_models_positions_fails_naming_it(splits, tmp_path):
+    """The long test prompt plus max_new_tokens past max_position_embeddings: one line naming
+    the item and the limit, before any probe (a learned position table has no row there)."""
+    spec = _spec()
+    spec["model"]["config"]["max_position_embeddings"] = 4 * MAX_LENGTH
+    result = _memory_check(spec, splits, tmp_path)
+    assert not result["passed"]
+    assert f"test item {LONG_ID}" in result["summary"]
+    assert f"max_position_embeddings {4 * MAX_LENGTH}" in result["summary"]

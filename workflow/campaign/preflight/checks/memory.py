@@ -121,6 +121,19 @@ class Generating:
         )
 
 
+def _beyond_positions(trainer, generating: Generating | None) -> str | None:
+    """Why generation would run past the positions the model has (None: it does not). A learned
+    position table has no row there (the cache cannot even be measured); a rotary model was
+    never trained there. Either way the run's longest prompt needs a change first."""
+    limit = getattr(trainer.model.config, "max_position_embeddings", None)
+    if generating is None or not limit or generating.length <= limit:
+        return None
+    return (
+        f"{generating.describe()}: more than the model's max_position_embeddings {limit}; "
+        "lower model.generation.max_new_tokens or leave out the longest prompts"
+    )
+
+
 def _memory_task(trainer) -> str:
     """The task the memory model runs: a generation task trains and scores as a causal LM
     (the LM head over the formatted conversation, no label set)."""
@@ -224,6 +237,9 @@ def run(bench: Bench) -> Result:
     train_cfg = bench.spec["train"]
     trainer = bench.trainer()
     task, generating = _memory_task(trainer), Generating.of(trainer, bench.full)
+    beyond = _beyond_positions(trainer, generating)
+    if beyond is not None:
+        return Result(False, beyond, {"generating": asdict(generating), "problems": [beyond]})
     here = model_config(trainer)
     # A generation run is probed (the analytic families model label heads and label scoring).
     family = analytic_family(here) if generating is None else None
