@@ -231,18 +231,64 @@ def test_estimate_from_probe_by_hand():
         "evaluation": 100 + 8 * 3 * 100,  # 24 sequences
     }
     phases = est["phases"]
+    per_micro_batch = {"scales_with": "train.micro_batch", "batch": 8}
     assert phases["train_step"] == {
         "bytes": 4000 + 4000 + 8040 + 3400,
         "fixed_bytes": 4000 + 4000 + 8040 + 200,
         "bytes_per_example": 400,
+        "optimizer_state": 8040,
+        **per_micro_batch,
     }
     assert phases["evaluate"] == {
         "bytes": 4000 + 8040 + 2500,
         "fixed_bytes": 4000 + 8040 + 100,
         "bytes_per_example": 300,
+        "optimizer_state": 8040,
+        **per_micro_batch,
     }
-    assert phases["generate"] == {"bytes": 4000 + 256, "fixed_bytes": 4000, "bytes_per_example": 32}
+    # A label-scoring causal LM generates only in the quantize stage's own process: the weights
+    # and the cache of micro_batch sequences, no optimizer state.
+    assert phases["generate"] == {
+        "bytes": 4000 + 256,
+        "fixed_bytes": 4000,
+        "bytes_per_example": 32,
+        "optimizer_state": 0,
+        **per_micro_batch,
+    }
     assert est["peak_phase"] == "train_step" and est["peak_bytes"] == 19440
+
+
+def test_a_generation_runs_cache_is_its_generation_batch_beside_the_optimizer_state():
+    """model.task generation: the train stage generates validation and test in the training
+    process (the Trainer's AdamW state alive), model.generation.batch_size sequences at once."""
+    probed = {
+        "batch_sizes": [2, 4],
+        "max_length": 16,
+        "precision": "fp32",
+        "activations": [1000, 1800],
+        "evaluation": [300, 500],
+        "kv_cache": [64, 128],  # 32 B per sequence
+    }
+    est = memory.estimate_from_probe(
+        probed,
+        PARAMS,
+        {"micro_batch": 8, "max_length": 16, "precision": "fp32"},
+        task="causal_lm",
+        architecture="toy",
+        eval_sequences=1,
+        device="cpu",
+        kv_batch=3,
+        optimizer_while_generating=True,
+    )
+    assert est["bytes"]["kv_cache"] == 3 * 32
+    assert est["phases"]["generate"] == {
+        "bytes": 4000 + 8040 + 3 * 32,
+        "fixed_bytes": 4000 + 8040,
+        "bytes_per_example": 32,
+        "optimizer_state": 8040,
+        "scales_with": "model.generation.batch_size",
+        "batch": 3,
+    }
 
 
 def toy(grad_accum: int = 2) -> dict:
@@ -276,6 +322,36 @@ def fake_variant(lever: str, peak_gib: float | None) -> dict:
     }
 
 
+def test_a_generation_caches_batch_is_its_lever_not_micro_batch():
+    """A generation task's cache (model.generation.batch_size 8 sequences of 1 GiB, beside
+    1 GiB of weights and 2 GiB of AdamW state) is the peak: 11 GiB on a 9 GiB card. A smaller
+    micro_batch moves no cached sequence; 6 sequences (9 GiB, the whole card) fit."""
+    est = memory.MemoryEstimate(
+        weights=GIB,
+        gradients=GIB,
+        optimizer_state=2 * GIB,
+        activations=2 * GIB,
+        kv_cache=8 * GIB,
+        activations_per_example=GIB // 2,
+        kv_cache_per_example=GIB,
+        micro_batch=4,
+        kv_batch=8,
+        optimizer_while_generating=True,
+    ).to_dict()
+    est["settings"] = {"grad_accum": 1}
+    assert est["peak_phase"] == "generate" and est["peak_bytes"] == 11 * GIB
+    (row,) = memory.fit_table(est, [{"name": "c", "memory_gib": 9}], 0.0)
+    assert not row["fits"] and row["max_micro_batch"] == 0
+    levers = {r["lever"]: r for r in row["levers"]}
+    mb = levers["micro_batch"]
+    assert mb["need_bytes"] == 11 * GIB and mb["phase"] == "generate" and not mb["fits"]
+    gen = levers["generation_batch"]
+    assert gen["setting"] == {"model.generation.batch_size": 6}
+    assert gen["need_bytes"] == 9 * GIB and gen["saves_bytes"] == 2 * GIB and gen["fits"]
+    # 8-bit AdamW moments shrink the generate phase too: the state is alive there.
+    assert levers["optimizer"]["need_bytes"] == 11 * GIB - int(2 * GIB * 0.74609375)
+
+
 def test_levers_by_hand():
     # Needs 1 + 1 + 2 + 4 x 0.5 = 6 GiB; the 5 GiB card (no margin) does not fit, 8 GiB does.
     variants = [fake_variant("bf16", 4.5), fake_variant("lora", None)]
@@ -284,7 +360,7 @@ def test_levers_by_hand():
     assert big["fits"] and big["levers"] == []
     assert not small["fits"] and small["source"] == "measured"
     rows = {r["lever"]: r for r in small["levers"]}
-    assert list(rows) == ["lora", "micro_batch", "bf16", "optimizer", "packing"]  # LEVERS order
+    assert list(rows) == ["lora", "micro_batch", "bf16", "optimizer", "packing", "generation_batch"]
     # micro_batch: effective batch 4 x 2 = 8; the divisors below 4 are 2 and 1; at 2 the step
     # needs 4 + 2 x 0.5 = 5 GiB, which fits: micro_batch 2, grad_accum 4.
     mb = rows["micro_batch"]

@@ -12,6 +12,14 @@ weights          4 x all parameters. The campaign keeps fp32 weights and runs bf
                      2*T*V*4 (fp32 logits and the shifted copy the loss reads, or in backward
                      their gradients), else T*C*d.
     kv_cache         causal_lm: the generation cache, `kv_cache_bytes`.
+    generate         the weights and the KV cache; for a generation task (model.task
+                     generation) also the AdamW state: the train stage generates validation
+                     and test on the saved model in the training process, where the Trainer
+                     still holds its optimizer (train/stage.py run_training, final_scores; the
+                     gradients are freed by zero_grad(set_to_none=True)). A label-scoring causal
+                     LM generates only in the quantize stage's own process (weights alone), as
+                     do the floors. Its cache holds model.generation.batch_size sequences
+                     there, not micro_batch (`scales_with`).
     evaluation       the scoring of one evaluation batch without gradients, while the optimizer
                      state stays (the loop evaluates between steps): micro_batch sequences for a
                      classifier, micro_batch * n_labels for a causal LM (every candidate label's
@@ -47,15 +55,23 @@ from campaign.memory.shape import (
     quantized_linears,
 )
 
-
 # ------------------------------------------------------------------ the estimate
+# What a phase's bytes_per_example multiplies: the training micro-batch, or the sequences
+# generated together (a generation task's cache; the fit table's generation_batch lever).
+MICRO_BATCH = "train.micro_batch"
+GENERATION_BATCH = "model.generation.batch_size"
+
+
 @dataclass(frozen=True)
 class MemoryEstimate:
     """Estimated bytes per component for one micro-batch of `micro_batch` examples.
 
     `activations_per_example`, `evaluation_per_example` and `kv_cache_per_example` are the parts
-    that grow linearly with the micro-batch (everything else is fixed), which is what `fit_table`
-    solves for. `evaluation` 0: no evaluation phase (unknown number of labels).
+    that grow linearly with a batch (everything else is fixed), which is what `fit_table`
+    solves for. `evaluation` 0: no evaluation phase (unknown number of labels). `kv_batch`: the
+    sequences the cache holds when the run generates free text (model.generation.batch_size;
+    None: micro_batch, a label-scoring causal LM's cache); `optimizer_while_generating`: that
+    generation runs in the training process beside the AdamW state (module docstring).
     """
 
     weights: int
@@ -68,31 +84,40 @@ class MemoryEstimate:
     micro_batch: int
     evaluation: int = 0
     evaluation_per_example: int = 0
+    kv_batch: int | None = None
+    optimizer_while_generating: bool = False
 
-    def phases(self) -> dict[str, dict[str, int]]:
-        """{phase: {bytes, fixed_bytes, bytes_per_example}}: a training step, an evaluation
-        batch between steps, generation (LM)."""
-        train = self.weights + self.gradients + self.optimizer_state + self.activations
-        out = {
-            "train_step": {
-                "bytes": train,
-                "fixed_bytes": train - self.activations_per_example * self.micro_batch,
-                "bytes_per_example": self.activations_per_example,
+    def phases(self) -> dict[str, dict[str, Any]]:
+        """{phase: {bytes, fixed_bytes, bytes_per_example, scales_with, batch,
+        optimizer_state}}: a training step, an evaluation batch between steps, generation
+        (LM). bytes = fixed_bytes + bytes_per_example x batch, where batch is the value of the
+        key `scales_with` names; optimizer_state: the AdamW bytes the phase holds."""
+
+        def phase(total: int, per: int, batch: int, scales_with: str, state: int) -> dict:
+            return {
+                "bytes": total,
+                "fixed_bytes": total - per * batch,
+                "bytes_per_example": per,
+                "scales_with": scales_with,
+                "batch": batch,
+                "optimizer_state": state,
             }
-        }
+
+        state, mb = self.optimizer_state, self.micro_batch
+        train = self.weights + self.gradients + state + self.activations
+        out = {"train_step": phase(train, self.activations_per_example, mb, MICRO_BATCH, state)}
         if self.evaluation:
-            evaluate = self.weights + self.optimizer_state + self.evaluation
-            out["evaluate"] = {
-                "bytes": evaluate,
-                "fixed_bytes": evaluate - self.evaluation_per_example * self.micro_batch,
-                "bytes_per_example": self.evaluation_per_example,
-            }
+            evaluate = self.weights + state + self.evaluation
+            out["evaluate"] = phase(evaluate, self.evaluation_per_example, mb, MICRO_BATCH, state)
         if self.kv_cache:
-            out["generate"] = {
-                "bytes": self.weights + self.kv_cache,
-                "fixed_bytes": self.weights,
-                "bytes_per_example": self.kv_cache_per_example,
-            }
+            held = state if self.optimizer_while_generating else 0
+            out["generate"] = phase(
+                self.weights + held + self.kv_cache,
+                self.kv_cache_per_example,
+                mb if self.kv_batch is None else self.kv_batch,
+                MICRO_BATCH if self.kv_batch is None else GENERATION_BATCH,
+                held,
+            )
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -121,7 +146,8 @@ ASSUMPTIONS = (
     "AdamW: exp_avg + exp_avg_sq fp32 (8 B/trainable param) + a 4 B step per trainable tensor",
     "activations: analytic saved-for-backward bytes of one micro-batch, every example padded to "
     "max_length, + logits; an estimate",
-    "kv_cache (causal_lm): generation of micro_batch sequences of max_length tokens",
+    "kv_cache (causal_lm): generation of micro_batch sequences of max_length tokens, in the "
+    "quantize stage's own process (weights and cache, no optimizer state)",
     "evaluation: one scoring batch without gradients (micro_batch sequences, x n_labels for a "
     "causal LM) beside the weights and optimizer state; an estimate",
     "not counted: CUDA context and kernels (~0.3-1 GiB), allocator fragmentation (reserved > "

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from campaign.core.errors import CampaignError
-from campaign.memory.estimate import setting
+from campaign.memory.estimate import MICRO_BATCH, setting
 from campaign.memory.levers import lever_rows
 from campaign.memory.shape import GIB
 
@@ -56,7 +56,8 @@ def fit_table(
     cards: [{name, memory_gib}]. Per card: need (the estimate's peak phase), margin left (bytes,
     % of the card), fits, and max_micro_batch: the largest micro-batch whose every phase fits
     in memory_gib x (1 - margin_fraction), from fixed + bytes_per_example x micro_batch (None when
-    no phase grows with the micro-batch); source: "estimated" (analytic) or "measured";
+    no phase grows with the micro-batch; a phase that scales with another batch, a generation
+    task's KV cache, counts as fixed there); source: "estimated" (analytic) or "measured";
     devices: the cards one run takes (train.devices; every need here is per card). A card
     the run does not fit lists the levers (`levers.lever_rows`): the arithmetic ones always,
     the recipe-changing ones from `variants` (`analytic_variants` / `measured_variants`);
@@ -77,7 +78,11 @@ def fit_table(
         usable = capacity * (1 - margin_fraction)
         limits = []
         for p in phases.values():
-            if p["bytes_per_example"] > 0:
+            if p.get("scales_with", MICRO_BATCH) != MICRO_BATCH:
+                # A generation task's cache: the generation batch sets it, micro_batch cannot.
+                if p["bytes"] > usable:
+                    limits.append(0)
+            elif p["bytes_per_example"] > 0:
                 limits.append(
                     max(0, math.floor((usable - p["fixed_bytes"]) / p["bytes_per_example"]))
                 )

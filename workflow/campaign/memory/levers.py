@@ -12,14 +12,16 @@ The levers of the checklist, each applied alone to the recipe:
     optimizer                train.optimizer adamw_8bit: torchao's 8-bit AdamW moments (CUDA)
     packing                  train.packing (causal_lm): a micro-batch's examples packed into
                              fewer rows of max_length, so the training step holds fewer rows
-Every row's `setting` is the train keys a user sets to pull the lever. micro_batch, optimizer and
-packing are arithmetic on the estimate (its fixed and per-example bytes; packing with the rows
-the preflight sample's micro-batches pack into, `packed_rows`); the others are a second
-estimate ("variant") of the changed recipe: analytic for a known family (`analytic_variants`),
-measured on the model otherwise (`measured_variants`). Each lever row says which: "estimated"
-(from the config) or "measured" (from real passes on the model). The preflight also measures
-each lever that is a key on real training steps (memory/costs.py) and adds that saving
-and the step-time ratio to the rows (`with_costs`).
+    generation_batch         a smaller model.generation.batch_size (model.task generation): the
+                             KV cache holds the sequences generated together, not micro_batch
+Every row's `setting` is the keys a user sets to pull the lever. micro_batch, optimizer,
+packing and generation_batch are arithmetic on the estimate (its fixed and per-example bytes;
+packing with the rows the preflight sample's micro-batches pack into, `packed_rows`); the
+others are a second estimate ("variant") of the changed recipe: analytic for a known family
+(`analytic_variants`), measured on the model otherwise (`measured_variants`). Each lever row
+says which: "estimated" (from the config) or "measured" (from real passes on the model). The
+preflight also measures each lever that is a key on real training steps (memory/costs.py) and
+adds that saving and the step-time ratio to the rows (`with_costs`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 
 from campaign.core.defaults import TRAIN_DEFAULTS
 from campaign.core.errors import CampaignError
-from campaign.memory.estimate import setting
+from campaign.memory.estimate import GENERATION_BATCH, MICRO_BATCH, setting
 from campaign.memory.format import format_bytes
 from campaign.memory.shape import analytic_family
 
@@ -41,6 +43,7 @@ LEVERS = (
     "gradient_checkpointing",
     "optimizer",
     "packing",
+    "generation_batch",
 )
 LEVER_LORA = {"r": 8, "alpha": 16, "dropout": 0.0}
 # Attention projections of the known families (what default_lora_targets finds in them).
@@ -210,12 +213,19 @@ def measured_variants(subject: Any) -> list[dict[str, Any]]:
 
 
 # ------------------------------------------------------------------ lever rows for one card
-def need_at(estimate: dict, micro_batch: int) -> tuple[int, str]:
-    """(bytes, phase) of the tightest phase at another micro_batch, from fixed + per example."""
-    needs = {
-        name: p["fixed_bytes"] + p["bytes_per_example"] * micro_batch
-        for name, p in estimate["phases"].items()
-    }
+def need_at(
+    estimate: dict, micro_batch: int | None = None, generation_batch: int | None = None
+) -> tuple[int, str]:
+    """(bytes, phase) of the tightest phase at another micro_batch and/or generation batch, from
+    fixed + per example: each phase moves with the batch its bytes scale with (`scales_with`:
+    a generation task's KV cache with model.generation.batch_size, not micro_batch)."""
+    batches = {MICRO_BATCH: micro_batch, GENERATION_BATCH: generation_batch}
+
+    def need(p: dict) -> int:
+        batch = batches.get(p.get("scales_with", MICRO_BATCH))
+        return p["bytes"] if batch is None else p["fixed_bytes"] + p["bytes_per_example"] * batch
+
+    needs = {name: need(p) for name, p in estimate["phases"].items()}
     phase = max(needs, key=lambda n: needs[n])
     return needs[phase], phase
 
@@ -267,14 +277,15 @@ def optimizer_row(
     estimate: dict, usable: float, optimizer: str = TRAIN_DEFAULTS["optimizer"]
 ) -> dict[str, Any]:
     """train.optimizer adamw_8bit: every phase that holds the AdamW state (training,
-    evaluation) holds LOW_BIT_STATE_FRACTION of it."""
+    evaluation, a generation task's generation in the training process) holds
+    LOW_BIT_STATE_FRACTION of it."""
     base, source = estimate["peak_bytes"], estimate.get("source", "estimated")
     if optimizer != "adamw":
         return _row("optimizer", "-", None, None, base, usable, source, f"already {optimizer}")
     state = estimate["bytes"]["optimizer_state"]
     saved = int(state * (1 - LOW_BIT_STATE_FRACTION))
     needs = {
-        name: p["bytes"] - (saved if name in ("train_step", "evaluate") else 0)
+        name: p["bytes"] - (saved if p.get("optimizer_state", 0) else 0)
         for name, p in estimate["phases"].items()
     }
     phase = max(needs, key=lambda n: needs[n])
@@ -318,7 +329,9 @@ def packing_row(estimate: dict, usable: float, packing: dict | None) -> dict[str
     if not 0 < rows < mb:
         return without(f"the sample's micro-batches of {mb} pack into no fewer rows")
     needs = {
-        name: p["fixed_bytes"] + p["bytes_per_example"] * (rows if name == "train_step" else mb)
+        name: p["fixed_bytes"] + p["bytes_per_example"] * rows
+        if name == "train_step"
+        else p["bytes"]
         for name, p in estimate["phases"].items()
     }
     phase = max(needs, key=lambda n: needs[n])
@@ -331,6 +344,33 @@ def packing_row(estimate: dict, usable: float, packing: dict | None) -> dict[str
         usable,
         source,
         "causal_lm; rows of max_length, per-example masks",
+    )
+
+
+def generation_batch_row(estimate: dict, usable: float) -> dict[str, Any]:
+    """The largest model.generation.batch_size below the recipe's at which every phase fits
+    (else 1): a generation task's KV cache holds that many sequences (the generate phase
+    scales with it; micro_batch does not move it)."""
+    base, source = estimate["peak_bytes"], estimate.get("source", "estimated")
+    gen = estimate["phases"].get("generate")
+    if gen is None or gen.get("scales_with") != GENERATION_BATCH:
+        note = "model.task generation only (no free text is generated in batches)"
+        return _row("generation_batch", "-", None, None, base, usable, source, note)
+    batch = int(gen["batch"])
+    if batch <= 1:
+        note = f"{GENERATION_BATCH} is 1"
+        return _row("generation_batch", "-", None, None, base, usable, source, note)
+    options = range(batch - 1, 0, -1)
+    chosen = next((b for b in options if need_at(estimate, generation_batch=b)[0] <= usable), 1)
+    return _row(
+        "generation_batch",
+        f"generation batch_size {batch} -> {chosen}",
+        {GENERATION_BATCH: chosen},
+        need_at(estimate, generation_batch=chosen),
+        base,
+        usable,
+        source,
+        "fewer sequences in the KV cache; the same greedy outputs, generated more slowly",
     )
 
 
@@ -347,6 +387,8 @@ def lever_rows(
             rows.append(micro_batch_row(estimate, usable))
         elif lever == "packing":
             rows.append(packing_row(estimate, usable, packing))
+        elif lever == "generation_batch":
+            rows.append(generation_batch_row(estimate, usable))
         elif lever == "optimizer":
             optimizer = setting(estimate, "optimizer")
             rows.append(optimizer_row(estimate, usable, optimizer))

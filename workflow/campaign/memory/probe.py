@@ -41,8 +41,10 @@ MEASURED_ASSUMPTIONS = (
     "evaluation: the peak tensor bytes of one scoring batch without gradients, measured and "
     "extrapolated the same way",
     "kv_cache (causal_lm): the cache of one forward over micro_batch sequences, measured; "
-    "for generation, over model.generation.batch_size sequences of the longest prompt plus "
-    "max_new_tokens",
+    "for generation, over model.generation.batch_size sequences of the longest formatted "
+    "prompt of validation and test plus max_new_tokens",
+    "generate (model.task generation): the weights, the KV cache and the AdamW state, which "
+    "the training process still holds while it generates validation and test",
     "measured on the device the preflight runs on; on the CPU an estimate for CUDA is high "
     "(float dropout masks, attention probabilities kept with dropout)",
     "not counted: CUDA context and kernels, allocator rounding and fragmentation, kernel "
@@ -96,6 +98,10 @@ class Subject:
     # The cached positions of one generated sequence (prompt + new tokens) when the run
     # generates free text; None: max_length (a label-scoring causal LM's one forward).
     kv_length: int | None = None
+    # The sequences generated together (model.generation.batch_size) when the run generates
+    # free text, which it does in the training process, beside the optimizer state; None:
+    # micro_batch, and no generation in training.
+    kv_batch: int | None = None
 
 
 def probe_memory(subject: Subject, max_length: int, precision: str) -> dict[str, Any]:
@@ -138,9 +144,11 @@ def estimate_from_probe(
     device: str,
     gradient_checkpointing: bool = False,
     kv_batch: int | None = None,
+    optimizer_while_generating: bool = False,
 ) -> dict[str, Any]:
     """The estimate (the same form as `estimate_memory`'s) from a probe and exact parameters.
-    kv_batch: the sequences generated together (None: micro_batch)."""
+    kv_batch: the sequences generated together (None: micro_batch); optimizer_while_generating:
+    the generation runs in the training process, beside the AdamW state (MemoryEstimate)."""
     mb, sizes = int(train_cfg["micro_batch"]), probed["batch_sizes"]
     act = linear_fit(sizes, probed["activations"])
     ev = linear_fit(sizes, probed["evaluation"])
@@ -157,6 +165,8 @@ def estimate_from_probe(
         # scoring mb examples = mb * eval_sequences sequences
         evaluation=extrapolate(ev, mb * eval_sequences),
         evaluation_per_example=ev["per_example"] * eval_sequences,
+        kv_batch=kv_batch,
+        optimizer_while_generating=optimizer_while_generating,
     )
     out = estimate.to_dict()
     out["source"] = "measured"
@@ -208,6 +218,8 @@ def measured_estimate(
         eval_sequences=subject.eval_sequences,
         device=subject.device,
         gradient_checkpointing=gradient_checkpointing,
+        kv_batch=subject.kv_batch,
+        optimizer_while_generating=subject.kv_batch is not None,
     )
 
 

@@ -11,8 +11,9 @@ step at micro_batch, and a missing analytic model never fails the check by itsel
 
 A generation task (a task module, campaign/tasks/) is probed as the causal LM it trains: the
 step on formatted conversations (prompt + response) at max_length, the loss on the answer
-tokens, and the KV cache of what the evaluation generates: model.generation.batch_size
-sequences of the longest prompt plus max_new_tokens (`Generating`).
+tokens, and the KV cache of what the run generates: model.generation.batch_size sequences of
+the longest formatted prompt of the full validation and test splits plus max_new_tokens
+(`Generating`), beside the weights and the optimizer state (the training process generates).
 
 Every detail but `measured` (process and allocator peaks) is tensor bytes, the same on every run
 on a CPU: the report keeps them, measurements.json the peaks.
@@ -25,6 +26,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from campaign.data import parse_messages
 from campaign.memory import (
     PROBE_BATCHES,
     Subject,
@@ -57,7 +59,7 @@ from campaign.preflight.bench import (
     model_config,
     padded_batch,
 )
-from campaign.train import IGNORE, autocast, count_targets, loss_sum
+from campaign.train import EVAL_SPLITS, IGNORE, autocast, count_targets, loss_sum
 
 ORDER = 20  # place in the report
 # Process memory peaks per phase and the levers' step times differ between identical runs.
@@ -71,24 +73,65 @@ EXACT_MEMORY = ("weights", "gradients", "optimizer_state")
 @dataclass(frozen=True)
 class Generating:
     """What the KV cache holds when a generation run generates: `batch` sequences (model.
-    generation.batch_size) of `length` cached positions (the longest prompt of the sample's
-    splits plus max_new_tokens)."""
+    generation.batch_size) of `length` cached positions: the longest prompt (`prompt` tokens,
+    `item` names it) plus max_new_tokens (`new_tokens`)."""
 
     batch: int
     length: int
+    prompt: int
+    new_tokens: int
+    item: str
 
     @classmethod
-    def of(cls, trainer) -> Generating | None:
-        """None for a task that generates no free text (labels are scored in one forward)."""
+    def of(cls, trainer, full) -> Generating | None:
+        """None for a task that generates no free text (labels are scored in one forward).
+
+        The run generates on every item of validation and test (EVAL_SPLITS: the train stage's
+        final predictions, the floors and the variants alike) from the whole prompt, every turn
+        before the reference answer, formatted by the task's own `prompt_ids` and never cut
+        (train/engine.py cuts nothing): so the longest over the full splits (`full`, the
+        preflight's inputs), not over the sample's examples, which max_length cut. Lengths are
+        counted with the sample trainer's tokenizer: a pretrained model's own; a from-config
+        one trained on the sample (coarser than the run's, so a prompt counts no fewer tokens).
+        """
         if trainer.hooks is None:
             return None
-        prompts = [
-            next((i for i, t in enumerate(e["labels"]) if t != IGNORE), len(e["labels"]))
-            for split in trainer.examples.values()
-            for e in split
-        ]
         run = trainer.run_setup
-        return cls(batch=run.batch_size, length=max(prompts, default=0) + run.max_new_tokens)
+        longest, item = 0, "no item"
+        for name in EVAL_SPLITS:
+            split = getattr(full, name)
+            for record_id, cell in zip(split.ids, split.messages or (), strict=False):
+                talk = parse_messages(cell, f"{name} record {record_id}")
+                n = len(trainer.hooks.prompt_ids(trainer.tokenizer, run.template, talk))
+                if n > longest:
+                    longest, item = n, f"{name} item {record_id}"
+        return cls(
+            batch=run.batch_size,
+            length=longest + run.max_new_tokens,
+            prompt=longest,
+            new_tokens=run.max_new_tokens,
+            item=item,
+        )
+
+    def describe(self) -> str:
+        return (
+            f"the KV cache of {self.batch} generated sequences (model.generation.batch_size) of "
+            f"{self.length} positions: the longest prompt, {self.item}, {self.prompt} tokens, "
+            f"+ max_new_tokens {self.new_tokens}"
+        )
+
+
+def _beyond_positions(trainer, generating: Generating | None) -> str | None:
+    """Why generation would run past the positions the model has (None: it does not). A learned
+    position table has no row there (the cache cannot even be measured); a rotary model was
+    never trained there. Either way the run's longest prompt needs a change first."""
+    limit = getattr(trainer.model.config, "max_position_embeddings", None)
+    if generating is None or not limit or generating.length <= limit:
+        return None
+    return (
+        f"{generating.describe()}: more than the model's max_position_embeddings {limit}; "
+        "lower model.generation.max_new_tokens or leave out the longest prompts"
+    )
 
 
 def _memory_task(trainer) -> str:
@@ -170,6 +213,7 @@ def _subject(bench: Bench, trainer, n_labels: int, generating: Generating | None
         sizes=PROBE_BATCHES,
         architecture=getattr(config, "model_type", "") or "",
         kv_length=generating.length if generating is not None else None,
+        kv_batch=generating.batch if generating is not None else None,
     )
 
 
@@ -192,7 +236,10 @@ def run(bench: Bench) -> Result:
     cfg, recipe = bench.cfg, bench.recipe
     train_cfg = bench.spec["train"]
     trainer = bench.trainer()
-    task, generating = _memory_task(trainer), Generating.of(trainer)
+    task, generating = _memory_task(trainer), Generating.of(trainer, bench.full)
+    beyond = _beyond_positions(trainer, generating)
+    if beyond is not None:
+        return Result(False, beyond, {"generating": asdict(generating), "problems": [beyond]})
     here = model_config(trainer)
     # A generation run is probed (the analytic families model label heads and label scoring).
     family = analytic_family(here) if generating is None else None
@@ -218,6 +265,11 @@ def run(bench: Bench) -> Result:
             f"the run needs {fmt_bytes(target['peak_bytes'])} ({target['peak_phase']}) and fits "
             f"none of {', '.join(r['card'] for r in fits)} with a "
             f"{100 * cfg['memory_margin']:.0f}% margin"
+            + (
+                f" ({generating.describe()})"
+                if generating is not None and target["peak_phase"] == "generate"
+                else ""
+            )
         )
     details = {
         "estimator": "analytic" if family is not None else "measured",
@@ -272,6 +324,7 @@ def _estimates(
         device=device.type,
         gradient_checkpointing=recipe.gradient_checkpointing,
         kv_batch=generating.batch if generating is not None else None,
+        optimizer_while_generating=generating is not None,
     )
     estimate = estimate_from_probe(
         probed,
@@ -430,6 +483,13 @@ def describe(d: dict) -> list[str]:
         lines.append(
             f"kv cache: estimated {fmt_bytes(kv['estimated'])}, measured "
             f"{fmt_bytes(kv['measured'])}"
+        )
+    if d.get("generating"):
+        g = d["generating"]
+        lines.append(
+            f"generation: {g['batch']} sequences x {g['length']} cached positions (the longest "
+            f"prompt, {g['item']}, {g['prompt']} tokens, + max_new_tokens {g['new_tokens']}), "
+            "beside the weights and the optimizer state (the training process generates)"
         )
     if d.get("lever_costs"):
         lines.append("levers that are train keys, measured on the recipe's first steps:")
