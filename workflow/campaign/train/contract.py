@@ -20,6 +20,7 @@ import json
 import os
 import signal
 from pathlib import Path
+from types import MappingProxyType
 
 import torch
 import transformers as tf
@@ -31,15 +32,12 @@ from campaign.core.errors import PREEMPTED_EXIT
 SPEC_ENV = "CAMPAIGN_RUN_SPEC"
 # train.schedule -> the Trainer's lr_scheduler_type (constant: the built-in loop's warmup too).
 SCHEDULES = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}
-# Recipe keys trainer_args does not pass on (a script that applies one names it in `handled`).
-UNMAPPED = (
-    "optimizer",
-    "gradient_checkpointing",
-    "group_by_length",
-    "packing",
-    "base_dropout",
-    "base_quantization",
-)
+# Recipe keys trainer_args does not pass on (a script that applies one names it in `handled`),
+# with the value its arguments do train with: the train defaults, and for train.lora (required
+# in params, so without a default) null, the full fine-tune a Trainer runs on the model it gets.
+_DEFAULTED = ("optimizer", "gradient_checkpointing", "group_by_length", "packing",
+              "base_dropout", "base_quantization")  # fmt: skip
+UNMAPPED = MappingProxyType({**{k: TRAIN_DEFAULTS[k] for k in _DEFAULTED}, "lora": None})
 
 
 class Contract(tf.TrainerCallback):
@@ -73,12 +71,13 @@ class Contract(tf.TrainerCallback):
 
         A recipe key these keywords do not carry (UNMAPPED) at a value other than its default
         stops the run in one line, unless the script names it in `handled` (it applies the key
-        itself): a cell labelled train.optimizer adafactor must not train with AdamW."""
+        itself): a cell labelled train.optimizer adafactor must not train with AdamW, nor one
+        labelled with a train.lora every weight."""
         recipe = self.spec["recipe"]
         moved = [
             f"train.{k} {recipe[k]!r}"
-            for k in UNMAPPED
-            if k not in handled and k in recipe and recipe[k] != TRAIN_DEFAULTS[k]
+            for k, carried in UNMAPPED.items()
+            if k not in handled and k in recipe and recipe[k] != carried
         ]
         if moved:
             raise SystemExit(
