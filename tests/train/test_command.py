@@ -358,6 +358,60 @@ def test_more_devices_than_one_need_a_launcher_in_argv_which_gets_the_count(tmp_
     assert not (tmp_path / "started").exists() and not ctx.outputs["predictions_test"].exists()
 
 
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["torchrun", "--nproc_per_node", "4", "t.py"], "sets --nproc_per_node 4, a process"),
+        (["torchrun", "--nproc-per-node=4", "t.py"], "sets --nproc-per-node 4, a process"),
+        (["accelerate", "launch", "--num_processes", "4", "t.py", "{devices}"],
+         "sets --num_processes 4"),
+        (["deepspeed", "--num_gpus=4", "t.py", "--x={devices}"], "sets --num_gpus 4"),
+        (["torchrun", "t.py"], 'starts torchrun without "{devices}"'),
+        (["python", "-m", "torch.distributed.run", "--standalone", "t.py"],
+         'starts torch.distributed.run without "{devices}"'),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("devices", [1, 2])
+def test_a_launcher_whose_process_count_is_not_train_devices_is_refused(argv, words, devices):
+    """A count written in argv (or none given to the launcher) trains on processes the plan,
+    the budget and the key do not count: refused in one line before the command starts."""
+    from campaign.train.command import Command, command_argv
+
+    with pytest.raises(CampaignError) as refused:
+        command_argv(Command(argv=tuple(argv)), devices)
+    message = str(refused.value)
+    assert message.startswith(f"train.command: argv ({' '.join(argv)}) "), message
+    assert words in message and f"train.devices ({devices})" in message and "\n" not in message
+    # The count from "{devices}" is taken, at any count.
+    fixed = ["torchrun", "--nproc_per_node", "{devices}", "t.py"]
+    assert command_argv(Command(argv=tuple(fixed)), devices)[2] == str(devices)
+
+
+def test_the_contract_helper_refuses_a_world_size_that_is_not_train_devices(monkeypatch):
+    """A count the argv check cannot see (a launcher's config file): the helper compares the
+    launcher's WORLD_SIZE with the spec's devices as the script starts."""
+    from campaign.train.contract import Contract
+
+    spec = {"devices": 2, "recipe": {}}
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGUSR1)}
+    try:
+        monkeypatch.setenv("WORLD_SIZE", "4")
+        with pytest.raises(SystemExit) as refused:
+            Contract(spec)
+        assert str(refused.value).startswith(
+            "CAMPAIGN_RUN_SPEC: WORLD_SIZE 4 (the processes the launcher started) is not "
+            "train.devices 2; give the launcher in train.command's argv"
+        )
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        assert Contract(spec).spec is spec
+        monkeypatch.delenv("WORLD_SIZE")  # no launcher: one process
+        with pytest.raises(SystemExit, match="WORLD_SIZE 1 "):
+            Contract(spec)
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+
+
 @pytest.mark.slow(minutes=2)
 def test_a_command_with_its_launcher_trains_on_two_processes_and_is_scored(tmp_path):
     """train.devices 2 and the HF example under torch.distributed.run (torchrun), the count in

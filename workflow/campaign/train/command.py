@@ -30,6 +30,7 @@ from campaign.core.fsutil import atomic_write_text
 from campaign.core.hashing import hash_tree, hash_value
 from campaign.core.progress import job_progress
 from campaign.plan import command_of, identity, run_id
+from campaign.train.command_adapter import adopt_adapter, is_adapter
 
 SPEC_FORMAT = 1
 # In the job's work folder (.campaign/work/<key>/), which outlives a failed or preempted job.
@@ -46,13 +47,16 @@ FORWARD = {signal.SIGUSR1: signal.SIGUSR1, signal.SIGTERM: signal.SIGTERM,
 POLL_SECONDS = 0.2
 # argv[0] naming these runs the campaign's own interpreter (a job's PATH may hold another).
 OWN_PYTHON = ("python", "python3")
-# What save_pretrained writes as a model's weights, sharded or not; and as a peft adapter's.
+# What save_pretrained writes as a model's weights, sharded or not.
 WEIGHTS = ("model*.safetensors", "pytorch_model*.bin")
-ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
 # What starts one process per device: train.devices > 1 needs one of these at the head of argv
 # (the campaign starts the command once; "{devices}" in argv becomes the run's device count).
 LAUNCHERS = ("torchrun", "accelerate", "deepspeed", "srun", "mpirun", "torch.distributed.run")
 DEVICES_SLOT = "{devices}"
+# The launchers' process-count options (torchrun, accelerate, deepspeed, srun): with a number
+# written in argv the run would train on a count the plan, budget and key do not know.
+COUNT_OPTIONS = ("--nproc_per_node", "--nproc-per-node", "--num_processes", "--num-processes",
+                 "--num_gpus", "--num-gpus", "--ntasks", "--ntasks-per-node")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -234,7 +238,10 @@ def _child_env(spec_path: Path) -> dict:
 def command_argv(command: Command, devices: int) -> list[str]:
     """The argv the job runs: python as the job's own interpreter, "{devices}" as the run's
     device count. More than one device needs a launcher at the head of argv: the campaign
-    starts the command once and launches no process per device itself."""
+    starts the command once and launches no process per device itself. A launcher takes its
+    process count from "{devices}", at any count: a number written in argv would train on
+    processes the plan, the budget and the key do not count."""
+    _check_count(command, devices)
     argv = [a.replace(DEVICES_SLOT, str(devices)) for a in command.argv]
     if argv[0] in OWN_PYTHON:  # the interpreter the job runs in, whatever PATH says
         argv[0] = sys.executable
@@ -245,6 +252,30 @@ def command_argv(command: Command, devices: int) -> list[str]:
             "in argv is replaced by the count), or set train.devices 1"
         )
     return argv
+
+
+def _check_count(command: Command, devices: int) -> None:
+    """A launcher at the head of argv with its process count not "{devices}": one line."""
+    argv = command.argv
+    launcher = next((Path(a).name for a in argv[:3] if Path(a).name in LAUNCHERS), None)
+    if launcher is None:
+        return
+    written = " ".join(argv)
+    for i, arg in enumerate(argv):
+        option, eq, value = arg.partition("=")
+        if option in COUNT_OPTIONS:
+            value = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+            if value != DEVICES_SLOT:
+                raise CampaignError(
+                    f"train.command: argv ({written}) sets {option} {value}, a process count "
+                    f"train.devices ({devices}) does not know; write {option}={DEVICES_SLOT}"
+                )
+    if not any(DEVICES_SLOT in a for a in argv):
+        raise CampaignError(
+            f'train.command: argv ({written}) starts {launcher} without "{DEVICES_SLOT}": its '
+            f"process count must be train.devices ({devices}), which the plan, budget and key "
+            f"count; pass it as {DEVICES_SLOT} (e.g. --nproc_per_node={DEVICES_SLOT})"
+        )
 
 
 def run_command(command: Command, spec_path: Path, work_dir: Path, root: Path, spec: dict) -> int:
@@ -329,52 +360,6 @@ def check_outputs(folder: Path, progress: list[dict], max_steps: int) -> None:
             f"train.command: broke the contract: its last progress line is step "
             f"{progress[-1]['step']}, not max_steps {max_steps}"
         )
-
-
-def is_adapter(folder: Path) -> bool:
-    """A peft adapter folder (save_pretrained of a PeftModel): its config and weights."""
-    from campaign.train.models import ADAPTER_CONFIG
-
-    return (folder / ADAPTER_CONFIG).is_file() and any(
-        (folder / name).is_file() for name in ADAPTER_WEIGHTS
-    )
-
-
-def adopt_adapter(folder: Path, base: Path | None, labels: list[str]) -> None:
-    """A peft adapter the command wrote, made a campaign adapter folder (models.save_adapter's):
-    its base is the run spec's model source, named by content hash in BASE_FILE, which every
-    reader (scoring, quantize, evaluate) checks before merging. The base the adapter names
-    (base_model_name_or_path) must be that folder or absent: the campaign has no other base, and
-    the path is cleared so the folder holds no machine's path."""
-    from campaign.core.hashing import hash_tree
-    from campaign.train.models import ADAPTER_CONFIG, BASE_FILE
-
-    if not is_adapter(folder):
-        return
-    if base is None:
-        raise CampaignError(
-            "train.command: output_dir holds a peft adapter over a from_config model, which "
-            "has no base folder to score it on; save the merged model (merge_and_unload)"
-        )
-    path = folder / ADAPTER_CONFIG
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as e:
-        raise CampaignError(
-            f"train.command: output_dir's {ADAPTER_CONFIG} is not JSON ({e})"
-        ) from None
-    named = config.get("base_model_name_or_path")
-    if named and Path(named).resolve() != Path(base).resolve():
-        raise CampaignError(
-            f"train.command: the peft adapter in output_dir names base {named!r}, not the run "
-            f"spec's model source {str(Path(base).resolve())!r}; train the adapter on that"
-        )
-    config["base_model_name_or_path"] = None  # the base is named by its hash, not a path
-    task = "causal_lm" if config.get("task_type") == "CAUSAL_LM" else "sequence_classification"
-    info = {"base_hash": hash_tree(base), "base_quantization": None, "labels": list(labels),
-            "task": task}  # fmt: skip
-    atomic_write_text(path, json.dumps(config, indent=2, sort_keys=True) + "\n")
-    atomic_write_text(folder / BASE_FILE, json.dumps(info, indent=2, sort_keys=True) + "\n")
 
 
 def _load(load, folder: Path):
@@ -531,7 +516,7 @@ def train_with_command(
     folder = Path(outputs["model"])
     check_outputs(folder, progress, recipe.max_steps)
     base = inputs.get("base_model") or []
-    adopt_adapter(folder, Path(base[0]) if base else None, labels)
+    adopt_adapter(folder, Path(base[0]) if base else None, labels, spec["model"]["task"])
     device = devices.select_device()
     model, tokenizer, frames, validation = score(
         spec, data, labels, folder, Path(base[0]) if base else None, device, root

@@ -46,6 +46,15 @@ class Contract(tf.TrainerCallback):
 
     def __init__(self, spec: dict):
         self.spec = spec
+        # The processes a launcher started (WORLD_SIZE) against the ones the plan, budget and
+        # key count: a count written into a launcher's config file escapes the argv check.
+        world, devices = int(os.environ.get("WORLD_SIZE", "1")), int(spec.get("devices", 1))
+        if world != devices:
+            raise SystemExit(
+                f"{SPEC_ENV}: WORLD_SIZE {world} (the processes the launcher started) is not "
+                f"train.devices {devices}; give the launcher in train.command's argv "
+                '"{devices}" as its process count, and no count in its config'
+            )
         self.signalled: int | None = None
         self.tokens_before = 0
         # A handler that only notes: the Trainer stops at the step's end (on_step_end), saving
