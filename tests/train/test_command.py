@@ -417,7 +417,7 @@ def test_a_command_with_its_launcher_trains_on_two_processes_and_is_scored(tmp_p
     """train.devices 2 and the HF example under torch.distributed.run (torchrun), the count in
     argv: two processes train (DDP, gloo on the CPU), each step's tokens are both micro-batches'
     (more than one micro-batch can hold), rank 0 alone writes the progress lines and the model,
-    and the campaign scores it. The signal path through a launcher is not tested here."""
+    and the campaign scores it. The signal path through the launcher: the test below."""
     steps, micro_batch, max_length = 4, 8, 32
     argv = ["python", "-m", "torch.distributed.run", "--standalone",
             "--nproc_per_node={devices}", EXAMPLE]  # fmt: skip
@@ -432,3 +432,41 @@ def test_a_command_with_its_launcher_trains_on_two_processes_and_is_scored(tmp_p
     assert len(frame) == 8 and frame["prediction"].notna().all()
     timings = json.loads(ctx.outputs["timings"].read_text())
     assert timings["processes"] == {"count": 2, "launcher": "command"}
+
+
+@pytest.mark.slow(minutes=2)
+def test_a_signal_reaches_a_command_through_its_launcher_which_checkpoints_and_resumes(tmp_path):
+    """The scheduler's SIGUSR1 to a job whose command is the HF example on 2 processes under
+    torch.distributed.run: the launcher gets SIGTERM (of SIGUSR1 it would die, its processes
+    orphaned), passes it on, both processes stop at the same step with a checkpoint, and the
+    job ends preempted although torchrun itself exits 1; run again, it resumes and finishes."""
+    from campaign.core.errors import Preempted
+
+    steps = 16
+    argv = ["python", "-m", "torch.distributed.run", "--standalone",
+            "--nproc_per_node={devices}", EXAMPLE]  # fmt: skip
+    spec = command_spec(argv, [EXAMPLE], max_steps=steps, devices=2, grad_accum=1,
+                        micro_batch=4, checkpoint_every=2)  # fmt: skip
+    ctx = context(spec, write_splits(tmp_path / "splits", n_train=32, n_eval=8), tmp_path)
+
+    def warn() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            rows = read_progress_lines(ctx.work_dir / PROGRESS_LINES)
+            if rows and rows[-1]["step"] >= 3:
+                break
+            time.sleep(0.05)
+        signal.raise_signal(signal.SIGUSR1)
+
+    threading.Thread(target=warn, daemon=True).start()
+    with pytest.raises(Preempted) as stopped:
+        stage(ctx)
+    assert 3 <= stopped.value.step < steps, stopped.value.step
+    assert list((ctx.work_dir / "checkpoints").glob("checkpoint-*"))
+    assert not ctx.outputs["predictions_test"].exists()
+    stage(ctx)
+    timings = json.loads(ctx.outputs["timings"].read_text())
+    assert 2 <= timings["resumed_from_step"] <= stopped.value.step, timings
+    progress = read_progress_lines(ctx.work_dir / PROGRESS_LINES)
+    assert progress[-1]["step"] == steps
+    assert len(pd.read_parquet(ctx.outputs["predictions_test"])) == 8

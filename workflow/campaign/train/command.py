@@ -37,6 +37,8 @@ SPEC_FORMAT = 1
 SPEC_FILE = "run_spec.json"
 CHECKPOINTS = "checkpoints"
 PROGRESS_LINES = "progress.jsonl"
+# What a command under a launcher writes when it checkpointed and stopped for a signal.
+PREEMPTED_NOTE = "preempted.json"
 TOKENIZER = "tokenizer"
 # train.command.grace_seconds when absent (the schema's "Absent: 60").
 GRACE_SECONDS = 60.0
@@ -158,6 +160,7 @@ def run_spec(spec: dict, inputs: dict, outputs: dict, work_dir: Path, labels: li
         "output_dir": str(Path(outputs["model"]).resolve()),
         "checkpoint_dir": str((Path(work_dir) / CHECKPOINTS).resolve()),
         "progress_file": str((Path(work_dir) / PROGRESS_LINES).resolve()),
+        "preempted_file": str((Path(work_dir) / PREEMPTED_NOTE).resolve()),
         "devices": recipe.devices,
         "max_steps": recipe.max_steps,
     }
@@ -198,10 +201,13 @@ def _tied() -> None:
 
 
 class _Relay:
-    """While the command runs, the job's preemption signals are noted and passed on to it."""
+    """While the command runs, the job's preemption signals are noted and passed on to it. A
+    launcher gets SIGTERM for each: torchrun passes SIGTERM on to its processes but dies of
+    SIGUSR1, leaving them training on, orphaned."""
 
-    def __init__(self, child: subprocess.Popen):
+    def __init__(self, child: subprocess.Popen, launched: bool = False):
         self.child = child
+        self.launched = launched
         self.signum: int | None = None
         self.at: float | None = None
 
@@ -209,7 +215,7 @@ class _Relay:
         if self.signum is None:
             self.signum, self.at = signum, time.monotonic()
         with contextlib.suppress(ProcessLookupError):
-            self.child.send_signal(FORWARD[signum])
+            self.child.send_signal(signal.SIGTERM if self.launched else FORWARD[signum])
 
     @contextlib.contextmanager
     def installed(self):
@@ -245,7 +251,7 @@ def command_argv(command: Command, devices: int) -> list[str]:
     argv = [a.replace(DEVICES_SLOT, str(devices)) for a in command.argv]
     if argv[0] in OWN_PYTHON:  # the interpreter the job runs in, whatever PATH says
         argv[0] = sys.executable
-    if devices > 1 and not any(Path(a).name in LAUNCHERS for a in argv[:3]):
+    if devices > 1 and launcher_of(command) is None:
         raise CampaignError(
             f"train.devices {devices}: train.command's argv ({' '.join(command.argv)}) starts "
             f'no launcher; start it with one of {", ".join(LAUNCHERS[:-1])} ("{DEVICES_SLOT}" '
@@ -254,10 +260,15 @@ def command_argv(command: Command, devices: int) -> list[str]:
     return argv
 
 
+def launcher_of(command: Command) -> str | None:
+    """The launcher at the head of argv (LAUNCHERS), or None."""
+    return next((Path(a).name for a in command.argv[:3] if Path(a).name in LAUNCHERS), None)
+
+
 def _check_count(command: Command, devices: int) -> None:
     """A launcher at the head of argv with its process count not "{devices}": one line."""
     argv = command.argv
-    launcher = next((Path(a).name for a in argv[:3] if Path(a).name in LAUNCHERS), None)
+    launcher = launcher_of(command)
     if launcher is None:
         return
     written = " ".join(argv)
@@ -282,6 +293,8 @@ def run_command(command: Command, spec_path: Path, work_dir: Path, root: Path, s
     """Run the command to its end and check the signal part of the contract; returns the step
     it resumed from (0: a fresh start). Raises Preempted for exit 75 (the job is requeued)."""
     progress_path = Path(work_dir) / PROGRESS_LINES
+    note = Path(work_dir) / PREEMPTED_NOTE
+    note.unlink(missing_ok=True)
     done = read_progress_lines(progress_path)
     start = done[-1]["step"] if done else 0
     bar = job_progress("train", work_dir, int(spec["train"]["max_steps"]), start, run_id(spec))
@@ -292,7 +305,7 @@ def run_command(command: Command, spec_path: Path, work_dir: Path, root: Path, s
         child = subprocess.Popen(argv, cwd=root, env=env, start_new_session=True, preexec_fn=_tied)
     except OSError as e:
         raise CampaignError(f"train.command.argv: cannot start {command.argv[0]!r} ({e})") from None
-    relay = _Relay(child)
+    relay = _Relay(child, launched=launcher_of(command) is not None)
     shown = start
     try:
         with relay.installed(), contextlib.closing(bar):
@@ -317,7 +330,7 @@ def run_command(command: Command, spec_path: Path, work_dir: Path, root: Path, s
     rc = child.returncode
     rows = read_progress_lines(progress_path)
     step = rows[-1]["step"] if rows else 0
-    if rc == PREEMPTED_EXIT:
+    if rc == PREEMPTED_EXIT or (rc != 0 and note.is_file()):  # the note: under a launcher
         raise Preempted(relay.signum or signal.SIGTERM, step)
     if rc < 0 and relay.signum is not None:
         raise CampaignError(

@@ -126,6 +126,13 @@ class Contract(tf.TrainerCallback):
         self.tokens_before = int(state.num_input_tokens_seen)
 
     def on_step_end(self, args, state, control, **kwargs):
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            # Under a launcher each process stops at the step any of them was signalled by:
+            # one stopping a step before the others would leave them waiting in an all-reduce.
+            flag = torch.tensor([0.0 if self.signalled is None else 1.0], device=args.device)
+            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+            if flag.item() > 0 and self.signalled is None:
+                self.signalled = signal.SIGTERM
         if self.signalled is not None:
             control.should_save = True
             control.should_training_stop = True
@@ -155,6 +162,12 @@ class Contract(tf.TrainerCallback):
         step = trainer.state.global_step
         if self.signalled is not None and step < self.spec["recipe"]["max_steps"]:
             print(f"signal {self.signalled}: checkpointed step {step}")
+            if "preempted_file" in self.spec and trainer.is_world_process_zero():
+                # A launcher's exit status is its own (torchrun exits 1 after passing SIGTERM
+                # on): this note tells the campaign its processes checkpointed and stopped.
+                Path(self.spec["preempted_file"]).write_text(
+                    json.dumps({"signal": int(self.signalled), "step": step}), encoding="utf-8"
+                )
             return PREEMPTED_EXIT
         if trainer.is_world_process_zero():
             model = trainer.model
