@@ -404,7 +404,7 @@ def test_the_contract_helper_refuses_a_world_size_that_is_not_train_devices(monk
         )
         monkeypatch.setenv("WORLD_SIZE", "2")
         assert Contract(spec).spec is spec
-        monkeypatch.delenv("WORLD_SIZE")  # no launcher: one process
+        monkeypatch.setenv("WORLD_SIZE", "1")
         with pytest.raises(SystemExit, match="WORLD_SIZE 1 "):
             Contract(spec)
     finally:

@@ -75,9 +75,15 @@ def head_parameters(base: Path, labels: list[str]) -> list[str]:
     import torch
     import transformers as tf
 
-    config = tf.AutoConfig.from_pretrained(str(base), num_labels=len(labels))
-    with torch.device("meta"):
-        model = tf.AutoModelForSequenceClassification.from_config(config)
+    try:
+        config = tf.AutoConfig.from_pretrained(str(base), num_labels=len(labels))
+        with torch.device("meta"):
+            model = tf.AutoModelForSequenceClassification.from_config(config)
+    except Exception as e:  # whatever transformers says of a base it cannot make a classifier of
+        raise CampaignError(
+            f"train.command: the run's base {base} makes no sequence classifier "
+            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+        ) from None
     encoder = f"{model.base_model_prefix}."
     return [name for name, _ in model.named_parameters() if not name.startswith(encoder)]
 

@@ -47,9 +47,11 @@ class Contract(tf.TrainerCallback):
     def __init__(self, spec: dict):
         self.spec = spec
         # The processes a launcher started (WORLD_SIZE) against the ones the plan, budget and
-        # key count: a count written into a launcher's config file escapes the argv check.
-        world, devices = int(os.environ.get("WORLD_SIZE", "1")), int(spec.get("devices", 1))
-        if world != devices:
+        # key count: a count written into a launcher's config file escapes the argv check. No
+        # WORLD_SIZE, no check: srun and mpirun announce theirs otherwise, and one process
+        # without a launcher is what the campaign's argv check allows.
+        world, devices = int(os.environ.get("WORLD_SIZE", "0")), int(spec.get("devices", 1))
+        if world and world != devices:
             raise SystemExit(
                 f"{SPEC_ENV}: WORLD_SIZE {world} (the processes the launcher started) is not "
                 f"train.devices {devices}; give the launcher in train.command's argv "
