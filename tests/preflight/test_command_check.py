@@ -46,10 +46,14 @@ def test_the_hf_trainer_example_keeps_the_contract_on_the_sample_and_is_measured
     tmp_path,
 ):
     hf = {"argv": ["python", EXAMPLE], "files": [EXAMPLE], "packages": ["transformers"]}
-    result = run(inputs, tmp_path, _with_commands(hf=hf), checks=("command",))["command"]
+    # The tiny model's steps take ~40 ms; on loaded cores the signal lands steps after the one
+    # it was sent at (7 of 8 in one run: the resumed run then had no rate to measure). Steps
+    # after it leave room, at ~40 ms each.
+    config = cfg(resume={"steps_before": 2, "steps_after": 30})
+    result = run(inputs, tmp_path, _with_commands(hf=hf), ("command",), config)["command"]
     assert result["passed"], result["summary"]
     d, m = result["details"]["commands"]["hf"], result["details"]["runs"]["hf"]
-    before = cfg()["resume"]["steps_before"]
+    before = config["resume"]["steps_before"]
     # Signalled after steps_before steps, it stopped there and resumed from that checkpoint.
     assert d["signalled_at_step"] == before and m["resumed_from_step"] == m["stopped_at_step"]
     assert before <= m["resumed_from_step"] < d["steps"]

@@ -144,7 +144,8 @@ def check_one(bench: Bench, name: str, command: Command, raw: dict) -> tuple[dic
     if stopped_at is None:
         raise CampaignError(
             f"ran to its end through signal SIGUSR1 at step {before} (the contract: checkpoint "
-            f"and exit 75)"
+            f"and exit 75; if its steps are faster than the signal lands, raise "
+            f"preflight.resume.steps_after)"
         )
     with _Watch(progress_path) as second:
         resumed_from = run_command(command, spec_path, work, bench.root, spec)
