@@ -69,13 +69,31 @@ def build_model(spec: dict, tokenizer):
     return tf.BertForSequenceClassification(config)
 
 
+def with_lora(model, lora: dict | None):
+    """train.lora as peft adapters (None: a full fine-tune). SEQ_CLS makes peft train and save
+    the new classification head too (modules_to_save): the campaign refuses an adapter saved
+    without its head, which would be scored with a freshly drawn one."""
+    if lora is None:
+        return model
+    import peft
+
+    config = peft.LoraConfig(
+        r=lora["r"],
+        lora_alpha=lora["alpha"],
+        lora_dropout=lora["dropout"],
+        target_modules=list(lora["target_modules"]),
+        task_type="SEQ_CLS",
+    )
+    return peft.get_peft_model(model, config)
+
+
 def main() -> int:
     contract = Contract.from_env()  # CONTRACT
     spec, recipe = contract.spec, contract.spec["recipe"]
     tokenizer = tf.AutoTokenizer.from_pretrained(spec["tokenizer"])
-    model = build_model(spec, tokenizer)
+    model = with_lora(build_model(spec, tokenizer), recipe["lora"])
     train = Examples(spec["splits"]["train"], tokenizer, spec["labels"], recipe["max_length"])
-    args = tf.TrainingArguments(**contract.trainer_args())  # CONTRACT: the recipe
+    args = tf.TrainingArguments(**contract.trainer_args(handled=("lora",)))  # CONTRACT: the recipe
     # A sequence classifier's forward takes **kwargs, so the Trainer assumes it normalizes its
     # loss over the accumulated batch (num_items_in_batch) and does not divide by grad_accum;
     # its loss is a plain mean, so loss and gradients would come out grad_accum times too large.

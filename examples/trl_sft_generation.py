@@ -109,7 +109,7 @@ def main() -> int:
     model = build_model(spec, tokenizer)
     # CONTRACT: the recipe's keys win over the config file's.
     args = trl.SFTConfig(
-        **{**config_file(sys.argv[1:]), **contract.trainer_args()},
+        **{**config_file(sys.argv[1:]), **contract.trainer_args(handled=("lora",))},
         max_length=recipe["max_length"],
         completion_only_loss=True,
     )
@@ -119,7 +119,7 @@ def main() -> int:
         train_dataset=conversations(spec["splits"]["train"]),
         processing_class=tokenizer,
         callbacks=[contract],  # CONTRACT
-        peft_config=lora_config(recipe["lora"]),
+        peft_config=lora_config(recipe["lora"]),  # train.lora: handled above
     )
     trainer.train(resume_from_checkpoint=contract.resume)  # CONTRACT
     return contract.finish(trainer, tokenizer)  # CONTRACT: exit 75, or the model saved

@@ -358,12 +358,66 @@ def test_more_devices_than_one_need_a_launcher_in_argv_which_gets_the_count(tmp_
     assert not (tmp_path / "started").exists() and not ctx.outputs["predictions_test"].exists()
 
 
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["torchrun", "--nproc_per_node", "4", "t.py"], "sets --nproc_per_node 4, a process"),
+        (["torchrun", "--nproc-per-node=4", "t.py"], "sets --nproc-per-node 4, a process"),
+        (["accelerate", "launch", "--num_processes", "4", "t.py", "{devices}"],
+         "sets --num_processes 4"),
+        (["deepspeed", "--num_gpus=4", "t.py", "--x={devices}"], "sets --num_gpus 4"),
+        (["torchrun", "t.py"], 'starts torchrun without "{devices}"'),
+        (["python", "-m", "torch.distributed.run", "--standalone", "t.py"],
+         'starts torch.distributed.run without "{devices}"'),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("devices", [1, 2])
+def test_a_launcher_whose_process_count_is_not_train_devices_is_refused(argv, words, devices):
+    """A count written in argv (or none given to the launcher) trains on processes the plan,
+    the budget and the key do not count: refused in one line before the command starts."""
+    from campaign.train.command import Command, command_argv
+
+    with pytest.raises(CampaignError) as refused:
+        command_argv(Command(argv=tuple(argv)), devices)
+    message = str(refused.value)
+    assert message.startswith(f"train.command: argv ({' '.join(argv)}) "), message
+    assert words in message and f"train.devices ({devices})" in message and "\n" not in message
+    # The count from "{devices}" is taken, at any count.
+    fixed = ["torchrun", "--nproc_per_node", "{devices}", "t.py"]
+    assert command_argv(Command(argv=tuple(fixed)), devices)[2] == str(devices)
+
+
+def test_the_contract_helper_refuses_a_world_size_that_is_not_train_devices(monkeypatch):
+    """A count the argv check cannot see (a launcher's config file): the helper compares the
+    launcher's WORLD_SIZE with the spec's devices as the script starts."""
+    from campaign.train.contract import Contract
+
+    spec = {"devices": 2, "recipe": {}}
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGUSR1)}
+    try:
+        monkeypatch.setenv("WORLD_SIZE", "4")
+        with pytest.raises(SystemExit) as refused:
+            Contract(spec)
+        assert str(refused.value).startswith(
+            "CAMPAIGN_RUN_SPEC: WORLD_SIZE 4 (the processes the launcher started) is not "
+            "train.devices 2; give the launcher in train.command's argv"
+        )
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        assert Contract(spec).spec is spec
+        monkeypatch.setenv("WORLD_SIZE", "1")
+        with pytest.raises(SystemExit, match="WORLD_SIZE 1 "):
+            Contract(spec)
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+
+
 @pytest.mark.slow(minutes=2)
 def test_a_command_with_its_launcher_trains_on_two_processes_and_is_scored(tmp_path):
     """train.devices 2 and the HF example under torch.distributed.run (torchrun), the count in
     argv: two processes train (DDP, gloo on the CPU), each step's tokens are both micro-batches'
     (more than one micro-batch can hold), rank 0 alone writes the progress lines and the model,
-    and the campaign scores it. The signal path through a launcher is not tested here."""
+    and the campaign scores it. The signal path through the launcher: the test below."""
     steps, micro_batch, max_length = 4, 8, 32
     argv = ["python", "-m", "torch.distributed.run", "--standalone",
             "--nproc_per_node={devices}", EXAMPLE]  # fmt: skip
@@ -378,3 +432,41 @@ def test_a_command_with_its_launcher_trains_on_two_processes_and_is_scored(tmp_p
     assert len(frame) == 8 and frame["prediction"].notna().all()
     timings = json.loads(ctx.outputs["timings"].read_text())
     assert timings["processes"] == {"count": 2, "launcher": "command"}
+
+
+@pytest.mark.slow(minutes=2)
+def test_a_signal_reaches_a_command_through_its_launcher_which_checkpoints_and_resumes(tmp_path):
+    """The scheduler's SIGUSR1 to a job whose command is the HF example on 2 processes under
+    torch.distributed.run: the launcher gets SIGTERM (of SIGUSR1 it would die, its processes
+    orphaned), passes it on, both processes stop at the same step with a checkpoint, and the
+    job ends preempted although torchrun itself exits 1; run again, it resumes and finishes."""
+    from campaign.core.errors import Preempted
+
+    steps = 16
+    argv = ["python", "-m", "torch.distributed.run", "--standalone",
+            "--nproc_per_node={devices}", EXAMPLE]  # fmt: skip
+    spec = command_spec(argv, [EXAMPLE], max_steps=steps, devices=2, grad_accum=1,
+                        micro_batch=4, checkpoint_every=2)  # fmt: skip
+    ctx = context(spec, write_splits(tmp_path / "splits", n_train=32, n_eval=8), tmp_path)
+
+    def warn() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            rows = read_progress_lines(ctx.work_dir / PROGRESS_LINES)
+            if rows and rows[-1]["step"] >= 3:
+                break
+            time.sleep(0.05)
+        signal.raise_signal(signal.SIGUSR1)
+
+    threading.Thread(target=warn, daemon=True).start()
+    with pytest.raises(Preempted) as stopped:
+        stage(ctx)
+    assert 3 <= stopped.value.step < steps, stopped.value.step
+    assert list((ctx.work_dir / "checkpoints").glob("checkpoint-*"))
+    assert not ctx.outputs["predictions_test"].exists()
+    stage(ctx)
+    timings = json.loads(ctx.outputs["timings"].read_text())
+    assert 2 <= timings["resumed_from_step"] <= stopped.value.step, timings
+    progress = read_progress_lines(ctx.work_dir / PROGRESS_LINES)
+    assert progress[-1]["step"] == steps
+    assert len(pd.read_parquet(ctx.outputs["predictions_test"])) == 8

@@ -203,7 +203,7 @@ def test_a_peft_adapter_the_trl_example_writes_is_scored_over_its_base(splits, t
     )
     (other / "adapter_model.safetensors").write_bytes(b"")
     with pytest.raises(CampaignError, match="names base 'HuggingFaceTB/SmolLM2-135M', not the"):
-        adopt_adapter(other, base, [])
+        adopt_adapter(other, base, [], "generation")
     with pytest.raises(CampaignError, match="adapter over a from_config model"):
-        adopt_adapter(other, None, [])
+        adopt_adapter(other, None, [], "generation")
     assert not (other / BASE_FILE).exists()

@@ -7,6 +7,8 @@ from __future__ import annotations
 import signal
 
 import pytest
+import yaml
+from trainkit import REPO
 
 from campaign.core.defaults import TRAIN_DEFAULTS
 from campaign.train.contract import UNMAPPED, Contract
@@ -35,5 +37,21 @@ def test_an_unmapped_key_away_from_its_default_is_refused_unless_the_script_hand
         Contract(_spec(optimizer="adafactor")).trainer_args()
     args = Contract(_spec(optimizer="adafactor")).trainer_args(handled=("optimizer",))
     assert args["max_steps"] == 4
-    # every unmapped key is a train key with a default to compare against
-    assert set(UNMAPPED) <= set(TRAIN_DEFAULTS)
+    # every unmapped key is a train key, compared against what the Trainer's arguments train
+    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "params.schema.yaml").read_text())
+    assert set(UNMAPPED) <= set(schema["properties"]["train"]["properties"])
+    assert all(UNMAPPED[k] == TRAIN_DEFAULTS[k] for k in set(UNMAPPED) & set(TRAIN_DEFAULTS))
+
+
+LORA = {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["query", "value"]}
+
+
+def test_a_lora_the_script_does_not_apply_is_refused_and_one_it_applies_is_not():
+    """train.lora set, or a factor over it, for a script that trains every weight would train
+    one model under two run ids: refused in one line unless the script names it as handled."""
+    assert Contract(_spec(lora=None)).trainer_args()["max_steps"] == 4
+    with pytest.raises(SystemExit) as refused:
+        Contract(_spec(lora=LORA)).trainer_args()
+    assert str(refused.value).startswith("CAMPAIGN_RUN_SPEC: train.lora {'r': 4")
+    assert "\n" not in str(refused.value) and "handled" in str(refused.value)
+    assert Contract(_spec(lora=LORA)).trainer_args(handled=("lora",))["max_steps"] == 4

@@ -30,12 +30,15 @@ from campaign.core.fsutil import atomic_write_text
 from campaign.core.hashing import hash_tree, hash_value
 from campaign.core.progress import job_progress
 from campaign.plan import command_of, identity, run_id
+from campaign.train.command_adapter import adopt_adapter, is_adapter
 
 SPEC_FORMAT = 1
 # In the job's work folder (.campaign/work/<key>/), which outlives a failed or preempted job.
 SPEC_FILE = "run_spec.json"
 CHECKPOINTS = "checkpoints"
 PROGRESS_LINES = "progress.jsonl"
+# What a command under a launcher writes when it checkpointed and stopped for a signal.
+PREEMPTED_NOTE = "preempted.json"
 TOKENIZER = "tokenizer"
 # train.command.grace_seconds when absent (the schema's "Absent: 60").
 GRACE_SECONDS = 60.0
@@ -46,13 +49,16 @@ FORWARD = {signal.SIGUSR1: signal.SIGUSR1, signal.SIGTERM: signal.SIGTERM,
 POLL_SECONDS = 0.2
 # argv[0] naming these runs the campaign's own interpreter (a job's PATH may hold another).
 OWN_PYTHON = ("python", "python3")
-# What save_pretrained writes as a model's weights, sharded or not; and as a peft adapter's.
+# What save_pretrained writes as a model's weights, sharded or not.
 WEIGHTS = ("model*.safetensors", "pytorch_model*.bin")
-ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
 # What starts one process per device: train.devices > 1 needs one of these at the head of argv
 # (the campaign starts the command once; "{devices}" in argv becomes the run's device count).
 LAUNCHERS = ("torchrun", "accelerate", "deepspeed", "srun", "mpirun", "torch.distributed.run")
 DEVICES_SLOT = "{devices}"
+# The launchers' process-count options (torchrun, accelerate, deepspeed, srun): with a number
+# written in argv the run would train on a count the plan, budget and key do not know.
+COUNT_OPTIONS = ("--nproc_per_node", "--nproc-per-node", "--num_processes", "--num-processes",
+                 "--num_gpus", "--num-gpus", "--ntasks", "--ntasks-per-node")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -154,6 +160,7 @@ def run_spec(spec: dict, inputs: dict, outputs: dict, work_dir: Path, labels: li
         "output_dir": str(Path(outputs["model"]).resolve()),
         "checkpoint_dir": str((Path(work_dir) / CHECKPOINTS).resolve()),
         "progress_file": str((Path(work_dir) / PROGRESS_LINES).resolve()),
+        "preempted_file": str((Path(work_dir) / PREEMPTED_NOTE).resolve()),
         "devices": recipe.devices,
         "max_steps": recipe.max_steps,
     }
@@ -194,10 +201,13 @@ def _tied() -> None:
 
 
 class _Relay:
-    """While the command runs, the job's preemption signals are noted and passed on to it."""
+    """While the command runs, the job's preemption signals are noted and passed on to it. A
+    launcher gets SIGTERM for each: torchrun passes SIGTERM on to its processes but dies of
+    SIGUSR1, leaving them training on, orphaned."""
 
-    def __init__(self, child: subprocess.Popen):
+    def __init__(self, child: subprocess.Popen, launched: bool = False):
         self.child = child
+        self.launched = launched
         self.signum: int | None = None
         self.at: float | None = None
 
@@ -205,7 +215,7 @@ class _Relay:
         if self.signum is None:
             self.signum, self.at = signum, time.monotonic()
         with contextlib.suppress(ProcessLookupError):
-            self.child.send_signal(FORWARD[signum])
+            self.child.send_signal(signal.SIGTERM if self.launched else FORWARD[signum])
 
     @contextlib.contextmanager
     def installed(self):
@@ -234,11 +244,14 @@ def _child_env(spec_path: Path) -> dict:
 def command_argv(command: Command, devices: int) -> list[str]:
     """The argv the job runs: python as the job's own interpreter, "{devices}" as the run's
     device count. More than one device needs a launcher at the head of argv: the campaign
-    starts the command once and launches no process per device itself."""
+    starts the command once and launches no process per device itself. A launcher takes its
+    process count from "{devices}", at any count: a number written in argv would train on
+    processes the plan, the budget and the key do not count."""
+    _check_count(command, devices)
     argv = [a.replace(DEVICES_SLOT, str(devices)) for a in command.argv]
     if argv[0] in OWN_PYTHON:  # the interpreter the job runs in, whatever PATH says
         argv[0] = sys.executable
-    if devices > 1 and not any(Path(a).name in LAUNCHERS for a in argv[:3]):
+    if devices > 1 and launcher_of(command) is None:
         raise CampaignError(
             f"train.devices {devices}: train.command's argv ({' '.join(command.argv)}) starts "
             f'no launcher; start it with one of {", ".join(LAUNCHERS[:-1])} ("{DEVICES_SLOT}" '
@@ -247,10 +260,41 @@ def command_argv(command: Command, devices: int) -> list[str]:
     return argv
 
 
+def launcher_of(command: Command) -> str | None:
+    """The launcher at the head of argv (LAUNCHERS), or None."""
+    return next((Path(a).name for a in command.argv[:3] if Path(a).name in LAUNCHERS), None)
+
+
+def _check_count(command: Command, devices: int) -> None:
+    """A launcher at the head of argv with its process count not "{devices}": one line."""
+    argv = command.argv
+    launcher = launcher_of(command)
+    if launcher is None:
+        return
+    written = " ".join(argv)
+    for i, arg in enumerate(argv):
+        option, eq, value = arg.partition("=")
+        if option in COUNT_OPTIONS:
+            value = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+            if value != DEVICES_SLOT:
+                raise CampaignError(
+                    f"train.command: argv ({written}) sets {option} {value}, a process count "
+                    f"train.devices ({devices}) does not know; write {option}={DEVICES_SLOT}"
+                )
+    if not any(DEVICES_SLOT in a for a in argv):
+        raise CampaignError(
+            f'train.command: argv ({written}) starts {launcher} without "{DEVICES_SLOT}": its '
+            f"process count must be train.devices ({devices}), which the plan, budget and key "
+            f"count; pass it as {DEVICES_SLOT} (e.g. --nproc_per_node={DEVICES_SLOT})"
+        )
+
+
 def run_command(command: Command, spec_path: Path, work_dir: Path, root: Path, spec: dict) -> int:
     """Run the command to its end and check the signal part of the contract; returns the step
     it resumed from (0: a fresh start). Raises Preempted for exit 75 (the job is requeued)."""
     progress_path = Path(work_dir) / PROGRESS_LINES
+    note = Path(work_dir) / PREEMPTED_NOTE
+    note.unlink(missing_ok=True)
     done = read_progress_lines(progress_path)
     start = done[-1]["step"] if done else 0
     bar = job_progress("train", work_dir, int(spec["train"]["max_steps"]), start, run_id(spec))
@@ -261,7 +305,7 @@ def run_command(command: Command, spec_path: Path, work_dir: Path, root: Path, s
         child = subprocess.Popen(argv, cwd=root, env=env, start_new_session=True, preexec_fn=_tied)
     except OSError as e:
         raise CampaignError(f"train.command.argv: cannot start {command.argv[0]!r} ({e})") from None
-    relay = _Relay(child)
+    relay = _Relay(child, launched=launcher_of(command) is not None)
     shown = start
     try:
         with relay.installed(), contextlib.closing(bar):
@@ -286,7 +330,7 @@ def run_command(command: Command, spec_path: Path, work_dir: Path, root: Path, s
     rc = child.returncode
     rows = read_progress_lines(progress_path)
     step = rows[-1]["step"] if rows else 0
-    if rc == PREEMPTED_EXIT:
+    if rc == PREEMPTED_EXIT or (rc != 0 and note.is_file()):  # the note: under a launcher
         raise Preempted(relay.signum or signal.SIGTERM, step)
     if rc < 0 and relay.signum is not None:
         raise CampaignError(
@@ -329,52 +373,6 @@ def check_outputs(folder: Path, progress: list[dict], max_steps: int) -> None:
             f"train.command: broke the contract: its last progress line is step "
             f"{progress[-1]['step']}, not max_steps {max_steps}"
         )
-
-
-def is_adapter(folder: Path) -> bool:
-    """A peft adapter folder (save_pretrained of a PeftModel): its config and weights."""
-    from campaign.train.models import ADAPTER_CONFIG
-
-    return (folder / ADAPTER_CONFIG).is_file() and any(
-        (folder / name).is_file() for name in ADAPTER_WEIGHTS
-    )
-
-
-def adopt_adapter(folder: Path, base: Path | None, labels: list[str]) -> None:
-    """A peft adapter the command wrote, made a campaign adapter folder (models.save_adapter's):
-    its base is the run spec's model source, named by content hash in BASE_FILE, which every
-    reader (scoring, quantize, evaluate) checks before merging. The base the adapter names
-    (base_model_name_or_path) must be that folder or absent: the campaign has no other base, and
-    the path is cleared so the folder holds no machine's path."""
-    from campaign.core.hashing import hash_tree
-    from campaign.train.models import ADAPTER_CONFIG, BASE_FILE
-
-    if not is_adapter(folder):
-        return
-    if base is None:
-        raise CampaignError(
-            "train.command: output_dir holds a peft adapter over a from_config model, which "
-            "has no base folder to score it on; save the merged model (merge_and_unload)"
-        )
-    path = folder / ADAPTER_CONFIG
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as e:
-        raise CampaignError(
-            f"train.command: output_dir's {ADAPTER_CONFIG} is not JSON ({e})"
-        ) from None
-    named = config.get("base_model_name_or_path")
-    if named and Path(named).resolve() != Path(base).resolve():
-        raise CampaignError(
-            f"train.command: the peft adapter in output_dir names base {named!r}, not the run "
-            f"spec's model source {str(Path(base).resolve())!r}; train the adapter on that"
-        )
-    config["base_model_name_or_path"] = None  # the base is named by its hash, not a path
-    task = "causal_lm" if config.get("task_type") == "CAUSAL_LM" else "sequence_classification"
-    info = {"base_hash": hash_tree(base), "base_quantization": None, "labels": list(labels),
-            "task": task}  # fmt: skip
-    atomic_write_text(path, json.dumps(config, indent=2, sort_keys=True) + "\n")
-    atomic_write_text(folder / BASE_FILE, json.dumps(info, indent=2, sort_keys=True) + "\n")
 
 
 def _load(load, folder: Path):
@@ -531,7 +529,7 @@ def train_with_command(
     folder = Path(outputs["model"])
     check_outputs(folder, progress, recipe.max_steps)
     base = inputs.get("base_model") or []
-    adopt_adapter(folder, Path(base[0]) if base else None, labels)
+    adopt_adapter(folder, Path(base[0]) if base else None, labels, spec["model"]["task"])
     device = devices.select_device()
     model, tokenizer, frames, validation = score(
         spec, data, labels, folder, Path(base[0]) if base else None, device, root

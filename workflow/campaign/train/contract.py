@@ -20,6 +20,7 @@ import json
 import os
 import signal
 from pathlib import Path
+from types import MappingProxyType
 
 import torch
 import transformers as tf
@@ -31,15 +32,12 @@ from campaign.core.errors import PREEMPTED_EXIT
 SPEC_ENV = "CAMPAIGN_RUN_SPEC"
 # train.schedule -> the Trainer's lr_scheduler_type (constant: the built-in loop's warmup too).
 SCHEDULES = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}
-# Recipe keys trainer_args does not pass on (a script that applies one names it in `handled`).
-UNMAPPED = (
-    "optimizer",
-    "gradient_checkpointing",
-    "group_by_length",
-    "packing",
-    "base_dropout",
-    "base_quantization",
-)
+# Recipe keys trainer_args does not pass on (a script that applies one names it in `handled`),
+# with the value its arguments do train with: the train defaults, and for train.lora (required
+# in params, so without a default) null, the full fine-tune a Trainer runs on the model it gets.
+_DEFAULTED = ("optimizer", "gradient_checkpointing", "group_by_length", "packing",
+              "base_dropout", "base_quantization")  # fmt: skip
+UNMAPPED = MappingProxyType({**{k: TRAIN_DEFAULTS[k] for k in _DEFAULTED}, "lora": None})
 
 
 class Contract(tf.TrainerCallback):
@@ -48,6 +46,17 @@ class Contract(tf.TrainerCallback):
 
     def __init__(self, spec: dict):
         self.spec = spec
+        # The processes a launcher started (WORLD_SIZE) against the ones the plan, budget and
+        # key count: a count written into a launcher's config file escapes the argv check. No
+        # WORLD_SIZE, no check: srun and mpirun announce theirs otherwise, and one process
+        # without a launcher is what the campaign's argv check allows.
+        world, devices = int(os.environ.get("WORLD_SIZE", "0")), int(spec.get("devices", 1))
+        if world and world != devices:
+            raise SystemExit(
+                f"{SPEC_ENV}: WORLD_SIZE {world} (the processes the launcher started) is not "
+                f"train.devices {devices}; give the launcher in train.command's argv "
+                '"{devices}" as its process count, and no count in its config'
+            )
         self.signalled: int | None = None
         self.tokens_before = 0
         # A handler that only notes: the Trainer stops at the step's end (on_step_end), saving
@@ -73,12 +82,13 @@ class Contract(tf.TrainerCallback):
 
         A recipe key these keywords do not carry (UNMAPPED) at a value other than its default
         stops the run in one line, unless the script names it in `handled` (it applies the key
-        itself): a cell labelled train.optimizer adafactor must not train with AdamW."""
+        itself): a cell labelled train.optimizer adafactor must not train with AdamW, nor one
+        labelled with a train.lora every weight."""
         recipe = self.spec["recipe"]
         moved = [
             f"train.{k} {recipe[k]!r}"
-            for k in UNMAPPED
-            if k not in handled and k in recipe and recipe[k] != TRAIN_DEFAULTS[k]
+            for k, carried in UNMAPPED.items()
+            if k not in handled and k in recipe and recipe[k] != carried
         ]
         if moved:
             raise SystemExit(
@@ -118,6 +128,13 @@ class Contract(tf.TrainerCallback):
         self.tokens_before = int(state.num_input_tokens_seen)
 
     def on_step_end(self, args, state, control, **kwargs):
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            # Under a launcher each process stops at the step any of them was signalled by:
+            # one stopping a step before the others would leave them waiting in an all-reduce.
+            flag = torch.tensor([0.0 if self.signalled is None else 1.0], device=args.device)
+            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+            if flag.item() > 0 and self.signalled is None:
+                self.signalled = signal.SIGTERM
         if self.signalled is not None:
             control.should_save = True
             control.should_training_stop = True
@@ -147,6 +164,12 @@ class Contract(tf.TrainerCallback):
         step = trainer.state.global_step
         if self.signalled is not None and step < self.spec["recipe"]["max_steps"]:
             print(f"signal {self.signalled}: checkpointed step {step}")
+            if "preempted_file" in self.spec and trainer.is_world_process_zero():
+                # A launcher's exit status is its own (torchrun exits 1 after passing SIGTERM
+                # on): this note tells the campaign its processes checkpointed and stopped.
+                Path(self.spec["preempted_file"]).write_text(
+                    json.dumps({"signal": int(self.signalled), "step": step}), encoding="utf-8"
+                )
             return PREEMPTED_EXIT
         if trainer.is_world_process_zero():
             model = trainer.model
