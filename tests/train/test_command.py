@@ -369,6 +369,8 @@ def test_more_devices_than_one_need_a_launcher_in_argv_which_gets_the_count(tmp_
         (["torchrun", "t.py"], 'starts torchrun without "{devices}"'),
         (["python", "-m", "torch.distributed.run", "--standalone", "t.py"],
          'starts torch.distributed.run without "{devices}"'),
+        (["mpirun", "-np", "4", "python", "t.py", "--x", "{devices}"], "sets -np 4"),
+        (["srun", "-n", "8", "python", "t.py", "--gpus", "{devices}"], "sets -n 8"),
     ],
 )  # fmt: skip
 @pytest.mark.parametrize("devices", [1, 2])
@@ -385,6 +387,22 @@ def test_a_launcher_whose_process_count_is_not_train_devices_is_refused(argv, wo
     # The count from "{devices}" is taken, at any count.
     fixed = ["torchrun", "--nproc_per_node", "{devices}", "t.py"]
     assert command_argv(Command(argv=tuple(fixed)), devices)[2] == str(devices)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        # srun and mpirun with no count start the rule's allocation: train.devices tasks.
+        ["srun", "python", "t.py"],
+        ["mpirun", "python3", "t.py"],
+        # The script's own --num_processes, after the script, is not the launcher's.
+        ["torchrun", "--nproc_per_node={devices}", "t.py", "--num_processes", "8"],
+    ],
+)
+def test_a_launcher_without_a_count_of_its_own_is_accepted(argv):
+    from campaign.train.command import Command, command_argv
+
+    assert command_argv(Command(argv=tuple(argv)), 2)[-1] == argv[-1]
 
 
 def test_the_contract_helper_refuses_a_world_size_that_is_not_train_devices(monkeypatch):
@@ -406,6 +424,10 @@ def test_the_contract_helper_refuses_a_world_size_that_is_not_train_devices(monk
         assert Contract(spec).spec is spec
         monkeypatch.setenv("WORLD_SIZE", "1")
         with pytest.raises(SystemExit, match="WORLD_SIZE 1 "):
+            Contract(spec)
+        monkeypatch.delenv("WORLD_SIZE")  # mpirun announces its own
+        monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "8")
+        with pytest.raises(SystemExit, match="OMPI_COMM_WORLD_SIZE 8 "):
             Contract(spec)
     finally:
         for s, handler in saved.items():

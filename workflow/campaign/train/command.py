@@ -58,7 +58,11 @@ DEVICES_SLOT = "{devices}"
 # The launchers' process-count options (torchrun, accelerate, deepspeed, srun): with a number
 # written in argv the run would train on a count the plan, budget and key do not know.
 COUNT_OPTIONS = ("--nproc_per_node", "--nproc-per-node", "--num_processes", "--num-processes",
-                 "--num_gpus", "--num-gpus", "--ntasks", "--ntasks-per-node")  # fmt: skip
+                 "--num_gpus", "--num-gpus", "--ntasks", "--ntasks-per-node",
+                 "-n", "-np", "--np")  # fmt: skip
+# Launchers that, given no count, start the allocation's tasks: the SLURM profile allocates
+# train.devices of them (the contract helper checks the size they announce).
+ALLOCATION_LAUNCHERS = ("srun", "mpirun")
 
 
 @dataclass(frozen=True)
@@ -272,7 +276,16 @@ def _check_count(command: Command, devices: int) -> None:
     if launcher is None:
         return
     written = " ".join(argv)
-    for i, arg in enumerate(argv):
+    start = next(i for i, a in enumerate(argv) if Path(a).name == launcher) + 1
+    # The launcher's own options only: they end at the script (a .py file or an interpreter);
+    # what follows is the script's, whose --num_processes is not the launcher's.
+    end = next(
+        (i for i in range(start, len(argv))
+         if argv[i].endswith(".py") or Path(argv[i]).name.startswith("python")),
+        len(argv),
+    )  # fmt: skip
+    for i in range(start, end):
+        arg = argv[i]
         option, eq, value = arg.partition("=")
         if option in COUNT_OPTIONS:
             value = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
@@ -281,7 +294,7 @@ def _check_count(command: Command, devices: int) -> None:
                     f"train.command: argv ({written}) sets {option} {value}, a process count "
                     f"train.devices ({devices}) does not know; write {option}={DEVICES_SLOT}"
                 )
-    if not any(DEVICES_SLOT in a for a in argv):
+    if launcher not in ALLOCATION_LAUNCHERS and not any(DEVICES_SLOT in a for a in argv):
         raise CampaignError(
             f'train.command: argv ({written}) starts {launcher} without "{DEVICES_SLOT}": its '
             f"process count must be train.devices ({devices}), which the plan, budget and key "

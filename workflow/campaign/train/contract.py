@@ -40,20 +40,30 @@ _DEFAULTED = ("optimizer", "gradient_checkpointing", "group_by_length", "packing
 UNMAPPED = MappingProxyType({**{k: TRAIN_DEFAULTS[k] for k in _DEFAULTED}, "lora": None})
 
 
+# Where a launcher announces how many processes it started: torchrun/accelerate/deepspeed, and
+# Open MPI's mpirun. Not SLURM's step variables: a job step the executor itself started (one
+# task) would be read as the command's; srun with no count starts the rule's allocation.
+WORLD_SIZES = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE")
+
+
 class Contract(tf.TrainerCallback):
     """The contract as a Trainer callback: a progress line per optimizer step; on SIGTERM or
     SIGUSR1, stop at the step's end with a checkpoint; `finish` then exits 75 or saves."""
 
     def __init__(self, spec: dict):
         self.spec = spec
-        # The processes a launcher started (WORLD_SIZE) against the ones the plan, budget and
-        # key count: a count written into a launcher's config file escapes the argv check. No
-        # WORLD_SIZE, no check: srun and mpirun announce theirs otherwise, and one process
-        # without a launcher is what the campaign's argv check allows.
-        world, devices = int(os.environ.get("WORLD_SIZE", "0")), int(spec.get("devices", 1))
+        # The processes a launcher started (WORLD_SIZE, or mpirun's own variable)
+        # against the ones the plan, budget and key count: a count written into a launcher's
+        # config file, or an allocation of another size, escapes the argv check. None set:
+        # one process without a launcher, which the campaign's argv check allows.
+        name, world = next(
+            ((v, int(os.environ[v])) for v in WORLD_SIZES if os.environ.get(v, "").isdigit()),
+            ("WORLD_SIZE", 0),
+        )
+        devices = int(spec.get("devices", 1))
         if world and world != devices:
             raise SystemExit(
-                f"{SPEC_ENV}: WORLD_SIZE {world} (the processes the launcher started) is not "
+                f"{SPEC_ENV}: {name} {world} (the processes the launcher started) is not "
                 f"train.devices {devices}; give the launcher in train.command's argv "
                 '"{devices}" as its process count, and no count in its config'
             )
