@@ -312,6 +312,9 @@ def run_command(command: Command, spec_path: Path, work_dir: Path, root: Path, s
     start = done[-1]["step"] if done else 0
     bar = job_progress("train", work_dir, int(spec["train"]["max_steps"]), start, run_id(spec))
     env = _child_env(spec_path)
+    # torchrun SIGKILLs its processes 30 s after passing SIGTERM on, whatever the contract's
+    # grace: give them most of it to finish the step and checkpoint (the user's value wins).
+    env.setdefault("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", str(max(1, int(command.grace_seconds * 0.8))))
     argv = command_argv(command, int(spec["train"].get("devices", 1)))
     try:
         # Its own session: a signal reaches it once, from us, not also from the job's group.
