@@ -31,7 +31,9 @@ from campaign.train.command import (
 )
 
 EXAMPLE = "examples/trl_sft_generation.py"
-STEPS = 8
+# Room after the signal at step 3: on loaded cores (CI's two workers) it once landed after the
+# 8th and last ~50 ms step, and the run ended unsignalled.
+STEPS = 30
 # Prompt -> response pairs over a small vocabulary (the tokenizer is trained on the train split).
 PAIRS = [(f"what is {a} {b}", f"{a} {b} answer") for a in ("one", "two", "three")
          for b in ("cat", "dog", "mat", "rug")]  # fmt: skip
