@@ -1,7 +1,8 @@
 """A peft adapter a command (train.command) wrote to its output folder, made the campaign's own
 adapter folder (models.save_adapter's layout) so that every reader scores it merged into the run's
-base. A classifier's adapter must carry its trained head: the base has none for the run's labels,
-so a reader would draw a fresh one and score random predictions as the run's.
+base. A classifier's head must come from the adapter or from the base's own weights: any module
+of it in neither is drawn afresh when a reader merges the adapter, and the model scored is not the
+one the command trained.
 """
 
 from __future__ import annotations
@@ -67,11 +68,11 @@ def adopt_adapter(folder: Path, base: Path | None, labels: list[str], task: str)
     atomic_write_text(folder / BASE_FILE, json.dumps(info, indent=2, sort_keys=True) + "\n")
 
 
-def head_parameters(base: Path, labels: list[str]) -> list[str]:
-    """The parameter names of the classification head a reader adds to `base` for `labels`:
-    those of the sequence classifier outside its encoder (base_model_prefix), found on the meta
-    device from the base's config alone (classifier.* for BERT, score.* for a decoder,
-    pre_classifier.* too for DistilBERT)."""
+def head_shapes(base: Path, labels: list[str]) -> dict[str, tuple[int, ...]]:
+    """The tensors of the classification head a reader puts on `base` for `labels`, name ->
+    shape: the sequence classifier's parameters outside its encoder (base_model_prefix), made on
+    the meta device from the base's config alone (classifier.* for BERT, score.* for a decoder,
+    pre_classifier.* too for DistilBERT, pooler.* too for DeBERTa), in the model's order."""
     import torch
     import transformers as tf
 
@@ -85,17 +86,18 @@ def head_parameters(base: Path, labels: list[str]) -> list[str]:
             f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
         ) from None
     encoder = f"{model.base_model_prefix}."
-    return [name for name, _ in model.named_parameters() if not name.startswith(encoder)]
+    return {
+        name: tuple(p.shape) for name, p in model.named_parameters() if not name.startswith(encoder)
+    }
 
 
 def adapter_tensors(folder: Path) -> set[str]:
     """The tensor names an adapter's weights file holds, less peft's prefix."""
     path = folder / ADAPTER_WEIGHTS[0]
     if path.is_file():
-        from safetensors import safe_open
+        from campaign.core.io import safetensors_header
 
-        with safe_open(str(path), "pt") as f:
-            names = set(f.keys())
+        names = set(safetensors_header(path)) - {"__metadata__"}
     else:
         import torch
 
@@ -103,15 +105,32 @@ def adapter_tensors(folder: Path) -> set[str]:
     return {n.removeprefix(PEFT_PREFIX) for n in names}
 
 
+def _modules(names) -> list[str]:
+    """The head's top modules that hold `names` (pooler for pooler.dense.weight), in order:
+    what peft's modules_to_save names."""
+    return list(dict.fromkeys(name.split(".")[0] for name in names))
+
+
 def check_head(folder: Path, base: Path, labels: list[str], config: dict) -> None:
-    """A classifier's adapter must hold every tensor of its head, or be refused in one line:
-    merged into the base, a headless adapter scores with a freshly drawn head."""
-    missing = sorted(set(head_parameters(base, labels)) - adapter_tensors(folder))
-    if missing:
-        saved = config.get("modules_to_save") or "empty"
-        raise CampaignError(
-            f"train.command: the peft adapter in {folder} holds no trained classification head "
-            f"(modules_to_save {saved}; missing {', '.join(missing)}), so it would be scored "
-            "with a freshly drawn one; train it with peft's task_type SEQ_CLS or "
-            'modules_to_save=["classifier"] (["score"] for a decoder), or save the merged model'
-        )
+    """Every tensor of a classifier's head must come from the adapter or from the base's own
+    weights (a base saved with a trained head for as many labels); any other is freshly drawn
+    when the adapter is merged into the base for scoring, so the scored model is not the one the
+    command trained: refused in one line naming the modules and the modules_to_save to set."""
+    from campaign.core.io import weight_shapes
+
+    head = head_shapes(base, labels)
+    held = weight_shapes(base) or {}
+    from_base = {name for name, shape in head.items() if held.get(name) == shape}
+    saved = adapter_tensors(folder)
+    missing = [name for name in head if name not in saved and name not in from_base]
+    if not missing:
+        return
+    needed = _modules(name for name in head if name not in from_base)
+    listed = config.get("modules_to_save") or "empty"
+    raise CampaignError(
+        f"train.command: the peft adapter in {folder} lacks the classification head's "
+        f"{', '.join(_modules(missing))} (modules_to_save {listed}), and the base {base} holds "
+        f"no trained one for {len(labels)} labels, so it would be scored with a freshly drawn "
+        f"one; set modules_to_save={json.dumps(needed)} in its LoraConfig, or save the merged "
+        "model"
+    )
