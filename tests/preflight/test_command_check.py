@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from test_preflight import cfg, run, spec
-from trainkit import write_splits
+from trainkit import REPO, save_tiny_base, write_splits
 
 from campaign.preflight.report import split_report
 
@@ -81,3 +81,29 @@ def test_a_command_that_does_not_resume_fails_the_check_by_name(inputs, tmp_path
 def test_without_a_command_the_check_is_not_used(inputs, tmp_path):
     result = run(inputs, tmp_path, spec(), checks=("command",))["command"]
     assert result["passed"] and result["summary"].startswith("not used")
+
+
+def test_a_classifier_adapter_without_its_head_fails_the_check_not_only_its_train_job(
+    inputs, tmp_path
+):
+    """The HF example under train.lora on a pretrained base, its LoraConfig without
+    task_type="SEQ_CLS" (a user's slip): the adapter it saves holds no head, so the train job
+    would refuse it; the preflight runs the same check on what the command wrote and fails."""
+    script = tmp_path / "hf_headless.py"
+    text = (REPO / EXAMPLE).read_text()
+    assert '        task_type="SEQ_CLS",\n' in text
+    script.write_text(text.replace('        task_type="SEQ_CLS",\n', ""))
+    base, _ = save_tiny_base(tmp_path / "base", inputs)
+    lora = {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["query", "value"]}
+    run_spec = _with_commands(hf={"argv": ["python", str(script)]})
+    run_spec["train"]["lora"] = lora
+    run_spec["model"] = {"task": "sequence_classification", "source": str(base),
+                         "tokenizer": {"source": "model"}}  # fmt: skip
+    config = cfg(resume={"steps_before": 2, "steps_after": 30})
+    result = run({**inputs, "base_model": [base]}, tmp_path, run_spec, ("command",), config)
+    check = result["command"]
+    assert not check["passed"]
+    summary = check["summary"]
+    assert summary.startswith("hf: train.command: the peft adapter in "), summary
+    assert "lacks the classification head's classifier (modules_to_save empty)" in summary
+    assert 'set modules_to_save=["classifier"]' in summary and "\n" not in summary

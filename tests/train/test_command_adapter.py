@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 from test_command import EXAMPLE, command_spec
-from trainkit import context, tiny_spec, write_splits
+from trainkit import context, save_tiny_base, write_splits
 
 from campaign.core.errors import CampaignError
 from campaign.train.command import adopt_adapter, stage
@@ -25,21 +25,10 @@ TASK = "sequence_classification"
 
 @pytest.fixture(scope="module")
 def pretrained(tmp_path_factory) -> tuple[dict, Path, list[str]]:
-    """The splits, a tiny "pretrained" BERT encoder folder (no classification head, as a
-    checkpoint on a hub is) with its tokenizer, and the run's labels."""
-    from campaign.train import models
-    from campaign.train.loop import read_data
-
+    """The splits, a tiny "pretrained" BERT encoder folder with its tokenizer, the labels."""
     folder = tmp_path_factory.mktemp("adapter")
     splits = write_splits(folder / "splits", n_train=32, n_eval=8)
-    data = read_data(splits)
-    labels = models.label_names(data.train.labels)
-    spec = tiny_spec()
-    tokenizer = models.make_tokenizer(spec["model"], data.train.texts, None)
-    encoder = models.build_model(spec["model"], tokenizer, labels, 0, None).bert
-    encoder.save_pretrained(folder / "base")
-    tokenizer.save_pretrained(folder / "base")
-    return splits, folder / "base", labels
+    return splits, *save_tiny_base(folder / "base", splits)
 
 
 def _peft_adapter(base: Path, labels: list[str], folder: Path, **lora) -> Path:

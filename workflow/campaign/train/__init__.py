@@ -81,6 +81,7 @@ _PUBLIC = {
     "PROGRESS_LINES": "command",
     "Command": "command",
     "check_outputs": "command",
+    "check_adapter": "command_adapter",
     "commands_of": "command",
     "last_per_step": "command",
     "prepare": "command",

@@ -28,26 +28,24 @@ def is_adapter(folder: Path) -> bool:
     )
 
 
-def adopt_adapter(folder: Path, base: Path | None, labels: list[str], task: str) -> None:
-    """A peft adapter the command wrote, made a campaign adapter folder: its base is the run
-    spec's model source, named by content hash in BASE_FILE, which every reader (scoring,
-    quantize, evaluate) checks before merging. The base the adapter names
-    (base_model_name_or_path) must be that folder or absent: the campaign has no other base, and
-    the path is cleared so the folder holds no machine's path. The model class is the run spec's
-    task's (the adapter's task_type is the script's say, not the campaign's)."""
-    from campaign.core.hashing import hash_tree
-    from campaign.train.models import ADAPTER_CONFIG, BASE_FILE
+def check_adapter(folder: Path, base: Path | None, labels: list[str], task: str) -> dict | None:
+    """What a training job checks of a peft adapter the command wrote, before adopting it (the
+    preflight's command check calls it too, so a broken adapter fails there by name): its base
+    (base_model_name_or_path) is the run spec's model source or absent (the campaign has no other
+    base), and a classifier's head is in it or in that base (check_head). The task is the run
+    spec's (the adapter's task_type is the script's say, not the campaign's). Returns the
+    adapter's config, or None when the folder holds no adapter."""
+    from campaign.train.models import ADAPTER_CONFIG
 
     if not is_adapter(folder):
-        return
+        return None
     if base is None:
         raise CampaignError(
             "train.command: output_dir holds a peft adapter over a from_config model, which "
             "has no base folder to score it on; save the merged model (merge_and_unload)"
         )
-    path = folder / ADAPTER_CONFIG
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = json.loads((folder / ADAPTER_CONFIG).read_text(encoding="utf-8"))
     except ValueError as e:
         raise CampaignError(
             f"train.command: output_dir's {ADAPTER_CONFIG} is not JSON ({e})"
@@ -58,13 +56,27 @@ def adopt_adapter(folder: Path, base: Path | None, labels: list[str], task: str)
             f"train.command: the peft adapter in output_dir names base {named!r}, not the run "
             f"spec's model source {str(Path(base).resolve())!r}; train the adapter on that"
         )
-    kind = "sequence_classification" if task == "sequence_classification" else "causal_lm"
-    if kind == "sequence_classification":
+    if task == "sequence_classification":
         check_head(folder, base, labels, config)
+    return config
+
+
+def adopt_adapter(folder: Path, base: Path | None, labels: list[str], task: str) -> None:
+    """A peft adapter the command wrote (checked by check_adapter), made a campaign adapter
+    folder: its base is the run spec's model source, named by content hash in BASE_FILE, which
+    every reader (scoring, quantize, evaluate) checks before merging; the path the adapter names
+    is cleared so the folder holds no machine's path."""
+    from campaign.core.hashing import hash_tree
+    from campaign.train.models import ADAPTER_CONFIG, BASE_FILE
+
+    config = check_adapter(folder, base, labels, task)
+    if config is None:
+        return
+    kind = "sequence_classification" if task == "sequence_classification" else "causal_lm"
     config["base_model_name_or_path"] = None  # the base is named by its hash, not a path
     info = {"base_hash": hash_tree(base), "base_quantization": None, "labels": list(labels),
             "task": kind}  # fmt: skip
-    atomic_write_text(path, json.dumps(config, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(folder / ADAPTER_CONFIG, json.dumps(config, indent=2, sort_keys=True) + "\n")
     atomic_write_text(folder / BASE_FILE, json.dumps(info, indent=2, sort_keys=True) + "\n")
 
 
