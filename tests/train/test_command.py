@@ -340,7 +340,9 @@ def test_more_devices_than_one_need_a_launcher_in_argv_which_gets_the_count(tmp_
     from campaign.train.command import Command, command_argv
 
     launched = Command(argv=("torchrun", "--nproc_per_node={devices}", "train.py"))
-    assert command_argv(launched, 4) == ["torchrun", "--nproc_per_node=4", "train.py"]
+    # The launcher beside the campaign's interpreter, as "python" is that interpreter.
+    own = str(Path(sys.executable).parent / "torchrun")
+    assert command_argv(launched, 4) == [own, "--nproc_per_node=4", "train.py"]
     module = Command(argv=("python", "-m", "torch.distributed.run", "--nproc_per_node",
                            "{devices}"))  # fmt: skip
     assert command_argv(module, 2)[1:] == ["-m", "torch.distributed.run", "--nproc_per_node", "2"]
@@ -456,19 +458,33 @@ def test_a_command_with_its_launcher_trains_on_two_processes_and_is_scored(tmp_p
     assert timings["processes"] == {"count": 2, "launcher": "command"}
 
 
+# The launchers a command's argv may start on 2 CPU processes (gloo), the count from
+# "{devices}". accelerate's --multi_gpu runs torch.distributed.run's elastic agent in its own
+# process (on a machine without CUDA the Trainer trains on the CPU); its --cpu with
+# --num_processes starts one process unless mpirun and a hostfile are given.
+LAUNCHED = {
+    "torch.distributed.run": ["python", "-m", "torch.distributed.run", "--standalone",
+                              "--nproc_per_node={devices}"],
+    "accelerate": ["accelerate", "launch", "--multi_gpu", "--num_processes={devices}",
+                   "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"],
+}  # fmt: skip
+
+
 @pytest.mark.slow(minutes=2)
-def test_a_signal_reaches_a_command_through_its_launcher_which_checkpoints_and_resumes(tmp_path):
-    """The scheduler's SIGUSR1 to a job whose command is the HF example on 2 processes under
-    torch.distributed.run: the launcher gets SIGTERM (of SIGUSR1 it would die, its processes
-    orphaned), passes it on, both processes stop at the same step with a checkpoint, and the
-    job ends preempted although torchrun itself exits 1; run again, it resumes and finishes."""
+@pytest.mark.parametrize("launcher", sorted(LAUNCHED))
+def test_a_signal_reaches_a_command_through_its_launcher_which_checkpoints_and_resumes(
+    tmp_path, launcher
+):
+    """The scheduler's SIGUSR1 to a job whose command is the HF example on 2 processes under a
+    launcher: the launcher gets SIGTERM (torchrun dies of SIGUSR1, its processes orphaned),
+    passes it on, both processes stop at the same step with a checkpoint, and the job ends
+    preempted although the launcher itself exits 1; run again, it resumes and finishes."""
     from campaign.core.errors import Preempted
 
     steps = 16
-    argv = ["python", "-m", "torch.distributed.run", "--standalone",
-            "--nproc_per_node={devices}", EXAMPLE]  # fmt: skip
+    argv = [*LAUNCHED[launcher], EXAMPLE]
     spec = command_spec(argv, [EXAMPLE], max_steps=steps, devices=2, grad_accum=1,
-                        micro_batch=4, checkpoint_every=2)  # fmt: skip
+                        micro_batch=4, max_length=32, checkpoint_every=2)  # fmt: skip
     ctx = context(spec, write_splits(tmp_path / "splits", n_train=32, n_eval=8), tmp_path)
 
     def warn() -> None:
@@ -491,4 +507,6 @@ def test_a_signal_reaches_a_command_through_its_launcher_which_checkpoints_and_r
     assert 2 <= timings["resumed_from_step"] <= stopped.value.step, timings
     progress = read_progress_lines(ctx.work_dir / PROGRESS_LINES)
     assert progress[-1]["step"] == steps
+    # Two processes trained: each step's tokens are more than one micro-batch can hold.
+    assert all(r["tokens"] > 4 * 32 for r in progress), progress
     assert len(pd.read_parquet(ctx.outputs["predictions_test"])) == 8
