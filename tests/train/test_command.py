@@ -431,6 +431,16 @@ def test_the_contract_helper_refuses_a_world_size_that_is_not_train_devices(monk
         monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "8")
         with pytest.raises(SystemExit, match="OMPI_COMM_WORLD_SIZE 8 "):
             Contract(spec)
+        # None announced on 2 devices: a process training alone (accelerate launch --cpu).
+        monkeypatch.delenv("OMPI_COMM_WORLD_SIZE")
+        monkeypatch.delenv("SLURM_PROCID", raising=False)
+        with pytest.raises(SystemExit) as alone:
+            Contract(spec)
+        assert str(alone.value).startswith(
+            "CAMPAIGN_RUN_SPEC: train.devices 2, but no launcher announced a process count "
+            "(WORLD_SIZE or OMPI_COMM_WORLD_SIZE): this process would train alone"
+        )
+        assert Contract({"devices": 1, "recipe": {}}).spec["devices"] == 1
     finally:
         for s, handler in saved.items():
             signal.signal(s, handler)
@@ -510,3 +520,19 @@ def test_a_signal_reaches_a_command_through_its_launcher_which_checkpoints_and_r
     # Two processes trained: each step's tokens are more than one micro-batch can hold.
     assert all(r["tokens"] > 4 * 32 for r in progress), progress
     assert len(pd.read_parquet(ctx.outputs["predictions_test"])) == 8
+
+
+@pytest.mark.slow
+def test_accelerate_launch_cpu_starts_one_process_and_the_helper_refuses_it(tmp_path, capfd):
+    """accelerate launch --cpu --num_processes 2 (no mpirun hostfile) starts one process and
+    announces no WORLD_SIZE: under train.devices 2 it would train alone on what the plan and
+    the key count as two. The helper stops it in one line before any step; no output kept."""
+    argv = ["accelerate", "launch", "--cpu", "--num_processes={devices}", "--num_machines", "1",
+            "--mixed_precision", "no", "--dynamo_backend", "no", EXAMPLE]  # fmt: skip
+    spec = command_spec(argv, [EXAMPLE], max_steps=4, devices=2)
+    ctx = context(spec, write_splits(tmp_path / "splits", n_train=24, n_eval=8), tmp_path)
+    with pytest.raises(CampaignError, match="train.command: exited 1"):
+        stage(ctx)
+    assert "CAMPAIGN_RUN_SPEC: train.devices 2, but no launcher announced" in capfd.readouterr().err
+    assert not read_progress_lines(ctx.work_dir / PROGRESS_LINES)
+    assert not ctx.outputs["predictions_test"].exists()

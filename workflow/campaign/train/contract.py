@@ -67,6 +67,16 @@ class Contract(tf.TrainerCallback):
                 f"train.devices {devices}; give the launcher in train.command's argv "
                 '"{devices}" as its process count, and no count in its config'
             )
+        # None announced on several devices: one process training alone (accelerate launch
+        # --cpu without mpirun starts one whatever its --num_processes). srun announces its
+        # tasks in SLURM's variables only, which a job step's single task has too: trusted.
+        if not world and devices > 1 and "SLURM_PROCID" not in os.environ:
+            raise SystemExit(
+                f"{SPEC_ENV}: train.devices {devices}, but no launcher announced a process "
+                f"count ({' or '.join(WORLD_SIZES)}): this process would train alone; start "
+                f"{devices} processes with the launcher (accelerate launch --cpu starts one "
+                "without mpirun: on a machine without CUDA use --multi_gpu)"
+            )
         self.signalled: int | None = None
         self.tokens_before = 0
         # A handler that only notes: the Trainer stops at the step's end (on_step_end), saving
