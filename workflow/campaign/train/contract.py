@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 from types import MappingProxyType
 
@@ -44,6 +45,14 @@ UNMAPPED = MappingProxyType({**{k: TRAIN_DEFAULTS[k] for k in _DEFAULTED}, "lora
 # Open MPI's mpirun. Not SLURM's step variables: a job step the executor itself started (one
 # task) would be read as the command's; srun with no count starts the rule's allocation.
 WORLD_SIZES = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE")
+
+
+# Tests only, off unless set: a step number. Having written that step's progress line, the
+# process writing them waits for a signal (at most HOLD_SECONDS), so a test that signals on
+# seeing the line gets it in at that step (the stop then comes at the next step's end), however
+# slow the test's watcher or fast the steps on a loaded machine. A campaign never sets it.
+HOLD_ENV = "CAMPAIGN_TEST_HOLD_STEP"
+HOLD_SECONDS = 60.0
 
 
 class Contract(tf.TrainerCallback):
@@ -174,6 +183,10 @@ class Contract(tf.TrainerCallback):
         self.tokens_before = seen
         with open(self.spec["progress_file"], "a", encoding="utf-8") as f:
             f.write(json.dumps(line) + "\n")
+        if os.environ.get(HOLD_ENV) == str(state.global_step):
+            deadline = time.monotonic() + HOLD_SECONDS
+            while self.signalled is None and time.monotonic() < deadline:
+                time.sleep(0.01)
 
     def finish(self, trainer, tokenizer) -> int:
         """After trainer.train(): the exit status. Signalled before max_steps: 75 (the
