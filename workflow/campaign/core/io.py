@@ -191,55 +191,6 @@ def read_plan(path: str | Path, required: Iterable[str] = PLAN_REQUIRED) -> Plan
     return PlanTable(path, columns, factors, tuple(rows))
 
 
-# ------------------------------------------------------------------------- model weights
-def safetensors_header(path: str | Path) -> dict:
-    """The JSON header of a safetensors file (tensor name -> dtype, shape, offsets; and
-    "__metadata__"), read without the weights: an 8-byte little-endian length, then the JSON."""
-    path = Path(path)
-    with path.open("rb") as f:
-        size = int.from_bytes(f.read(8), "little")
-        if size > path.stat().st_size - 8:
-            raise CampaignError(f"{path}: not a safetensors file (its header length is wrong)")
-        try:
-            header = json.loads(f.read(size))
-        except ValueError:
-            raise CampaignError(
-                f"{path}: not a safetensors file (its header is not JSON)"
-            ) from None
-    if not isinstance(header, dict):
-        raise CampaignError(f"{path}: not a safetensors file (its header is not a JSON object)")
-    return header
-
-
-def weight_shapes(folder: str | Path) -> dict[str, tuple[int, ...]] | None:
-    """Every tensor a save_pretrained folder's weights hold, name -> shape, without loading
-    them: safetensors headers (one file or the shards its index names), else a PyTorch .bin
-    (memory-mapped: only what a shape needs is read). None when the folder has no weights."""
-    folder = Path(folder)
-    for stem, suffix in (("model", "safetensors"), ("pytorch_model", "bin")):
-        index = folder / f"{stem}.{suffix}.index.json"
-        if index.is_file():
-            shards = get(read_json(index), "weight_map", index)
-            files = sorted({folder / f for f in shards.values()})
-        elif (folder / f"{stem}.{suffix}").is_file():
-            files = [folder / f"{stem}.{suffix}"]
-        else:
-            continue
-        shapes: dict[str, tuple[int, ...]] = {}
-        for path in files:
-            if suffix == "safetensors":
-                header = safetensors_header(path)
-                shapes.update((k, tuple(v["shape"])) for k, v in header.items()
-                              if k != "__metadata__")  # fmt: skip
-            else:
-                import torch
-
-                state = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
-                shapes.update((k, tuple(v.shape)) for k, v in state.items())
-        return shapes
-    return None
-
-
 # ------------------------------------------------------------------------------ references
 def module_of(ref: str) -> str:
     """The module part of a "module:function" reference."""

@@ -24,10 +24,10 @@ import yaml
 
 from campaign.core.defaults import GENERATION_DEFAULTS
 from campaign.core.errors import CampaignError
-from campaign.core.io import safetensors_header
 from campaign.core.tasks import floors_of
 from campaign.preflight import tokenizer_problem
 from campaign.tools.params_yaml import flow, render
+from campaign.train import safetensors_header
 
 TEMPLATE = Path(__file__).resolve().parents[3] / "params.yaml"
 

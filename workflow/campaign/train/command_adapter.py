@@ -107,7 +107,7 @@ def adapter_tensors(folder: Path) -> set[str]:
     """The tensor names an adapter's weights file holds, less peft's prefix."""
     path = folder / ADAPTER_WEIGHTS[0]
     if path.is_file():
-        from campaign.core.io import safetensors_header
+        from campaign.train.models import safetensors_header
 
         names = set(safetensors_header(path)) - {"__metadata__"}
     else:
@@ -128,7 +128,7 @@ def check_head(folder: Path, base: Path, labels: list[str], config: dict) -> Non
     weights (a base saved with a trained head for as many labels); any other is freshly drawn
     when the adapter is merged into the base for scoring, so the scored model is not the one the
     command trained: refused in one line naming the modules and the modules_to_save to set."""
-    from campaign.core.io import weight_shapes
+    from campaign.train.models import weight_shapes
 
     head = head_shapes(base, labels)
     held = weight_shapes(base) or {}
