@@ -288,9 +288,11 @@ class SkewedMean:
     non-inferiority at a true loss equal to the margin in 2.6-2.8 % of campaigns at 300 items
     against 2.5 % (bench_stats). Hall's (1992) transformation of the studentized mean removes
     the skewness term of its distribution; each side takes the larger of the t's p and Hall's
-    (the t where the skew makes it conservative: Hall overshoots there, 2.64 % at the margin),
-    so neither side is ever more liberal than the t. The interval is the two one-sided tests
-    inverted: an end is the farther of the t's and Hall's."""
+    (the t where the skew makes it conservative: Hall alone overshoots there, rejecting
+    2.64 % at the margin over 100,000 simulated campaigns), so neither side is ever more
+    liberal than the t: at 300 items adoption 2.37 %, the reject side 2.37 % as before. The
+    interval is the two one-sided tests inverted: an end is the farther of the t's and
+    Hall's, so the interval and the decision agree."""
 
     mean: float
     sd: float  # ddof=1
