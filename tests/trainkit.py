@@ -109,6 +109,18 @@ def tiny_spec(
     return spec
 
 
+# Short question -> answer pairs a tiny generation model memorizes in a few dozen steps (so the
+# scores of its generated answers are checkable by hand).
+QA_PAIRS = [
+    ("Capital of France?", "Paris."),
+    ("Capital of Italy?", "Rome."),
+    ("Capital of Spain?", "Madrid."),
+    ("Capital of Peru?", "Lima."),
+    ("Which tool lists files?", "ls"),
+    ("Which tool copies files?", "cp"),
+]
+
+
 def tiny_generation_spec(
     positions: int = 128, batch_size: int = 3, max_new_tokens: int = 8, **train
 ) -> dict:

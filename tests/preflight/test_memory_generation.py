@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 from trainkit import (
+    QA_PAIRS,
     context,
     preflight_config,
     run_preflight,
@@ -21,14 +22,6 @@ from campaign.data import conversations as conv
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-PAIRS = [
-    ("Capital of France?", "Paris."),
-    ("Capital of Italy?", "Rome."),
-    ("Capital of Spain?", "Madrid."),
-    ("Capital of Peru?", "Lima."),
-    ("Which tool lists files?", "ls"),
-    ("Which tool copies files?", "cp"),
-]
 # A test item whose prompt (a system message, an earlier turn and a long question) is far longer
 # than anything in train or validation, and than train.max_length: generation is not cut.
 LONG_ID = "long"
@@ -48,7 +41,7 @@ def splits(tmp_path_factory):
     """Six short conversations to train on (the whole train split is the preflight's sample,
     so its tokenizer is the run's), four of them to validate, test one short and LONG_TALK."""
     folder = tmp_path_factory.mktemp("splits")
-    talks = [conv.from_prompt_response(q, a) for q, a in PAIRS]
+    talks = [conv.from_prompt_response(q, a) for q, a in QA_PAIRS]
     ids = [f"q{i}" for i in range(len(talks))]
     return {
         "train": write_conversations(folder, "train", ids, talks),
