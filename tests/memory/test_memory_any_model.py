@@ -682,3 +682,39 @@ def test_a_lever_that_cannot_be_measured_is_listed_with_its_reason():
     checkpointed = variants["gradient_checkpointing"]["estimate"]
     assert checkpointed["bytes"]["activations"] < base["bytes"]["activations"]
     assert checkpointed["bytes"]["weights"] == base["bytes"]["weights"]
+
+
+def test_the_generate_phase_holds_the_optimizer_state_only_where_the_subject_says():
+    """measured_estimate (the fit table's measured levers) takes who generates from the
+    subject: beside the AdamW state (the built-in loop's training process) or not (a
+    train.command run's model, scored by the campaign after the command has exited)."""
+    import dataclasses
+
+    from test_memory import build, make_batch, model_spec
+
+    model = build(model_spec("gpt2", "causal_lm"))
+    subject = memory.Subject(
+        model=model,
+        task="causal_lm",
+        train_cfg={"micro_batch": 4, "grad_accum": 1, "max_length": 16, "precision": "fp32"},
+        make_batch=lambda n, length: make_batch("causal_lm", n, length, 100),
+        loss_fn=memory_check._loss_fn("causal_lm"),
+        score_fn=memory_check._score_fn("causal_lm"),
+        autocast=lambda precision: None,
+        parameters=lambda lora: memory.meta_parameter_bytes(model.config, "causal_lm", None, lora),
+        architecture="gpt2",
+        kv_length=24,
+        kv_batch=3,
+    )
+    phases = {}
+    for beside in (True, False):
+        est = memory.measured_estimate(
+            dataclasses.replace(subject, optimizer_while_generating=beside)
+        )
+        phases[beside] = est["phases"]["generate"]
+        state = est["bytes"]["optimizer_state"] if beside else 0
+        assert phases[beside]["optimizer_state"] == state
+        assert phases[beside]["bytes"] == (
+            est["bytes"]["weights"] + state + est["bytes"]["kv_cache"]
+        )
+    assert phases[True]["bytes"] - phases[False]["bytes"] == est["bytes"]["optimizer_state"] > 0
