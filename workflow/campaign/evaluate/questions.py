@@ -18,10 +18,18 @@ import numpy as np
 
 from campaign.evaluate import comparison as cmp
 from campaign.evaluate import decide
-from campaign.evaluate.stats import EDGE_OVER, edge_interval, holm, percentile_interval
+from campaign.evaluate.stats import (
+    EDGE_OVER,
+    EXACT_OVER,
+    edge_interval,
+    exact_interval,
+    holm,
+    percentile_interval,
+)
 
 CROSSED = "crossed seed x item (pooled over the design, Satterthwaite df)"
-ITEMS_ONLY = "items (one seed: seed-to-seed spread not measured)"
+ONE_SEED = "one seed: seed-to-seed spread not measured"
+ITEMS_ONLY = f"items ({ONE_SEED})"
 TWO_WAY = "crossed seed x item on the item resamples (pooled over the design, Satterthwaite df)"
 
 
@@ -59,7 +67,8 @@ def cell_rows(
     """{cell: {value, ci_low, ci_high, interval_over, n_seeds, se, df}} over the cell's seeds
     and the items (Wilson at the design's effective size; two-way bootstrap without a design).
     A cell whose every score is 1 (or every one 0) has the items' exact bound instead
-    (stats.edge_interval)."""
+    (stats.edge_interval); a cell of one seed on 0/1 items, where no seed level is measured,
+    Clopper-Pearson's interval (stats.exact_interval)."""
     out = {}
     if draws is None:
         moments = cmp.design_moments(design)
@@ -67,6 +76,9 @@ def cell_rows(
             e = cmp.contrast(design, {cell: 1.0}, moments=moments)
             low, high = cmp.wilson_interval(e, level, y.size)
             over = CROSSED if e.seed_df else ITEMS_ONLY
+            exact = exact_interval(y[0], level) if not e.seed_df and y.shape[0] == 1 else None
+            if exact is not None:  # one seed, 0/1 items: k right of n, Wilson ends short at 49/50
+                (low, high), over = exact, f"{EXACT_OVER}; {ONE_SEED}"
             edge = edge_interval(y, level)
             if edge is not None:  # no spread: the error pooled from other cells says nothing
                 (low, high), over = edge, EDGE_OVER
