@@ -208,6 +208,20 @@ def slurm_lock(tmp_path_factory):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """torch on one thread for a module of tiny models (`pytestmark =
+    pytest.mark.usefixtures("one_thread")`): their small matrices are fastest on one, and on a
+    shared, loaded machine two threads that wait on each other made 80 steps of the tiny Llama
+    100x slower (134 s against ~1.5 s). Tensor bytes do not depend on it."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture()
 def tiny_project(tmp_path: Path) -> Path:
     return copy_project(tmp_path / "project")

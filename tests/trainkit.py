@@ -1,5 +1,6 @@
-"""Tiny training runs for the tests: demo-corpus splits by author, a tiny run spec, a stage
-context. Shared by the train, checkpoint and preflight tests."""
+"""Tiny training runs for the tests: demo-corpus splits by author, a tiny run spec (a classifier,
+or a generation run of a tiny Llama on conversation splits), a stage context, a preflight
+section and its run. Shared by the train, checkpoint, memory, preflight and task tests."""
 
 from __future__ import annotations
 
@@ -122,6 +123,103 @@ def save_tiny_base(folder: Path, splits: dict[str, list[Path]]) -> tuple[Path, l
     encoder.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder, labels
+
+
+# Short question -> answer pairs a tiny generation model memorizes in a few dozen steps (so the
+# scores of its generated answers are checkable by hand).
+QA_PAIRS = [
+    ("Capital of France?", "Paris."),
+    ("Capital of Italy?", "Rome."),
+    ("Capital of Spain?", "Madrid."),
+    ("Capital of Peru?", "Lima."),
+    ("Which tool lists files?", "ls"),
+    ("Which tool copies files?", "cp"),
+]
+
+
+def tiny_generation_spec(
+    positions: int = 128, batch_size: int = 3, max_new_tokens: int = 8, **train
+) -> dict:
+    """A generation run of a tiny from-config Llama with grouped-query attention (hidden 64, 2
+    layers, 4 heads sharing 2 key/value heads, `positions` max_position_embeddings), a tokenizer
+    trained on the split's every word, the plain template (no chat template), exact match on
+    greedy answers of up to max_new_tokens, generated batch_size at a time. `train`: keys over
+    tiny_spec's, after grad_accum 1 and no warmup."""
+    spec = tiny_spec("generation", "llama", hidden=64, layers=2)
+    spec["model"]["config"].update(
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        dropout=0.0,
+        max_position_embeddings=positions,
+    )
+    spec["model"]["tokenizer"].update(vocab_size=300, min_frequency=1, lowercase=False)
+    spec["model"]["chat_template"] = "none"
+    spec["model"]["generation"] = {
+        "metric": "exact_match",
+        "max_new_tokens": max_new_tokens,
+        "batch_size": batch_size,
+    }
+    spec["train"].update({"grad_accum": 1, "warmup_steps": 0, **train})
+    return spec
+
+
+def write_conversations(folder: Path, name: str, ids: list[str], talks: list[list[dict]]):
+    """[the split file `name`.parquet] as the split stage writes a conversations dataset: id,
+    the dedup text, no label to stratify on, the messages as JSON."""
+    from campaign.data import conversations as conv
+
+    path = folder / f"{name}.parquet"
+    pd.DataFrame(
+        {
+            "id": ids,
+            "text": [conv.dedup_text(t) for t in talks],
+            "label": [conv.UNSTRATIFIED] * len(ids),
+            "messages": [conv.dump_messages(t) for t in talks],
+        }
+    ).to_parquet(path)
+    return [path]
+
+
+def preflight_config(blocking: list[str], **changes) -> dict:
+    """A preflight section (every key the schema asks for) blocking on `blocking`, sized for a
+    sample of 6 train and 4 validation examples; `changes` replace whole keys."""
+    config = {
+        "blocking": list(blocking),
+        "sample": {"train_examples": 6, "validation_examples": 4},
+        "inspect_examples": 2,
+        "target_cards": [{"name": "L4", "memory_gib": 24}],
+        "memory_margin": 0.1,
+        "activation_tolerance": 0.02,
+        "overfit": {"examples": 4, "steps": 10, "max_final_loss": 0.05},
+        "grad_accum_tolerance": 1.0e-9,
+        "max_unknown_token_share": 0.05,
+        "resume": {"steps_before": 2, "steps_after": 2},
+        "throughput": {"warmup_steps": 2, "window_steps": 4},
+        "max_hours": None,
+        "disk_margin": 0.2,
+    }
+    unknown = set(changes) - set(config)
+    assert not unknown, f"not preflight keys: {sorted(unknown)}"
+    return {**config, **changes}
+
+
+def run_preflight(spec: dict, inputs: dict, config: dict, folder: Path, **hooks) -> dict:
+    """The preflight report of config's blocking checks alone, run on the CPU in `folder`/work
+    (hooks: bench.Hooks' other fields, e.g. transform_examples)."""
+    import torch
+
+    from campaign.preflight import bench
+    from campaign.preflight import report as preflight_report
+
+    return preflight_report.run_preflight(
+        spec,
+        inputs,
+        config,
+        folder / "work",
+        REPO,
+        only=tuple(config["blocking"]),
+        hooks=bench.Hooks(device=torch.device("cpu"), **hooks),
+    )
 
 
 def context(spec: dict, inputs: dict, folder: Path) -> StageContext:

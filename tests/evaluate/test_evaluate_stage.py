@@ -235,6 +235,36 @@ def test_slices_confusions_and_pairs(campaign):
     assert p1["count"].sum() == 140 and all(len(x) <= 5 for x in p1.example_ids)
 
 
+def test_every_level_of_zero_one_items_reads_the_exact_interval(campaign):
+    """A run's accuracy (metrics.parquet), a slice bucket's (slices.parquet) and the best floor's
+    level in decisions.json: Clopper-Pearson's interval of k right of n items, the one
+    stats.score_interval gives, where the percentile bootstrap was too short near 100 %
+    (bucket a.jsonl, 200 of 200 right: [0.025^(1/200), 1])."""
+    from scipy.stats import beta
+
+    from campaign.evaluate.stats import EXACT_OVER
+
+    def exact(k: int, n: int) -> tuple[float, float]:
+        low = beta.ppf(0.025, k, n - k + 1) if k else 0.0
+        return low, beta.ppf(0.975, k + 1, n - k) if k < n else 1.0
+
+    tmp_path, inputs = campaign
+    outputs, _ = evaluate(tmp_path, inputs, settings())
+    metrics = pd.read_parquet(outputs["metrics"])
+    acc = metrics[(metrics.metric == "accuracy") & (metrics.split == "validation")]
+    run = acc[acc.variant == "r-c1"].iloc[0]  # 260 of 400 right
+    assert (run.ci_low, run.ci_high) == pytest.approx(exact(260, N))
+    assert run.interval_over == EXACT_OVER
+    slices = pd.read_parquet(outputs["errors"] / "slices.parquet")
+    mine = slices[(slices.variant == "r-c1") & (slices.split == "validation")]
+    source = mine[mine.slice == "source"].set_index("bucket")
+    assert tuple(source.loc["a.jsonl", ["ci_low", "ci_high"]]) == pytest.approx(exact(200, 200))
+    assert tuple(source.loc["b.jsonl", ["ci_low", "ci_high"]]) == pytest.approx(exact(60, 200))
+    floor = read_decisions(outputs["decisions"]).floor
+    assert floor.name == "floor/majority" and floor.value == pytest.approx(0.5)
+    assert (floor.ci_low, floor.ci_high) == pytest.approx(exact(N // 2, N))
+
+
 def test_one_seed_uses_items_and_says_so(campaign):
     tmp_path, inputs = campaign
     keep = {"r-c1", "r-m1"}

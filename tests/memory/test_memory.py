@@ -6,6 +6,7 @@ import importlib.util
 
 import pytest
 import torch
+from memkit import GIB, toy
 
 from campaign import memory, train
 from campaign.core.errors import CampaignError
@@ -313,23 +314,6 @@ def test_cache_tensor_bytes_reads_legacy_tuples():
 
 
 # ------------------------------------------------------------------ fit table
-GIB = 2**30
-
-
-def toy(kv_per_example=0):
-    """1 GiB weights, 1 GiB grads, 2 GiB AdamW, 0.5 GiB activations per example, micro_batch 4."""
-    return memory.MemoryEstimate(
-        weights=GIB,
-        gradients=GIB,
-        optimizer_state=2 * GIB,
-        activations=2 * GIB,
-        kv_cache=4 * kv_per_example,
-        activations_per_example=GIB // 2,
-        kv_cache_per_example=kv_per_example,
-        micro_batch=4,
-    ).to_dict()
-
-
 def test_fit_table_by_hand():
     cards = [
         {"name": "big", "memory_gib": 8},
@@ -351,7 +335,9 @@ def test_fit_table_by_hand():
 def test_fit_table_takes_the_tightest_phase():
     # Generation: 1 GiB weights + 4 x 1.5 GiB cache = 7 GiB, more than training's 6 GiB.
     (row,) = memory.fit_table(
-        toy(kv_per_example=3 * GIB // 2), [{"name": "c", "memory_gib": 8}], 0.1
+        toy(kv_cache=6 * GIB, kv_cache_per_example=3 * GIB // 2),  # 1.5 GiB x micro_batch 4
+        [{"name": "c", "memory_gib": 8}],
+        0.1,
     )
     assert row["phase"] == "generate" and row["need_bytes"] == 7 * GIB and row["fits"]
     assert row["max_micro_batch"] == 4  # generation: (7.2 - 1) / 1.5 = 4.13; training allows 6

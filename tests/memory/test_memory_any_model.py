@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from trainkit import REPO, demo_records, tiny_spec, write_splits
+from memkit import GIB, toy
+from trainkit import REPO, demo_records, preflight_config, run_preflight, tiny_spec, write_splits
 
 from campaign import memory, train
 from campaign.core.errors import CampaignError
@@ -19,26 +20,17 @@ from campaign.preflight import report as preflight_report
 from campaign.preflight.checks import memory as memory_check
 from campaign.train.recipe import Recipe
 
-GIB = 2**30
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 TRAIN_KEYS = {f"train.{k}" for k in Recipe.__dataclass_fields__}
 CPU = torch.device("cpu")
 MICRO_BATCH, MAX_LENGTH = 8, 32
-CFG = {
-    "blocking": ["memory"],
-    "sample": {"train_examples": 48, "validation_examples": 16},
-    "inspect_examples": 2,
+CFG = preflight_config(
+    ["memory"],
+    sample={"train_examples": 48, "validation_examples": 16},
     # L4 fits any tiny model; "toy" (about 105 KiB) fits none, so it lists every lever.
-    "target_cards": [{"name": "L4", "memory_gib": 24}, {"name": "toy", "memory_gib": 1.0e-4}],
-    "memory_margin": 0.1,
-    "activation_tolerance": 0.02,
-    "overfit": {"examples": 4, "steps": 150, "max_final_loss": 0.1},
-    "grad_accum_tolerance": 1.0e-9,
-    "resume": {"steps_before": 2, "steps_after": 2},
-    "throughput": {"warmup_steps": 2, "window_steps": 4},
-    "max_hours": None,
-    "disk_margin": 0.2,
-    "max_unknown_token_share": 0.05,
-}
+    target_cards=[{"name": "L4", "memory_gib": 24}, {"name": "toy", "memory_gib": 1.0e-4}],
+)
 
 
 # ------------------------------------------------------------------ pretrained folders
@@ -129,15 +121,6 @@ def save_llama(folder: Path) -> Path:
     return folder
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tensor bytes do not depend on threads; a shared 2-core machine runs these faster so."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("pretrained")
@@ -162,15 +145,7 @@ def run_memory(spec: dict, inputs: dict, tmp_path: Path, config: dict | None = N
     data = dict(inputs)
     if spec["model"]["source"] != "from_config":
         data["base_model"] = [Path(spec["model"]["source"])]
-    return preflight_report.run_preflight(
-        spec,
-        data,
-        config or CFG,
-        tmp_path / "work",
-        REPO,
-        only=["memory"],
-        hooks=bench.Hooks(device=CPU),
-    )
+    return run_preflight(spec, data, config or CFG, tmp_path)
 
 
 def trainer_of(spec: dict, inputs: dict, tmp_path: Path) -> train.Trainer:
@@ -291,21 +266,9 @@ def test_a_generation_runs_cache_is_its_generation_batch_beside_the_optimizer_st
     }
 
 
-def toy(grad_accum: int = 2) -> dict:
-    """1 GiB weights, 1 GiB grads, 2 GiB AdamW, 0.5 GiB activations per example, micro_batch 4."""
-    est = memory.MemoryEstimate(
-        weights=GIB,
-        gradients=GIB,
-        optimizer_state=2 * GIB,
-        activations=2 * GIB,
-        kv_cache=0,
-        activations_per_example=GIB // 2,
-        kv_cache_per_example=0,
-        micro_batch=4,
-    ).to_dict()
-    est["settings"] = {"grad_accum": grad_accum}
-    est["source"] = "measured"
-    return est
+def measured_toy(grad_accum: int = 2) -> dict:
+    """memkit's 6 GiB step, as a probe's measured estimate."""
+    return toy(grad_accum, "measured")
 
 
 def fake_variant(lever: str, peak_gib: float | None) -> dict:
@@ -326,19 +289,13 @@ def test_a_generation_caches_batch_is_its_lever_not_micro_batch():
     """A generation task's cache (model.generation.batch_size 8 sequences of 1 GiB, beside
     1 GiB of weights and 2 GiB of AdamW state) is the peak: 11 GiB on a 9 GiB card. A smaller
     micro_batch moves no cached sequence; 6 sequences (9 GiB, the whole card) fit."""
-    est = memory.MemoryEstimate(
-        weights=GIB,
-        gradients=GIB,
-        optimizer_state=2 * GIB,
-        activations=2 * GIB,
+    est = toy(
+        grad_accum=1,
         kv_cache=8 * GIB,
-        activations_per_example=GIB // 2,
         kv_cache_per_example=GIB,
-        micro_batch=4,
         kv_batch=8,
         optimizer_while_generating=True,
-    ).to_dict()
-    est["settings"] = {"grad_accum": 1}
+    )
     assert est["peak_phase"] == "generate" and est["peak_bytes"] == 11 * GIB
     (row,) = memory.fit_table(est, [{"name": "c", "memory_gib": 9}], 0.0)
     assert not row["fits"] and row["max_micro_batch"] == 0
@@ -356,7 +313,7 @@ def test_levers_by_hand():
     # Needs 1 + 1 + 2 + 4 x 0.5 = 6 GiB; the 5 GiB card (no margin) does not fit, 8 GiB does.
     variants = [fake_variant("bf16", 4.5), fake_variant("lora", None)]
     cards = [{"name": "small", "memory_gib": 5}, {"name": "big", "memory_gib": 8}]
-    small, big = memory.fit_table(toy(), cards, 0.0, variants)
+    small, big = memory.fit_table(measured_toy(), cards, 0.0, variants)
     assert big["fits"] and big["levers"] == []
     assert not small["fits"] and small["source"] == "measured"
     rows = {r["lever"]: r for r in small["levers"]}
@@ -383,11 +340,11 @@ def test_levers_by_hand():
 
 def test_micro_batch_lever_falls_back_to_one_when_nothing_fits():
     # 3 GiB card: even micro_batch 1 needs 4.5 GiB. Effective batch 4 x 3 = 12: divisors 3, 2, 1.
-    (row,) = memory.fit_table(toy(grad_accum=3), [{"name": "c", "memory_gib": 3}], 0.0)
+    (row,) = memory.fit_table(measured_toy(grad_accum=3), [{"name": "c", "memory_gib": 3}], 0.0)
     mb = next(r for r in row["levers"] if r["lever"] == "micro_batch")
     assert mb["setting"] == {"train.micro_batch": 1, "train.grad_accum": 12}
     assert mb["need_bytes"] == 4 * GIB + GIB // 2 and mb["fits"] is False
-    assert memory.need_at(toy(), 3) == (4 * GIB + 3 * GIB // 2, "train_step")
+    assert memory.need_at(measured_toy(), 3) == (4 * GIB + 3 * GIB // 2, "train_step")
 
 
 def test_live_tensor_bytes_by_hand():
@@ -725,3 +682,39 @@ def test_a_lever_that_cannot_be_measured_is_listed_with_its_reason():
     checkpointed = variants["gradient_checkpointing"]["estimate"]
     assert checkpointed["bytes"]["activations"] < base["bytes"]["activations"]
     assert checkpointed["bytes"]["weights"] == base["bytes"]["weights"]
+
+
+def test_the_generate_phase_holds_the_optimizer_state_only_where_the_subject_says():
+    """measured_estimate (the fit table's measured levers) takes who generates from the
+    subject: beside the AdamW state (the built-in loop's training process) or not (a
+    train.command run's model, scored by the campaign after the command has exited)."""
+    import dataclasses
+
+    from test_memory import build, make_batch, model_spec
+
+    model = build(model_spec("gpt2", "causal_lm"))
+    subject = memory.Subject(
+        model=model,
+        task="causal_lm",
+        train_cfg={"micro_batch": 4, "grad_accum": 1, "max_length": 16, "precision": "fp32"},
+        make_batch=lambda n, length: make_batch("causal_lm", n, length, 100),
+        loss_fn=memory_check._loss_fn("causal_lm"),
+        score_fn=memory_check._score_fn("causal_lm"),
+        autocast=lambda precision: None,
+        parameters=lambda lora: memory.meta_parameter_bytes(model.config, "causal_lm", None, lora),
+        architecture="gpt2",
+        kv_length=24,
+        kv_batch=3,
+    )
+    phases = {}
+    for beside in (True, False):
+        est = memory.measured_estimate(
+            dataclasses.replace(subject, optimizer_while_generating=beside)
+        )
+        phases[beside] = est["phases"]["generate"]
+        state = est["bytes"]["optimizer_state"] if beside else 0
+        assert phases[beside]["optimizer_state"] == state
+        assert phases[beside]["bytes"] == (
+            est["bytes"]["weights"] + state + est["bytes"]["kv_cache"]
+        )
+    assert phases[True]["bytes"] - phases[False]["bytes"] == est["bytes"]["optimizer_state"] > 0

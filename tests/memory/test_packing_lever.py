@@ -48,10 +48,12 @@ def test_packing_row_by_hand():
     one = packing_row(toy(), 4 * GIB, {"task": "causal_lm", "enabled": False, "rows": 1})
     assert one["need_bytes"] == int(4.5 * GIB) and one["fits"] is False
     for packing, note in (
-        ({"task": "sequence_classification", "enabled": False, "rows": None}, "causal_lm only"),
+        ({"task": "sequence_classification", "enabled": False, "rows": None}, "examples only"),
+        # a causal LM to the memory model, but the params check refuses train.packing for it
+        ({"task": "generation", "enabled": False, "rows": 2}, "(model.task is generation)"),
         ({"task": "causal_lm", "enabled": True, "rows": 2}, "already packs"),
         ({"task": "causal_lm", "enabled": False, "rows": 4}, "no fewer rows"),
-        (None, "causal_lm only"),
+        (None, "not known here"),
     ):
         row = packing_row(toy(), 5.5 * GIB, packing)
         assert row["setting"] is None and row["need_bytes"] is None and note in row["note"]
@@ -98,5 +100,6 @@ def test_the_preflight_measures_packing_on_a_causal_recipe_and_not_a_classifier(
     )
     assert row["peak_bytes"] is None
     assert row["note"] == (
-        "not measured here: packing is for causal_lm only (model.task is sequence_classification)"
+        "not measured here: train.packing packs causal_lm examples only (model.task is "
+        "sequence_classification)"
     )

@@ -7,22 +7,21 @@ A tiny from-config Llama with grouped-query attention; one preflight memory chec
 
 from __future__ import annotations
 
-import pandas as pd
 import pytest
-import torch
-from trainkit import REPO, context, tiny_spec
+from trainkit import (
+    QA_PAIRS,
+    context,
+    preflight_config,
+    run_preflight,
+    tiny_generation_spec,
+    write_conversations,
+)
 
 from campaign import memory
 from campaign.data import conversations as conv
 
-PAIRS = [
-    ("Capital of France?", "Paris."),
-    ("Capital of Italy?", "Rome."),
-    ("Capital of Spain?", "Madrid."),
-    ("Capital of Peru?", "Lima."),
-    ("Which tool lists files?", "ls"),
-    ("Which tool copies files?", "cp"),
-]
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 # A test item whose prompt (a system message, an earlier turn and a long question) is far longer
 # than anything in train or validation, and than train.max_length: generation is not cut.
 LONG_ID = "long"
@@ -37,85 +36,44 @@ MAX_LENGTH = 48
 NEW_TOKENS = 8
 
 
-def _write(folder, name, ids, talks):
-    path = folder / f"{name}.parquet"
-    pd.DataFrame(
-        {
-            "id": ids,
-            "text": [conv.dedup_text(t) for t in talks],
-            "label": [conv.UNSTRATIFIED] * len(ids),
-            "messages": [conv.dump_messages(t) for t in talks],
-        }
-    ).to_parquet(path)
-    return [path]
-
-
 @pytest.fixture(scope="module")
 def splits(tmp_path_factory):
     """Six short conversations to train on (the whole train split is the preflight's sample,
     so its tokenizer is the run's), four of them to validate, test one short and LONG_TALK."""
     folder = tmp_path_factory.mktemp("splits")
-    talks = [conv.from_prompt_response(q, a) for q, a in PAIRS]
+    talks = [conv.from_prompt_response(q, a) for q, a in QA_PAIRS]
     ids = [f"q{i}" for i in range(len(talks))]
     return {
-        "train": _write(folder, "train", ids, talks),
-        "validation": _write(folder, "validation", ids[:4], talks[:4]),
-        "test": _write(folder, "test", ["q5", LONG_ID], [talks[5], LONG_TALK]),
+        "train": write_conversations(folder, "train", ids, talks),
+        "validation": write_conversations(folder, "validation", ids[:4], talks[:4]),
+        "test": write_conversations(folder, "test", ["q5", LONG_ID], [talks[5], LONG_TALK]),
     }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def _spec(batch_size: int = 16) -> dict:
-    spec = tiny_spec("generation", "llama", hidden=64, layers=2, lr=3e-3)
-    spec["model"]["config"].update(num_attention_heads=4, num_key_value_heads=2, dropout=0.0)
-    spec["model"]["config"]["max_position_embeddings"] = 1024
-    spec["model"]["tokenizer"].update(vocab_size=300, min_frequency=1, lowercase=False)
-    spec["model"]["chat_template"] = "none"
-    spec["model"]["generation"] = {
-        "metric": "exact_match",
-        "max_new_tokens": NEW_TOKENS,
-        "batch_size": batch_size,
-    }
-    spec["train"].update(max_length=MAX_LENGTH, micro_batch=2, grad_accum=1, warmup_steps=0)
-    spec["train"].update(max_steps=2, eval_every=2, checkpoint_every=2)
+    return tiny_generation_spec(
+        positions=1024,
+        batch_size=batch_size,
+        max_new_tokens=NEW_TOKENS,
+        lr=3e-3,
+        max_length=MAX_LENGTH,
+        micro_batch=2,
+        max_steps=2,
+        eval_every=2,
+        checkpoint_every=2,
+    )
+
+
+def _command_spec(batch_size: int = 16) -> dict:
+    """The same run trained by the user's command (the check never runs it)."""
+    spec = _spec(batch_size)
+    spec["train"]["command"] = {"argv": ["python", "train.py", "{spec}"]}
     return spec
 
 
 def _memory_check(spec, splits, tmp_path, memory_gib: float = 24) -> dict:
-    from campaign.preflight import bench
-    from campaign.preflight import report as preflight_report
-
-    config = {
-        "blocking": ["memory"],
-        "sample": {"train_examples": 6, "validation_examples": 4},
-        "inspect_examples": 2,
-        "target_cards": [{"name": "card", "memory_gib": memory_gib}],
-        "memory_margin": 0.1,
-        "activation_tolerance": 0.02,
-        "overfit": {"examples": 4, "steps": 10, "max_final_loss": 0.05},
-        "grad_accum_tolerance": 1.0e-9,
-        "max_unknown_token_share": 0.05,
-        "resume": {"steps_before": 2, "steps_after": 2},
-        "throughput": {"warmup_steps": 2, "window_steps": 4},
-        "max_hours": None,
-        "disk_margin": 0.2,
-    }
-    return preflight_report.run_preflight(
-        spec,
-        splits,
-        config,
-        tmp_path / "work",
-        REPO,
-        only=("memory",),
-        hooks=bench.Hooks(device=torch.device("cpu")),
-    )["memory"]
+    config = preflight_config(["memory"], target_cards=[{"name": "card", "memory_gib": memory_gib}])
+    return run_preflight(spec, splits, config, tmp_path)["memory"]
 
 
 def _kv(length: int, batch: int) -> int:
@@ -127,6 +85,20 @@ def _kv(length: int, batch: int) -> int:
 def roomy(splits, tmp_path_factory):
     """The check with a card the run fits easily."""
     return _memory_check(_spec(), splits, tmp_path_factory.mktemp("roomy"))
+
+
+def _between(low: int, high: int) -> float:
+    """A card's memory_gib whose usable bytes (10 % margin) lie halfway between two needs."""
+    return (low + high) / 2 / 0.9 / memory.GIB
+
+
+@pytest.fixture(scope="module")
+def tight(roomy, splits, tmp_path_factory):
+    """(card GiB, the check on it): a card between the training step's need and generation's."""
+    phases = roomy["details"]["estimate_for_cards"]["phases"]
+    others = max(p["bytes"] for name, p in phases.items() if name != "generate")
+    gib = _between(others, phases["generate"]["bytes"])
+    return gib, _memory_check(_spec(), splits, tmp_path_factory.mktemp("tight"), gib)
 
 
 def test_the_kv_cache_is_sized_on_the_longest_full_prompt_of_validation_and_test(roomy):
@@ -169,7 +141,7 @@ def test_the_generate_phase_holds_the_optimizer_state_the_training_process_keeps
 
 
 def test_a_card_the_cache_does_not_fit_fails_naming_the_prompt_and_the_batch_lever_fixes_it(
-    roomy, splits, tmp_path
+    roomy, tight, splits, tmp_path
 ):
     """A card between the training step's need and generation's: the check fails naming the
     longest prompt's item and length; micro_batch cannot help (it moves no cached sequence);
@@ -178,8 +150,7 @@ def test_a_card_the_cache_does_not_fit_fails_naming_the_prompt_and_the_batch_lev
     generate = phases["generate"]["bytes"]
     others = max(p["bytes"] for name, p in phases.items() if name != "generate")
     assert generate > 2 * others  # the long prompt's cache is the peak
-    gib = (others + generate) / 2 / 0.9 / memory.GIB  # usable: halfway between the two
-    tight = _memory_check(_spec(), splits, tmp_path / "tight", memory_gib=gib)
+    gib, tight = tight
     assert not tight["passed"]
     g = tight["details"]["generating"]
     assert f"test item {LONG_ID}, {g['prompt']} tokens" in tight["summary"]
@@ -195,6 +166,60 @@ def test_a_card_the_cache_does_not_fit_fails_naming_the_prompt_and_the_batch_lev
     followed = _memory_check(_spec(batch), splits, tmp_path / "followed", memory_gib=gib)
     assert followed["passed"], followed["summary"]
     assert followed["details"]["estimate_for_cards"]["peak_bytes"] == advice["need_bytes"]
+
+
+def test_a_train_command_run_generates_without_the_optimizer_state(roomy, splits, tmp_path):
+    """A train.command run's model is scored by the campaign in its own process once the
+    command has exited: its generate phase holds the weights and the cache, no AdamW state.
+    On a card between that need and the built-in loop's (which generates beside the state),
+    the command run passes and the built-in one would not."""
+    from campaign.preflight.checks import memory as check
+
+    builtin = roomy["details"]["estimate_for_cards"]
+    state = builtin["bytes"]["optimizer_state"]
+    assert builtin["phases"]["generate"]["optimizer_state"] == state > 0
+    need = builtin["phases"]["generate"]["bytes"] - state
+    # Still the peak: the long prompt's cache outweighs the training step.
+    assert need > max(p["bytes"] for n, p in builtin["phases"].items() if n != "generate")
+    gib = _between(need, builtin["peak_bytes"])
+    assert builtin["peak_bytes"] > gib * 0.9 * memory.GIB  # the built-in run does not fit
+    result = _memory_check(_command_spec(), splits, tmp_path, memory_gib=gib)
+    assert result["passed"], result["summary"]
+    d = result["details"]
+    assert d["generating"]["beside_optimizer"] is False
+    assert roomy["details"]["generating"]["beside_optimizer"] is True
+    for estimate in (d["estimate_for_cards"], d["estimate_here"]):
+        generate, b = estimate["phases"]["generate"], estimate["bytes"]
+        assert generate["optimizer_state"] == 0
+        assert generate["bytes"] == b["weights"] + b["kv_cache"]
+    target = d["estimate_for_cards"]
+    assert (target["peak_phase"], target["peak_bytes"]) == ("generate", need)
+    # The training step is the built-in loop's either way (the estimate models its AdamW).
+    assert target["phases"]["train_step"] == builtin["phases"]["train_step"]
+    assert "beside the weights alone" in "\n".join(check.describe(d))
+    assert "the optimizer state (the training process generates)" in "\n".join(
+        check.describe(roomy["details"])
+    )
+
+
+def test_the_packing_row_and_the_lever_costs_say_what_the_params_check_says(tight, roomy):
+    """train.packing is refused for a generation task at validation: the fit table offers no
+    packing setting for it (though its memory model is a causal LM's), and the measured lever
+    costs give the same reason."""
+    from campaign.core.errors import CampaignError
+    from campaign.train import PHASE
+
+    _, tight = tight
+    (row,) = tight["details"]["fit_table"]
+    lever = next(r for r in row["levers"] if r["lever"] == "packing")
+    assert lever["setting"] is None and lever["need_bytes"] is None
+    refusal = "train.packing packs causal_lm examples only (model.task is generation)"
+    assert lever["note"] == refusal
+    (cost,) = [c for c in roomy["details"]["lever_costs"] if c["lever"] == "packing"]
+    assert cost["note"] == f"not measured here: {refusal}" and cost["peak_bytes"] is None
+    spec = _spec()
+    with pytest.raises(CampaignError, match=r"^train\.packing: packs causal_lm examples only"):
+        PHASE.check_params({"model": spec["model"], "train": {**spec["train"], "packing": True}})
 
 
 def test_a_prompt_past_the_models_positions_fails_naming_it(splits, tmp_path):

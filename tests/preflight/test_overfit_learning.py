@@ -7,31 +7,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
-from trainkit import REPO, tiny_spec, write_splits
+from trainkit import REPO, preflight_config, run_preflight, tiny_spec, write_splits
 
 from campaign.core.errors import CampaignError
-from campaign.preflight import bench
 from campaign.preflight import report as preflight_report
 from campaign.preflight.checks import overfit
 
 MINILM = REPO / "models" / "all-MiniLM-L6-v2"
-CONFIG = {
-    "blocking": ["overfit"],
-    "sample": {"train_examples": 32, "validation_examples": 8},
-    "inspect_examples": 1,
-    "target_cards": [{"name": "L4", "memory_gib": 24}],
-    "memory_margin": 0.1,
-    "activation_tolerance": 0.02,
+CONFIG = preflight_config(
+    ["overfit"],
+    sample={"train_examples": 32, "validation_examples": 8},
     # 4 examples, 16 full-batch steps: the learning lr below gets there in about 9.
-    "overfit": {"examples": 4, "steps": 16, "max_final_loss": 0.1},
-    "grad_accum_tolerance": 1.0e-9,
-    "max_unknown_token_share": 0.05,
-    "resume": {"steps_before": 1, "steps_after": 1},
-    "throughput": {"warmup_steps": 1, "window_steps": 2},
-    "max_hours": None,
-    "disk_margin": 0.2,
-}
+    overfit={"examples": 4, "steps": 16, "max_final_loss": 0.1},
+)
 
 
 def minilm_spec(lr: float) -> dict:
@@ -64,15 +52,7 @@ def inputs(tmp_path_factory) -> dict[str, list[Path]]:
 
 def preflight(inputs, tmp_path, lr: float) -> dict:
     """The stage's own path: run_preflight, then check_report (the one line a stage raises)."""
-    return preflight_report.run_preflight(
-        minilm_spec(lr),
-        inputs,
-        CONFIG,
-        tmp_path / "work",
-        REPO,
-        only=("overfit",),
-        hooks=bench.Hooks(device=torch.device("cpu")),
-    )
+    return run_preflight(minilm_spec(lr), inputs, CONFIG, tmp_path)
 
 
 def test_a_learning_recipe_passes(inputs, tmp_path):

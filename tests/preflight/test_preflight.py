@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from trainkit import REPO, tiny_spec, write_splits
+from trainkit import REPO, preflight_config, tiny_spec, write_splits
 
 from campaign import train
 from campaign.core.errors import CampaignError
@@ -24,21 +24,11 @@ from campaign.train.batches import IGNORE
 
 CPU = torch.device("cpu")
 CHECKS = tuple(checks.load())  # every registered check, in report order
-CFG = {
-    "blocking": list(CHECKS),
-    "sample": {"train_examples": 96, "validation_examples": 24},
-    "inspect_examples": 2,
-    "target_cards": [{"name": "L4", "memory_gib": 24}],
-    "memory_margin": 0.1,
-    "activation_tolerance": 0.02,
-    "overfit": {"examples": 4, "steps": 150, "max_final_loss": 0.1},
-    "grad_accum_tolerance": 1.0e-9,
-    "resume": {"steps_before": 2, "steps_after": 2},
-    "throughput": {"warmup_steps": 2, "window_steps": 4},
-    "max_hours": None,
-    "disk_margin": 0.2,
-    "max_unknown_token_share": 0.05,
-}
+CFG = preflight_config(
+    list(CHECKS),
+    sample={"train_examples": 96, "validation_examples": 24},
+    overfit={"examples": 4, "steps": 150, "max_final_loss": 0.1},
+)
 CAUSAL = {"task": "causal_lm", "architecture": "gpt2"}
 
 

@@ -10,7 +10,6 @@ import json
 
 import pandas as pd
 import pytest
-import torch
 from genkit import WORDS, tiny_llama, tiny_tokenizer
 
 from campaign.data import conversations as conv
@@ -18,6 +17,8 @@ from campaign.evaluate.text_scores import score_items
 from campaign.quantize.stage import quantize_run
 from campaign.tasks import generation as gen
 from campaign.train.engine import generate
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 MODEL = {"chat_template": "none", "generation": {"metric": "exact_match", "max_new_tokens": 6}}
 
@@ -92,14 +93,6 @@ def mean_score(frame) -> float:
     return float(
         score_items("exact_match", list(frame["prediction"]), list(frame["reference"])).mean()
     )
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def test_variants_are_judged_on_what_they_generate(run, tmp_path):

@@ -15,6 +15,8 @@ from campaign.evaluate.text_scores import score_items
 from campaign.tasks import generation as gen
 from campaign.train import models
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 PAIRS = [
     ("What is the capital of France?", "Paris."),
     ("Name a prime number above ten.", "Eleven is one."),
@@ -40,16 +42,6 @@ def _tiny(seed: int):
     tok = models.train_tokenizer(texts, "llama", vocab_size=300, min_frequency=1, lowercase=False)
     torch.manual_seed(seed)
     return tok, tf.LlamaForCausalLM(models.llama_config(CONFIG, tok))
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny matrices: one thread is fastest, and on a shared, loaded machine two threads that
-    wait on each other made the 80 steps 100x slower (134 s against ~1.5 s)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,14 @@ import json
 
 import pandas as pd
 import pytest
-import torch
-from trainkit import context, tiny_spec
+from trainkit import (
+    QA_PAIRS,
+    context,
+    preflight_config,
+    run_preflight,
+    tiny_generation_spec,
+    write_conversations,
+)
 
 from campaign.core.errors import CampaignError
 from campaign.data import conversations as conv
@@ -18,15 +24,8 @@ from campaign.tasks import generation as gen
 from campaign.train import Trainer, read_data
 from campaign.train.stage import stage
 
-# Short question → answer pairs (the tiny model memorizes them; the scores are checkable).
-PAIRS = [
-    ("Capital of France?", "Paris."),
-    ("Capital of Italy?", "Rome."),
-    ("Capital of Spain?", "Madrid."),
-    ("Capital of Peru?", "Lima."),
-    ("Which tool lists files?", "ls"),
-    ("Which tool copies files?", "cp"),
-]
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 SYSTEM = "Answer in one word."
 
 
@@ -34,11 +33,11 @@ def _talks() -> list[list[dict]]:
     """Half prompt/response pairs, half conversations with a system message and an earlier
     turn (the messages format): both train on their assistant turns only."""
     out = []
-    for i, (q, a) in enumerate(PAIRS):
+    for i, (q, a) in enumerate(QA_PAIRS):
         if i % 2:
             out.append(conv.from_prompt_response(q, a))
         else:
-            earlier = PAIRS[(i + 1) % len(PAIRS)]
+            earlier = QA_PAIRS[(i + 1) % len(QA_PAIRS)]
             out.append(
                 [
                     {"role": "system", "content": SYSTEM},
@@ -51,19 +50,6 @@ def _talks() -> list[list[dict]]:
     return out
 
 
-def _write(folder, name, ids, talks):
-    path = folder / f"{name}.parquet"
-    pd.DataFrame(
-        {
-            "id": ids,
-            "text": [conv.dedup_text(t) for t in talks],
-            "label": [conv.UNSTRATIFIED] * len(ids),
-            "messages": [conv.dump_messages(t) for t in talks],
-        }
-    ).to_parquet(path)
-    return [path]
-
-
 @pytest.fixture(scope="module")
 def splits(tmp_path_factory):
     """Train on all six conversations; validation holds four of them (so a run that learned
@@ -72,30 +58,15 @@ def splits(tmp_path_factory):
     talks = _talks()
     ids = [f"q{i}" for i in range(len(talks))]
     return {
-        "train": _write(folder, "train", ids, talks),
-        "validation": _write(folder, "validation", ids[:4], talks[:4]),
-        "test": _write(folder, "test", ids[5:3:-1], talks[5:3:-1]),
+        "train": write_conversations(folder, "train", ids, talks),
+        "validation": write_conversations(folder, "validation", ids[:4], talks[:4]),
+        "test": write_conversations(folder, "test", ids[5:3:-1], talks[5:3:-1]),
     }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny matrices; two threads on a loaded machine wait on each other
-    yield
-    torch.set_num_threads(threads)
-
-
 def _spec(**train) -> dict:
-    spec = tiny_spec("generation", "llama", hidden=64, layers=2, **train)
-    spec["model"]["config"].update(num_attention_heads=4, num_key_value_heads=2, dropout=0.0)
-    spec["model"]["tokenizer"].update(vocab_size=300, min_frequency=1, lowercase=False)
-    spec["model"]["chat_template"] = "none"
-    spec["model"]["generation"] = {"metric": "exact_match", "max_new_tokens": 8, "batch_size": 3}
-    spec["model"]["config"]["max_position_embeddings"] = 128
-    spec["train"].update(max_length=128, micro_batch=6, grad_accum=1, warmup_steps=0)
-    spec["train"].update(max_steps=train.get("max_steps", 60), eval_every=30, checkpoint_every=30)
-    return spec
+    every = {"max_steps": 60, "eval_every": 30, "checkpoint_every": 30}
+    return tiny_generation_spec(**{"max_length": 128, "micro_batch": 6, **every, **train})
 
 
 def test_a_full_run_generates_on_validation_and_test(splits, tmp_path):
@@ -106,7 +77,7 @@ def test_a_full_run_generates_on_validation_and_test(splits, tmp_path):
     test = pd.read_parquet(ctx.outputs["predictions_test"])
     assert tuple(val.columns) == gen.RUN_PREDICTION_COLUMNS
     assert val["id"].tolist() == ["q0", "q1", "q2", "q3"] and test["id"].tolist() == ["q5", "q4"]
-    assert val["reference"].tolist() == [a for _, a in PAIRS[:4]]
+    assert val["reference"].tolist() == [a for _, a in QA_PAIRS[:4]]
     # the memorized answers come back exactly, each stopped by EOS
     assert val["prediction"].tolist() == val["reference"].tolist()
     assert val["stopped_at_eos"].all()
@@ -150,35 +121,11 @@ def test_a_split_without_conversations_is_refused(tmp_path):
 
 
 def _preflight(spec, splits, tmp_path, check="tokenization", transform=None):
-    from trainkit import REPO
-
-    from campaign.preflight import bench
-    from campaign.preflight import report as preflight_report
-
-    config = {  # the preflight section (tests/preflight's), the sample sized to these splits
-        "blocking": [check],
-        "sample": {"train_examples": 6, "validation_examples": 4},
-        "inspect_examples": 2,
-        "target_cards": [{"name": "L4", "memory_gib": 24}],
-        "memory_margin": 0.1,
-        "activation_tolerance": 0.02,
-        "overfit": {"examples": 4, "steps": 120, "max_final_loss": 0.05},
-        "grad_accum_tolerance": 1.0e-9,
-        "max_unknown_token_share": 0.05,
-        "resume": {"steps_before": 2, "steps_after": 2},
-        "throughput": {"warmup_steps": 2, "window_steps": 4},
-        "max_hours": None,
-        "disk_margin": 0.2,
-    }
-    return preflight_report.run_preflight(
-        spec,
-        splits,
-        config,
-        tmp_path / "work",
-        REPO,
-        only=(check,),
-        hooks=bench.Hooks(device=torch.device("cpu"), transform_examples=transform),
-    )[check]
+    # the sample sized to these splits; the overfit check's 120 steps reproduce every answer
+    config = preflight_config(
+        [check], overfit={"examples": 4, "steps": 120, "max_final_loss": 0.05}
+    )
+    return run_preflight(spec, splits, config, tmp_path, transform_examples=transform)[check]
 
 
 def test_the_preflight_shows_formatted_examples_with_the_masked_tokens(splits, tmp_path):

@@ -12,7 +12,7 @@ import io
 import numpy as np
 import pytest
 import torch
-from trainkit import REPO, tiny_spec, write_splits
+from trainkit import REPO, preflight_config, run_preflight, tiny_spec, write_splits
 
 from campaign.core.errors import CampaignError
 from campaign.core.params import load_params, validate
@@ -166,36 +166,11 @@ def test_base_dropout_is_an_ablation_factor_the_plan_accepts():
 def test_memory_check_measures_what_base_dropout_false_saves(tmp_path):
     """The memory estimate keeps no dropout masks when the base's dropout is off, so the
     preflight's memory check (estimate against a measured step, 2 % tolerance) still passes."""
-    from campaign.preflight import bench
-    from campaign.preflight import report as preflight_report
-
     inputs = write_splits(tmp_path / "splits", n_train=64, n_eval=16)
-    config = {
-        "blocking": ["memory"],
-        "sample": {"train_examples": 64, "validation_examples": 16},
-        "inspect_examples": 1,
-        "target_cards": [{"name": "L4", "memory_gib": 24}],
-        "memory_margin": 0.1,
-        "activation_tolerance": 0.02,
-        "overfit": {"examples": 4, "steps": 10, "max_final_loss": 0.1},
-        "grad_accum_tolerance": 1.0e-9,
-        "max_unknown_token_share": 0.05,
-        "resume": {"steps_before": 1, "steps_after": 1},
-        "throughput": {"warmup_steps": 1, "window_steps": 2},
-        "max_hours": None,
-        "disk_margin": 0.2,
-    }
+    config = preflight_config(["memory"], sample={"train_examples": 64, "validation_examples": 16})
     saved = {}
     for on in (True, False):
-        report = preflight_report.run_preflight(
-            tiny_spec(base_dropout=on),
-            inputs,
-            config,
-            tmp_path / f"work-{on}",
-            REPO,
-            only=("memory",),
-            hooks=bench.Hooks(device=torch.device("cpu")),
-        )
+        report = run_preflight(tiny_spec(base_dropout=on), inputs, config, tmp_path / str(on))
         check = report["memory"]
         assert check["passed"], check["summary"]
         details = check["details"]

@@ -25,7 +25,8 @@ class Task:
     probability of each) or "generated_text" (the model generates; a per-item score in [0, 1]).
     floors: the reference candidates the verdict weighs a fine-tuned model against.
     stratify_by_label: whether the split balances label shares by default (a generation task
-    has no label; its split balances only a column the user names).
+    has no label; its split balances only a column the user names). packs: whether
+    train.packing packs its examples into shared rows (packing_refusal).
     """
 
     name: str
@@ -33,6 +34,7 @@ class Task:
     scoring: str
     floors: tuple[str, ...]
     stratify_by_label: bool
+    packs: bool
 
 
 TASKS: dict[str, Task] = {
@@ -44,6 +46,8 @@ TASKS: dict[str, Task] = {
             scoring="generated_text",
             floors=("retrieval", "zero_shot"),
             stratify_by_label=False,
+            # Not yet: packed conversations were never shown to train as they do unpacked.
+            packs=False,
         ),
     )
 }
@@ -78,6 +82,23 @@ def check_floors(name: str, floors) -> None:
             f"evaluation.floor: {wrong[0]} is not a floor of the {name} task (its floors: "
             f"{', '.join(floors_of(name))})"
         )
+
+
+# The label tasks whose examples train.packing packs (a classifier's example is one sequence
+# with one label: there is nothing to pack it with).
+LABEL_TASKS_THAT_PACK = ("causal_lm",)
+
+
+def packing_refusal(name: str) -> str | None:
+    """Why train.packing does not apply to task `name` (None: it packs), as the words after
+    "train.packing: ". The one answer the params check, the trainer, the memory check's fit
+    table and its measured lever costs read, so that no lever row offers a key the params
+    check then refuses."""
+    task = TASKS.get(name)
+    if (name in LABEL_TASKS_THAT_PACK) if task is None else task.packs:
+        return None
+    packing = [*LABEL_TASKS_THAT_PACK, *(t.name for t in TASKS.values() if t.packs)]
+    return f"packs {', '.join(packing)} examples only (model.task is {name})"
 
 
 def scoring_of(name: str) -> str:

@@ -260,6 +260,92 @@ def noninferiority_p(losses: int, gains: int, n: int, margin: float) -> float:
     return float(stats.norm.sf(_tango_z(losses, gains, n, -margin)))
 
 
+def _hall_s(target: float, gamma: float, n: int) -> float:
+    """The standardized distance S = (mean - mu) / sd at which Hall's (1992) skewness-corrected
+    statistic sqrt(n) (S + gamma S^2 / 3 + gamma^2 S^3 / 27 + gamma / (6 n)) equals `target`:
+    its inverse, in closed form (the statistic is ((1 + gamma S / 3)^3 - 1) / gamma + gamma /
+    (6 n) times sqrt(n), increasing in S)."""
+    step = target / math.sqrt(n) - gamma / (6 * n)
+    if abs(gamma) < 1e-12:
+        return step
+    return 3.0 / gamma * (float(np.cbrt(1.0 + gamma * step)) - 1.0)
+
+
+def _hall_t(s_dist: float, gamma: float, n: int) -> float:
+    """Hall's skewness-corrected statistic at the standardized distance `s_dist` (_hall_s)."""
+    g = gamma
+    return math.sqrt(n) * (s_dist + g * s_dist**2 / 3 + g**2 * s_dist**3 / 27 + g / (6 * n))
+
+
+@dataclass(frozen=True)
+class SkewedMean:
+    """The mean of per-item paired differences `d: (n_items,)` with one-sided tests and
+    intervals that hold on skewed, bounded scores at a few hundred items.
+
+    The plain t is liberal on the side the skew points away from: quality losses of a
+    compressed variant are mostly small with a long tail of larger ones (left skew), so a
+    sample that happened to miss the tail has both a high mean and a small sd; the t adopted
+    non-inferiority at a true loss equal to the margin in 2.6-2.8 % of campaigns at 300 items
+    against 2.5 % (bench_stats). Hall's (1992) transformation of the studentized mean removes
+    the skewness term of its distribution; each side takes the larger of the t's p and Hall's
+    (the t where the skew makes it conservative: Hall alone overshoots there, rejecting
+    2.64 % at the margin over 100,000 simulated campaigns), so neither side is ever more
+    liberal than the t: at 300 items adoption 2.37 %, the reject side 2.37 % as before. The
+    interval is the two one-sided tests inverted: an end is the farther of the t's and
+    Hall's, so the interval and the decision agree."""
+
+    mean: float
+    sd: float  # ddof=1
+    gamma: float  # the sample skewness (third central moment over sd^3, ddof=0); 0: no spread
+    n: int
+
+    @classmethod
+    def of(cls, d: np.ndarray) -> SkewedMean:
+        d = np.asarray(d, dtype=np.float64)
+        n = d.size
+        mean = float(d.mean())
+        sd = float(d.std(ddof=1)) if n > 1 else math.inf
+        pop_sd = float(d.std(ddof=0))
+        gamma = float(((d - mean) ** 3).mean() / pop_sd**3) if pop_sd > 0 else 0.0
+        return cls(mean, sd, gamma, n)
+
+    @property
+    def df(self) -> float:
+        return max(self.n - 1.0, 1.0)
+
+    def p_above(self, mu0: float) -> float:
+        """One-sided p of H0: the true mean <= mu0 (small when it is shown above mu0)."""
+        return self._p(self.mean - mu0, self.gamma)
+
+    def p_below(self, mu0: float) -> float:
+        """One-sided p of H0: the true mean >= mu0 (small when it is shown below mu0)."""
+        return self._p(mu0 - self.mean, -self.gamma)
+
+    def _p(self, distance: float, gamma: float) -> float:
+        if not self.sd > 0:  # no spread (or one item): the distance itself decides
+            return 0.0 if distance > 0 else 1.0
+        if not math.isfinite(self.sd):
+            return 1.0
+        s_dist = distance / self.sd
+        t_p = float(stats.t.sf(math.sqrt(self.n) * s_dist, self.df))
+        hall_p = float(stats.t.sf(_hall_t(s_dist, gamma, self.n), self.df))
+        return max(t_p, hall_p)
+
+    def interval(self, level: float, lo: float = -1.0, hi: float = 1.0) -> tuple[float, float]:
+        """The two-sided interval at `level`: each end the bound of its one-sided test at
+        (1 - level) / 2 (p_above / p_below inverted), clipped to [lo, hi]."""
+        if not (self.sd > 0 and math.isfinite(self.sd)):
+            half = 0.0 if self.sd == 0 else math.inf
+            return max(lo, self.mean - half), min(hi, self.mean + half)
+        crit = float(stats.t.isf((1 - level) / 2, self.df))
+        t_half = crit / math.sqrt(self.n)
+        low_hall = _hall_s(crit, self.gamma, self.n)
+        high_hall = _hall_s(crit, -self.gamma, self.n)
+        low = self.mean - self.sd * max(t_half, low_hall)
+        high = self.mean + self.sd * max(t_half, high_hall)
+        return max(lo, low), min(hi, high)
+
+
 # Berger and Boos's gamma: the nuisance (the rate of items gained) ranges over its one-sided
 # 1 - gamma upper bound, and gamma is added to the p (exact: the test's level holds for every rate).
 REJECT_GAMMA = 0.001

@@ -57,9 +57,10 @@ def slice_rows(
     resamples: int,
     confidence: float,
 ) -> list[dict]:
-    """Accuracy per bucket of each slice, with a bootstrap interval over the bucket's items.
-    The resamples depend on the split, slice and bucket only (not on the variant), so every
-    variant's interval on a bucket is drawn from the same items."""
+    """Accuracy per bucket of each slice, with its interval over the bucket's items
+    (stats.score_interval: exact for 0/1 scores, where a small bucket near 100 % needs it; the
+    bootstrap for scores in [0, 1]). The resamples depend on the split, slice and bucket only
+    (not on the variant), so every variant's interval on a bucket is drawn from the same items."""
     rows = []
     for name, buckets in items.slices.items():
         for bucket in sorted(set(buckets)):

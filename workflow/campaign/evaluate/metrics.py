@@ -1,6 +1,7 @@
 """Classification metrics of one variant on one split, each with a bootstrap interval, computed
 for every resample at once (the resamples are shared by all variants of the split, so intervals
-of differences are paired).
+of differences are paired); accuracy, a share of 0/1 items, has Clopper-Pearson's exact interval
+instead (stats.score_interval: the percentile bootstrap is too short near 100 %).
 
 Inputs: `truth: (n_items,)` class indices (-1 for a label the model never saw in training: it
 counts as wrong), `probs: (n_items, n_classes)` rows summing to 1. Metrics: accuracy, macro_f1

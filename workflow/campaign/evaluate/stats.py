@@ -78,15 +78,37 @@ def edge_interval(scores: np.ndarray, confidence: float) -> tuple[float, float] 
     return None
 
 
+# How an interval over scores that are all 0 or 1 is labelled (score_interval).
+EXACT_OVER = "items' exact binomial interval (Clopper-Pearson: every score 0 or 1)"
+
+
+def exact_interval(scores: np.ndarray, confidence: float) -> tuple[float, float] | None:
+    """Clopper-Pearson's interval of the share of items right when every score in
+    `scores: (n_items,)` is 0 or 1, else None: the beta quantiles of k right of n, each tail at
+    (1 - confidence) / 2, so it covers at least `confidence` for every true share. At k = n it
+    is edge_interval's [(alpha / 2)^(1/n), 1]."""
+    y = np.asarray(scores, dtype=np.float64)
+    if y.size == 0 or not np.all((y == 0.0) | (y == 1.0)):
+        return None
+    n, k = y.size, int(y.sum())
+    tail = (1 - confidence) / 2
+    low = float(stats.beta.ppf(tail, k, n - k + 1)) if k > 0 else 0.0
+    high = float(stats.beta.isf(tail, k + 1, n - k)) if k < n else 1.0
+    return low, high
+
+
 def score_interval(values: np.ndarray, indices: np.ndarray, confidence: float) -> Interval:
-    """The interval of the mean of per-item scores in [0, 1] (`values: (n_items,)`): the
-    bootstrap over `indices`, or the items' exact bound where every score is 0 or every
-    score is 1 (edge_interval)."""
+    """The interval of the mean of per-item scores in [0, 1] (`values: (n_items,)`): for scores
+    that are all 0 or 1 Clopper-Pearson's exact interval (exact_interval), else the bootstrap
+    over `indices`. The percentile bootstrap of a share near its ceiling is too short: 49 of
+    50 right gives [94, 100] %, above the 50-of-50 bound (92.9 %), exact [89, 99.95] %; at a
+    true 93 % over 50 items it covered 89 % of campaigns against 95, exact 97.8 %
+    (tests/evaluate/test_stats.py)."""
     values = np.asarray(values, dtype=np.float64)
-    edge = edge_interval(values, confidence)
-    if edge is None:
+    exact = exact_interval(values, confidence)
+    if exact is None:
         return mean_interval(values, indices, confidence)
-    return Interval(float(values.mean()), edge[0], edge[1], confidence, EDGE_OVER)
+    return Interval(float(values.mean()), exact[0], exact[1], confidence, EXACT_OVER)
 
 
 def mcnemar_p(a_correct: np.ndarray, b_correct: np.ndarray) -> float:

@@ -22,6 +22,7 @@ from typing import Any
 
 from campaign.core.defaults import TRAIN_DEFAULTS
 from campaign.core.errors import CampaignError
+from campaign.memory.levers import packing_unavailable
 
 # lever -> the train keys it sets (what a fit-table suggestion names, `train.<key>`).
 LEVER_KEYS: dict[str, dict[str, Any]] = {
@@ -32,8 +33,10 @@ LEVER_KEYS: dict[str, dict[str, Any]] = {
 }
 # The keys' values that mean "lever off": their defaults (core/defaults.py).
 OFF = {key: TRAIN_DEFAULTS[key] for key in LEVER_KEYS}
-# Levers that only a task's model can take: train.packing packs causal_lm examples.
-TASKS = {"packing": ("causal_lm",)}
+
+# Levers that only some tasks' models can take: lever -> why not for a task (None: it can);
+# the fit table's row for the lever says the same words.
+TASK_REFUSALS: dict[str, Callable[[str], str | None]] = {"packing": packing_unavailable}
 # Per configuration, after one untimed step (the optimizer state then exists): the steps
 # whose tensor bytes are counted (their peak is a result: two batches, so a lever's saving is
 # not one batch's accident) and the steps timed (a machine measurement, recorded and not
@@ -99,7 +102,8 @@ def lever_costs(
     step_time_ratio (with / without: above 1 is throughput lost), seconds_per_step, note}.
 
     make_trainer(**train_overrides): a fresh Trainer on the preflight sample with those keys.
-    task: model.task (a lever for other tasks, TASKS, is a row with the reason).
+    task: model.task (a lever the task's model cannot take, TASK_REFUSALS, is a row with the
+    reason).
     """
     from campaign.train import optimizer_unavailable
 
@@ -132,8 +136,8 @@ def lever_costs(
             "note": None,
         }
         reason = optimizer_unavailable(with_it["optimizer"], device_type)
-        if task is not None and task not in TASKS.get(lever, (task,)):
-            reason = f"{lever} is for {', '.join(TASKS[lever])} only (model.task is {task})"
+        if task is not None and lever in TASK_REFUSALS:
+            reason = TASK_REFUSALS[lever](task) or reason
         if reason is not None:
             rows.append({**row, "note": f"not measured here: {reason}"})
             continue

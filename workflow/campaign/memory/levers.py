@@ -10,8 +10,9 @@ The levers of the checklist, each applied alone to the recipe:
     gradient_checkpointing   train.gradient_checkpointing: keep one hidden state per layer,
                              recompute in backward
     optimizer                train.optimizer adamw_8bit: torchao's 8-bit AdamW moments (CUDA)
-    packing                  train.packing (causal_lm): a micro-batch's examples packed into
-                             fewer rows of max_length, so the training step holds fewer rows
+    packing                  train.packing (the tasks core.tasks.packing_refusal lets pack): a
+                             micro-batch's examples packed into fewer rows of max_length, so the
+                             training step holds fewer rows
     generation_batch         a smaller model.generation.batch_size (model.task generation): the
                              KV cache holds the sequences generated together, not micro_batch
 Every row's `setting` is the keys a user sets to pull the lever. micro_batch, optimizer,
@@ -31,6 +32,7 @@ from typing import Any
 
 from campaign.core.defaults import TRAIN_DEFAULTS
 from campaign.core.errors import CampaignError
+from campaign.core.tasks import packing_refusal
 from campaign.memory.estimate import GENERATION_BATCH, MICRO_BATCH, setting
 from campaign.memory.format import format_bytes
 from campaign.memory.shape import analytic_family
@@ -308,6 +310,13 @@ def packed_rows(micro_batch_lengths: Sequence[Sequence[int]], max_length: int) -
     return max((len(pack_rows(list(n), max_length)) for n in micro_batch_lengths), default=0)
 
 
+def packing_unavailable(task: str) -> str | None:
+    """Why train.packing is no lever for a model of `task` (None: it is): the params check's
+    own answer (core.tasks.packing_refusal), so no row offers a key the params check refuses."""
+    refusal = packing_refusal(task)
+    return None if refusal is None else f"train.packing {refusal}"
+
+
 def packing_row(estimate: dict, usable: float, packing: dict | None) -> dict[str, Any]:
     """train.packing: the training step at the rows the micro-batches pack into in place of
     micro_batch rows (a packed row of max_length costs what one example padded to it does);
@@ -321,8 +330,11 @@ def packing_row(estimate: dict, usable: float, packing: dict | None) -> dict[str
     def without(note: str) -> dict[str, Any]:
         return _row("packing", "-", None, None, base, usable, source, note)
 
-    if packing is None or packing.get("task") != "causal_lm":
-        return without("causal_lm only (a classifier's example is its own sequence)")
+    if packing is None:
+        return without("not known here: no sample was packed")
+    refusal = packing_unavailable(packing["task"])
+    if refusal is not None:
+        return without(refusal)
     if packing.get("enabled"):
         return without("the recipe already packs (the estimate counts micro_batch rows)")
     rows = int(packing["rows"])
@@ -343,7 +355,7 @@ def packing_row(estimate: dict, usable: float, packing: dict | None) -> dict[str
         base,
         usable,
         source,
-        "causal_lm; rows of max_length, per-example masks",
+        "rows of max_length, per-example masks",
     )
 
 

@@ -99,9 +99,12 @@ class Subject:
     # generates free text; None: max_length (a label-scoring causal LM's one forward).
     kv_length: int | None = None
     # The sequences generated together (model.generation.batch_size) when the run generates
-    # free text, which it does in the training process, beside the optimizer state; None:
-    # micro_batch, and no generation in training.
+    # free text; None: micro_batch, and no generation.
     kv_batch: int | None = None
+    # Whether the run generates beside its optimizer state (campaign.train.
+    # scores_beside_optimizer: the built-in loop's training process does; the campaign scoring
+    # a train.command's model after the command has exited does not).
+    optimizer_while_generating: bool = False
 
 
 def probe_memory(subject: Subject, max_length: int, precision: str) -> dict[str, Any]:
@@ -219,7 +222,7 @@ def measured_estimate(
         device=subject.device,
         gradient_checkpointing=gradient_checkpointing,
         kv_batch=subject.kv_batch,
-        optimizer_while_generating=subject.kv_batch is not None,
+        optimizer_while_generating=subject.optimizer_while_generating,
     )
 
 

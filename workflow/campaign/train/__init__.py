@@ -106,17 +106,27 @@ def _run_key(spec: dict) -> dict:
     return key_view(spec)
 
 
+def scores_beside_optimizer(train: dict) -> bool:
+    """Whether a run's final validation and test scores are computed beside its optimizer state:
+    the built-in loop scores (a generation task: generates) in its training process after the
+    last step, AdamW's state still allocated (Trainer.final_scores); a train.command run's model
+    is scored by the campaign in a process of its own once the command has exited
+    (command.score), with no optimizer. The memory check's generate phase reads it."""
+    from campaign.plan import command_of
+
+    return command_of(train) is None
+
+
 def _check_params(params: dict) -> None:
     from campaign.core.errors import CampaignError
+    from campaign.core.tasks import packing_refusal
     from campaign.train.models import check_model_spec
 
     check_model_spec(params["model"])  # tokenizer source vs model source, causal_lm needs gpt2
     train = params["train"]
-    if train.get("packing") and params["model"]["task"] != "causal_lm":
-        raise CampaignError(
-            f"train.packing: packs causal_lm examples only (model.task is "
-            f"{params['model']['task']}); set false"
-        )
+    refusal = packing_refusal(params["model"]["task"])
+    if train.get("packing") and refusal is not None:
+        raise CampaignError(f"train.packing: {refusal}; set false")
     if train["warmup_steps"] > train["max_steps"]:
         raise CampaignError(
             f"train.warmup_steps: {train['warmup_steps']} is more than train.max_steps "

@@ -14,6 +14,7 @@ import inspect
 import torch
 
 from campaign.core.errors import CampaignError
+from campaign.core.tasks import packing_refusal
 
 MASKED_ATTENTION = ("eager", "sdpa")  # implementations that take a 4-D mask as given
 # The check's tolerance on |packed - alone| logits, relative to the logits' largest magnitude.
@@ -72,11 +73,9 @@ def check_packing(model, task: str, device) -> None:
     and alone: the logits must agree (an architecture that ignored the mask or the positions
     would let the second sequence see the first, or shift its positions).
     """
-    if task != "causal_lm":
-        raise CampaignError(
-            f"train.packing: packs causal_lm examples only (model.task is {task}: each example "
-            "is its own sequence with one label); set false"
-        )
+    refusal = packing_refusal(task)
+    if refusal is not None:
+        raise CampaignError(f"train.packing: {refusal}; set false")
     arch = getattr(getattr(model, "config", None), "model_type", type(model).__name__)
     if not _forward_takes_positions(model):
         raise CampaignError(

@@ -13,7 +13,9 @@ A generation task (a task module, campaign/tasks/) is probed as the causal LM it
 step on formatted conversations (prompt + response) at max_length, the loss on the answer
 tokens, and the KV cache of what the run generates: model.generation.batch_size sequences of
 the longest formatted prompt of the full validation and test splits plus max_new_tokens
-(`Generating`), beside the weights and the optimizer state (the training process generates).
+(`Generating`), beside the weights, and beside the optimizer state where the run's trainer
+scores in its training process (the built-in loop; a train.command run's model is scored by the
+campaign once the command has exited: campaign.train.scores_beside_optimizer).
 
 Every detail but `measured` (process and allocator peaks) is tensor bytes, the same on every run
 on a CPU: the report keeps them, measurements.json the peaks.
@@ -26,6 +28,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from campaign.core.tasks import packing_refusal
 from campaign.data import parse_messages
 from campaign.memory import (
     PROBE_BATCHES,
@@ -59,7 +62,14 @@ from campaign.preflight.bench import (
     model_config,
     padded_batch,
 )
-from campaign.train import EVAL_SPLITS, IGNORE, autocast, count_targets, loss_sum
+from campaign.train import (
+    EVAL_SPLITS,
+    IGNORE,
+    autocast,
+    count_targets,
+    loss_sum,
+    scores_beside_optimizer,
+)
 
 ORDER = 20  # place in the report
 # Process memory peaks per phase and the levers' step times differ between identical runs.
@@ -74,16 +84,18 @@ EXACT_MEMORY = ("weights", "gradients", "optimizer_state")
 class Generating:
     """What the KV cache holds when a generation run generates: `batch` sequences (model.
     generation.batch_size) of `length` cached positions: the longest prompt (`prompt` tokens,
-    `item` names it) plus max_new_tokens (`new_tokens`)."""
+    `item` names it) plus max_new_tokens (`new_tokens`); `beside_optimizer`: whether the
+    optimizer state is alive then (campaign.train.scores_beside_optimizer)."""
 
     batch: int
     length: int
     prompt: int
     new_tokens: int
     item: str
+    beside_optimizer: bool
 
     @classmethod
-    def of(cls, trainer, full) -> Generating | None:
+    def of(cls, trainer, full, train: dict) -> Generating | None:
         """None for a task that generates no free text (labels are scored in one forward).
 
         The run generates on every item of validation and test (EVAL_SPLITS: the train stage's
@@ -93,6 +105,7 @@ class Generating:
         preflight's inputs), not over the sample's examples, which max_length cut. Lengths are
         counted with the sample trainer's tokenizer: a pretrained model's own; a from-config
         one trained on the sample (coarser than the run's, so a prompt counts no fewer tokens).
+        train: the run's train section (who generates: its trainer, or the campaign after it).
         """
         if trainer.hooks is None:
             return None
@@ -111,6 +124,7 @@ class Generating:
             prompt=longest,
             new_tokens=run.max_new_tokens,
             item=item,
+            beside_optimizer=scores_beside_optimizer(train),
         )
 
     def describe(self) -> str:
@@ -214,12 +228,14 @@ def _subject(bench: Bench, trainer, n_labels: int, generating: Generating | None
         architecture=getattr(config, "model_type", "") or "",
         kv_length=generating.length if generating is not None else None,
         kv_batch=generating.batch if generating is not None else None,
+        optimizer_while_generating=generating is not None and generating.beside_optimizer,
     )
 
 
 def _packing(trainer, task: str) -> dict:
-    """What the fit table's packing lever needs: the most rows of max_length any micro-batch of
-    the sample's first epoch (in the run's order) packs into."""
+    """What the fit table's packing lever needs: the run's model.task (`task`: whether it packs
+    at all is the params check's answer, not the memory model's causal LM) and the most rows of
+    max_length any micro-batch of the sample's first epoch (in the run's order) packs into."""
     r = trainer.recipe
     examples = trainer.examples["train"]
     perm = trainer.order.permutation(0)
@@ -227,7 +243,7 @@ def _packing(trainer, task: str) -> dict:
         [len(examples[i]["input_ids"]) for i in perm[j : j + r.micro_batch]]
         for j in range(0, len(perm), r.micro_batch)
     ]
-    rows = packed_rows(lengths, r.max_length) if task == "causal_lm" else None
+    rows = packed_rows(lengths, r.max_length) if packing_refusal(task) is None else None
     return {"task": task, "enabled": r.packing, "rows": rows}
 
 
@@ -236,7 +252,7 @@ def run(bench: Bench) -> Result:
     cfg, recipe = bench.cfg, bench.recipe
     train_cfg = bench.spec["train"]
     trainer = bench.trainer()
-    task, generating = _memory_task(trainer), Generating.of(trainer, bench.full)
+    task, generating = _memory_task(trainer), Generating.of(trainer, bench.full, train_cfg)
     beyond = _beyond_positions(trainer, generating)
     if beyond is not None:
         return Result(False, beyond, {"generating": asdict(generating), "problems": [beyond]})
@@ -258,7 +274,7 @@ def run(bench: Bench) -> Result:
     # Each lever that is a train key, measured on real steps of the recipe (after the probe:
     # the trainers it builds are fresh).
     costs = lever_costs(bench.trainer, train_cfg, trainer.device.type, task=bench.task)
-    fits = _fit_table(bench, trainer, target, subject, costs, _packing(trainer, task))
+    fits = _fit_table(bench, trainer, target, subject, costs, _packing(trainer, bench.task))
     fitting = [r["card"] for r in fits if r["fits"]]
     if not fitting:
         problems.append(
@@ -324,7 +340,7 @@ def _estimates(
         device=device.type,
         gradient_checkpointing=recipe.gradient_checkpointing,
         kv_batch=generating.batch if generating is not None else None,
-        optimizer_while_generating=generating is not None,
+        optimizer_while_generating=subject.optimizer_while_generating,
     )
     estimate = estimate_from_probe(
         probed,
@@ -486,10 +502,15 @@ def describe(d: dict) -> list[str]:
         )
     if d.get("generating"):
         g = d["generating"]
+        beside = (
+            "the weights and the optimizer state (the training process generates)"
+            if g.get("beside_optimizer", True)
+            else "the weights alone (the campaign generates after train.command has exited)"
+        )
         lines.append(
             f"generation: {g['batch']} sequences x {g['length']} cached positions (the longest "
             f"prompt, {g['item']}, {g['prompt']} tokens, + max_new_tokens {g['new_tokens']}), "
-            "beside the weights and the optimizer state (the training process generates)"
+            f"beside {beside}"
         )
     if d.get("lever_costs"):
         lines.append("levers that are train keys, measured on the recipe's first steps:")
