@@ -109,6 +109,22 @@ def tiny_spec(
     return spec
 
 
+def save_tiny_base(folder: Path, splits: dict[str, list[Path]]) -> tuple[Path, list[str]]:
+    """A tiny "pretrained" BERT encoder folder (no classification head, as a checkpoint on a hub
+    is) with its tokenizer trained on the train split, and the run's labels."""
+    from campaign.train import models
+    from campaign.train.loop import read_data
+
+    data = read_data(splits)
+    labels = models.label_names(data.train.labels)
+    spec = tiny_spec()
+    tokenizer = models.make_tokenizer(spec["model"], data.train.texts, None)
+    encoder = models.build_model(spec["model"], tokenizer, labels, 0, None).bert
+    encoder.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder, labels
+
+
 # Short question -> answer pairs a tiny generation model memorizes in a few dozen steps (so the
 # scores of its generated answers are checkable by hand).
 QA_PAIRS = [

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 from test_preflight import cfg, run, spec
-from trainkit import write_splits
+from trainkit import REPO, save_tiny_base, write_splits
 
 from campaign.preflight.report import split_report
+from campaign.train.contract import HOLD_ENV
 
 EXAMPLE = "examples/hf_trainer_classification.py"
 
@@ -42,21 +43,20 @@ def _with_commands(**commands) -> dict:
 
 
 def test_the_hf_trainer_example_keeps_the_contract_on_the_sample_and_is_measured(
-    inputs,
-    tmp_path,
+    inputs, tmp_path, monkeypatch
 ):
     hf = {"argv": ["python", EXAMPLE], "files": [EXAMPLE], "packages": ["transformers"]}
-    # The tiny model's steps take ~40 ms; on loaded cores the signal lands steps after the one
-    # it was sent at (7 of 8 in one run: the resumed run then had no rate to measure). Steps
-    # after it leave room, at ~40 ms each.
-    config = cfg(resume={"steps_before": 2, "steps_after": 30})
+    # The tiny model's steps take ~40 ms: on loaded cores the check's signal landed steps after
+    # the one it was sent at. The helper's test hold waits at steps_before for it.
+    config = cfg(resume={"steps_before": 2, "steps_after": 2})
+    monkeypatch.setenv(HOLD_ENV, "2")
     result = run(inputs, tmp_path, _with_commands(hf=hf), ("command",), config)["command"]
     assert result["passed"], result["summary"]
     d, m = result["details"]["commands"]["hf"], result["details"]["runs"]["hf"]
     before = config["resume"]["steps_before"]
     # Signalled after steps_before steps, it stopped there and resumed from that checkpoint.
     assert d["signalled_at_step"] == before and m["resumed_from_step"] == m["stopped_at_step"]
-    assert before <= m["resumed_from_step"] < d["steps"]
+    assert m["stopped_at_step"] == before + 1 < d["steps"]  # the step after the one held
     assert m["last_loss"] < m["first_loss"]
     assert m["steps_per_s"] > 0 and m["peak_rss_bytes"] > 50 * 2**20  # a torch process
     assert "hf: loss" in result["summary"] and "resumed from step" in result["summary"]
@@ -81,3 +81,30 @@ def test_a_command_that_does_not_resume_fails_the_check_by_name(inputs, tmp_path
 def test_without_a_command_the_check_is_not_used(inputs, tmp_path):
     result = run(inputs, tmp_path, spec(), checks=("command",))["command"]
     assert result["passed"] and result["summary"].startswith("not used")
+
+
+def test_a_classifier_adapter_without_its_head_fails_the_check_not_only_its_train_job(
+    inputs, tmp_path, monkeypatch
+):
+    """The HF example under train.lora on a pretrained base, its LoraConfig without
+    task_type="SEQ_CLS" (a user's slip): the adapter it saves holds no head, so the train job
+    would refuse it; the preflight runs the same check on what the command wrote and fails."""
+    script = tmp_path / "hf_headless.py"
+    text = (REPO / EXAMPLE).read_text()
+    assert '        task_type="SEQ_CLS",\n' in text
+    script.write_text(text.replace('        task_type="SEQ_CLS",\n', ""))
+    base, _ = save_tiny_base(tmp_path / "base", inputs)
+    lora = {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["query", "value"]}
+    run_spec = _with_commands(hf={"argv": ["python", str(script)]})
+    run_spec["train"]["lora"] = lora
+    run_spec["model"] = {"task": "sequence_classification", "source": str(base),
+                         "tokenizer": {"source": "model"}}  # fmt: skip
+    config = cfg(resume={"steps_before": 2, "steps_after": 2})
+    monkeypatch.setenv(HOLD_ENV, "2")  # the signal goes in at step 2 (the helper's test hold)
+    result = run({**inputs, "base_model": [base]}, tmp_path, run_spec, ("command",), config)
+    check = result["command"]
+    assert not check["passed"]
+    summary = check["summary"]
+    assert summary.startswith("hf: train.command: the peft adapter in "), summary
+    assert "lacks the classification head's classifier (modules_to_save empty)" in summary
+    assert 'set modules_to_save=["classifier"]' in summary and "\n" not in summary

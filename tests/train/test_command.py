@@ -24,6 +24,7 @@ from campaign.core.errors import PREEMPTED_EXIT, CampaignError
 from campaign.core.store import Store
 from campaign.train import run_training
 from campaign.train.command import PROGRESS_LINES, key_view, read_progress_lines, stage
+from campaign.train.contract import HOLD_ENV
 
 EXAMPLE = "examples/hf_trainer_classification.py"
 
@@ -58,7 +59,7 @@ def wait_for_line(job: subprocess.Popen, work: Path, log: Path, step: int) -> No
 
 @pytest.mark.slow
 def test_the_hf_trainer_example_is_signalled_resumes_and_writes_a_builtin_runs_outputs(tmp_path):
-    steps = 24
+    steps = 8
     # A project folder holding the splits and the example (reproduce reads paths inside it).
     (tmp_path / "examples").mkdir()
     shutil.copy(REPO / EXAMPLE, tmp_path / EXAMPLE)
@@ -68,7 +69,8 @@ def test_the_hf_trainer_example_is_signalled_resumes_and_writes_a_builtin_runs_o
                         checkpoint_every=2)  # fmt: skip
     state, out, log = Path("state"), tmp_path / "out", tmp_path / "job.log"
     cmd = train_command(spec, inputs, state, out, log)
-    job = subprocess.Popen(cmd, cwd=tmp_path, env=job_env())
+    # The command waits at step 3 for the signal (the helper's test hold): it stops at step 4.
+    job = subprocess.Popen(cmd, cwd=tmp_path, env={**job_env(), HOLD_ENV: "3"})
     try:
         wait_for_line(job, tmp_path / state / "work", log, 3)
         job.send_signal(signal.SIGUSR1)
@@ -78,7 +80,7 @@ def test_the_hf_trainer_example_is_signalled_resumes_and_writes_a_builtin_runs_o
             job.kill()
     (record,) = Store(tmp_path / state).job_records()
     stopped = record["step"]
-    assert record["state"] == "preempted" and 3 <= stopped < steps, record
+    assert record["state"] == "preempted" and stopped == 4, record
     (work,) = (tmp_path / state / "work").iterdir()
     assert list((work / "checkpoints").glob("checkpoint-*")), "no checkpoint left for the rerun"
 
@@ -340,7 +342,9 @@ def test_more_devices_than_one_need_a_launcher_in_argv_which_gets_the_count(tmp_
     from campaign.train.command import Command, command_argv
 
     launched = Command(argv=("torchrun", "--nproc_per_node={devices}", "train.py"))
-    assert command_argv(launched, 4) == ["torchrun", "--nproc_per_node=4", "train.py"]
+    # The launcher beside the campaign's interpreter, as "python" is that interpreter.
+    own = str(Path(sys.executable).parent / "torchrun")
+    assert command_argv(launched, 4) == [own, "--nproc_per_node=4", "train.py"]
     module = Command(argv=("python", "-m", "torch.distributed.run", "--nproc_per_node",
                            "{devices}"))  # fmt: skip
     assert command_argv(module, 2)[1:] == ["-m", "torch.distributed.run", "--nproc_per_node", "2"]
@@ -429,6 +433,41 @@ def test_the_contract_helper_refuses_a_world_size_that_is_not_train_devices(monk
         monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "8")
         with pytest.raises(SystemExit, match="OMPI_COMM_WORLD_SIZE 8 "):
             Contract(spec)
+        # None announced on 2 devices: a process training alone (accelerate launch --cpu).
+        monkeypatch.delenv("OMPI_COMM_WORLD_SIZE")
+        monkeypatch.delenv("SLURM_PROCID", raising=False)
+        with pytest.raises(SystemExit) as alone:
+            Contract(spec)
+        assert str(alone.value).startswith(
+            "CAMPAIGN_RUN_SPEC: train.devices 2, but no launcher announced a process count "
+            "(WORLD_SIZE or OMPI_COMM_WORLD_SIZE): this process would train alone"
+        )
+        assert Contract({"devices": 1, "recipe": {}}).spec["devices"] == 1
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+
+
+def test_the_helpers_test_hold_waits_at_its_step_for_the_signal(tmp_path, monkeypatch):
+    """HOLD_ENV (tests only): having written the named step's progress line, the helper waits
+    there until a signal comes, so a test's signal lands at that step on any load; at another
+    step, or unset, it does not wait."""
+    import transformers as tf
+
+    from campaign.train.contract import Contract
+
+    spec = {"devices": 1, "recipe": {}, "progress_file": str(tmp_path / PROGRESS_LINES)}
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGUSR1)}
+    try:
+        contract = Contract(spec)
+        monkeypatch.setenv(HOLD_ENV, "3")
+        started = time.monotonic()
+        contract.on_log(None, tf.TrainerState(global_step=2), None, logs={"loss": 1.0})
+        assert time.monotonic() - started < 1 and contract.signalled is None
+        threading.Timer(0.5, signal.raise_signal, (signal.SIGUSR1,)).start()
+        contract.on_log(None, tf.TrainerState(global_step=3), None, logs={"loss": 1.0})
+        assert time.monotonic() - started >= 0.5 and contract.signalled == signal.SIGUSR1
+        assert [r["step"] for r in read_progress_lines(tmp_path / PROGRESS_LINES)] == [2, 3]
     finally:
         for s, handler in saved.items():
             signal.signal(s, handler)
@@ -456,19 +495,33 @@ def test_a_command_with_its_launcher_trains_on_two_processes_and_is_scored(tmp_p
     assert timings["processes"] == {"count": 2, "launcher": "command"}
 
 
+# The launchers a command's argv may start on 2 CPU processes (gloo), the count from
+# "{devices}". accelerate's --multi_gpu runs torch.distributed.run's elastic agent in its own
+# process (on a machine without CUDA the Trainer trains on the CPU); its --cpu with
+# --num_processes starts one process unless mpirun and a hostfile are given.
+LAUNCHED = {
+    "torch.distributed.run": ["python", "-m", "torch.distributed.run", "--standalone",
+                              "--nproc_per_node={devices}"],
+    "accelerate": ["accelerate", "launch", "--multi_gpu", "--num_processes={devices}",
+                   "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"],
+}  # fmt: skip
+
+
 @pytest.mark.slow(minutes=2)
-def test_a_signal_reaches_a_command_through_its_launcher_which_checkpoints_and_resumes(tmp_path):
-    """The scheduler's SIGUSR1 to a job whose command is the HF example on 2 processes under
-    torch.distributed.run: the launcher gets SIGTERM (of SIGUSR1 it would die, its processes
-    orphaned), passes it on, both processes stop at the same step with a checkpoint, and the
-    job ends preempted although torchrun itself exits 1; run again, it resumes and finishes."""
+@pytest.mark.parametrize("launcher", sorted(LAUNCHED))
+def test_a_signal_reaches_a_command_through_its_launcher_which_checkpoints_and_resumes(
+    tmp_path, launcher, monkeypatch
+):
+    """The scheduler's SIGUSR1 to a job whose command is the HF example on 2 processes under a
+    launcher: the launcher gets SIGTERM (torchrun dies of SIGUSR1, its processes orphaned),
+    passes it on, both processes stop at the same step with a checkpoint, and the job ends
+    preempted although the launcher itself exits 1; run again, it resumes and finishes."""
     from campaign.core.errors import Preempted
 
-    steps = 16
-    argv = ["python", "-m", "torch.distributed.run", "--standalone",
-            "--nproc_per_node={devices}", EXAMPLE]  # fmt: skip
+    steps = 8
+    argv = [*LAUNCHED[launcher], EXAMPLE]
     spec = command_spec(argv, [EXAMPLE], max_steps=steps, devices=2, grad_accum=1,
-                        micro_batch=4, checkpoint_every=2)  # fmt: skip
+                        micro_batch=4, max_length=32, checkpoint_every=2)  # fmt: skip
     ctx = context(spec, write_splits(tmp_path / "splits", n_train=32, n_eval=8), tmp_path)
 
     def warn() -> None:
@@ -480,10 +533,13 @@ def test_a_signal_reaches_a_command_through_its_launcher_which_checkpoints_and_r
             time.sleep(0.05)
         signal.raise_signal(signal.SIGUSR1)
 
+    monkeypatch.setenv(HOLD_ENV, "3")  # rank 0 waits at step 3 for the signal
     threading.Thread(target=warn, daemon=True).start()
     with pytest.raises(Preempted) as stopped:
         stage(ctx)
-    assert 3 <= stopped.value.step < steps, stopped.value.step
+    monkeypatch.delenv(HOLD_ENV)
+    # Both processes stopped at the step after the one held (an all-reduce of the flag).
+    assert stopped.value.step == 4, stopped.value.step
     assert list((ctx.work_dir / "checkpoints").glob("checkpoint-*"))
     assert not ctx.outputs["predictions_test"].exists()
     stage(ctx)
@@ -491,4 +547,22 @@ def test_a_signal_reaches_a_command_through_its_launcher_which_checkpoints_and_r
     assert 2 <= timings["resumed_from_step"] <= stopped.value.step, timings
     progress = read_progress_lines(ctx.work_dir / PROGRESS_LINES)
     assert progress[-1]["step"] == steps
+    # Two processes trained: each step's tokens are more than one micro-batch can hold.
+    assert all(r["tokens"] > 4 * 32 for r in progress), progress
     assert len(pd.read_parquet(ctx.outputs["predictions_test"])) == 8
+
+
+@pytest.mark.slow
+def test_accelerate_launch_cpu_starts_one_process_and_the_helper_refuses_it(tmp_path, capfd):
+    """accelerate launch --cpu --num_processes 2 (no mpirun hostfile) starts one process and
+    announces no WORLD_SIZE: under train.devices 2 it would train alone on what the plan and
+    the key count as two. The helper stops it in one line before any step; no output kept."""
+    argv = ["accelerate", "launch", "--cpu", "--num_processes={devices}", "--num_machines", "1",
+            "--mixed_precision", "no", "--dynamo_backend", "no", EXAMPLE]  # fmt: skip
+    spec = command_spec(argv, [EXAMPLE], max_steps=4, devices=2)
+    ctx = context(spec, write_splits(tmp_path / "splits", n_train=24, n_eval=8), tmp_path)
+    with pytest.raises(CampaignError, match="train.command: exited 1"):
+        stage(ctx)
+    assert "CAMPAIGN_RUN_SPEC: train.devices 2, but no launcher announced" in capfd.readouterr().err
+    assert not read_progress_lines(ctx.work_dir / PROGRESS_LINES)
+    assert not ctx.outputs["predictions_test"].exists()

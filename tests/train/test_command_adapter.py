@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 from test_command import EXAMPLE, command_spec
-from trainkit import context, tiny_spec, write_splits
+from trainkit import context, save_tiny_base, write_splits
 
 from campaign.core.errors import CampaignError
 from campaign.train.command import adopt_adapter, stage
@@ -25,21 +25,10 @@ TASK = "sequence_classification"
 
 @pytest.fixture(scope="module")
 def pretrained(tmp_path_factory) -> tuple[dict, Path, list[str]]:
-    """The splits, a tiny "pretrained" BERT encoder folder (no classification head, as a
-    checkpoint on a hub is) with its tokenizer, and the run's labels."""
-    from campaign.train import models
-    from campaign.train.loop import read_data
-
+    """The splits, a tiny "pretrained" BERT encoder folder with its tokenizer, the labels."""
     folder = tmp_path_factory.mktemp("adapter")
     splits = write_splits(folder / "splits", n_train=32, n_eval=8)
-    data = read_data(splits)
-    labels = models.label_names(data.train.labels)
-    spec = tiny_spec()
-    tokenizer = models.make_tokenizer(spec["model"], data.train.texts, None)
-    encoder = models.build_model(spec["model"], tokenizer, labels, 0, None).bert
-    encoder.save_pretrained(folder / "base")
-    tokenizer.save_pretrained(folder / "base")
-    return splits, folder / "base", labels
+    return splits, *save_tiny_base(folder / "base", splits)
 
 
 def _peft_adapter(base: Path, labels: list[str], folder: Path, **lora) -> Path:
@@ -62,13 +51,13 @@ def test_a_classifier_adapter_saved_without_its_head_is_refused_in_one_line(pret
         adopt_adapter(headless, base, labels, TASK)
     message = str(refused.value)
     assert "\n" not in message and str(headless) in message, message
-    assert "modules_to_save empty" in message and "classifier.weight" in message
+    assert "lacks the classification head's classifier (modules_to_save empty)" in message
     assert 'modules_to_save=["classifier"]' in message and "merged model" in message
     assert not (headless / BASE_FILE).exists()
     # The task is the run spec's: an adapter calling itself CAUSAL_LM is a classifier here.
     path = headless / "adapter_config.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), "task_type": "CAUSAL_LM"}))
-    with pytest.raises(CampaignError, match="holds no trained classification head"):
+    with pytest.raises(CampaignError, match="lacks the classification head's classifier"):
         adopt_adapter(headless, base, labels, TASK)
 
     # SEQ_CLS names the head in modules_to_save; weights saved without it are refused too.
@@ -81,6 +70,147 @@ def test_a_classifier_adapter_saved_without_its_head_is_refused_in_one_line(pret
         adopt_adapter(stripped, base, labels, TASK)
     adopt_adapter(whole, base, labels, TASK)  # with its head: taken
     assert adapter_info(whole)["task"] == TASK
+
+
+# Tiny from-config encoders whose classifier adds more than `classifier` to the encoder:
+# DistilBERT a pre_classifier, DeBERTa-v2 a pooler. (config class, LoRA targets)
+ENCODERS = {
+    "distilbert": (lambda vocab: __import__("transformers").DistilBertConfig(
+        vocab_size=vocab, dim=32, n_layers=1, n_heads=2, hidden_dim=64,
+        max_position_embeddings=64), ["q_lin", "v_lin"]),
+    "deberta-v2": (lambda vocab: __import__("transformers").DebertaV2Config(
+        vocab_size=vocab, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=64), ["query_proj", "value_proj"]),
+}  # fmt: skip
+
+
+def _base(kind: str, bert: Path, folder: Path, head_labels: int | None = None, bin_=False):
+    """A tiny `kind` base with the BERT fixture's tokenizer: the encoder alone (as a hub
+    checkpoint is), or with head_labels: a whole classifier with a trained head for that many
+    labels (saved as a PyTorch .bin with bin_)."""
+    import transformers as tf
+
+    tokenizer = tf.AutoTokenizer.from_pretrained(bert)
+    config = ENCODERS[kind][0](len(tokenizer))
+    config.pad_token_id = tokenizer.pad_token_id
+    torch.manual_seed(1)
+    if head_labels is None:
+        model = tf.AutoModel.from_config(config)
+    else:
+        config.num_labels = head_labels
+        model = tf.AutoModelForSequenceClassification.from_config(config)
+        with torch.no_grad():  # "trained": not what a fresh draw gives
+            for p in model.classifier.parameters():
+                p.add_(torch.randn_like(p))
+    model.save_pretrained(folder)
+    if bin_:
+        (folder / "model.safetensors").unlink()
+        torch.save(model.state_dict(), folder / "pytorch_model.bin")
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _train_adapter(base: Path, labels: list[str], texts: list[str], folder: Path, **lora):
+    """A peft adapter over `base` after a few real AdamW steps (LoRA and whatever
+    modules_to_save holds move away from their first draw), saved with its tokenizer; and the
+    trained model's logits on `texts`, which the scored model must reproduce."""
+    import peft
+    import transformers as tf
+
+    tokenizer = tf.AutoTokenizer.from_pretrained(base)
+    targets = ENCODERS[tf.AutoConfig.from_pretrained(base).model_type][1]
+    torch.manual_seed(2)  # another draw than the scorer's (seed 0) for any fresh module
+    model = tf.AutoModelForSequenceClassification.from_pretrained(
+        base,
+        num_labels=len(labels),
+        ignore_mismatched_sizes=True,  # a head for other labels
+    )
+    model = peft.get_peft_model(model, peft.LoraConfig(r=2, target_modules=targets, **lora))
+    batch = tokenizer(texts, padding=True, truncation=True, max_length=32, return_tensors="pt")
+    target = torch.arange(len(texts)) % len(labels)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    for _ in range(3):
+        model(**batch, labels=target).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    model.eval()
+    with torch.no_grad():
+        logits = model(**batch).logits
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder, batch, logits
+
+
+def _scored_logits(folder: Path, base: Path, batch) -> torch.Tensor:
+    """The logits of the model the campaign scores: the base with the adapter merged."""
+    with torch.no_grad():
+        return load_run_model(folder, TASK, base)(**batch).logits
+
+
+@pytest.mark.parametrize("kind", sorted(ENCODERS))
+def test_an_encoder_heads_modules_are_taken_from_the_adapter_and_scored_as_trained(
+    pretrained, tmp_path, kind
+):
+    """peft's SEQ_CLS saves what its modules_to_save ("classifier", "score") match as a name's
+    suffix: DistilBERT's pre_classifier too, DeBERTa's pooler not. An adapter is taken when the
+    scored model's logits are the trained model's, and refused, naming the module and the
+    modules_to_save to set, when a fresh draw would replace a module it trained through."""
+    splits, bert, labels = pretrained
+    texts = list(pd.read_parquet(splits["train"][0])["text"][:6])
+    base = _base(kind, bert, tmp_path / "base")
+    seq_cls, batch, trained = _train_adapter(base, labels, texts, tmp_path / "seq_cls",
+                                             task_type="SEQ_CLS")  # fmt: skip
+    extra = {"distilbert": "pre_classifier", "deberta-v2": "pooler"}[kind]
+    if kind == "distilbert":  # "classifier" matches pre_classifier: both saved, taken
+        adopt_adapter(seq_cls, base, labels, TASK)
+        assert torch.allclose(_scored_logits(seq_cls, base, batch), trained, atol=1e-5)
+        weights = seq_cls / "adapter_model.safetensors"  # without it, as a hand-made one
+        save_file({k: v for k, v in load_file(weights).items() if extra not in k}, weights)
+        (seq_cls / BASE_FILE).unlink()
+    with pytest.raises(CampaignError) as refused:
+        adopt_adapter(seq_cls, base, labels, TASK)
+    message = str(refused.value)
+    assert f"lacks the classification head's {extra} (modules_to_save [" in message, message
+    assert f'set modules_to_save=["{extra}", "classifier"] in its LoraConfig' in message
+    assert "\n" not in message and not (seq_cls / BASE_FILE).exists()
+    if kind == "deberta-v2":  # the refusal is no caution: merged, it scores another model
+        import peft
+
+        torch.manual_seed(0)
+        fresh = __import__("transformers").AutoModelForSequenceClassification.from_pretrained(
+            base, num_labels=len(labels))  # fmt: skip
+        merged = peft.PeftModel.from_pretrained(fresh, seq_cls).eval()
+        with torch.no_grad():
+            assert not torch.allclose(merged(**batch).logits, trained, atol=1e-3)
+    # With the module named as the line says: taken, and scored as trained.
+    whole, batch, trained = _train_adapter(base, labels, texts, tmp_path / "whole",
+                                           modules_to_save=[extra, "classifier"])  # fmt: skip
+    adopt_adapter(whole, base, labels, TASK)
+    assert torch.allclose(_scored_logits(whole, base, batch), trained, atol=1e-5)
+
+
+@pytest.mark.parametrize("bin_", [False, True], ids=["safetensors", "bin"])
+def test_a_base_that_holds_a_trained_head_for_the_runs_labels_needs_none_in_the_adapter(
+    pretrained, tmp_path, bin_
+):
+    """The base a classifier was saved as (its head for as many labels): the head comes from
+    the base when the adapter is merged, so a LoRA-only adapter scores as trained. A head for
+    another label count is not loaded (a fresh one is drawn): refused, naming it."""
+    splits, bert, labels = pretrained
+    texts = list(pd.read_parquet(splits["train"][0])["text"][:6])
+    base = _base("distilbert", bert, tmp_path / "base", head_labels=len(labels), bin_=bin_)
+    lora_only, batch, trained = _train_adapter(base, labels, texts, tmp_path / "lora")
+    adopt_adapter(lora_only, base, labels, TASK)
+    assert torch.allclose(_scored_logits(lora_only, base, batch), trained, atol=1e-5)
+
+    other = _base("distilbert", bert, tmp_path / "other", head_labels=len(labels) + 1, bin_=bin_)
+    headless, *_ = _train_adapter(other, labels, texts, tmp_path / "headless")
+    with pytest.raises(CampaignError) as refused:
+        adopt_adapter(headless, other, labels, TASK)
+    # pre_classifier's shape does not depend on the labels: the base's is taken.
+    assert "lacks the classification head's classifier (modules_to_save empty)" in str(
+        refused.value
+    ) and 'set modules_to_save=["classifier"]' in str(refused.value)
 
 
 @pytest.mark.slow(minutes=1)

@@ -29,11 +29,12 @@ from campaign.train.command import (
     run_command,
     stage,
 )
+from campaign.train.contract import HOLD_ENV
 
 EXAMPLE = "examples/trl_sft_generation.py"
-# Room after the signal at step 3: on loaded cores (CI's two workers) it once landed after the
-# 8th and last ~50 ms step, and the run ended unsignalled.
-STEPS = 30
+# The signal goes in at step 3 (the contract helper holds there for it: HOLD_ENV), so the run
+# stops at step 4 however loaded the cores; steps after it for the resume to train.
+STEPS = 8
 # Prompt -> response pairs over a small vocabulary (the tokenizer is trained on the train split).
 PAIRS = [(f"what is {a} {b}", f"{a} {b} answer") for a in ("one", "two", "three")
          for b in ("cat", "dog", "mat", "rug")]  # fmt: skip
@@ -104,7 +105,7 @@ def _weights(folder: Path) -> dict:
 
 @pytest.mark.slow(minutes=3)
 def test_the_trl_example_is_signalled_resumes_and_ends_with_an_uninterrupted_runs_weights(
-    splits, tmp_path, capfd
+    splits, tmp_path, capfd, monkeypatch
 ):
     config = tmp_path / "sft.yaml"
     config.write_text(SFT_CONFIG)
@@ -116,10 +117,12 @@ def test_the_trl_example_is_signalled_resumes_and_ends_with_an_uninterrupted_run
     # The template the campaign formats and scores generation with, handed to the command.
     assert "Assistant:" in run_spec["chat_template"] and run_spec["labels"] == []
 
+    monkeypatch.setenv(HOLD_ENV, "3")  # the command waits at step 3 for the signal
     threading.Thread(target=_signal_at, args=(ctx.work_dir, 3), daemon=True).start()
     with pytest.raises(Preempted) as stopped:
         run_command(command, path, ctx.work_dir, REPO, spec)
-    assert 3 <= stopped.value.step < STEPS, stopped.value.step
+    monkeypatch.delenv(HOLD_ENV)
+    assert stopped.value.step == 4, stopped.value.step  # the step after the one held
     assert list((ctx.work_dir / "checkpoints").glob("checkpoint-*")), "no checkpoint to resume"
     stage(ctx)  # the job started again: resumed, checked, and scored by the campaign
     resumed_from = json.loads(ctx.outputs["timings"].read_text())["resumed_from_step"]

@@ -27,6 +27,7 @@ from campaign.core.errors import CampaignError
 from campaign.core.tasks import floors_of
 from campaign.preflight import tokenizer_problem
 from campaign.tools.params_yaml import flow, render
+from campaign.train import safetensors_header
 
 TEMPLATE = Path(__file__).resolve().parents[3] / "params.yaml"
 
@@ -166,17 +167,7 @@ def weight_names(folder: Path) -> list[str] | None:
     path = folder / "model.safetensors"
     if not path.is_file():
         return None
-    # The format: an 8-byte little-endian header length, then a JSON header keyed by name.
-    with path.open("rb") as f:
-        size = int.from_bytes(f.read(8), "little")
-        if size > path.stat().st_size - 8:
-            raise CampaignError(f"{path}: not a safetensors file (its header length is wrong)")
-        try:
-            header = json.loads(f.read(size))
-        except ValueError:
-            raise CampaignError(
-                f"{path}: not a safetensors file (its header is not JSON)"
-            ) from None
+    header = safetensors_header(path)
     return [name for name in header if name != "__metadata__"]
 
 

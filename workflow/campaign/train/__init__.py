@@ -52,6 +52,7 @@ _PUBLIC = {
     "label_names": "models",
     "load_tokenizer": "models",
     "save_model": "models",
+    "safetensors_header": "models",
     # a run's model folder, plain or a LoRA adapter over its base (merged in memory)
     "load_run_model": "models",
     # train.optimizer: why a low-bit optimizer cannot run on a device (the preflight's levers)
@@ -81,6 +82,7 @@ _PUBLIC = {
     "PROGRESS_LINES": "command",
     "Command": "command",
     "check_outputs": "command",
+    "check_adapter": "command_adapter",
     "commands_of": "command",
     "last_per_step": "command",
     "prepare": "command",

@@ -49,6 +49,9 @@ FORWARD = {signal.SIGUSR1: signal.SIGUSR1, signal.SIGTERM: signal.SIGTERM,
 POLL_SECONDS = 0.2
 # argv[0] naming these runs the campaign's own interpreter (a job's PATH may hold another).
 OWN_PYTHON = ("python", "python3")
+# argv[0] naming one of these launchers runs the campaign environment's own where it has one
+# (beside its interpreter): the packages whose versions the key holds are that environment's.
+OWN_LAUNCHERS = ("torchrun", "accelerate", "deepspeed")
 # What save_pretrained writes as a model's weights, sharded or not.
 WEIGHTS = ("model*.safetensors", "pytorch_model*.bin")
 # What starts one process per device: train.devices > 1 needs one of these at the head of argv
@@ -255,6 +258,9 @@ def command_argv(command: Command, devices: int) -> list[str]:
     argv = [a.replace(DEVICES_SLOT, str(devices)) for a in command.argv]
     if argv[0] in OWN_PYTHON:  # the interpreter the job runs in, whatever PATH says
         argv[0] = sys.executable
+    own = Path(sys.executable).parent / argv[0]
+    if argv[0] in OWN_LAUNCHERS and own.is_file():
+        argv[0] = str(own)
     if devices > 1 and launcher_of(command) is None:
         raise CampaignError(
             f"train.devices {devices}: train.command's argv ({' '.join(command.argv)}) starts "

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 from types import MappingProxyType
 
@@ -46,6 +47,14 @@ UNMAPPED = MappingProxyType({**{k: TRAIN_DEFAULTS[k] for k in _DEFAULTED}, "lora
 WORLD_SIZES = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE")
 
 
+# Tests only, off unless set: a step number. Having written that step's progress line, the
+# process writing them waits for a signal (at most HOLD_SECONDS), so a test that signals on
+# seeing the line gets it in at that step (the stop then comes at the next step's end), however
+# slow the test's watcher or fast the steps on a loaded machine. A campaign never sets it.
+HOLD_ENV = "CAMPAIGN_TEST_HOLD_STEP"
+HOLD_SECONDS = 60.0
+
+
 class Contract(tf.TrainerCallback):
     """The contract as a Trainer callback: a progress line per optimizer step; on SIGTERM or
     SIGUSR1, stop at the step's end with a checkpoint; `finish` then exits 75 or saves."""
@@ -66,6 +75,16 @@ class Contract(tf.TrainerCallback):
                 f"{SPEC_ENV}: {name} {world} (the processes the launcher started) is not "
                 f"train.devices {devices}; give the launcher in train.command's argv "
                 '"{devices}" as its process count, and no count in its config'
+            )
+        # None announced on several devices: one process training alone (accelerate launch
+        # --cpu without mpirun starts one whatever its --num_processes). srun announces its
+        # tasks in SLURM's variables only, which a job step's single task has too: trusted.
+        if not world and devices > 1 and "SLURM_PROCID" not in os.environ:
+            raise SystemExit(
+                f"{SPEC_ENV}: train.devices {devices}, but no launcher announced a process "
+                f"count ({' or '.join(WORLD_SIZES)}): this process would train alone; start "
+                f"{devices} processes with the launcher (accelerate launch --cpu starts one "
+                "without mpirun: on a machine without CUDA use --multi_gpu)"
             )
         self.signalled: int | None = None
         self.tokens_before = 0
@@ -164,6 +183,10 @@ class Contract(tf.TrainerCallback):
         self.tokens_before = seen
         with open(self.spec["progress_file"], "a", encoding="utf-8") as f:
             f.write(json.dumps(line) + "\n")
+        if os.environ.get(HOLD_ENV) == str(state.global_step):
+            deadline = time.monotonic() + HOLD_SECONDS
+            while self.signalled is None and time.monotonic() < deadline:
+                time.sleep(0.01)
 
     def finish(self, trainer, tokenizer) -> int:
         """After trainer.train(): the exit status. Signalled before max_steps: 75 (the

@@ -24,6 +24,7 @@ from campaign.preflight.bench import Bench, Result
 from campaign.train import (
     PROGRESS_LINES,
     Command,
+    check_adapter,
     check_outputs,
     commands_of,
     last_per_step,
@@ -133,7 +134,7 @@ def check_one(bench: Bench, name: str, command: Command, raw: dict) -> tuple[dic
     spec = _spec(bench, raw, steps)
     work = folder / "work"
     outputs = {"model": folder / "model"}
-    spec_path, _, _ = prepare(spec, inputs, outputs, work, bench.root)
+    spec_path, _, labels = prepare(spec, inputs, outputs, work, bench.root)
     progress_path = work / PROGRESS_LINES
     stopped_at = None
     with _Watch(progress_path, signal_at=before) as first:
@@ -153,6 +154,8 @@ def check_one(bench: Bench, name: str, command: Command, raw: dict) -> tuple[dic
         raise CampaignError("started again after its signal, it trained from step 0 (no resume)")
     progress = last_per_step(read_progress_lines(progress_path))
     check_outputs(outputs["model"], progress, steps)
+    # A peft adapter is checked as the training job checks it (its base, a classifier's head).
+    check_adapter(outputs["model"], bench.base_model, labels, spec["model"]["task"])
     losses = [r["loss"] for r in progress if r.get("loss") is not None]
     timed = sorted(s for s in second.seen if s > resumed_from + 1)  # the first: a warm-up
     window = second.seen[timed[-1]] - second.seen[timed[0]] if len(timed) > 1 else 0.0
