@@ -245,8 +245,12 @@ def test_a_one_seed_cell_of_zero_one_items_has_the_exact_interval():
             p for p, r in zip(pmf, rows, strict=True) if r["ci_low"] <= truth <= r["ci_high"]
         )
         assert covered >= 0.95, (truth, covered)
-    # beside a cell with two seeds the seed level is measured: the crossed interval stays
-    design = {"cell": np.r_[np.ones(n - 1), 0.0][None, :].repeat(2, axis=0)}
-    design["cell"][1, :3] = 0.0
+    # every item right: the same bound as the edge's, and the label still says one seed
+    assert rows[n]["interval_over"] == rows[n - 1]["interval_over"]
+    assert rows[n]["ci_low"] == pytest.approx(0.025 ** (1 / n))
+    # a one-seed cell beside a cell of two seeds: the seed level is measured (pooled over the
+    # design), so the crossed interval stays
+    design = {"cell": np.r_[np.ones(n - 1), 0.0][None, :]}
     design["other"] = np.r_[np.ones(n // 2), np.zeros(n - n // 2)][None, :].repeat(2, axis=0)
+    design["other"][1, :3] = 1 - design["other"][1, :3]
     assert not cell_rows(design, 0.95)["cell"]["interval_over"].startswith(stats.EXACT_OVER)

@@ -79,7 +79,7 @@ def cell_rows(
             exact = exact_interval(y[0], level) if not e.seed_df and y.shape[0] == 1 else None
             if exact is not None:  # one seed, 0/1 items: k right of n, Wilson ends short at 49/50
                 (low, high), over = exact, f"{EXACT_OVER}; {ONE_SEED}"
-            edge = edge_interval(y, level)
+            edge = edge_interval(y, level) if exact is None else None  # the same at k = n
             if edge is not None:  # no spread: the error pooled from other cells says nothing
                 (low, high), over = edge, EDGE_OVER
             out[cell] = {
