@@ -264,11 +264,14 @@ def _hall_s(target: float, gamma: float, n: int) -> float:
     """The standardized distance S = (mean - mu) / sd at which Hall's (1992) skewness-corrected
     statistic sqrt(n) (S + gamma S^2 / 3 + gamma^2 S^3 / 27 + gamma / (6 n)) equals `target`:
     its inverse, in closed form (the statistic is ((1 + gamma S / 3)^3 - 1) / gamma + gamma /
-    (6 n) times sqrt(n), increasing in S)."""
+    (6 n) times sqrt(n), increasing in S).
+
+    S = 3 / gamma (c - 1) with c = cbrt(1 + gamma step) is written as 3 step / (c^2 + c + 1),
+    the same number without the cancellation in c - 1: at gamma 2e-12 the first form's round
+    trip missed the target by 1e-3, and this one needs no gamma = 0 case (c = 1 gives step)."""
     step = target / math.sqrt(n) - gamma / (6 * n)
-    if abs(gamma) < 1e-12:
-        return step
-    return 3.0 / gamma * (float(np.cbrt(1.0 + gamma * step)) - 1.0)
+    c = float(np.cbrt(1.0 + gamma * step))
+    return 3.0 * step / (c * c + c + 1.0)
 
 
 def _hall_t(s_dist: float, gamma: float, n: int) -> float:
