@@ -158,6 +158,37 @@ def test_a_loss_with_a_long_tail_is_not_adopted_on_the_plain_t_alone():
             assert r["decision"] != decide.ADOPT and r["adj_low"] < -margin
 
 
+def test_a_loss_beyond_the_margin_with_a_tail_of_gains_is_not_rejected_on_the_plain_t_alone():
+    """The reject side mirrored: a mean loss beyond the margin made of a few large gains among
+    many losses (right skew). A sample that missed the gains looks worse than the truth, so the
+    t's p of "loses at most the margin" (0.020) is liberal; Hall's says 0.027, the variant is
+    not rejected, and the interval's upper end agrees (above -margin). Hall's sign on this side
+    matters: with the skewness taken the other way the reject p is the t's 0.020 and the upper
+    end falls under -margin (a rejection the data cannot support)."""
+    from scipy import stats as st
+
+    from campaign.evaluate import questions
+
+    n, margin = 300, 0.01
+    policy = {"min_useful_effect": 0.01, "max_quality_loss": margin}
+    raw = np.random.default_rng(5).exponential(0.01, n)
+    se = raw.std(ddof=1) / np.sqrt(n)
+    at_t = -margin - float(st.t.isf(0.02, n - 1)) * se  # the mean whose reject t p is 0.020
+    ref = np.full(n, 0.5)
+    for sign, rejected in ((1.0, False), (-1.0, True)):  # a tail of gains, then of losses
+        d = sign * (raw - raw.mean()) + at_t
+        row = questions.quantized_row(ref, ref + d, 0.95, margin)
+        rows = [{"kind": "quantized", "subject": "v", "metric": "token_f1", **row}]
+        questions.decide_family(rows, 0.95, 0.8, policy)
+        r = rows[0]
+        if rejected:  # the skew makes the t conservative on this side: the t's own p
+            assert r["p_reject"] == pytest.approx(0.02)
+            assert r["decision"] == decide.REJECT and r["adj_high"] < -margin
+        else:
+            assert r["p_reject"] == pytest.approx(0.0274, abs=5e-4)
+            assert r["decision"] != decide.REJECT and r["adj_high"] > -margin
+
+
 def test_following_the_advice_at_two_seeds_decides_at_about_the_power_it_states():
     """Campaigns at 2 seeds x 300 items with a true +3 points (bar 1 point), extended to the
     seeds_needed the stage gives, on the same items with their first runs kept: at least 80 %
