@@ -244,3 +244,23 @@ def test_a_variant_no_item_of_which_moved_is_adopted_only_on_enough_items():
                  **questions.quantized_row(ref, var, 0.95, 0.01)}]  # fmt: skip
         questions.decide_family(rows, 0.95, 0.8, policy)
         assert rows[0]["decision"] != decide.ADOPT, (step, rows[0]["p_value"])
+
+
+def test_differences_with_no_spread_decide_only_on_the_count_bound():
+    """Every item moved by the same amount has no spread for the t to measure: ten items each
+    0.5 points lower gave p 0 and an interval of zero width (adopted on ten items). Now the
+    count bound decides at any count and the interval is that bound inverted: ten items cannot
+    adopt, and 100 unmoved items (p 0.366) get an interval that reaches below -margin, as the
+    decision says, where it was [0, 0]."""
+    from campaign.evaluate import questions
+
+    policy = {"min_useful_effect": 0.01, "max_quality_loss": 0.01}
+    for n, d, p in ((10, -0.005, 1.0), (100, 0.0, 0.99**100)):
+        ref = np.full(n, 0.5)
+        rows = [{"kind": "quantized", "subject": "v", "metric": "token_f1",
+                 **questions.quantized_row(ref, ref + d, 0.95, 0.01)}]  # fmt: skip
+        questions.decide_family(rows, 0.95, 0.8, policy)
+        r = rows[0]
+        assert r["p_value"] == pytest.approx(p)
+        assert r["decision"] == decide.TOO_FEW_ITEMS
+        assert r["ci_low"] < -0.01 and r["adj_low"] < -0.01 and r["adj_high"] > d

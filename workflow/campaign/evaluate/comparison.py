@@ -309,6 +309,8 @@ class SkewedMean:
         mean = float(d.mean())
         sd = float(d.std(ddof=1)) if n > 1 else math.inf
         pop_sd = float(d.std(ddof=0))
+        if n > 1 and pop_sd <= 1e-12:  # rounding in variant - reference is not spread
+            sd = pop_sd = 0.0
         gamma = float(((d - mean) ** 3).mean() / pop_sd**3) if pop_sd > 0 else 0.0
         return cls(mean, sd, gamma, n)
 
@@ -324,9 +326,23 @@ class SkewedMean:
         """One-sided p of H0: the true mean >= mu0 (small when it is shown below mu0)."""
         return self._p(mu0 - self.mean, -self.gamma)
 
+    def _no_spread_share(self, alpha_one: float) -> float:
+        """The interval's half-width when every difference is the same: the t has nothing to
+        measure (it gave p 0 and an interval of zero width at any n). No item moved: a true
+        mean at distance L from 0 on differences in [-1, 1] needs a share of at least L of the
+        items to move, and none of n moved has probability at most (1 - L)^n, so the share
+        where that is alpha_one is the bound (0.036 on 100 items: a one-point loss is not
+        ruled out). Every item moved by the same amount: the count says nothing (the whole
+        range), as the p (_p) says."""
+        if self.mean != 0:
+            return math.inf
+        return 1.0 - alpha_one ** (1.0 / self.n)
+
     def _p(self, distance: float, gamma: float) -> float:
-        if not self.sd > 0:  # no spread (or one item): the distance itself decides
-            return 0.0 if distance > 0 else 1.0
+        if self.sd == 0:  # no spread: the count bound (_no_spread_share), never the distance
+            if self.mean != 0 or distance <= 0:
+                return 1.0
+            return (1.0 - min(distance, 1.0)) ** self.n
         if not math.isfinite(self.sd):
             return 1.0
         s_dist = distance / self.sd
@@ -338,7 +354,7 @@ class SkewedMean:
         """The two-sided interval at `level`: each end the bound of its one-sided test at
         (1 - level) / 2 (p_above / p_below inverted), clipped to [lo, hi]."""
         if not (self.sd > 0 and math.isfinite(self.sd)):
-            half = 0.0 if self.sd == 0 else math.inf
+            half = self._no_spread_share((1 - level) / 2) if self.sd == 0 else math.inf
             return max(lo, self.mean - half), min(hi, self.mean + half)
         crit = float(stats.t.isf((1 - level) / 2, self.df))
         t_half = crit / math.sqrt(self.n)
