@@ -264,3 +264,26 @@ def test_differences_with_no_spread_decide_only_on_the_count_bound():
         assert r["p_value"] == pytest.approx(p)
         assert r["decision"] == decide.TOO_FEW_ITEMS
         assert r["ci_low"] < -0.01 and r["adj_low"] < -0.01 and r["adj_high"] > d
+
+
+def test_an_adoption_on_scores_in_0_1_says_the_loss_it_cannot_see():
+    """A mean over n items cannot see a loss carried by fewer items than the sample is likely
+    to hold one of (0.55 % of items collapsing to 0 at 300 items: adopted at a loss beyond the
+    margin in about a fifth of campaigns). The adoption's line says so with the share for its
+    own n (1 - 0.025^(1/n): 1.2 % at 300, 0.37 % at 1,000); a rejection does not."""
+    from campaign.evaluate import questions
+
+    policy = {"min_useful_effect": 0.01, "max_quality_loss": 0.01}
+    rng = np.random.default_rng(3)
+    for n, share in ((300, "1.2 %"), (1000, "0.37 %")):
+        ref = rng.beta(4, 2, n)
+        for loss, adopted in ((0.001, True), (0.05, False)):
+            var = np.clip(ref - loss + rng.normal(0, 0.005, n), 0, 1)
+            rows = [{"kind": "quantized", "subject": "v", "reference": "run r",
+                     **questions.quantized_row(ref, var, 0.95, 0.01)}]  # fmt: skip
+            questions.decide_family(rows, 0.95, 0.8, policy)
+            line = words.decision_line(rows[0], "validation", "token_f1", policy)
+            assert (rows[0]["decision"] == decide.ADOPT) == adopted, line
+            assert ("paired t" in line) and ("Tango" not in line), line
+            assert (f"fewer than {share} of items" in line) == adopted, line
+            assert (f"of these {n})" in line) == adopted, line

@@ -255,6 +255,8 @@ def continuous_quantized_row(
         "_range": (-1.0, 1.0),
         # the family-adjusted interval is this one at the family's level (_adjusted)
         "_skewed": skewed,
+        # what a mean over these items cannot see (words.py says it beside an adoption)
+        "unseen_share": math.nan if consistency else cmp.unseen_share(n, (1 - level) / 2),
         "_reject_p": math.nan if consistency else skewed.p_below(-max_quality_loss),
         "_best_p": math.nan if consistency else p_still,  # the best case: no item moved
     }
