@@ -203,7 +203,9 @@ def preflight_config(blocking: list[str], **changes) -> dict:
     return {**config, **changes}
 
 
-def run_preflight(spec: dict, inputs: dict, config: dict, folder: Path, **hooks) -> dict:
+def run_preflight(
+    spec: dict, inputs: dict, config: dict, folder: Path, builtin_generates=False, **hooks
+) -> dict:
     """The preflight report of config's blocking checks alone, run on the CPU in `folder`/work
     (hooks: bench.Hooks' other fields, e.g. transform_examples)."""
     import torch
@@ -219,6 +221,7 @@ def run_preflight(spec: dict, inputs: dict, config: dict, folder: Path, **hooks)
         REPO,
         only=tuple(config["blocking"]),
         hooks=bench.Hooks(device=torch.device("cpu"), **hooks),
+        builtin_generates=builtin_generates,
     )
 
 

@@ -231,3 +231,32 @@ def test_a_prompt_past_the_models_positions_fails_naming_it(splits, tmp_path):
     assert not result["passed"]
     assert f"test item {LONG_ID}" in result["summary"]
     assert f"max_position_embeddings {4 * MAX_LENGTH}" in result["summary"]
+
+
+def test_a_builtin_run_planned_beside_a_command_baseline_keeps_the_optimizer_state(
+    roomy, splits, tmp_path
+):
+    """The check sizes the baseline; with train.command a command and a factor (or an explicit
+    cell) taking the built-in loop, some runs generate beside AdamW's state: the preflight's spec
+    says so and the check holds the state, so a card only the command's runs fit fails."""
+    from campaign.preflight import _builtin_beside_a_command
+
+    commands = {"hf": {"argv": ["python", "train.py", "{spec}"]}}
+    train = {"command": "hf", "commands": commands}
+    factor = {"ablation": {"factors": {"train": {"command": ["hf", "builtin"]}}}}
+    assert _builtin_beside_a_command({"train": train, **factor})
+    cells = {"ablation": {"explicit": {"cells": [{"train.command": None}]}}}
+    assert _builtin_beside_a_command({"train": train, **cells})
+    assert not _builtin_beside_a_command({"train": train, "ablation": {}})
+    assert not _builtin_beside_a_command({"train": {**train, "command": None}, **factor})
+
+    builtin = roomy["details"]["estimate_for_cards"]
+    need = builtin["phases"]["generate"]["bytes"] - builtin["bytes"]["optimizer_state"]
+    gib = _between(need, builtin["peak_bytes"])
+    config = preflight_config(["memory"], target_cards=[{"name": "card", "memory_gib": gib}])
+    result = run_preflight(_command_spec(), splits, config, tmp_path, builtin_generates=True)
+    result = result["memory"]
+    assert not result["passed"] and "fits none of card" in result["summary"], result["summary"]
+    assert result["details"]["generating"]["beside_optimizer"] is True
+    generate = result["details"]["estimate_for_cards"]["phases"]["generate"]
+    assert generate["optimizer_state"] == builtin["bytes"]["optimizer_state"]

@@ -60,19 +60,29 @@ def _check_command_names(params: dict) -> None:
             f"train.commands.{BUILTIN_TRAINER}: the built-in loop's name; name the command "
             "otherwise"
         )
-    ablation = params.get("ablation") or {}
-    levels = [("train.command", params["train"].get("command"))]
-    factor = ((ablation.get("factors") or {}).get("train") or {}).get("command") or []
-    levels += [("ablation.factors.train.command", level) for level in factor]
-    cells = (ablation.get("explicit") or {}).get("cells") or []
-    levels += [(f"ablation.explicit.cells[{i}]", c["train.command"])
-               for i, c in enumerate(cells) if "train.command" in c]  # fmt: skip
-    for where, level in levels:
+    factor = _trainer_factor(params)
+    for where, level in trainer_levels(params):
         try:
             command_of({**params["train"], "command": level})
         except CampaignError as e:
             raise CampaignError(f"{where}: {str(e).split(': ', 1)[1]}") from None
     _check_distinct_levels(params["train"], factor)
+
+
+def _trainer_factor(params: dict) -> list:
+    ablation = params.get("ablation") or {}
+    return ((ablation.get("factors") or {}).get("train") or {}).get("command") or []
+
+
+def trainer_levels(params: dict) -> list[tuple[str, object]]:
+    """(where, level) of every train.command the campaign's runs may take, as written: the
+    baseline's, its factor's levels, an explicit cell's (resolve one with command_of)."""
+    levels = [("train.command", params["train"].get("command"))]
+    levels += [("ablation.factors.train.command", level) for level in _trainer_factor(params)]
+    cells = ((params.get("ablation") or {}).get("explicit") or {}).get("cells") or []
+    levels += [(f"ablation.explicit.cells[{i}]", c["train.command"])
+               for i, c in enumerate(cells) if "train.command" in c]  # fmt: skip
+    return levels
 
 
 def _check_distinct_levels(train: dict, factor: list) -> None:

@@ -33,10 +33,26 @@ def _preflight_spec(params: dict) -> dict:
     """The baseline recipe (first seed) and the checks' settings."""
     from campaign.plan import resolved_spec
 
-    return {
+    spec = {
         "run": resolved_spec(params, {}, params["ablation"]["seeds"][0]),
         "preflight": params["preflight"],
     }
+    if _builtin_beside_a_command(params):
+        spec["builtin_generates"] = True
+    return spec
+
+
+def _builtin_beside_a_command(params: dict) -> bool:
+    """Whether the baseline is a train.command while some planned run takes the built-in loop
+    (a factor or an explicit cell on train.command): the memory check sizes the baseline's
+    recipe, and a built-in run generates beside its optimizer state, a command's run does not
+    (campaign.train.scores_beside_optimizer), so the check holds the state for it too."""
+    from campaign.plan import command_of, trainer_levels
+
+    train = params["train"]
+    if command_of(train) is None:
+        return False
+    return any(command_of({**train, "command": lvl}) is None for _, lvl in trainer_levels(params))
 
 
 def _preflight_key(spec: dict) -> dict:
@@ -46,6 +62,8 @@ def _preflight_key(spec: dict) -> dict:
 
     checks = {k: v for k, v in spec["preflight"].items() if k != "max_hours"}
     key = {"run": identity(spec["run"]), "preflight": checks}
+    if spec.get("builtin_generates"):  # absent: the key of a report made before it
+        key["builtin_generates"] = True
     # The commands its `command` check runs (none: the key of a report made before it).
     commands = _commands(spec["run"]["train"])
     return {**key, "commands": commands} if commands else key

@@ -103,8 +103,11 @@ class Bench:
         base_model: Path | None,
         hooks: Hooks,
         stream,
+        builtin_generates: bool = False,
     ):
         self.spec, self.full, self.cfg = spec, data, cfg
+        # a built-in run is planned beside a command baseline (campaign.preflight: the spec's)
+        self.builtin_generates = builtin_generates
         self.recipe = Recipe.from_spec(spec["train"])
         self.task = spec["model"]["task"]
         self.work_dir, self.root = Path(work_dir), Path(root)

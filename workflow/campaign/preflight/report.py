@@ -106,6 +106,7 @@ def run_preflight(
     stream=None,
     workers: int = 1,
     execution: dict | None = None,
+    builtin_generates: bool = False,
 ) -> dict:
     """Run the checks on the baseline run `spec` ({model, train, seed}) and its split files.
 
@@ -113,7 +114,9 @@ def run_preflight(
     source). Returns {check: {passed, blocking, summary, details, seconds}, ..., "passed"}:
     "passed" is False when a blocking check failed. `only` runs a subset (in report order).
     workers: how many checks run at once (2 at most; 1 with test hooks or on CUDA, where the
-    card is one); `execution`: the settings the second process pins (the job's).
+    card is one); `execution`: the settings the second process pins (the job's);
+    `builtin_generates`: a built-in run is planned beside a command baseline (the memory check
+    then holds the optimizer state in the generate phase).
     """
     check_config(cfg)
     base = data.get("base_model")
@@ -133,6 +136,7 @@ def run_preflight(
         Path(base[0]) if base else None,
         hooks or Hooks(),
         io.StringIO() if stream is None else stream,
+        builtin_generates,
     )
     wanted = [n for n in order if only is None or n in only]
     alone = [n for n in wanted if getattr(loaded[n], "ALONE", False)]
@@ -141,7 +145,8 @@ def run_preflight(
     results: dict[str, dict] = {}
     try:
         if parallel:
-            args = (spec, data, cfg, Path(work_dir), Path(root), execution, stream is sys.stderr)
+            args = (spec, data, cfg, Path(work_dir), Path(root), execution, stream is sys.stderr,
+                    builtin_generates)  # fmt: skip
             rank = {n: i for i, n in enumerate(TWO_AT_A_TIME_ORDER)}
             by_cost = sorted(shared, key=lambda n: rank.get(n, len(rank)))  # stable: report order
             results.update(_run_two_at_a_time(by_cost, bench, args))
@@ -202,7 +207,7 @@ def _run_two_at_a_time(names: list[str], bench: Bench, args: tuple) -> dict[str,
     return results
 
 
-def _worker(spec, data, cfg, work_dir, root, execution, to_stderr, first, tasks, done) -> None:
+def _worker(spec, data, cfg, work_dir, root, execution, to_stderr, builtin, first, tasks, done):
     """The second process: pin the job's execution settings, build its own Bench (its scratch
     folders apart from the first process's), run `first`, then checks until the end mark."""
     if execution is not None:
@@ -219,6 +224,7 @@ def _worker(spec, data, cfg, work_dir, root, execution, to_stderr, first, tasks,
         Path(base[0]) if base else None,
         Hooks(),
         sys.stderr if to_stderr else io.StringIO(),
+        builtin,
     )
     name = first
     while name is not None:

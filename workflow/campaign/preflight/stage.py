@@ -33,6 +33,7 @@ def stage(ctx) -> None:
             stream=sys.stderr,
             workers=execution.workers(),
             execution=ctx.execution,
+            builtin_generates=spec.get("builtin_generates", False),
         )
     finally:
         lease.release()

@@ -95,7 +95,7 @@ class Generating:
     beside_optimizer: bool
 
     @classmethod
-    def of(cls, trainer, full, train: dict) -> Generating | None:
+    def of(cls, trainer, full, beside_optimizer: bool) -> Generating | None:
         """None for a task that generates no free text (labels are scored in one forward).
 
         The run generates on every item of validation and test (EVAL_SPLITS: the train stage's
@@ -105,7 +105,7 @@ class Generating:
         preflight's inputs), not over the sample's examples, which max_length cut. Lengths are
         counted with the sample trainer's tokenizer: a pretrained model's own; a from-config
         one trained on the sample (coarser than the run's, so a prompt counts no fewer tokens).
-        train: the run's train section (who generates: its trainer, or the campaign after it).
+        beside_optimizer: whether the optimizer state is alive when it generates (_beside).
         """
         if trainer.hooks is None:
             return None
@@ -124,7 +124,7 @@ class Generating:
             prompt=longest,
             new_tokens=run.max_new_tokens,
             item=item,
-            beside_optimizer=scores_beside_optimizer(train),
+            beside_optimizer=beside_optimizer,
         )
 
     def describe(self) -> str:
@@ -248,11 +248,19 @@ def _packing(trainer, task: str) -> dict:
 
 
 # ------------------------------------------------------------------ the check
+def _beside(bench: Bench) -> bool:
+    """Whether a generation run generates beside its optimizer state: the baseline's trainer
+    says (campaign.train.scores_beside_optimizer), and a built-in run planned beside a command
+    baseline (a factor on train.command: bench.builtin_generates) generates beside it too."""
+    return scores_beside_optimizer(bench.spec["train"]) or bench.builtin_generates
+
+
 def run(bench: Bench) -> Result:
     cfg, recipe = bench.cfg, bench.recipe
     train_cfg = bench.spec["train"]
     trainer = bench.trainer()
-    task, generating = _memory_task(trainer), Generating.of(trainer, bench.full, train_cfg)
+    task = _memory_task(trainer)
+    generating = Generating.of(trainer, bench.full, _beside(bench))
     beyond = _beyond_positions(trainer, generating)
     if beyond is not None:
         return Result(False, beyond, {"generating": asdict(generating), "problems": [beyond]})
