@@ -305,3 +305,14 @@ def test_a_level_counts_no_more_df_than_plain_satterthwaite(monkeypatch):
     plain = [cmp.contrast({"a": y}, {"a": 1.0}).df for y in cases]
     assert all(lv <= p + 1e-9 for lv, p in zip(levels, plain, strict=True))
     assert any(lv < p for lv, p in zip(levels, plain, strict=True))  # the bound does bite
+
+
+@pytest.mark.parametrize("gamma", [0.0, 1e-13, 2e-12, 1e-11, 1e-6, 0.5, -0.5, 3.0])
+def test_hall_inverse_returns_its_target_at_every_skewness(gamma):
+    """_hall_s inverts Hall's statistic: an interval's end is where the test's p is the level.
+    The form 3 / gamma (cbrt(1 + gamma step) - 1) cancelled for gamma in ~1e-12..1e-10 (at
+    2e-12 the round trip gave 1.96142 for 1.96), so an interval end moved off its test."""
+    from campaign.evaluate.comparison import _hall_s, _hall_t
+
+    for target in (1.96, -1.0, 2.58):
+        assert _hall_t(_hall_s(target, gamma, 300), gamma, 300) == pytest.approx(target, abs=1e-9)

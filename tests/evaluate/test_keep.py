@@ -158,6 +158,37 @@ def test_a_loss_with_a_long_tail_is_not_adopted_on_the_plain_t_alone():
             assert r["decision"] != decide.ADOPT and r["adj_low"] < -margin
 
 
+def test_a_loss_beyond_the_margin_with_a_tail_of_gains_is_not_rejected_on_the_plain_t_alone():
+    """The reject side mirrored: a mean loss beyond the margin made of a few large gains among
+    many losses (right skew). A sample that missed the gains looks worse than the truth, so the
+    t's p of "loses at most the margin" (0.020) is liberal; Hall's says 0.027, the variant is
+    not rejected, and the interval's upper end agrees (above -margin). Hall's sign on this side
+    matters: with the skewness taken the other way the reject p is the t's 0.020 and the upper
+    end falls under -margin (a rejection the data cannot support)."""
+    from scipy import stats as st
+
+    from campaign.evaluate import questions
+
+    n, margin = 300, 0.01
+    policy = {"min_useful_effect": 0.01, "max_quality_loss": margin}
+    raw = np.random.default_rng(5).exponential(0.01, n)
+    se = raw.std(ddof=1) / np.sqrt(n)
+    at_t = -margin - float(st.t.isf(0.02, n - 1)) * se  # the mean whose reject t p is 0.020
+    ref = np.full(n, 0.5)
+    for sign, rejected in ((1.0, False), (-1.0, True)):  # a tail of gains, then of losses
+        d = sign * (raw - raw.mean()) + at_t
+        row = questions.quantized_row(ref, ref + d, 0.95, margin)
+        rows = [{"kind": "quantized", "subject": "v", "metric": "token_f1", **row}]
+        questions.decide_family(rows, 0.95, 0.8, policy)
+        r = rows[0]
+        if rejected:  # the skew makes the t conservative on this side: the t's own p
+            assert r["p_reject"] == pytest.approx(0.02)
+            assert r["decision"] == decide.REJECT and r["adj_high"] < -margin
+        else:
+            assert r["p_reject"] == pytest.approx(0.0274, abs=5e-4)
+            assert r["decision"] != decide.REJECT and r["adj_high"] > -margin
+
+
 def test_following_the_advice_at_two_seeds_decides_at_about_the_power_it_states():
     """Campaigns at 2 seeds x 300 items with a true +3 points (bar 1 point), extended to the
     seeds_needed the stage gives, on the same items with their first runs kept: at least 80 %
@@ -213,3 +244,46 @@ def test_a_variant_no_item_of_which_moved_is_adopted_only_on_enough_items():
                  **questions.quantized_row(ref, var, 0.95, 0.01)}]  # fmt: skip
         questions.decide_family(rows, 0.95, 0.8, policy)
         assert rows[0]["decision"] != decide.ADOPT, (step, rows[0]["p_value"])
+
+
+def test_differences_with_no_spread_decide_only_on_the_count_bound():
+    """Every item moved by the same amount has no spread for the t to measure: ten items each
+    0.5 points lower gave p 0 and an interval of zero width (adopted on ten items). Now the
+    count bound decides at any count and the interval is that bound inverted: ten items cannot
+    adopt, and 100 unmoved items (p 0.366) get an interval that reaches below -margin, as the
+    decision says, where it was [0, 0]."""
+    from campaign.evaluate import questions
+
+    policy = {"min_useful_effect": 0.01, "max_quality_loss": 0.01}
+    for n, d, p in ((10, -0.005, 1.0), (100, 0.0, 0.99**100)):
+        ref = np.full(n, 0.5)
+        rows = [{"kind": "quantized", "subject": "v", "metric": "token_f1",
+                 **questions.quantized_row(ref, ref + d, 0.95, 0.01)}]  # fmt: skip
+        questions.decide_family(rows, 0.95, 0.8, policy)
+        r = rows[0]
+        assert r["p_value"] == pytest.approx(p)
+        assert r["decision"] == decide.TOO_FEW_ITEMS
+        assert r["ci_low"] < -0.01 and r["adj_low"] < -0.01 and r["adj_high"] > d
+
+
+def test_an_adoption_on_scores_in_0_1_says_the_loss_it_cannot_see():
+    """A mean over n items cannot see a loss carried by fewer items than the sample is likely
+    to hold one of (0.55 % of items collapsing to 0 at 300 items: adopted at a loss beyond the
+    margin in about a fifth of campaigns). The adoption's line says so with the share for its
+    own n (1 - 0.025^(1/n): 1.2 % at 300, 0.37 % at 1,000); a rejection does not."""
+    from campaign.evaluate import questions
+
+    policy = {"min_useful_effect": 0.01, "max_quality_loss": 0.01}
+    rng = np.random.default_rng(3)
+    for n, share in ((300, "1.2 %"), (1000, "0.37 %")):
+        ref = rng.beta(4, 2, n)
+        for loss, adopted in ((0.001, True), (0.05, False)):
+            var = np.clip(ref - loss + rng.normal(0, 0.005, n), 0, 1)
+            rows = [{"kind": "quantized", "subject": "v", "reference": "run r",
+                     **questions.quantized_row(ref, var, 0.95, 0.01)}]  # fmt: skip
+            questions.decide_family(rows, 0.95, 0.8, policy)
+            line = words.decision_line(rows[0], "validation", "token_f1", policy)
+            assert (rows[0]["decision"] == decide.ADOPT) == adopted, line
+            assert ("paired t" in line) and ("Tango" not in line), line
+            assert (f"fewer than {share} of items" in line) == adopted, line
+            assert (f"of these {n})" in line) == adopted, line

@@ -225,11 +225,14 @@ def continuous_quantized_row(
     # margin on scores in [0, 1] needs at least that share of items to move, so k moved items
     # among n have p at most binom.cdf(k, n, margin) whatever their sizes: 0.45 for none of 80
     # and a one-point margin, 0.81 for one. Below SPARSE_MOVED moved items that bound is also
-    # required; the best case (no item moved) is the bound at k = 0.
+    # required; the best case (no item moved) is the bound at k = 0. With no spread at all
+    # (every item moved by the same amount: ten items each 0.5 points lower gave p 0) the t
+    # measures nothing whatever the count, so the bound decides there too, and SkewedMean's
+    # interval is that bound inverted (its ends agree with this p).
     moved = int(np.count_nonzero(d))
     bound = float(st.binom.cdf(moved, n, max_quality_loss)) if max_quality_loss > 0 else 1.0
     p_ni = skewed.p_above(-max_quality_loss)
-    if moved < SPARSE_MOVED:
+    if moved < SPARSE_MOVED or skewed.sd == 0:
         p_ni = max(p_ni, bound)
     p_still = (1.0 - max_quality_loss) ** n if max_quality_loss > 0 else 1.0
     return {
@@ -252,6 +255,8 @@ def continuous_quantized_row(
         "_range": (-1.0, 1.0),
         # the family-adjusted interval is this one at the family's level (_adjusted)
         "_skewed": skewed,
+        # what a mean over these items cannot see (words.py says it beside an adoption)
+        "unseen_share": math.nan if consistency else cmp.unseen_share(n, (1 - level) / 2),
         "_reject_p": math.nan if consistency else skewed.p_below(-max_quality_loss),
         "_best_p": math.nan if consistency else p_still,  # the best case: no item moved
     }

@@ -102,6 +102,8 @@ def _quantized_line(r: dict, split: str, metric: str, s: dict) -> str:
             "not a decision"
         )
     words = f"{head} (loss limit {limit:.1f} points), {r['decision']}"
+    if r["test"].startswith("paired t"):
+        return words + _paired_t_words(r)
     if r["decision"] == decide.TOO_FEW_ITEMS:
         return words + (
             f" (with {r['n_items']} items the smallest provable loss is "
@@ -113,6 +115,31 @@ def _quantized_line(r: dict, split: str, metric: str, s: dict) -> str:
             f"p {r['p_reject']:.3g})"
         )
     return words + f" (non-inferiority, Tango score over the same items, Holm p {r['p_holm']:.3g})"
+
+
+def _paired_t_words(r: dict) -> str:
+    """The reason beside a variant's decision on per-item scores in [0, 1] (the paired t)."""
+    n = r["n_items"]
+    if r["decision"] == decide.TOO_FEW_ITEMS:
+        return (
+            f" ({r['items_changed']} of {n} items moved, too few or all alike for the paired t; "
+            f"the count bound gives p {r['p_value']:.3g})"
+        )
+    if r["decision"] == decide.REJECT:
+        return (
+            f" (loses more than the limit: paired t over the same items, family-adjusted "
+            f"p {r['p_reject']:.3g})"
+        )
+    words = f" (non-inferiority, paired t over the same items, Holm p {r['p_holm']:.3g})"
+    share = r.get("unseen_share", math.nan)
+    if r["decision"] != decide.ADOPT or not _finite(share):
+        return words
+    # The test weighs the mean: a loss carried by a few items the sample happened to miss
+    # does not move it (issue 33's rare-collapse case), so an adoption says what it cannot see.
+    return words + (
+        f"; a loss confined to fewer than {share * 100:.2g} % of items "
+        f"({share * n:.1f} of these {n}) may be on none of them and would not show"
+    )
 
 
 def decision_line(r: dict, split: str, metric: str, s: dict) -> str:
