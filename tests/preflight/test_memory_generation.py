@@ -239,16 +239,23 @@ def test_a_builtin_run_planned_beside_a_command_baseline_keeps_the_optimizer_sta
     """The check sizes the baseline; with train.command a command and a factor (or an explicit
     cell) taking the built-in loop, some runs generate beside AdamW's state: the preflight's spec
     says so and the check holds the state, so a card only the command's runs fit fails."""
-    from campaign.preflight import _builtin_beside_a_command
+    from campaign.preflight import _builtin_beside_a_command, _preflight_key
 
     commands = {"hf": {"argv": ["python", "train.py", "{spec}"]}}
     train = {"command": "hf", "commands": commands}
+    gen = {"model": {"task": "generation"}, "train": train}
     factor = {"ablation": {"factors": {"train": {"command": ["hf", "builtin"]}}}}
-    assert _builtin_beside_a_command({"train": train, **factor})
+    assert _builtin_beside_a_command({**gen, **factor})
     cells = {"ablation": {"explicit": {"cells": [{"train.command": None}]}}}
-    assert _builtin_beside_a_command({"train": train, **cells})
-    assert not _builtin_beside_a_command({"train": train, "ablation": {}})
-    assert not _builtin_beside_a_command({"train": {**train, "command": None}, **factor})
+    assert _builtin_beside_a_command({**gen, **cells})
+    assert not _builtin_beside_a_command({**gen, "ablation": {}})
+    assert not _builtin_beside_a_command({**gen, "train": {**train, "command": None}, **factor})
+    # a label task generates nothing: its preflight key stays as it was
+    labels = {"model": {"task": "sequence_classification"}, "train": train}
+    assert not _builtin_beside_a_command({**labels, **factor})
+    spec = {"run": _spec(), "preflight": {"max_hours": 1}}
+    assert "builtin_generates" not in _preflight_key(spec)
+    assert _preflight_key({**spec, "builtin_generates": True})["builtin_generates"] is True
 
     builtin = roomy["details"]["estimate_for_cards"]
     need = builtin["phases"]["generate"]["bytes"] - builtin["bytes"]["optimizer_state"]

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -440,9 +441,29 @@ def test_the_contract_helper_refuses_a_world_size_that_is_not_train_devices(monk
             Contract(spec)
         assert str(alone.value).startswith(
             "CAMPAIGN_RUN_SPEC: train.devices 2, but no launcher announced a process count "
-            "(WORLD_SIZE or OMPI_COMM_WORLD_SIZE): this process would train alone"
+            "(WORLD_SIZE or OMPI_COMM_WORLD_SIZE or PMI_SIZE or MV2_COMM_WORLD_SIZE): this process "
+            "would train alone"
         )
         assert Contract({"devices": 1, "recipe": {}}).spec["devices"] == 1
+        # MPICH's and Intel MPI's mpirun announce theirs in PMI_SIZE (as accelerate reads it)
+        monkeypatch.setenv("PMI_SIZE", "2")
+        assert Contract(spec).spec is spec
+        monkeypatch.setenv("PMI_SIZE", "3")
+        with pytest.raises(SystemExit, match="PMI_SIZE 3 "):
+            Contract(spec)
+        monkeypatch.delenv("PMI_SIZE")
+        # srun's tasks announce nothing but SLURM's variables: trusted as the script starts,
+        # then the Trainer's own world decides (two srun tasks without a launcher are two
+        # independent trainings of one output folder, each a world of 1)
+        monkeypatch.setenv("SLURM_PROCID", "0")
+        srun = Contract(spec)
+        state = SimpleNamespace(num_input_tokens_seen=0)
+        with pytest.raises(SystemExit) as alone:
+            srun.on_train_begin(SimpleNamespace(world_size=1), state, None)
+        assert str(alone.value).startswith(
+            "CAMPAIGN_RUN_SPEC: the Trainer trains in a world of 1 process(es), not train.devices 2"
+        )
+        srun.on_train_begin(SimpleNamespace(world_size=2), state, None)
     finally:
         for s, handler in saved.items():
             signal.signal(s, handler)

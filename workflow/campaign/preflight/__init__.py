@@ -44,14 +44,16 @@ def _preflight_spec(params: dict) -> dict:
 
 def _builtin_beside_a_command(params: dict) -> bool:
     """Whether the baseline is a train.command while some planned run takes the built-in loop
-    (a factor or an explicit cell on train.command): the memory check sizes the baseline's
-    recipe, and a built-in run generates beside its optimizer state, a command's run does not
-    (campaign.train.scores_beside_optimizer), so the check holds the state for it too."""
+    (a factor or an explicit cell on train.command) of a generation task: the memory check
+    sizes the baseline's recipe, and a built-in run generates beside its optimizer state, a
+    command's run does not (campaign.train.scores_beside_optimizer), so the check holds the
+    state for it too."""
+    from campaign.core.tasks import TASKS
     from campaign.plan import command_of, trainer_levels
 
-    train = params["train"]
-    if command_of(train) is None:
-        return False
+    task, train = TASKS.get(params["model"]["task"]), params["train"]
+    if task is None or task.scoring != "generated_text" or command_of(train) is None:
+        return False  # a label task scores in one forward: no generate phase to size
     return any(command_of({**train, "command": lvl}) is None for _, lvl in trainer_levels(params))
 
 

@@ -42,9 +42,10 @@ UNMAPPED = MappingProxyType({**{k: TRAIN_DEFAULTS[k] for k in _DEFAULTED}, "lora
 
 
 # Where a launcher announces how many processes it started: torchrun/accelerate/deepspeed, and
-# Open MPI's mpirun. Not SLURM's step variables: a job step the executor itself started (one
-# task) would be read as the command's; srun with no count starts the rule's allocation.
-WORLD_SIZES = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE")
+# mpirun (Open MPI's; MPICH's and Intel MPI's PMI; MVAPICH's: the variables accelerate reads).
+# Not SLURM's step variables: a job step the executor itself started (one task) would be read
+# as the command's; the Trainer's own world size is checked when training begins.
+WORLD_SIZES = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE")
 
 
 # Tests only, off unless set: a step number. Having written that step's progress line, the
@@ -153,6 +154,17 @@ class Contract(tf.TrainerCallback):
         self.signalled = signum
 
     def on_train_begin(self, args, state, control, **kwargs):
+        # The processes training together, as the Trainer sees them: the truth the variables
+        # above only announce. srun's tasks without a launcher (SLURM's variables alone) are
+        # independent trainings of one output folder, each a world of 1.
+        devices = int(self.spec.get("devices", 1))
+        if args.world_size != devices:
+            raise SystemExit(
+                f"{SPEC_ENV}: the Trainer trains in a world of {args.world_size} process(es), "
+                f"not train.devices {devices}; start {devices} processes with a launcher that "
+                'sets up torch.distributed (torchrun, accelerate launch), "{devices}" as its '
+                "count"
+            )
         # Resumed: the count restored from the checkpoint, so the next line has its step's tokens.
         self.tokens_before = int(state.num_input_tokens_seen)
 
