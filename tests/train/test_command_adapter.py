@@ -245,6 +245,28 @@ def test_a_base_saved_without_its_pooler_needs_the_pooler_in_the_adapter(pretrai
     assert torch.allclose(_scored_logits(whole, base, batch), trained, atol=1e-5)
 
 
+def test_an_encoder_saved_under_legacy_tensor_names_is_not_refused(pretrained, tmp_path):
+    """transformers renames some checkpoints' encoder tensors as it loads them (BERT's legacy
+    LayerNorm.gamma/beta): the base holds those modules, so an adapter over it is taken and
+    scored as trained, not refused for tensors it reads under other names."""
+    import shutil
+
+    splits, bert, labels = pretrained
+    texts = list(pd.read_parquet(splits["train"][0])["text"][:6])
+    base = tmp_path / "base"
+    shutil.copytree(bert, base)
+    weights = base / "model.safetensors"
+    legacy = {k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias",
+              "LayerNorm.beta"): v for k, v in load_file(weights).items()}  # fmt: skip
+    assert any(k.endswith("LayerNorm.gamma") for k in legacy)
+    save_file(legacy, weights, metadata={"format": "pt"})
+    folder, batch, trained = _train_adapter(
+        base, labels, texts, tmp_path / "a", task_type="SEQ_CLS"
+    )
+    adopt_adapter(folder, base, labels, TASK)
+    assert torch.allclose(_scored_logits(folder, base, batch), trained, atol=1e-5)
+
+
 def test_an_adapter_head_for_another_label_count_is_refused_before_scoring(pretrained, tmp_path):
     """A head trained for 7 labels when the run has 6 would be adopted and crash at scoring,
     after the whole run: refused by its shape in the adapter's header (safetensors or .bin)."""

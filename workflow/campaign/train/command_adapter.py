@@ -82,6 +82,15 @@ def adopt_adapter(folder: Path, base: Path | None, labels: list[str], task: str)
 
 
 @dataclass(frozen=True)
+class Held:
+    """A base's weights, read from their headers: tensor name -> shape, and the top modules
+    (under the encoder, or the model's own) that hold any of them."""
+
+    shapes: dict[str, tuple[int, ...]]
+    modules: frozenset[str]
+
+
+@dataclass(frozen=True)
 class Classifier:
     """The sequence classifier a reader puts on the run's base for its labels, made on the meta
     device from the base's config alone (no weight is read): what each of its parameters must be
@@ -97,13 +106,26 @@ class Classifier:
         (peft matches a module name's suffix, so "pooler" finds bert.pooler)."""
         return name.removeprefix(self.prefix).split(".")[0]
 
-    def in_base(self, name: str, held: dict[str, tuple[int, ...]]) -> bool:
-        """Whether the base's weights hold this parameter for this shape, under its own name or
-        (a bare-encoder checkpoint, as a hub's is) without the encoder's prefix: transformers
-        loads it from either; anything else it draws afresh."""
+    def held(self, weights: dict[str, tuple[int, ...]]) -> Held:
+        """What the base's weights (name -> shape) give this classifier."""
+        return Held(weights, frozenset(self.module_of(name) for name in weights))
+
+    def in_base(self, name: str, held: Held) -> bool:
+        """Whether the base's weights hold this parameter: the head's (outside the encoder)
+        under its own name with its shape; the encoder's under its name or (a bare-encoder
+        checkpoint, as a hub's is) without the encoder's prefix, or else its module at all.
+        transformers renames or fuses some checkpoints' encoder tensors when it loads them
+        (a legacy LayerNorm.gamma, a mixture's per-expert weights), so those cannot be matched
+        name by name; a module saved not at all (a masked LM's pooler) is what it draws
+        afresh."""
         shape = self.shapes[name]
-        return held.get(name) == shape or (
-            name.startswith(self.prefix) and held.get(name.removeprefix(self.prefix)) == shape
+        if held.shapes.get(name) == shape:
+            return True
+        if not name.startswith(self.prefix):
+            return False
+        return (
+            held.shapes.get(name.removeprefix(self.prefix)) == shape
+            or self.module_of(name) in held.modules
         )
 
     def wrapped(self, modules_to_save: list[str]) -> list[str]:
@@ -187,7 +209,7 @@ def check_head(folder: Path, base: Path, labels: list[str], config: dict) -> Non
                 f"{list(shape)}, but the run's {len(labels)} labels need {list(want)}; train "
                 f"it with num_labels={len(labels)}"
             )
-    held = weight_shapes(base) or {}
+    held = model.held(weight_shapes(base) or {})
     wrapped = set(model.wrapped(modules_to_save(config)))
     lacking = [n for n in model.shapes
                if n not in saved and (n in wrapped or not model.in_base(n, held))]  # fmt: skip
