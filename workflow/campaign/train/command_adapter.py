@@ -201,9 +201,11 @@ def check_head(folder: Path, base: Path, labels: list[str], config: dict) -> Non
 
     model = classifier(base, labels)
     saved = adapter_shapes(folder)
+    # The head's (outside the encoder: what the labels size): an encoder tensor the command
+    # resized (embeddings for added tokens) is the reader's to resize, not refused here.
     for name, want in model.shapes.items():
         shape = saved.get(name)
-        if shape is not None and shape != want:
+        if shape is not None and shape != want and not name.startswith(model.prefix):
             raise CampaignError(
                 f"train.command: the peft adapter in {folder} holds {name} of shape "
                 f"{list(shape)}, but the run's {len(labels)} labels need {list(want)}; train "
