@@ -108,3 +108,42 @@ def test_a_classifier_adapter_without_its_head_fails_the_check_not_only_its_trai
     assert summary.startswith("hf: train.command: the peft adapter in "), summary
     assert "lacks the classification head's classifier (modules_to_save empty)" in summary
     assert 'set modules_to_save=["classifier"]' in summary and "\n" not in summary
+
+
+def test_an_adapter_is_checked_against_the_runs_labels_not_the_samples(
+    inputs, tmp_path, monkeypatch
+):
+    """The overfit sample's few examples lack some of the run's labels. A base saved with a head
+    for all of them and a LoRA-only adapter: the train job takes it (the head is the base's);
+    the preflight's command builds, and its adapter is checked against, the run's labels too,
+    so it is not refused for a head for the sample's fewer labels."""
+    import transformers as tf
+
+    from campaign.preflight.bench import sample_data
+    from campaign.train.loop import read_data
+    from campaign.train.models import label_names
+
+    config = cfg(resume={"steps_before": 2, "steps_after": 2})
+    run_spec = _with_commands()
+    data = read_data(inputs)
+    sample = sample_data(data, config["sample"]["train_examples"],
+                         config["sample"]["validation_examples"], run_spec["seed"])  # fmt: skip
+    labels = label_names(data.train.labels)
+    overfit = config["overfit"]["examples"]
+    assert len(label_names(sample.train.labels[:overfit])) < len(labels)  # what is tested
+    script = tmp_path / "hf_headless.py"
+    script.write_text((REPO / EXAMPLE).read_text().replace('        task_type="SEQ_CLS",\n', ""))
+    encoder, _ = save_tiny_base(tmp_path / "encoder", inputs)
+    base = tmp_path / "base"  # a classifier's save: a head for the run's labels
+    tf.AutoModelForSequenceClassification.from_pretrained(
+        encoder, num_labels=len(labels)
+    ).save_pretrained(base)
+    tf.AutoTokenizer.from_pretrained(encoder).save_pretrained(base)
+    run_spec["train"]["commands"] = {"hf": {"argv": ["python", str(script)]}}
+    run_spec["train"]["lora"] = {"r": 4, "alpha": 8, "dropout": 0.0,
+                                 "target_modules": ["query", "value"]}  # fmt: skip
+    run_spec["model"] = {"task": "sequence_classification", "source": str(base),
+                         "tokenizer": {"source": "model"}}  # fmt: skip
+    monkeypatch.setenv(HOLD_ENV, "2")  # the signal goes in at step 2 (the helper's test hold)
+    result = run({**inputs, "base_model": [base]}, tmp_path, run_spec, ("command",), config)
+    assert result["command"]["passed"], result["command"]["summary"]

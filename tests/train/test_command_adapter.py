@@ -5,6 +5,7 @@ base has none for the run's labels, so a reader would score with a freshly drawn
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -118,7 +119,9 @@ def _train_adapter(base: Path, labels: list[str], texts: list[str], folder: Path
     import transformers as tf
 
     tokenizer = tf.AutoTokenizer.from_pretrained(base)
-    targets = ENCODERS[tf.AutoConfig.from_pretrained(base).model_type][1]
+    targets = {"bert": ["query", "value"], **{k: v[1] for k, v in ENCODERS.items()}}[
+        tf.AutoConfig.from_pretrained(base).model_type
+    ]
     torch.manual_seed(2)  # another draw than the scorer's (seed 0) for any fresh module
     model = tf.AutoModelForSequenceClassification.from_pretrained(
         base,
@@ -211,6 +214,105 @@ def test_a_base_that_holds_a_trained_head_for_the_runs_labels_needs_none_in_the_
     assert "lacks the classification head's classifier (modules_to_save empty)" in str(
         refused.value
     ) and 'set modules_to_save=["classifier"]' in str(refused.value)
+
+
+def test_a_base_saved_without_its_pooler_needs_the_pooler_in_the_adapter(pretrained, tmp_path):
+    """A BERT base saved as a masked-LM checkpoint holds no pooler, which the sequence classifier
+    runs every logit through: a SEQ_CLS adapter (classifier only) would be scored with a freshly
+    drawn pooler. Refused, naming it; with the modules_to_save the line says, scored as
+    trained."""
+    import transformers as tf
+
+    splits, bert, labels = pretrained
+    texts = list(pd.read_parquet(splits["train"][0])["text"][:6])
+    encoder = tf.AutoModel.from_pretrained(bert)
+    mlm = tf.BertForMaskedLM(encoder.config)
+    mlm.bert.load_state_dict(encoder.state_dict(), strict=False)  # all but the pooler
+    base = tmp_path / "base"
+    mlm.save_pretrained(base)
+    tf.AutoTokenizer.from_pretrained(bert).save_pretrained(base)
+    seq_cls, batch, trained = _train_adapter(base, labels, texts, tmp_path / "seq_cls",
+                                             task_type="SEQ_CLS")  # fmt: skip
+    with pytest.raises(CampaignError) as refused:
+        adopt_adapter(seq_cls, base, labels, TASK)
+    message = str(refused.value)
+    assert "lacks the classification head's pooler (modules_to_save [" in message, message
+    assert 'set modules_to_save=["pooler", "classifier"]' in message and "\n" not in message
+    assert not (seq_cls / BASE_FILE).exists()
+    whole, batch, trained = _train_adapter(base, labels, texts, tmp_path / "whole",
+                                           modules_to_save=["pooler", "classifier"])  # fmt: skip
+    adopt_adapter(whole, base, labels, TASK)
+    assert torch.allclose(_scored_logits(whole, base, batch), trained, atol=1e-5)
+
+
+def test_an_encoder_saved_under_legacy_tensor_names_is_not_refused(pretrained, tmp_path):
+    """transformers renames some checkpoints' encoder tensors as it loads them (BERT's legacy
+    LayerNorm.gamma/beta): the base holds those modules, so an adapter over it is taken and
+    scored as trained, not refused for tensors it reads under other names."""
+    import shutil
+
+    splits, bert, labels = pretrained
+    texts = list(pd.read_parquet(splits["train"][0])["text"][:6])
+    base = tmp_path / "base"
+    shutil.copytree(bert, base)
+    weights = base / "model.safetensors"
+    legacy = {k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias",
+              "LayerNorm.beta"): v for k, v in load_file(weights).items()}  # fmt: skip
+    assert any(k.endswith("LayerNorm.gamma") for k in legacy)
+    save_file(legacy, weights, metadata={"format": "pt"})
+    folder, batch, trained = _train_adapter(
+        base, labels, texts, tmp_path / "a", task_type="SEQ_CLS"
+    )
+    adopt_adapter(folder, base, labels, TASK)
+    assert torch.allclose(_scored_logits(folder, base, batch), trained, atol=1e-5)
+
+
+def test_an_adapter_head_for_another_label_count_is_refused_before_scoring(pretrained, tmp_path):
+    """A head trained for 7 labels when the run has 6 would be adopted and crash at scoring,
+    after the whole run: refused by its shape in the adapter's header (safetensors or .bin)."""
+    import peft
+    import transformers as tf
+
+    _, base, labels = pretrained
+    model = tf.AutoModelForSequenceClassification.from_pretrained(base, num_labels=len(labels) + 1)
+    config = peft.LoraConfig(task_type="SEQ_CLS", r=2, target_modules=["query", "value"])
+    folder = tmp_path / "seven"
+    peft.get_peft_model(model, config).save_pretrained(folder)
+    hidden = model.config.hidden_size
+    expected = (
+        f"holds classifier.weight of shape [{len(labels) + 1}, {hidden}], but the run's "
+        f"{len(labels)} labels need [{len(labels)}, {hidden}]; train it with "
+        f"num_labels={len(labels)}"
+    )
+    with pytest.raises(CampaignError, match=re.escape(expected)):
+        adopt_adapter(folder, base, labels, TASK)
+    weights = folder / "adapter_model.safetensors"
+    torch.save(load_file(weights), folder / "adapter_model.bin")
+    weights.unlink()
+    with pytest.raises(CampaignError, match=re.escape(expected)):
+        adopt_adapter(folder, base, labels, TASK)
+    assert not (folder / BASE_FILE).exists()
+
+
+def test_a_head_modules_to_save_names_must_be_in_the_adapter_file_whatever_the_base_holds(
+    pretrained, tmp_path
+):
+    """peft loads a module modules_to_save wraps from the adapter's file alone: one stripped
+    from it is not excused by the base's own (untrained) head for as many labels."""
+    splits, bert, labels = pretrained
+    texts = list(pd.read_parquet(splits["train"][0])["text"][:6])
+    base = _base("distilbert", bert, tmp_path / "base", head_labels=len(labels))
+    folder, *_ = _train_adapter(base, labels, texts, tmp_path / "seq_cls", task_type="SEQ_CLS")
+    adopt_adapter(folder, base, labels, TASK)  # whole: taken
+    (folder / BASE_FILE).unlink()
+    weights = folder / "adapter_model.safetensors"
+    save_file({k: v for k, v in load_file(weights).items() if ".classifier." not in k}, weights)
+    with pytest.raises(CampaignError) as refused:
+        adopt_adapter(folder, base, labels, TASK)
+    message = str(refused.value)
+    assert "names classifier in modules_to_save ['classifier', 'score']" in message, message
+    assert "weights file lacks them" in message and "\n" not in message
+    assert not (folder / BASE_FILE).exists()
 
 
 @pytest.mark.slow(minutes=1)

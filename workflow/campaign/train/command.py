@@ -492,9 +492,19 @@ def stage(ctx) -> None:
     )
 
 
-def prepare(spec: dict, inputs: dict, outputs: dict, work_dir: Path, root: Path):
+def prepare(
+    spec: dict,
+    inputs: dict,
+    outputs: dict,
+    work_dir: Path,
+    root: Path,
+    labels: list[str] | None = None,
+):
     """The run spec file and what it names (the tokenizer of a from_config model, trained on
-    the train split only, as the built-in loop trains it). Returns (spec path, data, labels)."""
+    the train split only, as the built-in loop trains it). `labels`: the run's label names when
+    the inputs are a sample of its splits (the preflight's, whose few examples may lack some:
+    the command must build, and its adapter be checked against, the head the run's job
+    builds); else the train split's. Returns (spec path, data, labels)."""
     from campaign.core.tasks import trainer_module
     from campaign.train import models
     from campaign.train.loop import read_data
@@ -502,7 +512,10 @@ def prepare(spec: dict, inputs: dict, outputs: dict, work_dir: Path, root: Path)
     data = read_data(inputs)
     task = trainer_module(spec["model"]["task"])
     # A task with its own module has no label ids (its items are scored by the task).
-    labels = [] if task is not None else models.label_names(data.train.labels)
+    if task is not None:
+        labels = []
+    elif labels is None:
+        labels = models.label_names(data.train.labels)
     work_dir = Path(work_dir)
     (work_dir / CHECKPOINTS).mkdir(parents=True, exist_ok=True)
     base = inputs.get("base_model") or []

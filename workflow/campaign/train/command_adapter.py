@@ -8,6 +8,7 @@ one the command trained.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from campaign.core.errors import CampaignError
@@ -80,11 +81,70 @@ def adopt_adapter(folder: Path, base: Path | None, labels: list[str], task: str)
     atomic_write_text(folder / BASE_FILE, json.dumps(info, indent=2, sort_keys=True) + "\n")
 
 
-def head_shapes(base: Path, labels: list[str]) -> dict[str, tuple[int, ...]]:
-    """The tensors of the classification head a reader puts on `base` for `labels`, name ->
-    shape: the sequence classifier's parameters outside its encoder (base_model_prefix), made on
-    the meta device from the base's config alone (classifier.* for BERT, score.* for a decoder,
-    pre_classifier.* too for DistilBERT, pooler.* too for DeBERTa), in the model's order."""
+@dataclass(frozen=True)
+class Held:
+    """A base's weights, read from their headers: tensor name -> shape, and the top modules
+    (under the encoder, or the model's own) that hold any of them."""
+
+    shapes: dict[str, tuple[int, ...]]
+    modules: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Classifier:
+    """The sequence classifier a reader puts on the run's base for its labels, made on the meta
+    device from the base's config alone (no weight is read): what each of its parameters must be
+    loaded from when an adapter is merged into it."""
+
+    prefix: str  # base_model_prefix: "bert." for BERT; a bare-encoder checkpoint lacks it
+    shapes: dict[str, tuple[int, ...]]  # every parameter, name -> shape, in the model's order
+    modules: tuple[str, ...]  # every module's name (what peft's modules_to_save is matched on)
+
+    def module_of(self, name: str) -> str:
+        """The module under the encoder or the model that holds a parameter (pooler for
+        bert.pooler.dense.weight, classifier for classifier.weight): what modules_to_save names
+        (peft matches a module name's suffix, so "pooler" finds bert.pooler)."""
+        return name.removeprefix(self.prefix).split(".")[0]
+
+    def held(self, weights: dict[str, tuple[int, ...]]) -> Held:
+        """What the base's weights (name -> shape) give this classifier."""
+        return Held(weights, frozenset(self.module_of(name) for name in weights))
+
+    def in_base(self, name: str, held: Held) -> bool:
+        """Whether the base's weights hold this parameter: the head's (outside the encoder)
+        under its own name with its shape; the encoder's under its name or (a bare-encoder
+        checkpoint, as a hub's is) without the encoder's prefix, or else its module at all.
+        transformers renames or fuses some checkpoints' encoder tensors when it loads them
+        (a legacy LayerNorm.gamma, a mixture's per-expert weights), so those cannot be matched
+        name by name; a module saved not at all (a masked LM's pooler) is what it draws
+        afresh."""
+        shape = self.shapes[name]
+        if held.shapes.get(name) == shape:
+            return True
+        if not name.startswith(self.prefix):
+            return False
+        return (
+            held.shapes.get(name.removeprefix(self.prefix)) == shape
+            or self.module_of(name) in held.modules
+        )
+
+    def wrapped(self, modules_to_save: list[str]) -> list[str]:
+        """The parameters peft's modules_to_save wraps (the outermost modules whose name ends
+        with one of its entries, as peft matches them): peft loads these from the adapter's
+        weights file alone, whatever the base holds."""
+        keys = [k for k in modules_to_save if k]
+        tops: list[str] = []
+        for module in self.modules:
+            if module and any(module.endswith(k) for k in keys):
+                if not any(module.startswith(f"{top}.") for top in tops):
+                    tops.append(module)
+        return [n for n in self.shapes if any(n.startswith(f"{top}.") for top in tops)]
+
+
+def classifier(base: Path, labels: list[str]) -> Classifier:
+    """The sequence classifier for `labels` on `base` (classifier.* for BERT, score.* for a
+    decoder, pre_classifier.* too for DistilBERT, pooler.* too for DeBERTa and BERT), made on the
+    meta device: its parameters' names and shapes without a weight drawn or read."""
     import torch
     import transformers as tf
 
@@ -97,52 +157,80 @@ def head_shapes(base: Path, labels: list[str]) -> dict[str, tuple[int, ...]]:
             f"train.command: the run's base {base} makes no sequence classifier "
             f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
         ) from None
-    encoder = f"{model.base_model_prefix}."
-    return {
-        name: tuple(p.shape) for name, p in model.named_parameters() if not name.startswith(encoder)
-    }
+    return Classifier(
+        prefix=f"{model.base_model_prefix}.",
+        shapes={name: tuple(p.shape) for name, p in model.named_parameters()},
+        modules=tuple(name for name, _ in model.named_modules()),
+    )
 
 
-def adapter_tensors(folder: Path) -> set[str]:
-    """The tensor names an adapter's weights file holds, less peft's prefix."""
+def adapter_shapes(folder: Path) -> dict[str, tuple[int, ...]]:
+    """The tensors an adapter's weights file holds, name (less peft's prefix) -> shape: the
+    safetensors header, else the .bin (an adapter is small: loaded whole)."""
     path = folder / ADAPTER_WEIGHTS[0]
     if path.is_file():
         from campaign.train.models import safetensors_header
 
-        names = set(safetensors_header(path)) - {"__metadata__"}
+        header = safetensors_header(path)
+        shapes = {k: tuple(v["shape"]) for k, v in header.items() if k != "__metadata__"}
     else:
         import torch
 
-        names = set(torch.load(folder / ADAPTER_WEIGHTS[1], map_location="cpu", weights_only=True))
-    return {n.removeprefix(PEFT_PREFIX) for n in names}
+        state = torch.load(folder / ADAPTER_WEIGHTS[1], map_location="cpu", weights_only=True)
+        shapes = {k: tuple(v.shape) for k, v in state.items()}
+    return {name.removeprefix(PEFT_PREFIX): shape for name, shape in shapes.items()}
 
 
-def _modules(names) -> list[str]:
-    """The head's top modules that hold `names` (pooler for pooler.dense.weight), in order:
-    what peft's modules_to_save names."""
-    return list(dict.fromkeys(name.split(".")[0] for name in names))
+def modules_to_save(config: dict) -> list[str]:
+    """What peft wraps and loads from the adapter file alone: the config's modules_to_save, and
+    for task_type SEQ_CLS the classifier and score peft's sequence classifier adds itself."""
+    listed = list(config.get("modules_to_save") or [])
+    if config.get("task_type") == "SEQ_CLS":
+        listed += [m for m in ("classifier", "score") if m not in listed]
+    return listed
 
 
 def check_head(folder: Path, base: Path, labels: list[str], config: dict) -> None:
-    """Every tensor of a classifier's head must come from the adapter or from the base's own
-    weights (a base saved with a trained head for as many labels); any other is freshly drawn
-    when the adapter is merged into the base for scoring, so the scored model is not the one the
-    command trained: refused in one line naming the modules and the modules_to_save to set."""
+    """Every parameter of the classifier a reader scores must come from the adapter or from the
+    base's own weights, or it is freshly drawn when the adapter is merged and the scored model is
+    not the one the command trained. The adapter's copy must have the shape the run's labels
+    need (else scoring crashes after the whole run), and a module modules_to_save wraps must be
+    in the adapter's file whatever the base holds (peft reads it from there alone). Each refused
+    in one line naming the tensors or modules and what to set."""
     from campaign.train.models import weight_shapes
 
-    head = head_shapes(base, labels)
-    held = weight_shapes(base) or {}
-    from_base = {name for name, shape in head.items() if held.get(name) == shape}
-    saved = adapter_tensors(folder)
-    missing = [name for name in head if name not in saved and name not in from_base]
-    if not missing:
+    model = classifier(base, labels)
+    saved = adapter_shapes(folder)
+    # The head's (outside the encoder: what the labels size): an encoder tensor the command
+    # resized (embeddings for added tokens) is the reader's to resize, not refused here.
+    for name, want in model.shapes.items():
+        shape = saved.get(name)
+        if shape is not None and shape != want and not name.startswith(model.prefix):
+            raise CampaignError(
+                f"train.command: the peft adapter in {folder} holds {name} of shape "
+                f"{list(shape)}, but the run's {len(labels)} labels need {list(want)}; train "
+                f"it with num_labels={len(labels)}"
+            )
+    held = model.held(weight_shapes(base) or {})
+    wrapped = set(model.wrapped(modules_to_save(config)))
+    lacking = [n for n in model.shapes
+               if n not in saved and (n in wrapped or not model.in_base(n, held))]  # fmt: skip
+    if not lacking:
         return
-    needed = _modules(name for name in head if name not in from_base)
     listed = config.get("modules_to_save") or "empty"
+    modules = ", ".join(dict.fromkeys(map(model.module_of, lacking)))
+    if all(model.in_base(n, held) for n in lacking):
+        raise CampaignError(
+            f"train.command: the peft adapter in {folder} names {modules} in modules_to_save "
+            f"{listed} (or task_type SEQ_CLS does) but its weights file lacks them; peft loads "
+            "them from that file alone (a KeyError, or the base's untrained copy scored), so "
+            "save the adapter with PeftModel.save_pretrained, or save the merged model"
+        )
+    needed = list(dict.fromkeys(model.module_of(n) for n in model.shapes
+                                if n in wrapped or not model.in_base(n, held)))  # fmt: skip
     raise CampaignError(
         f"train.command: the peft adapter in {folder} lacks the classification head's "
-        f"{', '.join(_modules(missing))} (modules_to_save {listed}), and the base {base} holds "
-        f"no trained one for {len(labels)} labels, so it would be scored with a freshly drawn "
-        f"one; set modules_to_save={json.dumps(needed)} in its LoraConfig, or save the merged "
-        "model"
+        f"{modules} (modules_to_save {listed}), and the base {base} holds no trained one for "
+        f"{len(labels)} labels, so it would be scored with a freshly drawn one; set "
+        f"modules_to_save={json.dumps(needed)} in its LoraConfig, or save the merged model"
     )

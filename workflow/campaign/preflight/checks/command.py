@@ -134,7 +134,9 @@ def check_one(bench: Bench, name: str, command: Command, raw: dict) -> tuple[dic
     spec = _spec(bench, raw, steps)
     work = folder / "work"
     outputs = {"model": folder / "model"}
-    spec_path, _, labels = prepare(spec, inputs, outputs, work, bench.root)
+    # The run's labels, not the sample's: the command builds the head the train job builds,
+    # and its adapter is checked against the labels that job checks it against.
+    spec_path, _, labels = prepare(spec, inputs, outputs, work, bench.root, bench.label_names())
     progress_path = work / PROGRESS_LINES
     stopped_at = None
     with _Watch(progress_path, signal_at=before) as first:
