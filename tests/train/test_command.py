@@ -376,6 +376,10 @@ def test_more_devices_than_one_need_a_launcher_in_argv_which_gets_the_count(tmp_
          'starts torch.distributed.run without "{devices}"'),
         (["mpirun", "-np", "4", "python", "t.py", "--x", "{devices}"], "sets -np 4"),
         (["srun", "-n", "8", "python", "t.py", "--gpus", "{devices}"], "sets -n 8"),
+        (["srun", "torchrun", "--nproc_per_node={devices}", "t.py"],
+         "starts srun and then torchrun: srun starts train.devices"),
+        (["mpirun", "python", "-m", "torch.distributed.run", "--nproc-per-node={devices}", "t.py"],
+         "starts mpirun and then torch.distributed.run"),
     ],
 )  # fmt: skip
 @pytest.mark.parametrize("devices", [1, 2])

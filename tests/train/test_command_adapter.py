@@ -265,6 +265,102 @@ def test_an_encoder_saved_under_legacy_tensor_names_is_not_refused(pretrained, t
     )
     adopt_adapter(folder, base, labels, TASK)
     assert torch.allclose(_scored_logits(folder, base, batch), trained, atol=1e-5)
+    # A base that lacks one encoder tensor (the others of its module held): a reader draws it
+    # afresh, so the same adapter no longer scores as trained: refused, naming its module.
+    (folder / BASE_FILE).unlink()
+    save_file({k: v for k, v in legacy.items() if "token_type_embeddings" not in k}, weights,
+              metadata={"format": "pt"})  # fmt: skip
+    with pytest.raises(CampaignError) as refused:
+        adopt_adapter(folder, base, labels, TASK)
+    message = str(refused.value)
+    assert "lacks the classification head's embeddings (modules_to_save" in message, message
+    assert f"the base {base} holds no trained one" in message and "\n" not in message
+    assert not (folder / BASE_FILE).exists()
+
+
+def test_an_adapter_with_resized_embeddings_is_refused_before_scoring(pretrained, tmp_path):
+    """Tokens added and the embeddings resized: peft saves the resized embeddings with the
+    adapter, and merging them into the base (its own vocabulary) crashes scoring after the whole
+    run. Refused by the tensor's shape, naming the file, the tensor and what to save instead."""
+    import peft
+    import transformers as tf
+
+    _, base, labels = pretrained
+    tokenizer = tf.AutoTokenizer.from_pretrained(base)
+    vocab = len(tokenizer)
+    tokenizer.add_tokens(["<order_id>", "<sku>"])
+    model = tf.AutoModelForSequenceClassification.from_pretrained(base, num_labels=len(labels))
+    model.resize_token_embeddings(len(tokenizer))
+    config = peft.LoraConfig(task_type="SEQ_CLS", r=2, target_modules=["query", "value"])
+    folder = tmp_path / "resized"
+    peft.get_peft_model(model, config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    hidden = model.config.hidden_size
+    expected = (
+        f"train.command: {folder / 'adapter_model.safetensors'} holds "
+        f"bert.embeddings.word_embeddings.weight of shape [{vocab + 2}, {hidden}], but the "
+        f"run's base has [{vocab}, {hidden}]"
+    )
+    with pytest.raises(CampaignError) as refused:
+        adopt_adapter(folder, base, labels, TASK)
+    message = str(refused.value)
+    assert message.startswith(expected) and "save the merged model" in message, message
+    assert not (folder / BASE_FILE).exists()
+
+
+def test_an_adapter_file_peft_would_load_nothing_from_is_refused(pretrained, tmp_path):
+    """PeftModel.from_pretrained only warns of tensors outside its base_model.model. names and
+    loads none of them (a fresh head and no LoRA scored); a LoRA file with no LoRA tensor scores
+    the base. Each refused in one line naming the file and a tensor."""
+    _, base, labels = pretrained
+    folder = _peft_adapter(base, labels, tmp_path / "a", task_type="SEQ_CLS")
+    weights = folder / "adapter_model.safetensors"
+    tensors = load_file(weights)
+    save_file({k.removeprefix("base_model.model."): v for k, v in tensors.items()}, weights)
+    with pytest.raises(CampaignError) as refused:
+        adopt_adapter(folder, base, labels, TASK)
+    message = str(refused.value)
+    assert message.startswith(f"train.command: {weights} holds "), message
+    assert "outside peft's 'base_model.model.' names" in message and "\n" not in message
+    save_file({k: v for k, v in tensors.items() if ".lora_" not in k}, weights)
+    with pytest.raises(CampaignError, match=re.escape(f"{weights} holds no LoRA tensor")):
+        adopt_adapter(folder, base, labels, TASK)
+    save_file(tensors, weights)
+    adopt_adapter(folder, base, labels, TASK)  # as peft saved it: taken
+
+
+def test_a_causal_adapter_is_checked_as_a_classifiers_is(tmp_path):
+    """A generation run's adapter: embeddings resized for added tokens, or a modules_to_save
+    module stripped from the file, would crash or score the base's copy; refused in one line.
+    As peft saves it, taken."""
+    import peft
+    from genkit import tiny_llama, tiny_tokenizer
+
+    base = tmp_path / "base"
+    tokenizer = tiny_tokenizer()
+    tiny_llama().save_pretrained(base)
+    tokenizer.save_pretrained(base)
+    config = peft.LoraConfig(task_type="CAUSAL_LM", r=2, target_modules=["q_proj", "v_proj"],
+                             modules_to_save=["lm_head"])  # fmt: skip
+    whole = tmp_path / "whole"
+    peft.get_peft_model(tiny_llama(), config).save_pretrained(whole)
+    adopt_adapter(whole, base, [], "generation")
+    (whole / BASE_FILE).unlink()
+    weights = whole / "adapter_model.safetensors"
+    save_file({k: v for k, v in load_file(weights).items() if "lm_head" not in k}, weights)
+    with pytest.raises(CampaignError, match="names lm_head in modules_to_save \\['lm_head'\\] but"):
+        adopt_adapter(whole, base, [], "generation")
+    import transformers as tf
+
+    resized = tf.AutoModelForCausalLM.from_pretrained(base)  # peft compares with its config
+    resized.resize_token_embeddings(len(tokenizer) + 3)
+    lora = peft.LoraConfig(task_type="CAUSAL_LM", r=2, target_modules=["q_proj", "v_proj"])
+    peft.get_peft_model(resized, lora).save_pretrained(tmp_path / "resized")
+    vocab = len(tokenizer)
+    expected = f"holds model.embed_tokens.weight of shape [{vocab + 3}, 32], but the run's base "
+    with pytest.raises(CampaignError, match=re.escape(f"{expected}has [{vocab}, 32]")):
+        adopt_adapter(tmp_path / "resized", base, [], "generation")
+    assert not (whole / BASE_FILE).exists() and not (tmp_path / "resized" / BASE_FILE).exists()
 
 
 def test_an_adapter_head_for_another_label_count_is_refused_before_scoring(pretrained, tmp_path):
@@ -311,7 +407,7 @@ def test_a_head_modules_to_save_names_must_be_in_the_adapter_file_whatever_the_b
         adopt_adapter(folder, base, labels, TASK)
     message = str(refused.value)
     assert "names classifier in modules_to_save ['classifier', 'score']" in message, message
-    assert "weights file lacks them" in message and "\n" not in message
+    assert "adapter_model.safetensors lacks them" in message and "\n" not in message
     assert not (folder / BASE_FILE).exists()
 
 

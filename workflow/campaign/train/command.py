@@ -283,6 +283,18 @@ def _check_count(command: Command, devices: int) -> None:
         return
     written = " ".join(argv)
     start = next(i for i, a in enumerate(argv) if Path(a).name == launcher) + 1
+    if launcher in ALLOCATION_LAUNCHERS:
+        # srun and mpirun start the allocation's train.devices tasks: a launcher inside each
+        # would make train.devices worlds of its own, every one training the same folder.
+        for arg in argv[start:]:
+            if arg.endswith(".py"):
+                break
+            if Path(arg).name in LAUNCHERS:
+                raise CampaignError(
+                    f"train.command: argv ({written}) starts {launcher} and then "
+                    f"{Path(arg).name}: {launcher} starts train.devices ({devices}) tasks, each "
+                    f"its own {Path(arg).name} world training the same folder; use one launcher"
+                )
     # The launcher's own options only: they end at the script (a .py file or an interpreter);
     # what follows is the script's, whose --num_processes is not the launcher's.
     end = next(

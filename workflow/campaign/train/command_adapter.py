@@ -1,8 +1,9 @@
 """A peft adapter a command (train.command) wrote to its output folder, made the campaign's own
 adapter folder (models.save_adapter's layout) so that every reader scores it merged into the run's
-base. A classifier's head must come from the adapter or from the base's own weights: any module
-of it in neither is drawn afresh when a reader merges the adapter, and the model scored is not the
-one the command trained.
+base. Every parameter of the model scored (a classifier's head above all) must come from the
+adapter or from the base's own weights, as transformers reports loading the base: any in neither
+is drawn afresh when a reader merges the adapter, and the model scored is not the one the command
+trained.
 """
 
 from __future__ import annotations
@@ -33,9 +34,9 @@ def check_adapter(folder: Path, base: Path | None, labels: list[str], task: str)
     """What a training job checks of a peft adapter the command wrote, before adopting it (the
     preflight's command check calls it too, so a broken adapter fails there by name): its base
     (base_model_name_or_path) is the run spec's model source or absent (the campaign has no other
-    base), and a classifier's head is in it or in that base (check_head). The task is the run
-    spec's (the adapter's task_type is the script's say, not the campaign's). Returns the
-    adapter's config, or None when the folder holds no adapter."""
+    base), and every parameter the scored model needs is in it or in that base (check_weights).
+    The task is the run spec's (the adapter's task_type is the script's say, not the campaign's).
+    Returns the adapter's config, or None when the folder holds no adapter."""
     from campaign.train.models import ADAPTER_CONFIG
 
     if not is_adapter(folder):
@@ -57,8 +58,7 @@ def check_adapter(folder: Path, base: Path | None, labels: list[str], task: str)
             f"train.command: the peft adapter in output_dir names base {named!r}, not the run "
             f"spec's model source {str(Path(base).resolve())!r}; train the adapter on that"
         )
-    if task == "sequence_classification":
-        check_head(folder, base, labels, config)
+    check_weights(folder, base, labels, config, task)
     return config
 
 
@@ -82,51 +82,24 @@ def adopt_adapter(folder: Path, base: Path | None, labels: list[str], task: str)
 
 
 @dataclass(frozen=True)
-class Held:
-    """A base's weights, read from their headers: tensor name -> shape, and the top modules
-    (under the encoder, or the model's own) that hold any of them."""
+class Reader:
+    """The model a reader merges the adapter into (models._pretrained's own from_pretrained of
+    the run's base, made on the meta device: no weight is read into memory): its parameters, its
+    modules, and the parameters the base's weights do not give it, as transformers itself reports
+    them on loading (missing, or of another shape): those it draws afresh. transformers' own
+    report covers what a name-by-name match cannot: legacy and fused tensor names it renames on
+    load, tied weights, a bare-encoder checkpoint without the model's prefix."""
 
-    shapes: dict[str, tuple[int, ...]]
-    modules: frozenset[str]
-
-
-@dataclass(frozen=True)
-class Classifier:
-    """The sequence classifier a reader puts on the run's base for its labels, made on the meta
-    device from the base's config alone (no weight is read): what each of its parameters must be
-    loaded from when an adapter is merged into it."""
-
-    prefix: str  # base_model_prefix: "bert." for BERT; a bare-encoder checkpoint lacks it
+    prefix: str  # base_model_prefix: "bert." for BERT, "model." for Llama
     shapes: dict[str, tuple[int, ...]]  # every parameter, name -> shape, in the model's order
     modules: tuple[str, ...]  # every module's name (what peft's modules_to_save is matched on)
+    fresh: frozenset[str]  # the parameters the base does not give: drawn afresh on loading
 
     def module_of(self, name: str) -> str:
         """The module under the encoder or the model that holds a parameter (pooler for
         bert.pooler.dense.weight, classifier for classifier.weight): what modules_to_save names
         (peft matches a module name's suffix, so "pooler" finds bert.pooler)."""
         return name.removeprefix(self.prefix).split(".")[0]
-
-    def held(self, weights: dict[str, tuple[int, ...]]) -> Held:
-        """What the base's weights (name -> shape) give this classifier."""
-        return Held(weights, frozenset(self.module_of(name) for name in weights))
-
-    def in_base(self, name: str, held: Held) -> bool:
-        """Whether the base's weights hold this parameter: the head's (outside the encoder)
-        under its own name with its shape; the encoder's under its name or (a bare-encoder
-        checkpoint, as a hub's is) without the encoder's prefix, or else its module at all.
-        transformers renames or fuses some checkpoints' encoder tensors when it loads them
-        (a legacy LayerNorm.gamma, a mixture's per-expert weights), so those cannot be matched
-        name by name; a module saved not at all (a masked LM's pooler) is what it draws
-        afresh."""
-        shape = self.shapes[name]
-        if held.shapes.get(name) == shape:
-            return True
-        if not name.startswith(self.prefix):
-            return False
-        return (
-            held.shapes.get(name.removeprefix(self.prefix)) == shape
-            or self.module_of(name) in held.modules
-        )
 
     def wrapped(self, modules_to_save: list[str]) -> list[str]:
         """The parameters peft's modules_to_save wraps (the outermost modules whose name ends
@@ -141,44 +114,55 @@ class Classifier:
         return [n for n in self.shapes if any(n.startswith(f"{top}.") for top in tops)]
 
 
-def classifier(base: Path, labels: list[str]) -> Classifier:
-    """The sequence classifier for `labels` on `base` (classifier.* for BERT, score.* for a
-    decoder, pre_classifier.* too for DistilBERT, pooler.* too for DeBERTa and BERT), made on the
-    meta device: its parameters' names and shapes without a weight drawn or read."""
+def reader(base: Path, labels: list[str], task: str) -> Reader:
+    """The model a reader makes of `base` for the task (a sequence classifier for `labels`, else a
+    causal LM), loaded as models._pretrained loads it but on the meta device, with transformers'
+    loading report."""
     import torch
     import transformers as tf
 
+    classifies = task == "sequence_classification"
+    auto = tf.AutoModelForSequenceClassification if classifies else tf.AutoModelForCausalLM
+    extra = {"num_labels": len(labels), "ignore_mismatched_sizes": True} if classifies else {}
+    verbosity = tf.logging.get_verbosity()
+    tf.logging.set_verbosity_error()  # its loading report is ours to word, not the log's
     try:
-        config = tf.AutoConfig.from_pretrained(str(base), num_labels=len(labels))
-        with torch.device("meta"):
-            model = tf.AutoModelForSequenceClassification.from_config(config)
-    except Exception as e:  # whatever transformers says of a base it cannot make a classifier of
+        model, info = auto.from_pretrained(str(base), dtype=torch.float32, device_map="meta",
+                                           output_loading_info=True, **extra)  # fmt: skip
+    except Exception as e:  # whatever transformers says of a base it cannot make this model of
+        kind = "sequence classifier" if classifies else "causal LM"
         raise CampaignError(
-            f"train.command: the run's base {base} makes no sequence classifier "
+            f"train.command: the run's base {base} makes no {kind} "
             f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
         ) from None
-    return Classifier(
+    finally:
+        tf.logging.set_verbosity(verbosity)
+    shapes = {name: tuple(p.shape) for name, p in model.named_parameters()}
+    drawn = set(info.get("missing_keys") or ()) | {
+        entry[0] for entry in info.get("mismatched_keys") or ()
+    }
+    return Reader(
         prefix=f"{model.base_model_prefix}.",
-        shapes={name: tuple(p.shape) for name, p in model.named_parameters()},
+        shapes=shapes,
         modules=tuple(name for name, _ in model.named_modules()),
+        fresh=frozenset(drawn & set(shapes)),
     )
 
 
-def adapter_shapes(folder: Path) -> dict[str, tuple[int, ...]]:
-    """The tensors an adapter's weights file holds, name (less peft's prefix) -> shape: the
-    safetensors header, else the .bin (an adapter is small: loaded whole)."""
+def adapter_shapes(folder: Path) -> tuple[Path, dict[str, tuple[int, ...]]]:
+    """The adapter's weights file and the tensors it holds, name -> shape, as saved (with peft's
+    prefix): the safetensors header, else the .bin (an adapter is small: loaded whole)."""
     path = folder / ADAPTER_WEIGHTS[0]
     if path.is_file():
         from campaign.train.models import safetensors_header
 
         header = safetensors_header(path)
-        shapes = {k: tuple(v["shape"]) for k, v in header.items() if k != "__metadata__"}
-    else:
-        import torch
+        return path, {k: tuple(v["shape"]) for k, v in header.items() if k != "__metadata__"}
+    import torch
 
-        state = torch.load(folder / ADAPTER_WEIGHTS[1], map_location="cpu", weights_only=True)
-        shapes = {k: tuple(v.shape) for k, v in state.items()}
-    return {name.removeprefix(PEFT_PREFIX): shape for name, shape in shapes.items()}
+    path = folder / ADAPTER_WEIGHTS[1]
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    return path, {k: tuple(v.shape) for k, v in state.items()}
 
 
 def modules_to_save(config: dict) -> list[str]:
@@ -190,47 +174,69 @@ def modules_to_save(config: dict) -> list[str]:
     return listed
 
 
-def check_head(folder: Path, base: Path, labels: list[str], config: dict) -> None:
-    """Every parameter of the classifier a reader scores must come from the adapter or from the
-    base's own weights, or it is freshly drawn when the adapter is merged and the scored model is
-    not the one the command trained. The adapter's copy must have the shape the run's labels
-    need (else scoring crashes after the whole run), and a module modules_to_save wraps must be
-    in the adapter's file whatever the base holds (peft reads it from there alone). Each refused
-    in one line naming the tensors or modules and what to set."""
-    from campaign.train.models import weight_shapes
-
-    model = classifier(base, labels)
-    saved = adapter_shapes(folder)
-    # The head's (outside the encoder: what the labels size): an encoder tensor the command
-    # resized (embeddings for added tokens) is the reader's to resize, not refused here.
+def check_weights(folder: Path, base: Path, labels: list[str], config: dict, task: str) -> None:
+    """Every parameter of the model a reader scores must come from the adapter or from the base's
+    own weights, or it is freshly drawn when the adapter is merged and the scored model is not the
+    one the command trained. A LoRA adapter's tensors must be named as peft loads them (under its
+    prefix; peft loads nothing of another name, with a warning only) and hold LoRA tensors; each
+    tensor must have the shape the reader's model has (a head for other labels, or embeddings
+    resized for added tokens, would crash scoring after the whole run); a module modules_to_save
+    wraps must be in the adapter's file whatever the base holds (peft reads it from there alone).
+    Each refused in one line naming the file and the tensors or modules, and what to do."""
+    path, raw = adapter_shapes(folder)
+    if str(config.get("peft_type", "LORA")).upper() == "LORA":
+        stray = [name for name in raw if not name.startswith(PEFT_PREFIX)]
+        if stray:
+            raise CampaignError(
+                f"train.command: {path} holds {stray[0]}"
+                f"{f' and {len(stray) - 1} more tensors' if len(stray) > 1 else ''} outside "
+                f"peft's {PEFT_PREFIX!r} names, which PeftModel.from_pretrained loads nothing "
+                "from; save the adapter with PeftModel.save_pretrained, or the merged model"
+            )
+        if not any(".lora_" in name for name in raw):
+            raise CampaignError(
+                f"train.command: {path} holds no LoRA tensor (lora_A/lora_B) though its "
+                "adapter_config.json says peft_type LORA; save the adapter with "
+                "PeftModel.save_pretrained, or the merged model"
+            )
+    saved = {name.removeprefix(PEFT_PREFIX): shape for name, shape in raw.items()}
+    model = reader(base, labels, task)
+    classifies = task == "sequence_classification"
     for name, want in model.shapes.items():
         shape = saved.get(name)
-        if shape is not None and shape != want and not name.startswith(model.prefix):
+        if shape is None or shape == want:
+            continue
+        if classifies and not name.startswith(model.prefix):  # the head: what the labels size
             raise CampaignError(
-                f"train.command: the peft adapter in {folder} holds {name} of shape "
-                f"{list(shape)}, but the run's {len(labels)} labels need {list(want)}; train "
-                f"it with num_labels={len(labels)}"
+                f"train.command: {path} holds {name} of shape {list(shape)}, but the run's "
+                f"{len(labels)} labels need {list(want)}; train it with num_labels={len(labels)}"
             )
-    held = model.held(weight_shapes(base) or {})
+        raise CampaignError(
+            f"train.command: {path} holds {name} of shape {list(shape)}, but the run's base "
+            f"has {list(want)} (embeddings resized for added tokens?); the campaign merges the "
+            "adapter into the base as it is, so save the merged model with its tokenizer"
+        )
     wrapped = set(model.wrapped(modules_to_save(config)))
-    lacking = [n for n in model.shapes
-               if n not in saved and (n in wrapped or not model.in_base(n, held))]  # fmt: skip
+    lacking = [n for n in model.shapes if n not in saved and (n in wrapped or n in model.fresh)]
     if not lacking:
         return
     listed = config.get("modules_to_save") or "empty"
     modules = ", ".join(dict.fromkeys(map(model.module_of, lacking)))
-    if all(model.in_base(n, held) for n in lacking):
+    if not any(n in model.fresh for n in lacking):
+        also = " (or task_type SEQ_CLS does)" if config.get("task_type") == "SEQ_CLS" else ""
         raise CampaignError(
             f"train.command: the peft adapter in {folder} names {modules} in modules_to_save "
-            f"{listed} (or task_type SEQ_CLS does) but its weights file lacks them; peft loads "
+            f"{listed}{also} but {path.name} lacks them; peft loads "
             "them from that file alone (a KeyError, or the base's untrained copy scored), so "
             "save the adapter with PeftModel.save_pretrained, or save the merged model"
         )
     needed = list(dict.fromkeys(model.module_of(n) for n in model.shapes
-                                if n in wrapped or not model.in_base(n, held)))  # fmt: skip
+                                if n in wrapped or n in model.fresh))  # fmt: skip
+    what = f"the classification head's {modules}" if classifies else modules
     raise CampaignError(
-        f"train.command: the peft adapter in {folder} lacks the classification head's "
-        f"{modules} (modules_to_save {listed}), and the base {base} holds no trained one for "
-        f"{len(labels)} labels, so it would be scored with a freshly drawn one; set "
-        f"modules_to_save={json.dumps(needed)} in its LoraConfig, or save the merged model"
+        f"train.command: the peft adapter in {folder} lacks {what} (modules_to_save {listed}), "
+        f"and the base {base} holds no trained one"
+        f"{f' for {len(labels)} labels' if classifies else ''}, so it would be scored with a "
+        f"freshly drawn one; set modules_to_save={json.dumps(needed)} in its LoraConfig, or "
+        "save the merged model"
     )

@@ -598,8 +598,8 @@ def count_parameters(model) -> tuple[int, int]:
 
 
 # ------------------------------------------------------------------ a model folder's weights
-# Read here, not in campaign.core.io: the training stage reads a base's tensor names (the
-# command adapter's head check), and core.io must stay out of its code version (an edit of a
+# Read here, not in campaign.core.io: the training stage reads an adapter's tensor names (the
+# command adapter's check), and core.io must stay out of its code version (an edit of a
 # reader would retrain every run).
 def safetensors_header(path: str | Path) -> dict:
     """The JSON header of a safetensors file (tensor name -> dtype, shape, offsets; and
@@ -620,40 +620,3 @@ def safetensors_header(path: str | Path) -> dict:
     if not isinstance(header, dict):
         raise CampaignError(f"{path}: not a safetensors file (its header is not a JSON object)")
     return header
-
-
-def weight_shapes(folder: str | Path) -> dict[str, tuple[int, ...]] | None:
-    """Every tensor a save_pretrained folder's weights hold, name -> shape, without loading
-    them: safetensors headers (one file or the shards its index names), else a PyTorch .bin
-    (memory-mapped: only what a shape needs is read). None when the folder has no weights."""
-    import json
-
-    folder = Path(folder)
-    for stem, suffix in (("model", "safetensors"), ("pytorch_model", "bin")):
-        index = folder / f"{stem}.{suffix}.index.json"
-        if index.is_file():
-            try:
-                shards = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-                files = sorted({folder / f for f in shards.values()})
-            except (ValueError, KeyError, TypeError, AttributeError):
-                raise CampaignError(f"{index}: no weight_map object of tensor -> file") from None
-        elif (folder / f"{stem}.{suffix}").is_file():
-            files = [folder / f"{stem}.{suffix}"]
-        else:
-            continue
-        shapes: dict[str, tuple[int, ...]] = {}
-        for path in files:
-            if suffix == "safetensors":
-                header = safetensors_header(path)
-                shapes.update((k, tuple(v["shape"])) for k, v in header.items()
-                              if k != "__metadata__")  # fmt: skip
-            else:
-                import torch
-
-                try:
-                    state = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
-                except RuntimeError:  # a file from before torch 1.6's format: read it whole
-                    state = torch.load(path, map_location="cpu", weights_only=True)
-                shapes.update((k, tuple(v.shape)) for k, v in state.items())
-        return shapes
-    return None
