@@ -380,6 +380,8 @@ def test_more_devices_than_one_need_a_launcher_in_argv_which_gets_the_count(tmp_
          "starts srun and then torchrun: srun starts train.devices"),
         (["mpirun", "python", "-m", "torch.distributed.run", "--nproc-per-node={devices}", "t.py"],
          "starts mpirun and then torch.distributed.run"),
+        (["srun", "--exclusive", "python", "-u", "-m", "accelerate.commands.launch", "t.py"],
+         "starts srun and then accelerate.commands.launch"),
     ],
 )  # fmt: skip
 @pytest.mark.parametrize("devices", [1, 2])
@@ -406,6 +408,12 @@ def test_a_launcher_whose_process_count_is_not_train_devices_is_refused(argv, wo
         ["mpirun", "python3", "t.py"],
         # The script's own --num_processes, after the script, is not the launcher's.
         ["torchrun", "--nproc_per_node={devices}", "t.py", "--num_processes", "8"],
+        # What srun or mpirun starts is a launcher only as its program or python -m module:
+        # not an option's value, the script's path or the script's own arguments.
+        ["srun", "python", "-m", "mypkg.train", "--launcher", "torchrun"],
+        ["mpirun", "-x", "NCCL_DEBUG", "python", "-m", "pkg.train", "--backend", "mpirun"],
+        ["srun", "-J", "accelerate", "python", "t.py"],
+        ["srun", "python", "/opt/torchrun/train.py"],
     ],
 )
 def test_a_launcher_without_a_count_of_its_own_is_accepted(argv):

@@ -236,7 +236,7 @@ def test_a_base_saved_without_its_pooler_needs_the_pooler_in_the_adapter(pretrai
     with pytest.raises(CampaignError) as refused:
         adopt_adapter(seq_cls, base, labels, TASK)
     message = str(refused.value)
-    assert "lacks the classification head's pooler (modules_to_save [" in message, message
+    assert "lacks pooler (modules_to_save [" in message, message
     assert 'set modules_to_save=["pooler", "classifier"]' in message and "\n" not in message
     assert not (seq_cls / BASE_FILE).exists()
     whole, batch, trained = _train_adapter(base, labels, texts, tmp_path / "whole",
@@ -273,7 +273,7 @@ def test_an_encoder_saved_under_legacy_tensor_names_is_not_refused(pretrained, t
     with pytest.raises(CampaignError) as refused:
         adopt_adapter(folder, base, labels, TASK)
     message = str(refused.value)
-    assert "lacks the classification head's embeddings (modules_to_save" in message, message
+    assert "lacks embeddings (modules_to_save" in message, message
     assert f"the base {base} holds no trained one" in message and "\n" not in message
     assert not (folder / BASE_FILE).exists()
 
@@ -360,7 +360,72 @@ def test_a_causal_adapter_is_checked_as_a_classifiers_is(tmp_path):
     expected = f"holds model.embed_tokens.weight of shape [{vocab + 3}, 32], but the run's base "
     with pytest.raises(CampaignError, match=re.escape(f"{expected}has [{vocab}, 32]")):
         adopt_adapter(tmp_path / "resized", base, [], "generation")
+    # LoRA on the resized embeddings: peft saves them as embed_tokens.base_layer, or (with
+    # save_embedding_layers=False) only lora_embedding_A over the larger vocabulary.
+    on_embeddings = peft.LoraConfig(task_type="CAUSAL_LM", r=2, target_modules=["embed_tokens"])
+    wrapped = peft.get_peft_model(resized, on_embeddings)
+    for name, options in (("base_layer", {}), ("lora_only", {"save_embedding_layers": False})):
+        wrapped.save_pretrained(tmp_path / name, **options)
+        with pytest.raises(CampaignError) as refused:
+            adopt_adapter(tmp_path / name, base, [], "generation")
+        message = str(refused.value)
+        assert "does not fit the run's base's" in message or expected in message, message
+        assert "save the merged model with its tokenizer" in message and "\n" not in message
+    assert "lora_embedding_A of shape [2, " in message, message
     assert not (whole / BASE_FILE).exists() and not (tmp_path / "resized" / BASE_FILE).exists()
+
+
+def test_a_tied_output_layer_modules_to_save_names_must_be_in_the_adapter_file(tmp_path):
+    """A tied lm_head (one parameter under two names) that modules_to_save wraps: peft reads it
+    from the adapter file alone, so a file without it fails scoring with a KeyError; refused."""
+    import peft
+    import transformers as tf
+    from genkit import tiny_tokenizer
+
+    tokenizer = tiny_tokenizer()
+    config = tf.LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
+                            num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
+                            tie_word_embeddings=True, pad_token_id=0)  # fmt: skip
+    base = tmp_path / "base"
+    tf.LlamaForCausalLM(config).save_pretrained(base)
+    lora = peft.LoraConfig(task_type="CAUSAL_LM", r=2, target_modules=["q_proj", "v_proj"],
+                           modules_to_save=["lm_head"])  # fmt: skip
+    model = tf.AutoModelForCausalLM.from_pretrained(base)
+    peft.get_peft_model(model, lora).save_pretrained(tmp_path / "a")
+    adopt_adapter(tmp_path / "a", base, [], "generation")  # as peft saved it: taken
+    (tmp_path / "a" / BASE_FILE).unlink()
+    weights = tmp_path / "a" / "adapter_model.safetensors"
+    save_file({k: v for k, v in load_file(weights).items() if "lm_head" not in k}, weights)
+    with pytest.raises(CampaignError, match="names lm_head in modules_to_save \\['lm_head'\\] but"):
+        adopt_adapter(tmp_path / "a", base, [], "generation")
+
+
+def test_a_prompt_tuning_classifier_is_taken_and_scored_as_trained(pretrained, tmp_path):
+    """Prompt learning saves the head under base_model. (not peft's LoRA prefix): taken, and
+    scored with its trained head."""
+    import peft
+    import transformers as tf
+
+    splits, base, labels = pretrained
+    texts = list(pd.read_parquet(splits["train"][0])["text"][:6])
+    tokenizer = tf.AutoTokenizer.from_pretrained(base)
+    torch.manual_seed(2)
+    model = tf.AutoModelForSequenceClassification.from_pretrained(base, num_labels=len(labels))
+    config = peft.PromptTuningConfig(task_type="SEQ_CLS", num_virtual_tokens=4)
+    model = peft.get_peft_model(model, config)
+    batch = tokenizer(texts, padding=True, truncation=True, max_length=32, return_tensors="pt")
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    for _ in range(3):
+        model(**batch, labels=torch.arange(len(texts)) % len(labels)).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    model.eval()
+    with torch.no_grad():
+        trained = model(**batch).logits
+    model.save_pretrained(tmp_path / "prompt")
+    tokenizer.save_pretrained(tmp_path / "prompt")
+    adopt_adapter(tmp_path / "prompt", base, labels, TASK)
+    assert torch.allclose(_scored_logits(tmp_path / "prompt", base, batch), trained, atol=1e-5)
 
 
 def test_an_adapter_head_for_another_label_count_is_refused_before_scoring(pretrained, tmp_path):

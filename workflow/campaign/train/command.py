@@ -275,6 +275,33 @@ def launcher_of(command: Command) -> str | None:
     return next((Path(a).name for a in command.argv[:3] if Path(a).name in LAUNCHERS), None)
 
 
+def launched_inside(args: list[str]) -> str | None:
+    """The launcher srun or mpirun would start (args: what follows it), or None. The program is
+    the first argument that is no option and no option's value (a single-dash option without
+    "=" takes the next argument: `-J name`, `-x VAR`, `-np 2`; so does a count option); for a
+    Python interpreter, the module its -m names (`python -m torch.distributed.run`, `python -m
+    accelerate.commands.launch`). The program's own arguments are its own."""
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        valued = "=" not in args[i] and (not args[i].startswith("--") or args[i] in COUNT_OPTIONS)
+        i += 2 if valued else 1
+    if i >= len(args):
+        return None
+    program = Path(args[i]).name
+    if program in LAUNCHERS:
+        return program
+    if not program.startswith("python"):
+        return None
+    for at in range(i + 1, len(args) - 1):  # the interpreter's options, up to its script
+        if not args[at].startswith("-"):
+            return None
+        if args[at] == "-m":
+            module = args[at + 1]
+            return next((module for m in LAUNCHERS if module == m or module.startswith(f"{m}.")),
+                        None)  # fmt: skip
+    return None
+
+
 def _check_count(command: Command, devices: int) -> None:
     """A launcher at the head of argv with its process count not "{devices}": one line."""
     argv = command.argv
@@ -283,18 +310,15 @@ def _check_count(command: Command, devices: int) -> None:
         return
     written = " ".join(argv)
     start = next(i for i, a in enumerate(argv) if Path(a).name == launcher) + 1
-    if launcher in ALLOCATION_LAUNCHERS:
+    inner = launched_inside(argv[start:]) if launcher in ALLOCATION_LAUNCHERS else None
+    if inner is not None:
         # srun and mpirun start the allocation's train.devices tasks: a launcher inside each
         # would make train.devices worlds of its own, every one training the same folder.
-        for arg in argv[start:]:
-            if arg.endswith(".py"):
-                break
-            if Path(arg).name in LAUNCHERS:
-                raise CampaignError(
-                    f"train.command: argv ({written}) starts {launcher} and then "
-                    f"{Path(arg).name}: {launcher} starts train.devices ({devices}) tasks, each "
-                    f"its own {Path(arg).name} world training the same folder; use one launcher"
-                )
+        raise CampaignError(
+            f"train.command: argv ({written}) starts {launcher} and then {inner}: {launcher} "
+            f"starts train.devices ({devices}) tasks, each its own {inner} world training the "
+            "same folder; use one launcher"
+        )
     # The launcher's own options only: they end at the script (a .py file or an interpreter);
     # what follows is the script's, whose --num_processes is not the launcher's.
     end = next(

@@ -84,7 +84,8 @@ def adopt_adapter(folder: Path, base: Path | None, labels: list[str], task: str)
 @dataclass(frozen=True)
 class Reader:
     """The model a reader merges the adapter into (models._pretrained's own from_pretrained of
-    the run's base, made on the meta device: no weight is read into memory): its parameters, its
+    the run's base, made on the meta device: nothing stays in memory, though transformers reads
+    a safetensors base's tensors from disk once on the way there): its parameters, its
     modules, and the parameters the base's weights do not give it, as transformers itself reports
     them on loading (missing, or of another shape): those it draws afresh. transformers' own
     report covers what a name-by-name match cannot: legacy and fused tensor names it renames on
@@ -94,6 +95,8 @@ class Reader:
     shapes: dict[str, tuple[int, ...]]  # every parameter, name -> shape, in the model's order
     modules: tuple[str, ...]  # every module's name (what peft's modules_to_save is matched on)
     fresh: frozenset[str]  # the parameters the base does not give: drawn afresh on loading
+    linear: frozenset[str] = frozenset()  # nn.Linear modules: weight [out, in]
+    embedding: frozenset[str] = frozenset()  # nn.Embedding modules: weight [count, dim]
 
     def module_of(self, name: str) -> str:
         """The module under the encoder or the model that holds a parameter (pooler for
@@ -124,8 +127,9 @@ def reader(base: Path, labels: list[str], task: str) -> Reader:
     classifies = task == "sequence_classification"
     auto = tf.AutoModelForSequenceClassification if classifies else tf.AutoModelForCausalLM
     extra = {"num_labels": len(labels), "ignore_mismatched_sizes": True} if classifies else {}
-    verbosity = tf.logging.get_verbosity()
+    verbosity, bars = tf.logging.get_verbosity(), tf.logging.is_progress_bar_enabled()
     tf.logging.set_verbosity_error()  # its loading report is ours to word, not the log's
+    tf.logging.disable_progress_bar()
     try:
         model, info = auto.from_pretrained(str(base), dtype=torch.float32, device_map="meta",
                                            output_loading_info=True, **extra)  # fmt: skip
@@ -137,15 +141,21 @@ def reader(base: Path, labels: list[str], task: str) -> Reader:
         ) from None
     finally:
         tf.logging.set_verbosity(verbosity)
-    shapes = {name: tuple(p.shape) for name, p in model.named_parameters()}
+        if bars:
+            tf.logging.enable_progress_bar()
+    # Every name a tied parameter has (a tied lm_head is a module modules_to_save may wrap).
+    shapes = {name: tuple(p.shape) for name, p in model.named_parameters(remove_duplicate=False)}
+    kinds = {name: type(m) for name, m in model.named_modules()}
     drawn = set(info.get("missing_keys") or ()) | {
         entry[0] for entry in info.get("mismatched_keys") or ()
     }
     return Reader(
         prefix=f"{model.base_model_prefix}.",
         shapes=shapes,
-        modules=tuple(name for name, _ in model.named_modules()),
+        modules=tuple(kinds),
         fresh=frozenset(drawn & set(shapes)),
+        linear=frozenset(n for n, k in kinds.items() if issubclass(k, torch.nn.Linear)),
+        embedding=frozenset(n for n, k in kinds.items() if issubclass(k, torch.nn.Embedding)),
     )
 
 
@@ -174,40 +184,68 @@ def modules_to_save(config: dict) -> list[str]:
     return listed
 
 
-def check_weights(folder: Path, base: Path, labels: list[str], config: dict, task: str) -> None:
-    """Every parameter of the model a reader scores must come from the adapter or from the base's
-    own weights, or it is freshly drawn when the adapter is merged and the scored model is not the
-    one the command trained. A LoRA adapter's tensors must be named as peft loads them (under its
-    prefix; peft loads nothing of another name, with a warning only) and hold LoRA tensors; each
-    tensor must have the shape the reader's model has (a head for other labels, or embeddings
-    resized for added tokens, would crash scoring after the whole run); a module modules_to_save
-    wraps must be in the adapter's file whatever the base holds (peft reads it from there alone).
-    Each refused in one line naming the file and the tensors or modules, and what to do."""
-    path, raw = adapter_shapes(folder)
-    if str(config.get("peft_type", "LORA")).upper() == "LORA":
-        stray = [name for name in raw if not name.startswith(PEFT_PREFIX)]
-        if stray:
-            raise CampaignError(
-                f"train.command: {path} holds {stray[0]}"
-                f"{f' and {len(stray) - 1} more tensors' if len(stray) > 1 else ''} outside "
-                f"peft's {PEFT_PREFIX!r} names, which PeftModel.from_pretrained loads nothing "
-                "from; save the adapter with PeftModel.save_pretrained, or the merged model"
-            )
-        if not any(".lora_" in name for name in raw):
-            raise CampaignError(
-                f"train.command: {path} holds no LoRA tensor (lora_A/lora_B) though its "
-                "adapter_config.json says peft_type LORA; save the adapter with "
-                "PeftModel.save_pretrained, or the merged model"
-            )
-    saved = {name.removeprefix(PEFT_PREFIX): shape for name, shape in raw.items()}
-    model = reader(base, labels, task)
-    classifies = task == "sequence_classification"
+# peft types that learn prompts, not weights: their files hold the prompt and, for a classifier,
+# the head under base_model. (no model. below it), and no tensor under peft's usual prefix.
+PROMPT_LEARNING = ("PROMPT_TUNING", "P_TUNING", "PREFIX_TUNING", "MULTITASK_PROMPT_TUNING", "CPT")
+
+
+def saved_names(path: Path, raw: dict[str, tuple[int, ...]], config: dict) -> dict:
+    """The adapter file's tensors under the scored model's names (peft's prefix and a wrapped
+    layer's base_layer taken out), after refusing names peft would load nothing from (it only
+    warns) and a LoRA file with no LoRA tensor (it would score the base)."""
+    kind = str(config.get("peft_type", "LORA")).upper()
+    if kind in PROMPT_LEARNING:
+        return {name.removeprefix("base_model."): shape for name, shape in raw.items()}
+    stray = [name for name in raw if not name.startswith(PEFT_PREFIX)]
+    if stray:
+        raise CampaignError(
+            f"train.command: {path} holds {stray[0]}"
+            f"{f' and {len(stray) - 1} more tensors' if len(stray) > 1 else ''} outside "
+            f"peft's {PEFT_PREFIX!r} names, which PeftModel.from_pretrained loads nothing "
+            "from; save the adapter with PeftModel.save_pretrained, or the merged model"
+        )
+    if kind == "LORA" and not any(".lora_" in name for name in raw):
+        raise CampaignError(
+            f"train.command: {path} holds no LoRA tensor (lora_A/lora_B) though its "
+            "adapter_config.json says peft_type LORA; save the adapter with "
+            "PeftModel.save_pretrained, or the merged model"
+        )
+    return {
+        name.removeprefix(PEFT_PREFIX).replace(".base_layer.", "."): shape
+        for name, shape in raw.items()
+    }
+
+
+def lora_fits(name: str, shape: tuple[int, ...], model: Reader) -> tuple[str, tuple] | None:
+    """A LoRA tensor's shape against the base module it adapts (embeddings: lora_embedding_A
+    [r, count], lora_embedding_B [dim, r]; a Linear: lora_A [r, in], lora_B [out, r]): None when
+    it fits, else the module's weight name and shape (a module resized for added tokens)."""
+    module, _, part = name.partition(".lora_")
+    weight = f"{module}.weight"
+    want = model.shapes.get(weight)
+    if want is None or len(want) != 2 or len(shape) != 2:
+        return None
+    if module in model.embedding:
+        axes = {"embedding_A": (1, 0), "embedding_B": (0, 1)}
+    elif module in model.linear:
+        axes = {"A.weight": (1, 1), "B.weight": (0, 0)}
+    else:
+        return None
+    mine, theirs = axes.get(part, (None, None))
+    if mine is None or shape[mine] == want[theirs]:
+        return None
+    return weight, want
+
+
+def check_shapes(path: Path, saved: dict, model: Reader, labels: list[str], task: str) -> None:
+    """Each tensor of the adapter file of the scored model's shape (a head for other labels, or
+    embeddings resized for added tokens, would crash scoring after the whole run)."""
     for name, want in model.shapes.items():
         shape = saved.get(name)
         if shape is None or shape == want:
             continue
-        if classifies and not name.startswith(model.prefix):  # the head: what the labels size
-            raise CampaignError(
+        if task == "sequence_classification" and not name.startswith(model.prefix):
+            raise CampaignError(  # the head: what the labels size
                 f"train.command: {path} holds {name} of shape {list(shape)}, but the run's "
                 f"{len(labels)} labels need {list(want)}; train it with num_labels={len(labels)}"
             )
@@ -216,6 +254,28 @@ def check_weights(folder: Path, base: Path, labels: list[str], config: dict, tas
             f"has {list(want)} (embeddings resized for added tokens?); the campaign merges the "
             "adapter into the base as it is, so save the merged model with its tokenizer"
         )
+    for name, shape in saved.items():
+        misfit = lora_fits(name, shape, model) if ".lora_" in name else None
+        if misfit is not None:
+            raise CampaignError(
+                f"train.command: {path} holds {name} of shape {list(shape)}, which does not fit "
+                f"the run's base's {misfit[0]} of shape {list(misfit[1])} (resized for added "
+                "tokens?); the campaign merges the adapter into the base as it is, so save the "
+                "merged model with its tokenizer"
+            )
+
+
+def check_weights(folder: Path, base: Path, labels: list[str], config: dict, task: str) -> None:
+    """Every parameter of the model a reader scores must come from the adapter or from the base's
+    own weights, or it is freshly drawn when the adapter is merged and the scored model is not the
+    one the command trained. The adapter file's names must be ones peft loads (saved_names), its
+    tensors of the scored model's shapes (check_shapes), and a module modules_to_save wraps in
+    that file whatever the base holds (peft reads it from there alone). Each refused in one line
+    naming the file and the tensors or modules, and what to do."""
+    path, raw = adapter_shapes(folder)
+    saved = saved_names(path, raw, config)
+    model = reader(base, labels, task)
+    check_shapes(path, saved, model, labels, task)
     wrapped = set(model.wrapped(modules_to_save(config)))
     lacking = [n for n in model.shapes if n not in saved and (n in wrapped or n in model.fresh)]
     if not lacking:
@@ -232,11 +292,14 @@ def check_weights(folder: Path, base: Path, labels: list[str], config: dict, tas
         )
     needed = list(dict.fromkeys(model.module_of(n) for n in model.shapes
                                 if n in wrapped or n in model.fresh))  # fmt: skip
-    what = f"the classification head's {modules}" if classifies else modules
+    head = task == "sequence_classification" and not any(
+        n.startswith(model.prefix) for n in lacking
+    )
+    what = f"the classification head's {modules}" if head else modules
     raise CampaignError(
         f"train.command: the peft adapter in {folder} lacks {what} (modules_to_save {listed}), "
         f"and the base {base} holds no trained one"
-        f"{f' for {len(labels)} labels' if classifies else ''}, so it would be scored with a "
+        f"{f' for {len(labels)} labels' if head else ''}, so it would be scored with a "
         f"freshly drawn one; set modules_to_save={json.dumps(needed)} in its LoraConfig, or "
         "save the merged model"
     )
