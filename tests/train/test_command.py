@@ -340,7 +340,8 @@ def test_trainer_levels_that_resolve_to_one_command_fail_in_one_line_naming_both
 
 
 def test_more_devices_than_one_need_a_launcher_in_argv_which_gets_the_count(tmp_path):
-    from campaign.train.command import Command, command_argv
+    from campaign.train.command import Command
+    from campaign.train.launchers import command_argv
 
     launched = Command(argv=("torchrun", "--nproc_per_node={devices}", "train.py"))
     # The launcher beside the campaign's interpreter, as "python" is that interpreter.
@@ -388,7 +389,8 @@ def test_more_devices_than_one_need_a_launcher_in_argv_which_gets_the_count(tmp_
 def test_a_launcher_whose_process_count_is_not_train_devices_is_refused(argv, words, devices):
     """A count written in argv (or none given to the launcher) trains on processes the plan,
     the budget and the key do not count: refused in one line before the command starts."""
-    from campaign.train.command import Command, command_argv
+    from campaign.train.command import Command
+    from campaign.train.launchers import command_argv
 
     with pytest.raises(CampaignError) as refused:
         command_argv(Command(argv=tuple(argv)), devices)
@@ -417,7 +419,8 @@ def test_a_launcher_whose_process_count_is_not_train_devices_is_refused(argv, wo
     ],
 )
 def test_a_launcher_without_a_count_of_its_own_is_accepted(argv):
-    from campaign.train.command import Command, command_argv
+    from campaign.train.command import Command
+    from campaign.train.launchers import command_argv
 
     assert command_argv(Command(argv=tuple(argv)), 2)[-1] == argv[-1]
 
