@@ -3,6 +3,9 @@ can be worked out by hand."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -17,9 +20,14 @@ from campaign.evaluate.text_scores import (
     token_f1,
 )
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import bench_text_scores as squad  # noqa: E402 (SQuAD v1.1's reference functions)
+
 
 def test_normalization_drops_case_punctuation_articles_and_extra_space():
-    assert normalize("  The  Eiffel-Tower, in PARIS! ") == "eiffel tower in paris"
+    # SQuAD's rules: punctuation deleted (a hyphen joins), articles dropped, spaces collapsed
+    assert normalize("  The  Eiffel-Tower, in PARIS! ") == "eiffeltower in paris"
     assert normalize("ｆｕｌｌ width") == "full width"  # NFKC
     assert exact_match("The Paris.", "paris") == 1.0
     assert exact_match("Paris, France", "paris") == 0.0
@@ -89,3 +97,53 @@ def test_a_user_metric_by_dotted_name(tmp_path, monkeypatch):
         score_items("mymetrics.nothing_here", ["a"], ["a"])
     with pytest.raises(CampaignError, match="not one of"):
         score_items("bleu", ["a"], ["a"])
+
+
+@pytest.mark.parametrize(("prediction", "reference", "same", "what"), squad.SCRIPTS)
+def test_every_script_keeps_its_letters(prediction, reference, same, what):
+    """Words that differ only in a combining mark stay apart (Devanagari vowel signs, Thai
+    vowels and tone marks, Vietnamese tones, emoji); a word written with or without optional
+    marks (Arabic harakat), with the tone on either vowel (Vietnamese hòa / hoà) or in Hangul
+    jamo is one word. Before, दिन and दान, ดู and ดี, 👍 and 👎 scored 1.0; كَتَبَ against كتب
+    and hòa against hoà scored 0."""
+    assert exact_match(prediction, reference) == float(same), what
+    assert (token_f1(prediction, reference) == 1.0) == same, what
+    assert (similarity(prediction, reference) == 1.0) == same, what
+
+
+def test_marks_are_kept_inside_words_and_optional_ones_dropped():
+    assert normalize("दिन।") == "दिन"  # the vowel sign stays, the danda is punctuation
+    assert normalize("ข้าว ขาว") == "ข้าว ขาว"  # rice, white: the tone mark stays
+    assert normalize("ذَهَبَ الوَلَدُ") == "ذهب الولد"
+    assert normalize("שָׁלוֹם") == "שלום"
+    assert normalize("Hòa-Bình") == "hoàbình"  # the tone moves before the hyphen goes
+    assert normalize("hoàn") == "hoàn"  # a letter after oa: not a syllable's end, kept
+    assert normalize("👨\u200d👩\u200d👧 ❤️") == "👨\u200d👩\u200d👧 ❤"  # joiners kept, selector not
+    assert normalize("a\u0331 b") == "a\u0331 b"  # a letter with a mark, not the article a
+    # the same phrase in two scripts' partial credit: one word in three differs
+    assert token_f1("मेरा दिन अच्छा", "मेरा दान अच्छा") == pytest.approx(2 / 3)
+
+
+def test_ascii_scores_are_squad_v1_1_s():
+    """On ASCII text exact_match and token_f1 are the official SQuAD v1.1 evaluation's, on
+    random edits of answers (punctuation inside words, articles, case, whitespace, swapped
+    and hyphen-joined words) and random strings; the one difference is documented: two texts
+    that both normalize to nothing score token_f1 1 (SQuAD's f1: 0)."""
+    pairs = squad.ascii_pairs(400, seed=3)
+    agree = squad.ascii_agreement(pairs)
+    assert agree["em"] == agree["pairs"] == 400
+    assert agree["f1_other"] == 0 and agree["f1"] + agree["f1_both_empty"] == 400
+    assert agree["f1"] > 300
+    # the hyphen: SQuAD deletes it (one token), it was a space here before
+    assert token_f1("well-known", "well known") == squad.squad_f1("well-known", "well known")
+    assert exact_match("Eiffel-Tower", "eiffel tower") == 0.0
+
+
+@pytest.mark.parametrize(("prediction", "reference", "why"), squad.DIFFERENCES)
+def test_each_documented_difference_from_squad_is_real(prediction, reference, why):
+    """Each deliberate difference (NFKC, Unicode punctuation, optional marks, invisible
+    characters, Vietnamese tone placement, both empty) changes a score against SQuAD's."""
+    ours = (exact_match(prediction, reference), token_f1(prediction, reference))
+    theirs = (float(squad.squad_em(prediction, reference)), squad.squad_f1(prediction, reference))
+    assert ours != theirs, why
+    assert token_f1(prediction, reference) == 1.0, why

@@ -1,11 +1,14 @@
 """Per-item scores of generated text against the reference response, each a float in [0, 1]:
 what the statistics (seeds x items) see for a generative task.
 
-- exact_match: 1 when the two texts are equal after normalization (Unicode NFKC, lower case,
-  punctuation to spaces, the articles a/an/the dropped, whitespace collapsed: SQuAD's answer
-  normalization, so "The Paris." matches "paris").
-- token_f1: the harmonic mean of precision and recall of the normalized tokens, counted as
-  multisets (SQuAD's token F1): partial credit for a partly right answer.
+- exact_match: 1 when the two texts are equal after normalization (normalize: SQuAD v1.1's
+  answer normalization, letter for letter on ASCII text, extended to every script without
+  erasing a letter; so "The Paris." matches "paris" and दिन does not match दान).
+- token_f1: the harmonic mean of precision and recall of the normalized tokens (split on
+  whitespace), counted as multisets (SQuAD's token F1): partial credit for a partly right
+  answer. Two texts that both normalize to nothing score 1 (SQuAD's f1 gives 0 there, though
+  its exact match gives 1). A script written without spaces (Thai, Chinese, Japanese) makes a
+  phrase one token: no partial credit there; similarity is the character-level score.
 - similarity: rapidfuzz's normalized Indel similarity of the normalized texts (character level:
   a typo costs a little, a different answer a lot).
 - json_fields: for extraction, the F1 of the top-level fields of a JSON object: a field is correct
@@ -23,12 +26,14 @@ its content (metric_source: an input of the evaluate stage).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
 import importlib.util
 import json
 import math
 import re
+import string
 import sys
 import unicodedata
 from collections import Counter
@@ -42,15 +47,87 @@ from rapidfuzz.distance import Indel
 from campaign.core.errors import CampaignError
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
-_NOT_WORD = re.compile(r"[^\w\s]")
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 
 
+# Characters normalize deletes besides punctuation: marks that ordinary writing leaves out, so
+# their presence is the writer's style, not another word (Arabic harakat, superscript alef and
+# tatweel; Hebrew points and cantillation), presentation selectors (variation selectors: the
+# emoji and the text glyph of one character) and invisible format characters (Unicode Cf: soft
+# hyphen, byte-order mark, direction marks) but the joiners and emoji tags, which pick between
+# distinct emoji (a family, a flag) or a word's written shape.
+_DROPPED = (
+    (0x0591, 0x05C7),  # Hebrew points and cantillation (its punctuation is punctuation)
+    (0x0640, 0x0640),  # Arabic tatweel (a stretch of the line)
+    (0x064B, 0x065F),  # Arabic harakat: fatha, damma, kasra, tanwin, shadda, sukun, ...
+    (0x0670, 0x0670),  # Arabic superscript alef
+    (0xFE00, 0xFE0F),  # variation selectors
+    (0xE0100, 0xE01EF),  # variation selectors supplement
+)
+_KEPT_FORMAT = frozenset({0x200C, 0x200D, *range(0xE0020, 0xE0080)})  # joiners, emoji tags
+_ASCII_PUNCTUATION = frozenset(string.punctuation)  # SQuAD's set: ASCII symbols included
+_SPACE = frozenset({0x200B})  # the zero-width space separates words (Thai, Khmer, Lao texts)
+# Vietnamese writes a tone over either vowel of oa, oe, uy ending a syllable (hòa and hoà, thủy
+# and thuỷ: one word): normalized to the second vowel, on the decomposed text.
+_TONES = "\u0300\u0301\u0303\u0309\u0323"  # grave, acute, tilde, hook above, dot below
+_VI_TONE = re.compile(f"(?:(o)([{_TONES}])([ae])|(u)([{_TONES}])(y))(?![^\\W\\d_]|[\u0300-\u036f])")
+
+
+@functools.cache
+def _char(ch: str) -> str:
+    """What normalize makes of one (NFKC, lower-cased) character: itself, "" or a space."""
+    code = ord(ch)
+    if code in _SPACE:
+        return " "
+    if ch in _ASCII_PUNCTUATION or unicodedata.category(ch).startswith("P"):
+        return ""
+    if any(low <= code <= high for low, high in _DROPPED):
+        return ""
+    if unicodedata.category(ch) == "Cf" and code not in _KEPT_FORMAT:
+        return ""
+    return ch
+
+
+def _vietnamese_tones(text: str) -> str:
+    """hòa -> hoà, thủy -> thuỷ: a tone on oa, oe or uy ending a syllable (no letter or mark
+    after it) moved to the second vowel (lower-cased text)."""
+    if text.isascii():
+        return text
+    decomposed = unicodedata.normalize("NFD", text)
+    moved = _VI_TONE.sub(_move_tone, decomposed)
+    return text if moved == decomposed else unicodedata.normalize("NFC", moved)
+
+
+def _move_tone(m: re.Match) -> str:
+    first, tone, second = m.groups()[:3] if m.group(1) else m.groups()[3:]
+    return first + second + tone
+
+
+def _drop_articles(text: str) -> str:
+    """SQuAD's article removal (English a, an, the as whole words), where a combining mark
+    counts as part of a word (so "a" with a mark under it is a letter, not an article)."""
+
+    def article(m: re.Match) -> str:
+        before = text[m.start() - 1] if m.start() else ""
+        after = text[m.end()] if m.end() < len(text) else ""
+        marked = any(c and unicodedata.category(c).startswith("M") for c in (before, after))
+        return m.group(0) if marked else " "
+
+    return _ARTICLES.sub(article, text)
+
+
 def normalize(text: str) -> str:
-    """The answer normalization every text metric here uses (see the module docstring)."""
-    text = unicodedata.normalize("NFKC", text).lower()
-    text = _NOT_WORD.sub(" ", text)
-    text = _ARTICLES.sub(" ", text)
+    """The answer normalization every text metric here uses; on ASCII text exactly SQuAD v1.1's
+    normalize_answer (lower case, string.punctuation deleted, a/an/the dropped, whitespace
+    collapsed). Beyond ASCII, in order: Unicode NFKC (compatibility forms folded, Hangul jamo and
+    accented letters composed); lower case; Vietnamese tones on oa/oe/uy put on the second
+    vowel; every punctuation character (Unicode category P) deleted like ASCII's; the marks and
+    characters _DROPPED and _char say deleted; a zero-width space made a space. Every other
+    character stays: letters with their accents, every combining mark that spells a vowel, a
+    tone or a consonant (Devanagari, Thai, ...), digits, symbols and emoji."""
+    text = _vietnamese_tones(unicodedata.normalize("NFKC", text).lower())
+    text = "".join(map(_char, text))
+    text = _drop_articles(text)
     return " ".join(text.split())
 
 
