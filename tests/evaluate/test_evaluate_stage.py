@@ -132,6 +132,7 @@ def evaluate(tmp_path: Path, inputs: dict, spec: dict) -> tuple[dict, Path]:
     outputs = {
         "metrics": out / "metrics.parquet",
         "comparisons": out / "comparisons.parquet",
+        "items": out / "items.parquet",
         "decisions": out / "decisions.json",
         "errors": out / "errors",
         "summary": out / "summary.txt",
@@ -220,9 +221,11 @@ def test_slices_confusions_and_pairs(campaign):
     mine = slices[(slices.variant == "r-c1") & (slices.split == "validation")]
     assert set(mine.slice) == {"source", "text length", "group size", "duplicate cluster"}
     source = mine[mine.slice == "source"].set_index("bucket")
-    # r-c1 is right on items 0..259: all of source a (0..199), 60 of source b's 200
-    assert source.loc["a.jsonl", "accuracy"] == pytest.approx(1.0)
-    assert source.loc["b.jsonl", "accuracy"] == pytest.approx(0.3)
+    # r-c1 is right on items 0..259: all of source a (0..199), 60 of source b's 200; the
+    # slice names what its value averages: each item's right or wrong, the accuracy
+    assert set(mine.metric) == {"accuracy"}
+    assert source.loc["a.jsonl", "value"] == pytest.approx(1.0)
+    assert source.loc["b.jsonl", "value"] == pytest.approx(0.3)
     dup = mine[mine.slice == "duplicate cluster"].set_index("bucket")
     assert dup.loc["member", "items"] == N // 10
     confusion = pd.read_parquet(outputs["errors"] / "confusion.parquet")
@@ -491,3 +494,41 @@ def test_a_best_cell_not_shown_above_the_floor_keeps_the_floor_and_says_what_wou
     assert "not shown above it" in d.verdict.line
     # The open question the verdict lists is the one the summary prints.
     assert d.floor_question.items_needed == f.items_needed
+
+
+def test_items_table_holds_every_variant_split_and_item(campaign):
+    """items.parquet: one row per variant x split x item, the split file's ids in its order,
+    each item's 0/1 score (whose mean is metrics.parquet's accuracy) and the predicted label;
+    a run's cell and seed, a quantized variant's from its run, a floor's "" and null."""
+    from campaign.evaluate.item_table import COLUMNS, read_items_table
+
+    tmp_path, inputs = campaign
+    outputs, _ = evaluate(tmp_path, inputs, settings(metric="macro_f1"))
+    items = read_items_table(outputs["items"])
+    assert tuple(items.columns) == COLUMNS
+    runs = [f"r-{c}{s}" for c in "cmw" for s in (1, 2, 3)]
+    variants = {*runs, "r-c1/int8_dynamic", "floor/majority"}
+    assert set(items.variant) == variants and len(items) == len(variants) * 2 * N
+    assert set(items.metric) == {"accuracy"} and set(items.task) == {""}
+    metrics = pd.read_parquet(outputs["metrics"])
+    for split in ("validation", "test"):
+        ids = pd.read_parquet(inputs[split][0])["id"].tolist()
+        for variant in variants:
+            mine = items[(items.variant == variant) & (items.split == split)]
+            assert mine.item.tolist() == ids
+            acc = metrics[
+                (metrics.variant == variant) & (metrics.split == split)
+                & (metrics.metric == "accuracy")
+            ].value  # fmt: skip
+            assert mine.score.mean() == pytest.approx(acc.item())
+    c1 = items[(items.variant == "r-c1") & (items.split == "validation")]
+    truth = pd.read_parquet(inputs["validation"][0])["label"].to_numpy()
+    right = right_first(260)
+    assert (c1.score.to_numpy() == right).all()
+    other = np.where(truth == "pos", "neg", "pos")
+    assert (c1.prediction.to_numpy() == np.where(right, truth, other)).all()
+    assert set(c1.cell) == {"train.lr=0.001"} and set(c1.seed) == {1}
+    quant = items[items.variant == "r-c1/int8_dynamic"]
+    assert set(quant.cell) == {"train.lr=0.001"} and set(quant.seed) == {1}
+    floor = items[items.variant == "floor/majority"]
+    assert set(floor.cell) == {""} and floor.seed.isna().all()

@@ -143,6 +143,7 @@ def evaluate(tmp_path: Path, inputs: dict) -> dict:
     outputs = {
         "metrics": out / "metrics.parquet",
         "comparisons": out / "comparisons.parquet",
+        "items": out / "items.parquet",
         "decisions": out / "decisions.json",
         "errors": out / "errors",
         "summary": out / "summary.txt",
@@ -339,3 +340,34 @@ def test_the_quantize_selection_scores_generation_runs_by_their_metric(campaign)
     }
     assert chosen["scores"] == pytest.approx(planted)
     assert chosen["runs"] == [max(planted, key=planted.get)]
+
+
+def test_items_table_holds_each_generated_text_and_its_score(campaign):
+    """items.parquet for generated text: every variant's text on every item, scored by the
+    campaign's metric (its mean is metrics.parquet's value); the slices name that metric."""
+    from campaign.evaluate.item_table import read_items_table
+
+    tmp_path, inputs = campaign
+    outputs = evaluate(tmp_path, inputs)
+    items = read_items_table(outputs["items"])
+    variants = {"r-c1", "r-c2", "r-m1", "r-m2", "r-m1/kv_broken", "floor/retrieval"}
+    assert set(items.variant) == variants and len(items) == len(variants) * 2 * N
+    assert set(items.metric) == {PLANTED_METRIC}
+    metrics = pd.read_parquet(outputs["metrics"])
+    for split, paths in (("validation", inputs["predictions_validation"]),
+                         ("test", inputs["predictions_test"])):  # fmt: skip
+        written = pd.read_parquet(paths[0])
+        mine = items[(items.variant == "r-c1") & (items.split == split)]
+        assert mine.item.tolist() == [f"{split}-{i:03d}" for i in range(N)]
+        assert mine.prediction.tolist() == written.prediction.tolist()
+        assert mine.score.to_numpy() == pytest.approx(written.score.to_numpy())
+        for variant in variants:
+            got = items[(items.variant == variant) & (items.split == split)].score.mean()
+            value = metrics[(metrics.variant == variant) & (metrics.split == split)
+                            & (metrics.metric == PLANTED_METRIC)].value.item()  # fmt: skip
+            assert got == pytest.approx(value)
+    floor = items[items.variant == "floor/retrieval"]
+    assert set(floor.prediction) == {"meow"} and set(floor.cell) == {""}
+    assert floor.seed.isna().all()
+    slices = pd.read_parquet(outputs["errors"] / "slices.parquet")
+    assert set(slices.metric) == {PLANTED_METRIC} and "accuracy" not in slices.columns

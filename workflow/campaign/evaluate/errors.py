@@ -1,6 +1,7 @@
 """Error analysis of the scored variants: confusion counts, the most-confused label pairs with
-example ids, metrics per slice (source, group size, text length, duplicate-cluster membership),
-and for a variant against its reference the items it fixed and the items it broke, with ids."""
+example ids, the mean item score per slice (source, group size, text length, duplicate-cluster
+membership), and for a variant against its reference the items it fixed and the items it
+broke, with ids."""
 
 from __future__ import annotations
 
@@ -56,8 +57,10 @@ def slice_rows(
     seed: tuple[int, ...],
     resamples: int,
     confidence: float,
+    metric: str,
 ) -> list[dict]:
-    """Accuracy per bucket of each slice, with its interval over the bucket's items
+    """The mean per-item score (`metric`: what each item's score is, accuracy for right or
+    wrong, token_f1 ...) per bucket of each slice, with its interval over the bucket's items
     (stats.score_interval: exact for 0/1 scores, where a small bucket near 100 % needs it; the
     bootstrap for scores in [0, 1]). The resamples depend on the split, slice and bucket only
     (not on the variant), so every variant's interval on a bucket is drawn from the same items."""
@@ -76,7 +79,8 @@ def slice_rows(
                     "slice": name,
                     "bucket": str(bucket),
                     "items": int(members.size),
-                    "accuracy": iv.value,
+                    "metric": metric,
+                    "value": iv.value,
                     "ci_low": iv.low,
                     "ci_high": iv.high,
                 }

@@ -49,19 +49,25 @@ SAMPLES = 5
 @dataclass
 class Scored:
     """One variant on one split: the decision metric's point and draws on the shared resamples,
-    the per-item scores, every metric with its interval, and error rows by file name."""
+    the per-item scores, every metric with its interval, error rows by file name, and what
+    the variant answered on each item (`predictions`: the predicted label or the generated
+    text, in item order)."""
 
     point: float
     draws: np.ndarray
     correct: np.ndarray
     metrics: dict[str, Interval]
     errors: dict[str, list[dict]] = field(default_factory=dict)
+    predictions: list[str] | None = None
 
 
 class LabelScoring:
     """A closed set of labels, a probability for each (campaign.evaluate.metrics)."""
 
     error_files = LABEL_ERRORS
+    # What one item's score is (the items table's and the slices' metric): right or wrong,
+    # whose mean is the accuracy, whatever metric decides (macro-F1 is not a mean over items).
+    item_metric = "accuracy"
 
     def __init__(self, task: str, evaluation: dict, train: Path, evals: list[Path]) -> None:
         self.task = task
@@ -96,9 +102,12 @@ class LabelScoring:
             "confused_pairs": errors.confused_pairs(
                 name, its, pred, s["confused_pairs"], s["examples"]
             ),
-            "slices": errors.slice_rows(name, its, correct, stream, s["resamples"], conf),
+            "slices": errors.slice_rows(
+                name, its, correct, stream, s["resamples"], conf, self.item_metric
+            ),
         }
-        return Scored(point, draws, correct, metrics, rows)
+        predicted = [self.labels[p] for p in pred]
+        return Scored(point, draws, correct, metrics, rows, predicted)
 
     def decided_errors(self, scored, groups, keep, control) -> dict[str, list[dict]]:
         """Error rows that need the decisions: none for labels (their fixed and broken items
@@ -114,6 +123,7 @@ class GeneratedScoring:
 
     def __init__(self, metric: str, evaluation: dict) -> None:
         self.metric = metric
+        self.item_metric = metric  # each item's score is the metric's
         self.s = evaluation
         # What error analysis shows beside the scores: per split the prompts and references
         # (from the split file), per (split, variant) the generated texts, in item order.
@@ -145,9 +155,12 @@ class GeneratedScoring:
             "worst": generated_rows(name, its.split, frame, self.s["examples"], worst=True),
             "samples": generated_rows(name, its.split, frame, SAMPLES, worst=False),
             "fields": field_rows(name, its.split, frame) if self.metric == "json_fields" else [],
-            "slices": errors.slice_rows(name, its, correct, stream, self.s["resamples"], conf),
+            "slices": errors.slice_rows(
+                name, its, correct, stream, self.s["resamples"], conf, self.metric
+            ),
         }
-        return Scored(iv.value, correct[indices].mean(axis=1), correct, metrics, rows)
+        texts = self._texts[(its.split, name)]
+        return Scored(iv.value, correct[indices].mean(axis=1), correct, metrics, rows, texts)
 
     def _read(self, path: Path, its: Items):
         """The predictions file scored by the metric (read_generated)."""

@@ -7,9 +7,10 @@ decide (policy) -> words (the verdict block and the lines). Outputs of `evaluate
 each metric with its interval), comparisons.parquet (effects, cells against the control,
 quantized variants against their reference, cells against the floor, Holm per family on a
 split), decisions.json (campaign.evaluate.records: its one builder and reader; its keys:
-campaign.evaluate.decide), errors/ (confusion, confused pairs,
-slices, items fixed and broken) and summary.txt (the verdict block first, then the decisions in
-words).
+campaign.evaluate.decide), items.parquet (every variant's score and answer on every item
+of both splits: campaign.evaluate.item_table), errors/ (confusion, confused pairs, slices
+naming the per-item metric they average, items fixed and broken) and summary.txt (the
+verdict block first, then the decisions in words).
 """
 
 from __future__ import annotations
@@ -20,7 +21,16 @@ import numpy as np
 
 from campaign.core.errors import CampaignError
 from campaign.core.io import read_json
-from campaign.evaluate import comparison, errors, floor, looks, questions, records, words
+from campaign.evaluate import (
+    comparison,
+    errors,
+    floor,
+    item_table,
+    looks,
+    questions,
+    records,
+    words,
+)
 from campaign.evaluate.effects import contrasts
 from campaign.evaluate.items import SPLITS, Items
 from campaign.evaluate.look_words import LOOKS_TITLE
@@ -198,6 +208,7 @@ def stage_evaluate(ctx) -> None:
                 "point": got.point,
                 "draws": got.draws,
                 "correct": got.correct,
+                "predictions": got.predictions,
             }
             cell_name = _cell_name(factors, v["cell"]) if "cell" in v else None
             metric_rows += _metric_rows(v["name"], v, its, got.metrics, cell_name)
@@ -235,7 +246,34 @@ def stage_evaluate(ctx) -> None:
     error_rows.update(
         score.decided_errors(scored, _options(variants, factors), keep, kept_unless_shown)
     )
-    _write(ctx, metric_rows, comparison_rows, error_rows, decisions, pd)
+    items_frame = _item_frame(variants, factors, items, scored, score.item_metric)
+    _write(ctx, metric_rows, comparison_rows, error_rows, decisions, items_frame, pd)
+
+
+def _item_frame(variants, factors, items, scored, metric: str):
+    """items.parquet (campaign.evaluate.item_table): every variant's score and answer on every
+    item of every split, in split, variant and item order. `scored: {split: {variant:
+    {"correct": (n_items,), "predictions": [n_items]}}}`."""
+    import pandas as pd
+
+    frames = []
+    for split in SPLITS:
+        ids = [str(i) for i in items[split].ids]
+        for v in variants:
+            got = scored[split][v["name"]]
+            frame = {
+                "variant": v["name"],
+                "cell": _cell_name(factors, v["cell"]) if "cell" in v else "",
+                "seed": v.get("seed"),
+                "split": split,
+                "task": "",  # one task per campaign
+                "item": ids,
+                "score": got["correct"],
+                "prediction": got["predictions"],
+                "metric": metric,
+            }
+            frames.append(pd.DataFrame(frame, columns=list(item_table.COLUMNS)))
+    return pd.concat(frames, ignore_index=True)
 
 
 def _options(variants, factors) -> dict[str, list[str]]:
@@ -459,8 +497,9 @@ def _comparisons(
     return rows
 
 
-def _write(ctx, metric_rows, comparison_rows, error_rows, decisions, pd) -> None:
+def _write(ctx, metric_rows, comparison_rows, error_rows, decisions, items_frame, pd) -> None:
     pd.DataFrame(metric_rows).to_parquet(ctx.outputs["metrics"], index=False)
+    item_table.write_items(ctx.outputs["items"], items_frame)
     pd.DataFrame(comparison_rows).to_parquet(ctx.outputs["comparisons"], index=False)
     out = ctx.outputs["errors"]
     out.mkdir(parents=True)
