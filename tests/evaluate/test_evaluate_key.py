@@ -49,7 +49,7 @@ def edit_plan(path: Path, edit) -> None:
 def outputs(folder: Path) -> dict[str, Path]:
     folder.mkdir(parents=True)
     names = {"metrics": "metrics.parquet", "comparisons": "comparisons.parquet"}
-    names |= {"items": "items.parquet"}
+    names |= {"scored_items": "items.parquet"}
     names |= {"decisions": "decisions.json", "errors": "errors", "summary": "summary.txt"}
     return {k: folder / v for k, v in names.items()}
 

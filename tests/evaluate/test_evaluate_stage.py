@@ -132,7 +132,7 @@ def evaluate(tmp_path: Path, inputs: dict, spec: dict) -> tuple[dict, Path]:
     outputs = {
         "metrics": out / "metrics.parquet",
         "comparisons": out / "comparisons.parquet",
-        "items": out / "items.parquet",
+        "scored_items": out / "items.parquet",
         "decisions": out / "decisions.json",
         "errors": out / "errors",
         "summary": out / "summary.txt",
@@ -504,7 +504,7 @@ def test_items_table_holds_every_variant_split_and_item(campaign):
 
     tmp_path, inputs = campaign
     outputs, _ = evaluate(tmp_path, inputs, settings(metric="macro_f1"))
-    items = read_items_table(outputs["items"])
+    items = read_items_table(outputs["scored_items"])
     assert tuple(items.columns) == COLUMNS
     runs = [f"r-{c}{s}" for c in "cmw" for s in (1, 2, 3)]
     variants = {*runs, "r-c1/int8_dynamic", "floor/majority"}

@@ -143,7 +143,7 @@ def evaluate(tmp_path: Path, inputs: dict) -> dict:
     outputs = {
         "metrics": out / "metrics.parquet",
         "comparisons": out / "comparisons.parquet",
-        "items": out / "items.parquet",
+        "scored_items": out / "items.parquet",
         "decisions": out / "decisions.json",
         "errors": out / "errors",
         "summary": out / "summary.txt",
@@ -349,7 +349,7 @@ def test_items_table_holds_each_generated_text_and_its_score(campaign):
 
     tmp_path, inputs = campaign
     outputs = evaluate(tmp_path, inputs)
-    items = read_items_table(outputs["items"])
+    items = read_items_table(outputs["scored_items"])
     variants = {"r-c1", "r-c2", "r-m1", "r-m2", "r-m1/kv_broken", "floor/retrieval"}
     assert set(items.variant) == variants and len(items) == len(variants) * 2 * N
     assert set(items.metric) == {PLANTED_METRIC}

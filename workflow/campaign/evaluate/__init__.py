@@ -308,8 +308,9 @@ PHASE = Phase(
             outputs={
                 "metrics": File("results/evaluation/metrics.parquet"),
                 "comparisons": File("results/evaluation/comparisons.parquet"),
-                # One row per variant x split x item: score, answer, metric (item_table).
-                "items": File("results/evaluation/items.parquet"),
+                # One row per variant x split x item: score, answer, metric (item_table);
+                # not named "items", a name Snakemake reserves.
+                "scored_items": File("results/evaluation/items.parquet"),
                 "decisions": File("results/evaluation/decisions.json"),
                 "errors": Folder("results/evaluation/errors"),
                 "summary": File("results/evaluation/summary.txt"),

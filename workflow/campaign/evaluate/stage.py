@@ -499,7 +499,7 @@ def _comparisons(
 
 def _write(ctx, metric_rows, comparison_rows, error_rows, decisions, items_frame, pd) -> None:
     pd.DataFrame(metric_rows).to_parquet(ctx.outputs["metrics"], index=False)
-    item_table.write_items(ctx.outputs["items"], items_frame)
+    item_table.write_items(ctx.outputs["scored_items"], items_frame)
     pd.DataFrame(comparison_rows).to_parquet(ctx.outputs["comparisons"], index=False)
     out = ctx.outputs["errors"]
     out.mkdir(parents=True)
