@@ -111,7 +111,7 @@ def test_the_finished_campaign_scores_every_item_of_every_variant(finished_campa
             assert (mine.prediction.to_numpy()[right] == labels[right]).all()
             assert (mine.prediction.to_numpy()[~right] != labels[~right]).all()
             seed = None if pd.isna(row.seed) else int(row.seed)
-            assert set(mine.cell) == {row.cell or ""}
+            assert set(mine.cell) == {"" if pd.isna(row.cell) else row.cell}
             assert mine.seed.isna().all() if seed is None else set(mine.seed) == {seed}
             n_rows += len(mine)
     assert (
