@@ -26,7 +26,6 @@ its content (metric_source: an input of the evaluate stage).
 
 from __future__ import annotations
 
-import functools
 import importlib
 import importlib.metadata
 import importlib.util
@@ -70,10 +69,10 @@ _SPACE = frozenset({0x200B})  # the zero-width space separates words (Thai, Khme
 # Vietnamese writes a tone over either vowel of oa, oe, uy ending a syllable (hòa and hoà, thủy
 # and thuỷ: one word): normalized to the second vowel, on the decomposed text.
 _TONES = "\u0300\u0301\u0303\u0309\u0323"  # grave, acute, tilde, hook above, dot below
+_VI_TONED = re.compile("[òóỏõọ][ae]|[ùúủũụ]y")  # a cheap look for one, on composed text
 _VI_TONE = re.compile(f"(?:(o)([{_TONES}])([ae])|(u)([{_TONES}])(y))(?![^\\W\\d_]|[\u0300-\u036f])")
 
 
-@functools.cache
 def _char(ch: str) -> str:
     """What normalize makes of one (NFKC, lower-cased) character: itself, "" or a space."""
     code = ord(ch)
@@ -88,10 +87,22 @@ def _char(ch: str) -> str:
     return ch
 
 
+class _Table(dict):
+    """_char as a str.translate table, filled as characters are met (a dict hit is C speed)."""
+
+    def __missing__(self, code: int) -> str | None:
+        value = _char(chr(code)) or None  # None: translate deletes the character
+        self[code] = value
+        return value
+
+
+_TRANSLATE = _Table()
+
+
 def _vietnamese_tones(text: str) -> str:
     """hòa -> hoà, thủy -> thuỷ: a tone on oa, oe or uy ending a syllable (no letter or mark
     after it) moved to the second vowel (lower-cased text)."""
-    if text.isascii():
+    if text.isascii() or not _VI_TONED.search(text):
         return text
     decomposed = unicodedata.normalize("NFD", text)
     moved = _VI_TONE.sub(_move_tone, decomposed)
@@ -113,7 +124,9 @@ def _drop_articles(text: str) -> str:
         marked = any(c and unicodedata.category(c).startswith("M") for c in (before, after))
         return m.group(0) if marked else " "
 
-    return _ARTICLES.sub(article, text)
+    if text.isascii():  # no combining mark: SQuAD's own substitution
+        return _ARTICLES.sub(" ", text)
+    return _ARTICLES.sub(article, text) if _ARTICLES.search(text) else text
 
 
 def normalize(text: str) -> str:
@@ -126,7 +139,7 @@ def normalize(text: str) -> str:
     character stays: letters with their accents, every combining mark that spells a vowel, a
     tone or a consonant (Devanagari, Thai, ...), digits, symbols and emoji."""
     text = _vietnamese_tones(unicodedata.normalize("NFKC", text).lower())
-    text = "".join(map(_char, text))
+    text = text.translate(_TRANSLATE)
     text = _drop_articles(text)
     return " ".join(text.split())
 
