@@ -69,8 +69,16 @@ _SPACE = frozenset({0x200B})  # the zero-width space separates words (Thai, Khme
 # Vietnamese writes a tone over either vowel of oa, oe, uy ending a syllable (hòa and hoà, thủy
 # and thuỷ: one word): normalized to the second vowel, on the decomposed text.
 _TONES = "\u0300\u0301\u0303\u0309\u0323"  # grave, acute, tilde, hook above, dot below
-_VI_TONED = re.compile("[òóỏõọ][ae]|[ùúủũụ]y")  # a cheap look for one, on composed text
-_VI_TONE = re.compile(f"(?:(o)([{_TONES}])([ae])|(u)([{_TONES}])(y))(?![^\\W\\d_]|[\u0300-\u036f])")
+# {"òa": "oà", ...}: each old-style syllable end (composed text) and its new-style spelling.
+_VI_MOVES = {
+    unicodedata.normalize("NFC", first + tone + second): first
+    + unicodedata.normalize("NFC", second + tone)
+    for first, seconds in (("o", "ae"), ("u", "y"))
+    for second in seconds
+    for tone in _TONES
+}
+# One of them ending a syllable: no letter and no combining mark after it.
+_VI_TONE = re.compile(f"(?:{'|'.join(_VI_MOVES)})(?![^\\W\\d_]|[\u0300-\u036f])")
 
 
 def _char(ch: str) -> str:
@@ -100,18 +108,11 @@ _TRANSLATE = _Table()
 
 
 def _vietnamese_tones(text: str) -> str:
-    """hòa -> hoà, thủy -> thuỷ: a tone on oa, oe or uy ending a syllable (no letter or mark
-    after it) moved to the second vowel (lower-cased text)."""
-    if text.isascii() or not _VI_TONED.search(text):
+    """hòa -> hoà, thủy -> thuỷ: a tone on oa, oe or uy ending a syllable moved to the second
+    vowel (lower-cased, composed text)."""
+    if text.isascii():
         return text
-    decomposed = unicodedata.normalize("NFD", text)
-    moved = _VI_TONE.sub(_move_tone, decomposed)
-    return text if moved == decomposed else unicodedata.normalize("NFC", moved)
-
-
-def _move_tone(m: re.Match) -> str:
-    first, tone, second = m.groups()[:3] if m.group(1) else m.groups()[3:]
-    return first + second + tone
+    return _VI_TONE.sub(lambda m: _VI_MOVES[m.group(0)], text)
 
 
 def _drop_articles(text: str) -> str:
