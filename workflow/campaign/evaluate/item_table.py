@@ -56,15 +56,66 @@ def _check_row(where: str, i: int, row: dict) -> None:
     for column in _TEXT:
         if not isinstance(row[column], str):
             raise _bad(where, i, column, row[column], "a string")
-    seed = row["seed"]
-    whole = isinstance(seed, numbers.Real) and not isinstance(seed, bool)
-    if not _is_missing(seed) and not (whole and float(seed).is_integer()):
-        raise _bad(where, i, "seed", seed, "a whole number or null")
+    if not _seed_ok(row["seed"]):
+        raise _bad(where, i, "seed", row["seed"], "a whole number or null")
     score = row["score"]
     if isinstance(score, bool) or not isinstance(score, numbers.Real) or not 0 <= score <= 1:
         raise _bad(where, i, "score", score, "a number in [0, 1]")
-    if not _is_missing(row["prediction"]) and not isinstance(row["prediction"], str):
+    if not _prediction_ok(row["prediction"]):
         raise _bad(where, i, "prediction", row["prediction"], "a string or null")
+
+
+def _is_str(value) -> bool:
+    return isinstance(value, str)
+
+
+def _seed_ok(value) -> bool:
+    if _is_missing(value):
+        return True
+    return (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, bool)
+        and (float(value).is_integer())
+    )
+
+
+def _prediction_ok(value) -> bool:
+    return _is_missing(value) or isinstance(value, str)
+
+
+def _all_text(column, nulls: bool) -> bool:
+    """Every value a string (or null, where `nulls`), known from the column's type in C."""
+    import pandas as pd
+
+    kind = pd.api.types.infer_dtype(column, skipna=nulls)
+    return kind in ("string", "empty") and (nulls or not column.isna().any())
+
+
+def _bad_rows(frame):
+    """(n_rows,) bool: the rows _check_row may refuse, found column by column from the types
+    where they tell (a table of many variants and items is checked in a second)."""
+    import numpy as np
+    import pandas as pd
+
+    bad = np.zeros(len(frame), dtype=bool)
+    for column in _TEXT:
+        if not _all_text(frame[column], nulls=False):
+            bad |= ~frame[column].map(_is_str).to_numpy(dtype=bool)
+    score = frame["score"]
+    if pd.api.types.is_numeric_dtype(score) and not pd.api.types.is_bool_dtype(score):
+        values = score.to_numpy(dtype=np.float64, na_value=np.nan)
+        bad |= ~((values >= 0) & (values <= 1))
+    else:
+        bad[:] = True  # each row's own check names the first bad score
+    seed = frame["seed"]
+    if pd.api.types.is_float_dtype(seed):
+        values = seed.to_numpy(dtype=np.float64, na_value=np.nan)
+        bad |= ~(np.isnan(values) | (values == np.floor(values)))
+    elif not pd.api.types.is_integer_dtype(seed) or pd.api.types.is_bool_dtype(seed):
+        bad |= ~seed.map(_seed_ok).to_numpy(dtype=bool)
+    if not _all_text(frame["prediction"], nulls=True):
+        bad |= ~frame["prediction"].map(_prediction_ok).to_numpy(dtype=bool)
+    return bad
 
 
 def check(frame, where: str):
@@ -80,18 +131,22 @@ def check(frame, where: str):
         if not missing and not extra:
             what = "columns out of order"
         raise CampaignError(f"{where}: not a scored-items table ({what}; expected {COLUMNS})")
-    for i, row in enumerate(frame.to_dict("records")):
-        _check_row(where, i, row)
+    frame = frame.reset_index(drop=True)
+    bad = _bad_rows(frame)
+    for i in bad.nonzero()[0]:
+        _check_row(where, int(i), frame.iloc[int(i)].to_dict())  # raises, naming the column
     twice = frame.duplicated(list(KEY))
     if twice.any():
         i = int(twice.to_numpy().argmax())
         key = ", ".join(f"{c}={frame[c].iloc[i]!r}" for c in KEY)
         raise CampaignError(f"{where}: row {i}: a second score for {key}")
     out = frame.copy()
-    out["seed"] = pd.array([None if _is_missing(s) else int(s) for s in frame["seed"]], "Int64")
+    seeds = frame["seed"]
+    if not pd.api.types.is_integer_dtype(seeds):
+        seeds = [None if _is_missing(s) else int(s) for s in seeds]
+    out["seed"] = pd.array(seeds, dtype="Int64")
     out["score"] = frame["score"].astype("float64")
-    out["prediction"] = [None if _is_missing(p) else p for p in frame["prediction"]]
-    return out.reset_index(drop=True)
+    return out
 
 
 def write_items(path: Path, frame) -> None:
