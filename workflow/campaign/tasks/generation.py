@@ -567,6 +567,17 @@ def not_reproduced(trainer, split, n: int, details: dict) -> str | None:
     conversations, greedy generation from their prompts must give their answers back exactly,
     stopping at EOS (a mask, template or EOS fault that the loss alone hides shows here). Adds
     the outputs to `details`; returns what went wrong in words, or None."""
+    limit = trainer.recipe.max_length
+    cut = [
+        (record_id, e["example"].length)
+        for record_id, e in zip(split.ids[:n], trainer.examples["train"][:n], strict=False)
+        if e["example"].length > limit
+    ]
+    if cut:  # never trained whole: generating from its whole prompt is unbounded and moot
+        return (
+            f"{len(cut)} of {n} sample conversations are longer than train.max_length {limit} "
+            f"(first {cut[0][0]}: {cut[0][1]} tokens), so their answers cannot come back whole"
+        )
     talks = Conversations(
         list(split.ids[:n]),
         [
