@@ -28,6 +28,7 @@ from pathlib import Path
 
 from campaign.core.defaults import MODEL_DEFAULTS, generation_settings
 from campaign.core.errors import CampaignError
+from campaign.core.tasks import check_template_file
 from campaign.data import (
     parse_messages,
     reference,
@@ -62,8 +63,7 @@ def resolve_template(setting: str, tokenizer, root: Path) -> str:
         return template
     if setting == "none":
         return PLAIN_TEMPLATE
-    path = Path(setting)
-    path = path if path.is_absolute() else Path(root) / path
+    path = check_template_file({"chat_template": setting}, root)  # never a file outside root
     try:
         return path.read_text(encoding="utf-8")
     except OSError as e:
