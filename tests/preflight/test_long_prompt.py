@@ -93,3 +93,39 @@ def test_a_prompt_far_past_the_positions_ends_in_the_memory_refusal_within_bound
     print(f"\nlong prompt: {out['seconds']:.1f} s, peak RSS {out['peak_rss'] / 2**20:.0f} MiB")
     assert out["peak_rss"] < MAX_RSS_BYTES
     assert out["seconds"] < MAX_SECONDS
+
+
+def test_the_overfit_check_does_not_generate_from_a_conversation_max_length_cut(tmp_path):
+    """With model.generation.max_truncated_share allowing a cut answer, a sample conversation
+    longer than train.max_length is trained cut: the overfit check names it instead of
+    generating from its whole prompt (unbounded by max_length, and its answer cannot come back
+    whole anyway)."""
+    import torch
+    from trainkit import QA_PAIRS, preflight_config, tiny_generation_spec, write_conversations
+
+    from campaign.data import conversations as conv
+    from campaign.preflight import bench
+    from campaign.preflight import report as preflight
+
+    torch.set_num_threads(1)
+    talks = [conv.from_prompt_response(q, a) for q, a in QA_PAIRS]
+    long = conv.from_prompt_response(" ".join(["Which tool copies files?"] * 30), "cp")
+    ids = ["long", *(f"q{i}" for i in range(len(talks)))]
+    splits = {
+        "train": write_conversations(tmp_path, "train", ids, [long, *talks]),
+        "validation": write_conversations(tmp_path, "validation", ids[1:3], talks[:2]),
+        "test": write_conversations(tmp_path, "test", ids[1:3], talks[:2]),
+    }
+    spec = tiny_generation_spec(max_length=48, micro_batch=2, max_steps=2, eval_every=2,
+                                checkpoint_every=2)  # fmt: skip
+    spec["model"]["generation"]["max_truncated_share"] = 1.0
+    overfit = {"examples": 4, "steps": 3, "max_final_loss": 100.0}  # reached at once
+    config = preflight_config(["overfit"], overfit=overfit)
+    result = preflight.run_preflight(
+        spec, splits, config, tmp_path / "work", tmp_path, only=("overfit",),
+        hooks=bench.Hooks(device=torch.device("cpu")),
+    )["overfit"]  # fmt: skip
+    assert not result["passed"]
+    cut = "1 of 4 sample conversations are longer than train.max_length 48 (first long:"
+    assert cut in result["summary"]
+    assert "generated" not in result["details"]
