@@ -26,6 +26,11 @@ from campaign.core.defaults import GENERATION_DEFAULTS
 from campaign.core.errors import CampaignError
 from campaign.core.tasks import floors_of
 from campaign.preflight import tokenizer_problem
+from campaign.tools.init_tokenizers import (
+    from_config_architecture,
+    from_config_tokenizer,
+    run_tokenizers,
+)
 from campaign.tools.params_yaml import flow, render
 from campaign.train import safetensors_header
 
@@ -291,46 +296,6 @@ def generation_choices(records, folder: Path | None, trained: list | None = None
     return settings, lengths
 
 
-def from_config_tokenizer(template: dict, task: str) -> dict:
-    """model.tokenizer of a from_config model: trained on the train split, with the template's
-    settings (generation keeps case: an answer's capitals are part of it)."""
-    tokenizer = dict(template["model"].get("tokenizer") or {})
-    return {
-        "source": "train_split",
-        "vocab_size": tokenizer.get("vocab_size", 2000),
-        "min_frequency": tokenizer.get("min_frequency", 2),
-        "lowercase": tokenizer.get("lowercase", True) and task != "generation",
-    }
-
-
-def from_config_architecture(task: str) -> str:
-    return {"causal_lm": "gpt2", "generation": "llama"}.get(task, "bert")
-
-
-def run_tokenizers(texts: list[str], template: dict, task: str) -> list[tuple[Any, int]]:
-    """[(tokenizer, n)]: the tokenizers a from_config run trains, each on the first n `texts`
-    (the records' training texts, in file order): the run's own on a train split's share of
-    them, and the preflight's on its sample (preflight.sample.train_examples of them): fewer
-    texts train a coarser tokenizer, whose examples are longer, and the preflight refuses
-    the run when its examples are cut. Lengths are measured on what each was trained on."""
-    from campaign.train.models import train_tokenizer
-
-    settings = from_config_tokenizer(template, task)
-    n_train = max(1, round(FRACTIONS["train"] * len(texts)))
-    sample = min(n_train, int(template["preflight"]["sample"]["train_examples"]))
-    out = []
-    for n in sorted({n_train, sample}):
-        tok = train_tokenizer(
-            texts[:n],
-            from_config_architecture(task),
-            vocab_size=settings["vocab_size"],
-            min_frequency=settings["min_frequency"],
-            lowercase=settings["lowercase"],
-        )
-        out.append((tok, n))
-    return out
-
-
 def generation_text(model: dict) -> list[str]:
     """The generation task's keys of the model section (none for the label tasks)."""
     if "generation" not in model:
@@ -585,7 +550,8 @@ def init(args) -> int:
         from campaign.data import dedup_text
 
         texts = [dedup_text(json.loads(cell)) for cell in records["messages"]]
-        trained = run_tokenizers(texts, template, args.task) if folder is None else None
+        n_train = max(1, round(FRACTIONS["train"] * len(texts)))
+        trained = run_tokenizers(texts, template, args.task, n_train) if folder is None else None
         generation, length_sets = generation_choices(records, folder, trained)
         # A cut answer teaches the model to stop early: no more may be cut than training allows.
         quantile = 1.0 - generation["max_truncated_share"]
