@@ -223,7 +223,7 @@ def test_a_score_outside_zero_one_is_refused_naming_the_file(campaign):
     frame.loc[3, "prediction"] = planted_text("too good", 1.5)
     frame.to_parquet(bad, index=False)
     with pytest.raises(
-        CampaignError, match=rf"{bad}: metric {PLANTED_METRIC}, item 3: returned 1.5"
+        CampaignError, match=rf"{bad}: metric {PLANTED_METRIC}, item test-003: returned 1.5"
     ):
         evaluate(tmp_path, inputs)
 

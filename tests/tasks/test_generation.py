@@ -199,7 +199,7 @@ def test_a_cut_answer_is_counted_and_too_many_refuse(tokenizer):
 def test_template_settings_refuse_with_the_key(tokenizer, tmp_path):
     with pytest.raises(CampaignError, match=r"model.chat_template: model, but this tokenizer"):
         gen.resolve_template("model", tokenizer, root=tmp_path)
-    with pytest.raises(CampaignError, match=r"model.chat_template: missing.jinja is neither"):
+    with pytest.raises(CampaignError, match=r"model.chat_template: missing.jinja: no such file"):
         gen.resolve_template("missing.jinja", tokenizer, root=tmp_path)
     no_eos = "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"
     with pytest.raises(CampaignError, match=r"does not end with the EOS token"):

@@ -140,3 +140,72 @@ def kept_above(template: str) -> str:
     while lines and lines[-1].startswith("#"):
         above.insert(0, lines.pop())
     return "\n".join(above)
+
+
+def _short_rows(tmp_path) -> tuple[Path, list[list[dict]]]:
+    """60 small prompt/response rows (a few dozen words each): too few texts for the
+    tokenizer a from_config run trains to learn whole words, so it cuts them much finer than
+    a whitespace count guesses."""
+    data, rows = _data(tmp_path, messages=False)
+    lines = data.read_text().splitlines()[:60]
+    data.write_text("\n".join(lines) + "\n")
+    return data, [conv.from_prompt_response(r["q"], r["a"]) for r in rows[:60]]
+
+
+def test_from_config_lengths_are_sized_with_the_tokenizer_the_run_trains(tmp_path):
+    """`init --task generation --model from_config` wrote train.max_length 112 where the run's
+    tokenizer (byte-level BPE trained on the split) makes examples of up to 126 tokens: 3 % of
+    the answers cut, over the 2 % training accepts, so its own preflight failed. The length is
+    now measured with the tokenizers the run trains, the run's and the preflight sample's."""
+    from campaign.tasks import generation as gen
+    from campaign.train import models
+
+    data, talks = _short_rows(tmp_path)
+    out = tmp_path / "mine.yaml"
+    args = _args("--data", str(data), "--id-column", "doc", "--group-column", "who",
+                 "--prompt-column", "q", "--response-column", "a", "--task", "generation",
+                 "--model", "from_config", "--licence", "CC0-1.0", "--out", str(out))  # fmt: skip
+    assert init_tool.init(args) == 0
+    written = yaml.safe_load(out.read_text())
+    max_length, allowed = written["train"]["max_length"], GENERATION_DEFAULTS["max_truncated_share"]
+    texts = [conv.dedup_text(t) for t in talks]
+    for n in (48, len(talks)):  # a preflight sample's tokenizer and one of the whole split
+        tok = models.make_tokenizer(written["model"], texts[:n], None)
+        lengths = [gen.full_length(tok, gen.PLAIN_TEMPLATE, t) for t in talks[:n]]
+        assert sum(x > max_length for x in lengths) / n <= allowed, (max_length, max(lengths))
+        answers = [gen.response_length(tok, t) for t in talks]
+        assert written["model"]["generation"]["max_new_tokens"] >= max(answers)
+
+
+def test_paths_inside_the_project_are_written_relative_to_it(tmp_path, monkeypatch):
+    """A project that is not the package's folder (an installed `campaign`): the data file and
+    the model folder given relative to it are written relative to it, not as this machine's
+    absolute paths; a file outside it stays absolute."""
+    from trainkit import save_tiny_base, write_splits
+
+    project = tmp_path / "project"
+    (project / "data").mkdir(parents=True)
+    data, _ = _short_rows(project / "data")
+    outside, _ = _data(tmp_path, messages=False)
+    save_tiny_base(project / "models" / "base", write_splits(tmp_path / "splits", 40, 8))
+    monkeypatch.chdir(project)
+    common = ("--id-column", "doc", "--group-column", "who", "--licence", "CC0-1.0", "--force")
+    talk = ("--prompt-column", "q", "--response-column", "a", "--task", "generation")
+    args = _args("--data", "data/mine.jsonl", *common, *talk, "--model", "from_config",
+                 "--out", "params.yaml")  # fmt: skip
+    assert init_tool.init(args) == 0
+    written = yaml.safe_load((project / "params.yaml").read_text())
+    assert written["data"]["sources"][0]["path"] == "data/mine.jsonl"
+    labels = ("--text-column", "q", "--label-column", "who")
+    args = _args("--data", "./data/../data/mine.jsonl", *common, *labels, "--model",
+                 "models/base", "--no-lora", "--out", "labels.yaml")  # fmt: skip
+    assert init_tool.init(args) == 0
+    written = yaml.safe_load((project / "labels.yaml").read_text())
+    assert written["data"]["sources"][0]["path"] == "data/mine.jsonl"
+    assert written["model"]["source"] == "models/base"
+    args = _args("--data", str(outside), *common, *talk, "--model", "from_config",
+                 "--out", "outside.yaml")  # fmt: skip
+    assert init_tool.init(args) == 0
+    written = yaml.safe_load((project / "outside.yaml").read_text())
+    assert written["data"]["sources"][0]["path"] == str(outside.resolve())
+    assert data.is_file()

@@ -268,3 +268,30 @@ def test_scan_artifacts_fail_passes_on_a_finished_campaign_but_its_planted_data(
     assert flagged == [f"results/data/splits/{s}.parquet" for s in ("test", "train", "validation")]
     assert report["scanned"] > 100
     assert passed == 0, capsys.readouterr().out
+
+
+def test_privacy_by_kind_null_follows_data_privacy_in_the_scan(tmp_path) -> None:
+    """data.privacy_by_kind: null is allowed (schema, `campaign validate`): the scan, fed the
+    spec the stage declares from params, applies data.privacy to every kind (it crashed with
+    "'NoneType' object is not a mapping" after all training)."""
+    from campaign.core.errors import CampaignError
+    from campaign.core.registry import phases
+    from campaign.data.artifacts import stage_scan_artifacts
+
+    (stage,) = [s for p in phases() for s in p.stages if s.name == "artifact_scan"]
+    model = tmp_path / "results" / "runs" / "r1" / "model"
+    model.mkdir(parents=True)
+    trained_tokenizer(model / "tokenizer.json")
+    out = tmp_path / "artifact_findings.json"
+
+    def ctx(privacy):
+        spec = stage.spec({"data": {"privacy": privacy, "privacy_by_kind": None}})
+        return SimpleNamespace(spec=spec, inputs={"models": [model]}, outputs={"findings": out})
+
+    stage_scan_artifacts(ctx("report"))
+    report = json.loads(out.read_text())
+    assert report["policies"]["api_key"] == "report" and report["flagged"] == 1
+    out.unlink()
+    with pytest.raises(CampaignError, match=r"^data\.privacy is 'fail': the model folder"):
+        stage_scan_artifacts(ctx("fail"))
+    assert not out.exists()

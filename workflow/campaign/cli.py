@@ -95,7 +95,9 @@ def cmd_stage(args) -> int:
 
 # ------------------------------------------------------------------ user tools
 def cmd_validate(args) -> int:
+    from campaign.core.tasks import check_template_file
     from campaign.data import expand_sources
+    from campaign.evaluate import check_metric
     from campaign.plan import plan_index
     from campaign.preflight import check_model_folder
 
@@ -103,6 +105,8 @@ def cmd_validate(args) -> int:
     try:
         files = expand_sources(params["data"]["sources"], Path("."))
         check_model_folder(params["model"], Path("."))
+        check_template_file(params["model"], Path("."))
+        check_metric(params, Path("."))
         _state_dir(args, params)
     except CampaignError as e:
         raise CampaignError(f"{args.params}: {e}") from None

@@ -127,11 +127,34 @@ def template_files(model: dict, root) -> list:
     """The Jinja file model.chat_template names (relative to the project root), as a derived
     input of every job that formats with it (train, preflight, floor, quantize): its content is
     then in their keys, so editing the template retrains and rescores; [] for model, none or no
-    template."""
+    template. A file outside the project (a `..` path, an absolute path elsewhere, a link out)
+    or a folder is refused in one line naming the key (check_template_file); a missing one is
+    Snakemake's missing input (`campaign validate` refuses it first)."""
+    path = check_template_file(model, root, must_exist=False)
+    return [] if path is None else [path]
+
+
+def check_template_file(model: dict, root, must_exist: bool = True):
+    """The path of the template file model.chat_template names (None for model, none or no
+    template), after refusing one that lies outside the project folder `root` (links followed:
+    no file outside the project is ever read as a template), is missing (when `must_exist`),
+    or is not a file."""
     from pathlib import Path
 
     setting = model.get("chat_template")
     if setting is None or setting in TEMPLATE_SETTINGS:
-        return []
+        return None
     path = Path(setting)
-    return [path if path.is_absolute() else Path(root) / path]
+    path = path if path.is_absolute() else Path(root) / path
+    expected = "model, none or the path of a Jinja template file inside the project"
+    if not path.resolve().is_relative_to(Path(root).resolve()):
+        raise CampaignError(
+            f"model.chat_template: {setting} lies outside the project folder; expected {expected}"
+        )
+    if not path.exists():
+        if not must_exist:
+            return path
+        raise CampaignError(f"model.chat_template: {setting}: no such file; expected {expected}")
+    if not path.is_file():
+        raise CampaignError(f"model.chat_template: {setting} is not a file; expected {expected}")
+    return path

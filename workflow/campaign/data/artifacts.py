@@ -207,7 +207,8 @@ def stage_scan_artifacts(ctx) -> None:
     from campaign.core.fsutil import atomic_write_bytes
     from campaign.data.privacy import policies as privacy_policies
 
-    per_kind = privacy_policies({"default": ctx.spec["privacy"], **ctx.spec["privacy_by_kind"]})
+    by_kind = ctx.spec["privacy_by_kind"] or {}  # null: every kind follows data.privacy
+    per_kind = privacy_policies({"default": ctx.spec["privacy"], **by_kind})
     roots, kind_of = [], {}
     for name, artifact in STAGE_INPUTS.items():
         for path in ctx.inputs.get(name, []):

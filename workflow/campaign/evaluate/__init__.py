@@ -181,6 +181,18 @@ def evaluate_inputs(spec: dict, root) -> dict:
     return {"metric_code": [] if source is None else [source]}
 
 
+def check_metric(params: dict, root) -> None:
+    """`campaign validate`'s check of a generation campaign's model.generation.metric, as the
+    evaluate stage resolves it (text_scores.resolve): a dotted name must import as a function
+    (prediction, reference) -> float of the project or an installed package, not of the
+    standard library. One line naming the key, else nothing."""
+    from campaign.evaluate.text_scores import resolve
+
+    metric = _generated_metric({"task": params["model"]["task"], "model": params["model"]})
+    if metric is not None:
+        resolve(metric, root)
+
+
 def _look_spec(params: dict, look: str) -> dict:
     from campaign.evaluate.looks import look_spec
 

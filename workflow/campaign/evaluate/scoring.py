@@ -263,7 +263,7 @@ def read_generated(path: Path, items: Items, metric: str, references: list[str])
     frame["reference"] = references
     predictions = frame["prediction"].fillna("").astype(str).tolist()
     try:
-        frame["score"] = score_items(metric, predictions, list(references))
+        frame["score"] = score_items(metric, predictions, list(references), items.ids)
     except CampaignError as e:
         raise CampaignError(f"{path}: {e}") from None
     return frame

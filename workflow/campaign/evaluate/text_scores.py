@@ -29,8 +29,9 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
+import inspect
 import json
-import math
+import numbers
 import re
 import string
 import sys
@@ -278,22 +279,43 @@ def _module_and_attr(metric: str) -> tuple[str, str]:
         module_name, _, attr = metric.rpartition(".")
     if not module_name or not attr:
         raise CampaignError(
-            f"metric {metric!r}: not one of {sorted(METRICS)} nor a dotted Python name "
+            f"{KEY}: {metric!r}: not one of {sorted(METRICS)} nor a dotted Python name "
             f"(package.module.function)"
         )
     return module_name, attr
+
+
+KEY = "model.generation.metric"
+
+
+def _standard_library(module_name: str) -> bool:
+    return module_name.partition(".")[0] in sys.stdlib_module_names
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return Path(path).resolve().is_relative_to(Path(root).resolve())
 
 
 def metric_source(metric: str, root: Path) -> Path | None:
     """The file of a user metric's module (None for a built-in metric), found as the stage's
     import finds it (the project folder first, then the installed packages) without running
     it. The evaluate stage hashes this file by content, so an edited metric rescores; code the
-    module imports from elsewhere is not followed."""
+    module imports from elsewhere is not followed. A module of the standard library (os,
+    subprocess, shutil, builtins) is refused: a metric is a function a user wrote."""
     if metric in METRICS:
         return None
     module_name, _ = _module_and_attr(metric)
     parts = module_name.split(".")
-    for base in (Path(root), *(Path(p) for p in sys.path if p)):
+    stem = Path(root).joinpath(*parts)
+    for path in (stem.with_suffix(".py"), stem / "__init__.py"):
+        if path.is_file():
+            return path
+    if _standard_library(module_name):
+        raise CampaignError(
+            f"{KEY}: {metric!r} is in the standard library's {module_name}; name a function "
+            "(prediction, reference) -> float of a module in the project or an installed package"
+        )
+    for base in (Path(p) for p in sys.path if p):
         stem = base.joinpath(*parts)
         for path in (stem.with_suffix(".py"), stem / "__init__.py"):
             if path.is_file():
@@ -304,28 +326,72 @@ def metric_source(metric: str, root: Path) -> Path | None:
         spec = None
     if spec is None or not spec.origin or not Path(spec.origin).is_file():
         raise CampaignError(
-            f"model.generation.metric: {metric!r}: no module {module_name} in the project "
+            f"{KEY}: {metric!r}: no module {module_name} in the project "
             "folder or the installed packages"
         )
     return Path(spec.origin)
 
 
-def resolve(metric: str) -> Callable[[str, str], float]:
-    """A built-in metric by name, or a user's function by its dotted Python name."""
+def _signature_problem(fn) -> str | None:
+    """Why `fn` is not a function (prediction, reference) -> float (None: it is one)."""
+    if not inspect.isfunction(fn):
+        return f"is a {type(fn).__name__}, not a Python function"
+    params = list(inspect.signature(fn).parameters.values())
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if len(params) != 2 or any(p.kind not in positional for p in params):
+        shown = ", ".join(p.name for p in params)
+        return f"takes ({shown}), not two positional parameters (prediction, reference)"
+    return None
+
+
+def resolve(metric: str, root: Path | None = None) -> Callable[[str, str], float]:
+    """A built-in metric by name, or a user's function by its dotted Python name: a function
+    of two positional parameters (prediction, reference) defined in a module of the project
+    (`root`, the working folder when None) or of an installed package, never of the standard
+    library. Anything else is refused in one line naming the key."""
     if metric in METRICS:
         return METRICS[metric]
+    root = Path.cwd() if root is None else Path(root)
+    source = metric_source(metric, root)
     module_name, attr = _module_and_attr(metric)
+    # The project folder importable, as the stage's `python -m campaign` (run in it) has it:
+    # a `campaign` console script started there does not.
+    if Path(root).resolve() not in {Path(p or ".").resolve() for p in sys.path}:
+        sys.path.insert(0, str(Path(root).resolve()))
     try:
         fn = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as e:
-        raise CampaignError(f"metric {metric!r}: cannot import it ({e})") from None
-    if not callable(fn):
-        raise CampaignError(f"metric {metric!r}: {attr} is not a function")
+        raise CampaignError(f"{KEY}: {metric!r}: cannot import it ({e})") from None
+    except Exception as e:  # noqa: BLE001 - the user's module failed while it was imported
+        raise CampaignError(
+            f"{KEY}: {metric!r}: importing {module_name} raised {type(e).__name__}: {e}"
+        ) from None
+    defined = getattr(fn, "__module__", None) or ""
+    home = getattr(sys.modules.get(defined), "__file__", None)
+    if defined and _standard_library(defined) and not (home and _inside(Path(home), root)):
+        raise CampaignError(
+            f"{KEY}: {metric!r} is the standard library's {defined}.{attr} (through "
+            f"{source}); name a function (prediction, reference) -> float a user wrote"
+        )
+    problem = _signature_problem(fn)
+    if problem is not None:
+        raise CampaignError(
+            f"{KEY}: {metric!r} {problem}; a metric is a function "
+            "(prediction: str, reference: str) -> float"
+        )
     return fn
 
 
-def score_items(metric: str, predictions: list[str], references: list[str]) -> np.ndarray:
-    """scores: (n_items,) floats in [0, 1], item i scoring predictions[i] against references[i]."""
+def score_items(
+    metric: str,
+    predictions: list[str],
+    references: list[str],
+    ids: Sequence[str] | None = None,
+) -> np.ndarray:
+    """scores: (n_items,) floats in [0, 1], item i scoring predictions[i] against references[i]
+    (`ids`: the items' ids, which a refusal names; their positions when None). A user metric
+    that raises, or returns anything but a real number in [0, 1] (NaN, a string "0.5"), is
+    refused in one line naming the metric, the item and what it did."""
     if len(predictions) != len(references):
         raise CampaignError(
             f"metric {metric}: {len(predictions)} predictions for {len(references)} references"
@@ -333,17 +399,20 @@ def score_items(metric: str, predictions: list[str], references: list[str]) -> n
     fn = resolve(metric)
     out = np.empty(len(predictions), dtype=np.float64)
     for i, (p, r) in enumerate(zip(predictions, references, strict=True)):
+        item = f"item {ids[i]}" if ids is not None else f"item {i}"
         try:
             value = fn(p, r)
         except CampaignError as e:
-            raise CampaignError(f"metric {metric}, item {i}: {e}") from None
-        try:
-            value = float(value)
-        except (TypeError, ValueError):
-            value = math.nan
-        if not 0.0 <= value <= 1.0:  # NaN fails this too
+            raise CampaignError(f"metric {metric}, {item}: {e}") from None
+        except Exception as e:  # noqa: BLE001 - a user's metric failed: one line, no traceback
+            message = " ".join(str(e).split())[:200]
             raise CampaignError(
-                f"metric {metric}, item {i}: returned {value!r}, not a number in [0, 1]"
+                f"metric {metric}, {item}: raised {type(e).__name__}: {message}"
+            ) from None
+        # a string "0.5" is no score; NaN fails the range too
+        if not isinstance(value, numbers.Real) or not 0.0 <= float(value) <= 1.0:
+            raise CampaignError(
+                f"metric {metric}, {item}: returned {value!r}, not a number in [0, 1]"
             )
-        out[i] = value
+        out[i] = float(value)
     return out

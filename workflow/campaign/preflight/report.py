@@ -144,6 +144,8 @@ def run_preflight(
     parallel = workers > 1 and hooks is None and bench.device.type == "cpu" and len(shared) > 1
     results: dict[str, dict] = {}
     try:
+        if (refused := _refused_first(bench, wanted)) is not None:
+            return refused
         if parallel:
             args = (spec, data, cfg, Path(work_dir), Path(root), execution, stream is sys.stderr,
                     builtin_generates)  # fmt: skip
@@ -158,6 +160,38 @@ def run_preflight(
             remove_tree(Path(work_dir) / "preflight")
     report: dict[str, Any] = {n: results[n] for n in wanted}
     report["passed"] = not failed_blocking(report)
+    return report
+
+
+def _refused_first(bench: Bench, wanted: list[str]) -> dict | None:
+    """The report of a run whose generation passes the model's positions (the memory check's
+    refusal, blocking whatever preflight.blocking says: no run could generate there), every
+    other check not run; None when the bound holds. Asked before any check generates."""
+    from campaign.preflight.checks.memory import positions_refusal
+
+    t0 = time.perf_counter()
+    try:
+        refusal = positions_refusal(bench)
+    except Exception:  # noqa: BLE001 - no Trainer, nothing generates: each check says why
+        return None
+    if refusal is None:
+        return None
+    summary, details = refusal
+    entry = {"blocking": True, "seconds": round(time.perf_counter() - t0, 3), "process": 1}
+    report: dict[str, Any] = {"memory": {**entry, "passed": False, "summary": summary,
+                                         "details": _jsonable(details)}}  # fmt: skip
+    for name in wanted:
+        if name != "memory":
+            report[name] = {
+                "passed": False,
+                "blocking": name in bench.cfg["blocking"],
+                "summary": f"{COULD_NOT_RUN}{summary}",
+                "details": {"error": summary},
+                "seconds": 0.0,
+                "process": 1,
+            }
+    report = {n: report[n] for n in checks.load() if n in report}
+    report["passed"] = False
     return report
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from campaign.core.defaults import MODEL_DEFAULTS, generation_settings
 from campaign.core.errors import CampaignError
+from campaign.core.tasks import check_template_file
 from campaign.data import (
     parse_messages,
     reference,
@@ -62,8 +63,7 @@ def resolve_template(setting: str, tokenizer, root: Path) -> str:
         return template
     if setting == "none":
         return PLAIN_TEMPLATE
-    path = Path(setting)
-    path = path if path.is_absolute() else Path(root) / path
+    path = check_template_file({"chat_template": setting}, root)  # never a file outside root
     try:
         return path.read_text(encoding="utf-8")
     except OSError as e:
@@ -567,6 +567,17 @@ def not_reproduced(trainer, split, n: int, details: dict) -> str | None:
     conversations, greedy generation from their prompts must give their answers back exactly,
     stopping at EOS (a mask, template or EOS fault that the loss alone hides shows here). Adds
     the outputs to `details`; returns what went wrong in words, or None."""
+    limit = trainer.recipe.max_length
+    cut = [
+        (record_id, e["example"].length)
+        for record_id, e in zip(split.ids[:n], trainer.examples["train"][:n], strict=False)
+        if e["example"].length > limit
+    ]
+    if cut:  # never trained whole: generating from its whole prompt is unbounded and moot
+        return (
+            f"{len(cut)} of {n} sample conversations are longer than train.max_length {limit} "
+            f"(first {cut[0][0]}: {cut[0][1]} tokens), so their answers cannot come back whole"
+        )
     talks = Conversations(
         list(split.ids[:n]),
         [

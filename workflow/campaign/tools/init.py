@@ -26,6 +26,11 @@ from campaign.core.defaults import GENERATION_DEFAULTS
 from campaign.core.errors import CampaignError
 from campaign.core.tasks import floors_of
 from campaign.preflight import tokenizer_problem
+from campaign.tools.init_tokenizers import (
+    from_config_architecture,
+    from_config_tokenizer,
+    run_tokenizers,
+)
 from campaign.tools.params_yaml import flow, render
 from campaign.train import safetensors_header
 
@@ -149,10 +154,11 @@ def choose_metric(label_counts: dict[str, int]) -> str:
 
 
 def project_path(given: str) -> str:
-    """A path as typed, written relative to the project folder (where the stages resolve data
-    and model paths) when it lies inside it, else absolute: right whatever folder `campaign init`
-    runs in."""
-    path, root = Path(given).resolve(), TEMPLATE.parent.resolve()
+    """A path as typed, written relative to the project folder, the one `campaign init` runs in
+    (where `campaign validate` and the stages resolve data and model paths), when it lies
+    inside it, else absolute: a params file that names only the project's own files holds no
+    machine's folders (a clone elsewhere, a DVC-shared project, the report's licence table)."""
+    path, root = Path(given).resolve(), Path.cwd().resolve()
     return path.relative_to(root).as_posix() if path.is_relative_to(root) else path.as_posix()
 
 
@@ -255,14 +261,15 @@ def task_fields(args) -> dict:
     return {**fields, **talk}
 
 
-def generation_choices(records, folder: Path | None) -> tuple[dict, list[int]]:
-    """(model.generation with model.chat_template, the formatted conversations' token lengths).
+def generation_choices(records, folder: Path | None, trained: list | None = None):
+    """(model.generation with model.chat_template, [the formatted conversations' token
+    lengths, per tokenizer]).
 
     A pretrained folder: its tokenizer and its chat template (none when it has no template);
     lengths are of the tokenized template, prompt and response. from_config: the plain template
-    and the whitespace estimate (no tokenizer is trained yet). max_new_tokens: the longest
-    response's tokens plus EOS, rounded up to LENGTH_STEP."""
-    from campaign.data import dedup_text, reference
+    and the tokenizers the run trains (`trained`: run_tokenizers), each on the conversations it
+    was trained on. max_new_tokens: the longest response's tokens plus EOS, rounded up to
+    LENGTH_STEP."""
     from campaign.tasks import generation as gen
 
     talks = [json.loads(cell) for cell in records["messages"]]
@@ -273,13 +280,13 @@ def generation_choices(records, folder: Path | None) -> tuple[dict, list[int]]:
         tok = AutoTokenizer.from_pretrained(str(folder))
     if tok is not None:
         setting = "model" if getattr(tok, "chat_template", None) else "none"
-        template = gen.resolve_template(setting, tok, Path("."))
-        lengths = [gen.full_length(tok, template, t) for t in talks]
-        answers = [gen.response_length(tok, t) for t in talks]
+        pairs = [(tok, len(talks))]
     else:
         setting = "none"
-        lengths = [token_lengths([dedup_text(t)], None)[0] + 4 * len(t) for t in talks]
-        answers = [token_lengths([reference(t)], None)[0] for t in talks]
+        pairs = trained or []
+    template = gen.resolve_template(setting, tok, Path(".")) if tok else gen.PLAIN_TEMPLATE
+    lengths = [[gen.full_length(t, template, talk) for talk in talks[:n]] for t, n in pairs]
+    answers = [gen.response_length(t, talk) for t, _n in pairs for talk in talks]
     settings = {
         **dict(GENERATION_DEFAULTS),
         "chat_template": setting,
@@ -314,7 +321,7 @@ def model_section(template: dict, args, choices_in: dict) -> dict:
     else:
         config = copy.deepcopy(template["model"].get("config") or {})
         config.update(
-            architecture={"causal_lm": "gpt2", "generation": "llama"}.get(task, "bert"),
+            architecture=from_config_architecture(task),
             hidden_size=config.get("hidden_size", 64),
             num_hidden_layers=config.get("num_hidden_layers", 2),
             num_attention_heads=config.get("num_attention_heads", 2),
@@ -325,13 +332,7 @@ def model_section(template: dict, args, choices_in: dict) -> dict:
         if task == "generation":  # a small Llama: grouped-query attention, 2 key/value heads
             config.update(num_attention_heads=4, num_key_value_heads=2)
         model["config"] = config
-        tokenizer = dict(template["model"].get("tokenizer") or {})
-        model["tokenizer"] = {
-            "source": "train_split",
-            "vocab_size": tokenizer.get("vocab_size", 2000),
-            "min_frequency": tokenizer.get("min_frequency", 2),
-            "lowercase": tokenizer.get("lowercase", True) and task != "generation",
-        }
+        model["tokenizer"] = from_config_tokenizer(template, task)
     if choices_in.get("generation") is not None:
         model["chat_template"] = choices_in["generation"].pop("chat_template")
         model["generation"] = choices_in["generation"]
@@ -546,12 +547,17 @@ def init(args) -> int:
     max_positions = max_positions_of(config) if config is not None else FROM_CONFIG_MAX_POSITIONS
     generation, quantile = None, LENGTH_QUANTILE
     if args.task == "generation":
-        generation, lengths = generation_choices(records, folder)
+        from campaign.data import dedup_text
+
+        texts = [dedup_text(json.loads(cell)) for cell in records["messages"]]
+        n_train = max(1, round(FRACTIONS["train"] * len(texts)))
+        trained = run_tokenizers(texts, template, args.task, n_train) if folder is None else None
+        generation, length_sets = generation_choices(records, folder, trained)
         # A cut answer teaches the model to stop early: no more may be cut than training allows.
         quantile = 1.0 - generation["max_truncated_share"]
     else:
-        lengths = token_lengths(list(records["text"]), folder)
-    max_length = choose_max_length(lengths, max_positions, quantile)
+        length_sets = [token_lengths(list(records["text"]), folder)]
+    max_length = max(choose_max_length(n, max_positions, quantile) for n in length_sets)
     metric = choose_metric({str(k): int(v) for k, v in labels.items()})
 
     chosen = {

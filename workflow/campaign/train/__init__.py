@@ -51,6 +51,7 @@ _PUBLIC = {
     "check_model_spec": "models",
     "label_names": "models",
     "load_tokenizer": "models",
+    "make_tokenizer": "models",  # the run's tokenizer (campaign init sizes lengths with it)
     "save_model": "models",
     "safetensors_header": "models",
     # a run's model folder, plain or a LoRA adapter over its base (merged in memory)

@@ -148,6 +148,25 @@ def _beyond_positions(trainer, generating: Generating | None) -> str | None:
     )
 
 
+def positions_refusal(bench: Bench) -> tuple[str, dict] | None:
+    """(the memory check's one-line refusal, its details) when what the run generates passes
+    the model's positions, else None. The preflight asks this before any check runs: the
+    overfit and resume checks generate from the sample's whole prompts, and a prompt far past
+    the positions (a learned table has no row there; a rotary model's attention grows with the
+    square of its length) would exhaust memory before this line was ever written."""
+    from campaign.core.tasks import TASKS
+
+    task = TASKS.get(bench.task)
+    if task is None or task.scoring != "generated_text":
+        return None  # a label task scores in one forward of the cut example
+    trainer = bench.trainer()
+    generating = Generating.of(trainer, bench.full, _beside(bench))
+    beyond = _beyond_positions(trainer, generating)
+    if beyond is None:
+        return None
+    return beyond, {"generating": asdict(generating), "problems": [beyond]}
+
+
 def _memory_task(trainer) -> str:
     """The task the memory model runs: a generation task trains and scores as a causal LM
     (the LM head over the formatted conversation, no label set)."""
