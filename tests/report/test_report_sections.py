@@ -306,3 +306,23 @@ def test_markdown_shows_markup_from_the_data_as_text():
     # the title, the line, the caption, the cell and the preformatted block
     assert page.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 5
     assert "<td>a|b</td>" in page
+
+
+def test_a_long_text_is_cut_in_every_report_cell_with_its_full_length():
+    """A 10,000-character prediction was shown whole in every cell of both pages: a cell shows
+    the text's start and its full length, still escaped; the full text stays in the table the
+    section was given (the evaluation's errors/samples.parquet holds it too)."""
+    long = "<b>answer</b> " + "x" * 9_970 + "<script>tail</script>"
+    assert len(long) == 10_005
+    frame = pd.DataFrame({"id": ["a"], "prediction": [long], "score": [0.5]})
+    sections = [Section(["s"], [("Samples", frame)], key="samples", title="Samples")]
+    html = render_html("Report", sections, {})
+    md = render_markdown("Report", sections, {})
+    for page in (html, md):
+        assert "… (10,005 characters)" in page
+        assert "x" * 1_000 not in page and "tail" not in page
+    assert "<td>&lt;b&gt;answer&lt;/b&gt; xxx" in html and "<b>answer" not in html
+    assert "| a | \\<b>answer\\</b> xxx" in md
+    assert frame["prediction"][0] == long
+    short = "y" * 200
+    assert cell_text(short) == short
