@@ -39,7 +39,8 @@ SPLIT_FILES = {name: From("split", name) for name in ("train", "validation", "te
 
 
 def _manifest_spec(params: dict) -> dict:
-    return params["data"]
+    # data.special_tokens is read where the tokenizer is known (the generation task's formatting).
+    return {k: v for k, v in params["data"].items() if k != "special_tokens"}
 
 
 def _split_spec(params: dict) -> dict:
@@ -106,6 +107,9 @@ PHASE = Phase(
                 "manifest": From("manifest", "manifest"),
                 "privacy": From("split", "privacy"),
                 "artifact_findings": From("artifact_scan", "findings"),
+                # the records that spell a special token of the run's tokenizer, as the
+                # preflight's tokenization check found them (the first stage that has one)
+                "preflight_report": From("preflight", "report"),
             },
             figure="1. Data",
         ),
