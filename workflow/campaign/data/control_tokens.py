@@ -96,7 +96,49 @@ def summary(hits: Sequence[Hit], n_records: int, policy: str) -> dict:
     }
 
 
-def finding_lines(found: dict | None) -> list[str]:
+def split_conversations(split) -> list[tuple[str, list[dict]]]:
+    """(where, messages) of a split's records (campaign.train.Split): where names the record's
+    source file (the split file's source column) and its id."""
+    from campaign.data.conversations import parse_messages
+
+    sources = getattr(split, "sources", None) or [None] * len(split.ids)
+    out = []
+    for record_id, cell, source in zip(split.ids, split.messages, sources, strict=True):
+        where = f"{source} record {record_id}" if source else f"record {record_id}"
+        out.append((where, parse_messages(cell, where)))
+    return out
+
+
+def check_special_tokens(tokenizer, talks, policy: str) -> None:
+    """Refuse `talks` ((where, messages) pairs) under data.special_tokens: refuse when one
+    spells a special token of `tokenizer` (one line, the first); else nothing."""
+    apply(find(talks, special_strings(tokenizer)), policy)
+
+
+def scan_special_tokens(tokenizer, splits, policy: str) -> dict:
+    """The summary (summary()) of every record of `splits` (the whole data) that spells a
+    special token of `tokenizer`, under `policy`."""
+    talks = [pair for split in splits if split.messages for pair in split_conversations(split)]
+    return summary(find(talks, special_strings(tokenizer)), len(talks), policy)
+
+
+def special_token_refusal(found: dict) -> str | None:
+    """The refusal line of a scan's summary under refuse, or None (nothing spelled, or a policy
+    that lets it through)."""
+    if not found.get("records") or found["policy"] != "refuse":
+        return None
+    first = found["shown"][0]
+    return refusal(Hit(first["record"], first["field"], first["token"]))
+
+
+def escape_conversation(tokenizer, messages: Sequence[dict]):
+    """(messages to render, tokenize function for rendered pieces) that keep the messages'
+    special-token strings text (Escaped), or None when no message spells one."""
+    escaped = Escaped.of(tokenizer, messages)
+    return None if escaped is None else (escaped.messages, escaped.tokenize)
+
+
+def special_token_findings(found: dict | None) -> list[str]:
     """`data: 3 of 120 records spell special tokens ('<|endoftext|>' 2, ...); data.special_tokens:
     keep (they act as control tokens); first: ...`; nothing when none do."""
     if not found or not found.get("records"):

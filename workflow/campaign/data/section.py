@@ -139,12 +139,12 @@ def leakage_section(audit_path: Path) -> Section:
 def _special_tokens(preflight: dict, lines: list, tables: list) -> None:
     """The line and table of the records that spell a special token (data/control_tokens.py),
     when the preflight's tokenization check looked (a conversational campaign)."""
-    from campaign.data.control_tokens import finding_lines
+    from campaign.data.control_tokens import special_token_findings
 
     found = ((preflight.get("tokenization") or {}).get("details") or {}).get("special_tokens")
     if not found:
         return
-    said = finding_lines(found)
+    said = special_token_findings(found)
     lines.append(
         said[0].removeprefix("data: ")[:1].upper() + said[0].removeprefix("data: ")[1:] + "."
         if said

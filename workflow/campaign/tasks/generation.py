@@ -28,10 +28,14 @@ from pathlib import Path
 
 from campaign.core.defaults import MODEL_DEFAULTS, generation_settings, special_tokens_policy
 from campaign.core.errors import CampaignError
-from campaign.data import control_tokens as ct
 from campaign.data import (
+    check_special_tokens,
+    escape_conversation,
     parse_messages,
     reference,
+    scan_special_tokens,
+    special_token_refusal,
+    split_conversations,
 )
 
 IGNORE = -100  # the label value cross-entropy skips (same as train/batches.py)
@@ -131,12 +135,12 @@ def _pieces(
     prompt the model later generates from: tokenizing the whole text at once would let a BPE merge
     cross the boundary (a prompt's trailing space joined to the answer's first word) and training
     would see a prompt that generation never gives. `escape` (data.special_tokens: escape): a
-    special token's string inside a message tokenizes as text (control_tokens.Escaped)."""
+    special token's string inside a message tokenizes as text (data/control_tokens.py)."""
     tokenize = lambda part: list(tokenizer(part, add_special_tokens=False)["input_ids"])  # noqa: E731
     if escape:
-        escaped = ct.Escaped.of(tokenizer, messages)
+        escaped = escape_conversation(tokenizer, messages)
         if escaped is not None:
-            messages, tokenize = escaped.messages, escaped.tokenize
+            messages, tokenize = escaped
     text, spans = _assistant_spans(tokenizer, template, messages)
     pieces, at = [], 0
     for start, end in spans:
@@ -443,7 +447,7 @@ def encode_split(run: Setup, tokenizer, split, max_length: int) -> list[dict]:
             "data.fields.messages, or data.fields.prompt and data.fields.response"
         )
     talks = split_conversations(split)
-    ct.apply(ct.find(talks, ct.special_strings(tokenizer)), run.special_tokens)
+    check_special_tokens(tokenizer, talks, run.special_tokens)
     out = []
     for _where, messages in talks:
         example = encode(tokenizer, run.template, messages, max_length, run.escape)
@@ -454,17 +458,6 @@ def encode_split(run: Setup, tokenizer, split, max_length: int) -> list[dict]:
                 "example": example,  # the whole record, for check_train_examples
             }
         )
-    return out
-
-
-def split_conversations(split) -> list[tuple[str, list[dict]]]:
-    """(where, messages) of a split's records: where names the record's source file (the split
-    file's source column) and its id."""
-    sources = getattr(split, "sources", None) or [None] * len(split.ids)
-    out = []
-    for record_id, cell, source in zip(split.ids, split.messages, sources, strict=True):
-        where = f"{source} record {record_id}" if source else f"record {record_id}"
-        out.append((where, parse_messages(cell, where)))
     return out
 
 
@@ -551,14 +544,6 @@ def empty_predictions():
     return pd.DataFrame({c: [] for c in RUN_PREDICTION_COLUMNS})
 
 
-def special_token_scan(trainer, splits) -> dict:
-    """Every record of `splits` (the whole data, not the preflight's sample) whose text spells
-    a special token of the run's tokenizer (data/control_tokens.py), with the run's policy."""
-    talks = [pair for split in splits if split.messages for pair in split_conversations(split)]
-    hits = ct.find(talks, ct.special_strings(trainer.tokenizer))
-    return ct.summary(hits, len(talks), trainer.run_setup.special_tokens)
-
-
 def tokenization_check(trainer, split, inspect: int, full=None) -> tuple[bool, str, dict]:
     """The preflight's tokenization check for this task: (passed, summary, details). Fails when
     an example carries no loss (its answers all cut, or a template that marks none), or when a
@@ -569,7 +554,7 @@ def tokenization_check(trainer, split, inspect: int, full=None) -> tuple[bool, s
     tokens in [brackets]."""
     tok = trainer.tokenizer
     splits = [full.train, full.validation, full.test] if full is not None else [split]
-    special = special_token_scan(trainer, splits)
+    special = scan_special_tokens(tok, splits, trainer.run_setup.special_tokens)
     examples = [e["example"] for e in trainer.examples["train"]]
     no_loss = [split.ids[i] for i, e in enumerate(examples) if e.targets == 0]
     cut = sum(e.truncated for e in examples)
@@ -593,9 +578,8 @@ def tokenization_check(trainer, split, inspect: int, full=None) -> tuple[bool, s
         ],
     }
     problems = []
-    if special["records"] and special["policy"] == "refuse":
-        first = special["shown"][0]
-        problems.append(ct.refusal(ct.Hit(first["record"], first["field"], first["token"])))
+    if special_token_refusal(special):
+        problems.append(special_token_refusal(special))
     if no_loss:
         problems.append(
             f"{len(no_loss)} of {len(examples)} examples carry no loss (first: {no_loss[0]})"
