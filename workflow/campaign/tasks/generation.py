@@ -660,6 +660,10 @@ def floor_stage(spec: dict, inputs: dict, folder: Path, root: Path, timings) -> 
             skipped["zero_shot"] = FROM_CONFIG_ZERO_SHOT
         else:
             base = _base_model(model_spec, Path(inputs["base_model"][0]), root)
+            for name, e in evals.items():  # its prompts spell no control token (refuse)
+                where = [f"{name} record {i}" for i in e.ids]
+                talks = list(zip(where, e.conversations, strict=True))
+                check_special_tokens(base.tokenizer, talks, special_tokens_policy(model_spec))
     frames = generation_floors(train.messages, evals, base, timings)
     frames = {name: f for name, f in frames.items() if name in spec["floors"]}
     outputs = {}
