@@ -214,6 +214,20 @@ def test_keep_passes_the_preflight_with_the_records_as_a_finding(spelled, tmp_pa
     ]
 
 
+def test_the_train_stage_refuses_before_its_first_step_and_writes_nothing(spelled, tmp_path):
+    """A run whose preflight was not blocking (or a store-hit preflight): the training job
+    itself refuses, while formatting the splits, before any step."""
+    from trainkit import context
+
+    from campaign.train.stage import stage
+
+    ctx = context(tiny_generation_spec(max_length=64, micro_batch=2), spelled, tmp_path / "run")
+    with pytest.raises(CampaignError, match=r"^data/raw/chat.jsonl record q9: field messages"):
+        stage(ctx)
+    assert not any(Path(p).exists() for p in ctx.outputs.values())
+    assert not list((tmp_path / "run" / "work").rglob("*.pt"))  # no checkpoint: no step ran
+
+
 # ------------------------------------------------------------------ params
 def test_the_key_takes_three_values_and_names_runs_only_off_its_default():
     from campaign.core.params import load_params, validate
