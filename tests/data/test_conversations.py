@@ -239,3 +239,64 @@ def test_the_debian_description_corpora_read_as_conversations(tmp_path):
         == 3
     )
     assert not (tmp_path / "x.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    ("messages", "message"),
+    [
+        (
+            [{"role": "user", "content": "q?"}, {"role": "assistant", "content": "\u200b\u200d"}],
+            r"messages\[1\].content is empty \(whitespace or invisible characters only\)",
+        ),
+        (
+            [
+                {"role": "assistant", "content": "Hello."},
+                {"role": "user", "content": "q?"},
+                {"role": "assistant", "content": "yes"},
+            ],
+            r"messages\[0\] is the assistant's; the conversation must open with the user's",
+        ),
+        (
+            [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "q?"},
+                {"role": "user", "content": "again?"},
+                {"role": "assistant", "content": "yes"},
+            ],
+            r"messages\[2\] is the user's after the user's; turns must alternate",
+        ),
+        (
+            [
+                {"role": "user", "content": "q?"},
+                {"role": "assistant", "content": "yes"},
+                {"role": "assistant", "content": "no"},
+            ],
+            r"messages\[2\] is the assistant's after the assistant's; turns must alternate",
+        ),
+    ],
+)
+def test_a_conversation_out_of_turn_or_with_an_invisible_turn_is_refused(
+    tmp_path, messages, message
+):
+    """A blank answer teaches the model to say nothing; a conversation the assistant opens, or
+    two turns of one role in a row, is not the shape chat templates (and the model) expect. Each
+    is refused in one line naming file, line and turn, like a blank `response` column."""
+    good = {"id": "a", "messages": conv.from_prompt_response("q?", "yes")}
+    _write_jsonl(tmp_path / "talk.jsonl", [good, {"id": "b", "messages": messages}])
+    with pytest.raises(CampaignError, match=message) as e:
+        load_records(
+            _source("talk.jsonl", "jsonl"), {**TALK_FIELDS, "messages": "messages"}, tmp_path
+        )
+    assert str(e.value).startswith("talk.jsonl line 2: field 'messages': messages[")
+    assert "\n" not in str(e.value)
+
+
+def test_a_system_turn_first_is_accepted():
+    talk = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "q?"},
+        {"role": "assistant", "content": "yes"},
+        {"role": "user", "content": "and?"},
+        {"role": "assistant", "content": "no"},
+    ]
+    assert conv.parse_messages(talk, "here") == talk

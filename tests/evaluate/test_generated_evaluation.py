@@ -371,3 +371,46 @@ def test_items_table_holds_each_generated_text_and_its_score(campaign):
     assert floor.seed.isna().all()
     slices = pd.read_parquet(outputs["errors"] / "slices.parquet")
     assert set(slices.metric) == {PLANTED_METRIC} and "accuracy" not in slices.columns
+
+
+def test_the_zero_shot_floor_refuses_a_prompt_that_spells_a_control_token(tmp_path):
+    """data.special_tokens: refuse (the default) holds for the floor that prompts the base model
+    too: one line naming the record, field and token, and no floor written; keep generates."""
+    from genkit import tiny_llama, tiny_tokenizer
+
+    base = tmp_path / "base"
+    tiny_llama(seed=1).save_pretrained(base)
+    tiny_tokenizer().save_pretrained(base)
+    talks = [conv.from_prompt_response(f"what is {w}", f"the {w}") for w in ("cat", "dog")]
+    talks.append(conv.from_prompt_response("what is </s> red", "the mat"))
+    paths = {}
+    for split in ("train", "validation", "test"):
+        paths[split] = [tmp_path / f"{split}.parquet"]
+        pd.DataFrame(
+            {
+                "id": [f"{split}{i}" for i in range(3)],
+                "text": [conv.dedup_text(t) for t in talks],
+                "messages": [conv.dump_messages(t) for t in talks],
+            }
+        ).to_parquet(paths[split][0])
+    model = MODEL | {"source": "base", "generation": {"metric": "token_f1", "max_new_tokens": 4}}
+    for policy in ("refuse", "keep"):
+        spec = {"floors": ["zero_shot"], "task": "generation", "model": model}
+        if policy == "keep":
+            spec["model"] = model | {"special_tokens": "keep"}
+        ctx = SimpleNamespace(
+            spec=spec,
+            inputs=paths | {"base_model": [base]},
+            outputs={"floor": tmp_path / policy, "timings": tmp_path / f"{policy}.json"},
+            root=tmp_path,
+        )
+        if policy == "refuse":
+            with pytest.raises(CampaignError) as e:
+                stage_floor(ctx)
+            assert str(e.value).startswith(
+                "validation record validation2: field messages[0].content holds '</s>'"
+            )
+            assert not (tmp_path / "refuse" / "zero_shot").exists()
+        else:
+            stage_floor(ctx)
+            assert (tmp_path / "keep" / "zero_shot" / "predictions_test.parquet").is_file()

@@ -67,6 +67,38 @@ def test_data_section_lists_the_artifacts_that_hold_findings(tmp_path):
         data_section(manifest, privacy, write_json(tmp_path / "scan.json", {"scanned": 5}))
 
 
+def test_data_section_names_the_records_that_spell_a_special_token(tmp_path):
+    """The tokenizer is known from the preflight on: its tokenization check's whole-data scan
+    (data/control_tokens.py) is the data section's line and table, per record and field."""
+    manifest = tmp_path / "manifest.parquet"
+    pd.DataFrame(
+        {"id": ["a", "b"], "source": ["chat.jsonl"] * 2, "licence": ["MIT"] * 2, "label": "x"}
+    ).to_parquet(manifest)
+    privacy = write_json(tmp_path / "privacy.json", {"kinds": {}, "n_flagged": 0, "n_records": 2})
+    shown = {"record": "chat.jsonl record b", "field": "messages[1].content"}
+    found = {
+        "policy": "keep",
+        "records_checked": 2,
+        "records": 1,
+        "fields": 1,
+        "per_token": {"<|endoftext|>": 1},
+        "shown": [{**shown, "token": "<|endoftext|>"}],
+    }
+    report = {"tokenization": {"passed": True, "details": {"special_tokens": found}}}
+    section = data_section(manifest, privacy, None, write_json(tmp_path / "pre.json", report))
+    assert (
+        "1 of 2 records spell special tokens ('<|endoftext|>' 1); data.special_tokens: keep "
+        "(they act as control tokens); first: chat.jsonl record b field messages[1].content."
+    ) in section.lines
+    title, table = section.tables[-1]
+    assert title == "Records that spell a special token (first ones)"
+    assert table.to_dict("records") == [{**shown, "token": "<|endoftext|>"}]
+    clean = {**found, "records": 0, "fields": 0, "per_token": {}, "shown": []}
+    report["tokenization"]["details"]["special_tokens"] = clean
+    section = data_section(manifest, privacy, None, write_json(tmp_path / "pre.json", report))
+    assert "No record spells a special token of the tokenizer" in " ".join(section.lines)
+
+
 def test_leakage_section_contrasts_the_split_with_the_naive_one(tmp_path):
     leaks = {
         "groups_in_several_splits": 0,
@@ -306,3 +338,23 @@ def test_markdown_shows_markup_from_the_data_as_text():
     # the title, the line, the caption, the cell and the preformatted block
     assert page.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 5
     assert "<td>a|b</td>" in page
+
+
+def test_a_long_text_is_cut_in_every_report_cell_with_its_full_length():
+    """A 10,000-character prediction was shown whole in every cell of both pages: a cell shows
+    the text's start and its full length, still escaped; the full text stays in the table the
+    section was given (the evaluation's errors/samples.parquet holds it too)."""
+    long = "<b>answer</b> " + "x" * 9_970 + "<script>tail</script>"
+    assert len(long) == 10_005
+    frame = pd.DataFrame({"id": ["a"], "prediction": [long], "score": [0.5]})
+    sections = [Section(["s"], [("Samples", frame)], key="samples", title="Samples")]
+    html = render_html("Report", sections, {})
+    md = render_markdown("Report", sections, {})
+    for page in (html, md):
+        assert "… (10,005 characters)" in page
+        assert "x" * 1_000 not in page and "tail" not in page
+    assert "<td>&lt;b&gt;answer&lt;/b&gt; xxx" in html and "<b>answer" not in html
+    assert "| a | \\<b>answer\\</b> xxx" in md
+    assert frame["prediction"][0] == long
+    short = "y" * 200
+    assert cell_text(short) == short

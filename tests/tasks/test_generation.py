@@ -80,7 +80,7 @@ def test_a_prompt_response_pair_and_a_messages_cell_give_the_same_conversation()
         ('[{"role": "bot", "content": "q"}]', r"messages\[0\]\.role is 'bot'"),
         (
             '[{"role": "user", "content": " "}, {"role": "assistant", "content": "a"}]',
-            r"messages\[0\]\.content must be a non-empty string",
+            r"messages\[0\]\.content is empty",
         ),
         (
             '[{"role": "user", "content": "q", "name": "x"},'

@@ -83,3 +83,17 @@ def generation_settings(model: dict) -> dict:
 
         raise CampaignError(f"model.generation.{unknown[0]}: unknown key")
     return {**GENERATION_DEFAULTS, **given}
+
+
+DATA_DEFAULTS = MappingProxyType(
+    {
+        # text that spells a special token of the tokenizer (data/control_tokens.py): refused
+        "special_tokens": "refuse",
+    }
+)
+
+
+def special_tokens_policy(model: dict) -> str:
+    """data.special_tokens as a generating job's `model` spec carries it (plan/ids.py
+    resolved_spec copies it there when it is not the default; absent: the default)."""
+    return model.get("special_tokens", DATA_DEFAULTS["special_tokens"])

@@ -24,6 +24,12 @@ _PUBLIC = {
     "reference": "conversations",
     "dedup_text": "conversations",
     "dump_messages": "conversations",
+    "split_conversations": "control_tokens",
+    "check_special_tokens": "control_tokens",
+    "scan_special_tokens": "control_tokens",
+    "special_token_refusal": "control_tokens",
+    "special_token_findings": "control_tokens",
+    "escape_conversation": "control_tokens",
     "expand_sources": "sources",
     "load_records": "readers",
     "find_salt": "salt",
@@ -39,7 +45,8 @@ SPLIT_FILES = {name: From("split", name) for name in ("train", "validation", "te
 
 
 def _manifest_spec(params: dict) -> dict:
-    return params["data"]
+    # data.special_tokens is read where the tokenizer is known (the generation task's formatting).
+    return {k: v for k, v in params["data"].items() if k != "special_tokens"}
 
 
 def _split_spec(params: dict) -> dict:
@@ -106,6 +113,9 @@ PHASE = Phase(
                 "manifest": From("manifest", "manifest"),
                 "privacy": From("split", "privacy"),
                 "artifact_findings": From("artifact_scan", "findings"),
+                # the records that spell a special token of the run's tokenizer, as the
+                # preflight's tokenization check found them (the first stage that has one)
+                "preflight_report": From("preflight", "report"),
             },
             figure="1. Data",
         ),

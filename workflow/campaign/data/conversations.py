@@ -8,6 +8,7 @@ compares. Pure: the data phase reads and splits conversations with it; the gener
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,6 +26,12 @@ UNSTRATIFIED = "(all)"
 
 
 # ------------------------------------------------------------------ records
+def blank(value: str) -> bool:
+    """No visible character: only whitespace and format characters (Unicode category Cf: zero-width
+    space, joiners, word joiner, byte-order mark, soft hyphen), which str.strip keeps."""
+    return all(ch.isspace() or unicodedata.category(ch) == "Cf" for ch in value)
+
+
 def _message(entry: Any, where: str, index: int) -> dict[str, str]:
     at = f"{where}: messages[{index}]"
     if not isinstance(entry, dict):
@@ -35,8 +42,10 @@ def _message(entry: Any, where: str, index: int) -> dict[str, str]:
     role, content = entry.get("role"), entry.get("content")
     if role not in ROLES:
         raise CampaignError(f"{at}.role is {role!r}; expected one of {', '.join(ROLES)}")
-    if not isinstance(content, str) or not content.strip():
+    if not isinstance(content, str):
         raise CampaignError(f"{at}.content must be a non-empty string, got {content!r:.60}")
+    if blank(content):
+        raise CampaignError(f"{at}.content is empty (whitespace or invisible characters only)")
     return {"role": role, "content": content}
 
 
@@ -44,8 +53,9 @@ def parse_messages(value: Any, where: str) -> list[dict[str, str]]:
     """A conversation from a `messages` field (a JSON string or an already decoded list), checked.
 
     `where` names the file and record ("data/raw/chat.jsonl:12: field 'messages'"); every error is
-    one line starting with it. Rules: a non-empty list of {role, content}; roles system, user,
-    assistant; a system message only first; at least one user message; the last message is the
+    one line starting with it. Rules: a non-empty list of {role, content} with visible content;
+    roles system, user, assistant; a system message only first; then user and assistant turns
+    alternating, the user's first (what chat templates and TRL expect); the last message is the
     assistant's (the reference response).
     """
     if isinstance(value, str):
@@ -66,12 +76,29 @@ def parse_messages(value: Any, where: str) -> list[dict[str, str]]:
         )
     if "user" not in roles:
         raise CampaignError(f"{where}: no user message (a prompt is needed)")
+    _check_turns(roles, where)
     if roles[-1] != "assistant":
         raise CampaignError(
             f"{where}: the last message is the {roles[-1]}'s; it must be the assistant's "
             "(the reference response)"
         )
     return messages
+
+
+def _check_turns(roles: Sequence[str], where: str) -> None:
+    """After an optional system message: user, assistant, user, ... (one line naming the turn)."""
+    start = 1 if roles[0] == "system" else 0
+    for i in range(start, len(roles)):
+        if i == start and roles[i] != "user":
+            raise CampaignError(
+                f"{where}: messages[{i}] is the {roles[i]}'s; the conversation must open with "
+                "the user's (after an optional system message)"
+            )
+        if i > start and roles[i] == roles[i - 1]:
+            raise CampaignError(
+                f"{where}: messages[{i}] is the {roles[i]}'s after the {roles[i - 1]}'s; turns "
+                "must alternate between user and assistant"
+            )
 
 
 def from_prompt_response(prompt: str, response: str, system: str | None = None) -> list[dict]:

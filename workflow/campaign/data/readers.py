@@ -21,7 +21,6 @@ import csv
 import io
 import json
 import math
-import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from campaign.core.errors import CampaignError
 from campaign.core.hashing import hash_bytes
+from campaign.data.conversations import blank
 from campaign.data.sources import (
     EXTENSION_FORMATS,
     FORMAT_NAMES,
@@ -301,14 +301,8 @@ def first_line(error: BaseException) -> str:
 # One record's values -> normalized values
 
 
-def _blank(value: str) -> bool:
-    """No visible character: only whitespace and format characters (Unicode category Cf: zero-width
-    space, joiners, word joiner, byte-order mark, soft hyphen), which str.strip keeps."""
-    return all(ch.isspace() or unicodedata.category(ch) == "Cf" for ch in value)
-
-
 def _check_string(value: str, where: str) -> str:
-    if _blank(value):
+    if blank(value):
         raise CampaignError(f"{where} is empty (whitespace or invisible characters only)")
     try:
         value.encode("utf-8")

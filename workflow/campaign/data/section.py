@@ -14,10 +14,14 @@ from campaign.core.stage import Section
 
 
 def data_section(
-    manifest_path: Path, privacy_path: Path, artifacts_path: Path | None = None
+    manifest_path: Path,
+    privacy_path: Path,
+    artifacts_path: Path | None = None,
+    preflight_path: Path | None = None,
 ) -> Section:
     """Records, licences, the privacy scan of the text and, given the artifact scan's findings
-    (results/data/artifact_findings.json), of what the campaign produced from it."""
+    (results/data/artifact_findings.json), of what the campaign produced from it; given the
+    preflight's report, the records that spell a special token of the run's tokenizer."""
     manifest = read_table(manifest_path, ("id", "source", "licence", "label"))
     privacy = read_json(privacy_path, ("kinds", "n_flagged", "n_records"))
     sources = (
@@ -77,6 +81,8 @@ def data_section(
         )
         if len(flagged):
             tables.append(("Findings in the campaign's artifacts", flagged))
+    if preflight_path is not None:
+        _special_tokens(read_json(preflight_path), lines, tables)
     return Section(lines, tables, (data_figure, (per_label, kinds)))
 
 
@@ -130,9 +136,32 @@ def leakage_section(audit_path: Path) -> Section:
     )
 
 
+def _special_tokens(preflight: dict, lines: list, tables: list) -> None:
+    """The line and table of the records that spell a special token (data/control_tokens.py),
+    when the preflight's tokenization check looked (a conversational campaign)."""
+    from campaign.data.control_tokens import special_token_findings
+
+    found = ((preflight.get("tokenization") or {}).get("details") or {}).get("special_tokens")
+    if not found:
+        return
+    said = special_token_findings(found)
+    lines.append(
+        said[0].removeprefix("data: ")[:1].upper() + said[0].removeprefix("data: ")[1:] + "."
+        if said
+        else f"No record spells a special token of the tokenizer (data.special_tokens: "
+        f"{found['policy']})."
+    )
+    if said:
+        shown = pd.DataFrame(found["shown"], columns=["record", "field", "token"])
+        tables.append(("Records that spell a special token (first ones)", shown))
+
+
 def render_data(inputs) -> Section:
     return data_section(
-        inputs.one("manifest"), inputs.one("privacy"), inputs.optional("artifact_findings")
+        inputs.one("manifest"),
+        inputs.one("privacy"),
+        inputs.optional("artifact_findings"),
+        inputs.optional("preflight_report"),
     )
 
 

@@ -66,13 +66,13 @@ __getattr__, __dir__ = exports(__name__, _PUBLIC)
 
 def _floor_spec(params: dict) -> dict:
     from campaign.core.tasks import TASKS
-    from campaign.plan import generating_keys
+    from campaign.plan import generating_keys, with_special_tokens
 
     spec = {"floors": list(params["evaluation"]["floor"]), "task": params["model"]["task"]}
     if params["model"]["task"] in TASKS:  # a task module's floors: which model, how prompted
         # (generation: the zero-shot base model prompted with the runs' template and settings;
         # the evaluation scores every floor by the runs' metric).
-        model = params["model"]
+        model = with_special_tokens(params["model"], params)
         spec["model"] = {"task": model["task"], "source": model["source"], **generating_keys(model)}
     return spec
 

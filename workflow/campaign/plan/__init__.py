@@ -29,6 +29,7 @@ _PUBLIC = {
     "plan_rows": "planner",
     "plan_runs": "planner",
     "resolved_spec": "ids",
+    "with_special_tokens": "ids",
     "run_id": "ids",
     "run_priorities": "planner",
     "run_spec": "planner",

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from campaign.core.defaults import GENERATION_DEFAULTS, MODEL_DEFAULTS, TRAIN_DEFAULTS
+from campaign.core.defaults import (
+    DATA_DEFAULTS,
+    GENERATION_DEFAULTS,
+    MODEL_DEFAULTS,
+    TRAIN_DEFAULTS,
+)
 from campaign.core.errors import CampaignError
 from campaign.core.hashing import hash_value
 
@@ -43,7 +48,27 @@ def generating_keys(model: dict) -> dict:
     }
     if generation:
         out["generation"] = generation
+    if "special_tokens" in model:  # only when not the default (with_special_tokens)
+        out["special_tokens"] = model["special_tokens"]
     return out
+
+
+def with_special_tokens(model: dict, params: dict) -> dict:
+    """The `model` spec of a job that formats conversations (a task that generates), with
+    data.special_tokens when it is not the default (refuse): the formatting reads it there
+    (core/defaults.py special_tokens_policy); a spec at the default keeps its id and store
+    entries."""
+    from campaign.core.tasks import TASKS
+
+    policy = (params.get("data") or {}).get("special_tokens", DATA_DEFAULTS["special_tokens"])
+    task = TASKS.get(model.get("task"))
+    if (
+        policy == DATA_DEFAULTS["special_tokens"]
+        or task is None
+        or task.scoring != "generated_text"
+    ):
+        return model
+    return {**model, "special_tokens": policy}
 
 
 def _copy(value: Any) -> Any:
@@ -59,7 +84,10 @@ def _copy(value: Any) -> Any:
 def resolved_spec(params: dict, overrides: dict[str, Any], seed: int) -> dict:
     """The full recipe a run trains with: model and train sections with the cell's levels set."""
     # One copy per spec (the sections are small); levels are then set in place.
-    spec = {"model": _copy(params["model"]), "train": _copy(params["train"])}
+    spec = {
+        "model": with_special_tokens(_copy(params["model"]), params),
+        "train": _copy(params["train"]),
+    }
     for key, level in overrides.items():
         node = spec
         *head, last = key.split(".")

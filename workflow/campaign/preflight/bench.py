@@ -67,6 +67,7 @@ def sample_split(split: Split, n: int, rng: np.random.Generator) -> Split:
         texts=[split.texts[i] for i in keep],
         labels=[split.labels[i] for i in keep],
         messages=None if split.messages is None else [split.messages[i] for i in keep],
+        sources=None if split.sources is None else [split.sources[i] for i in keep],
     )
 
 

@@ -12,4 +12,13 @@ def preflight_findings(report: dict, measured: dict | None) -> list[str]:
         summary = check.get("summary") or (measured or {}).get(name, {}).get("summary", "")
         kind = "FAILED" if check.get("blocking") else "warning"
         out.append(f"preflight {kind}: {name}" + (f": {summary}" if summary else ""))
-    return out
+    return out + _spelled_special_tokens(report)
+
+
+def _spelled_special_tokens(report: dict) -> list[str]:
+    """Records whose text spells a special token of the run's tokenizer, as the tokenization
+    check found them in the whole data (campaign.data.control_tokens), under any policy."""
+    from campaign.data import special_token_findings
+
+    details = (report.get("tokenization") or {}).get("details") or {}
+    return special_token_findings(details.get("special_tokens"))

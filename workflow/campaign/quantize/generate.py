@@ -134,7 +134,7 @@ def generation_variant(spec: dict, inputs: dict, ctx, variant, root) -> tuple:
         frame, cost = judged_generation(
             model,
             tok,
-            [gen.prompt_ids(tok, run.template, m) for m in talks.messages],
+            [gen.prompt_ids(tok, run.template, m, run.escape) for m in talks.messages],
             variant,
             max_new_tokens=run.max_new_tokens,
             batch_size=run.batch_size,
@@ -171,6 +171,7 @@ def calibration_batches(spec: dict, inputs: dict, tok, template: str, device) ->
     data), formatted as training formats them, in batches of the run's micro-batch."""
     import numpy as np
 
+    from campaign.core.defaults import special_tokens_policy
     from campaign.tasks import generation as gen
     from campaign.train import collate
 
@@ -178,7 +179,10 @@ def calibration_batches(spec: dict, inputs: dict, tok, template: str, device) ->
     cal = spec["calibration"]
     rng = np.random.default_rng(cal["seed"])
     picked = np.sort(rng.choice(len(train), size=min(cal["size"], len(train)), replace=False))
-    examples = [gen.encode(tok, template, train.messages[i], spec["max_length"]) for i in picked]
+    escape = special_tokens_policy(spec.get("model") or {}) == "escape"
+    examples = [
+        gen.encode(tok, template, train.messages[i], spec["max_length"], escape) for i in picked
+    ]
     rows = [{"input_ids": e.input_ids, "labels": e.labels} for e in examples]
     out = []
     for j in range(0, len(rows), spec["batch_size"]):

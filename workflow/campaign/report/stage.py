@@ -57,8 +57,14 @@ def render_figure(section: Section) -> bytes:
         return png_bytes(draw(*args))
 
 
+# A text cell longer than this shows its start and its full length (a 10,000-character prediction
+# in every cell buried the table); the full text stays in the table the phase wrote.
+CELL_CHARS = 300
+
+
 def cell_text(value) -> str:
-    """One table cell: numbers to 4 significant digits, missing values as '-'."""
+    """One table cell: numbers to 4 significant digits, missing values as '-', a text past
+    CELL_CHARS cut with its length ("… (10,005 characters)"); escaping comes after, per page."""
     if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
         return "-"
     if isinstance(value, bool | np.bool_):
@@ -70,7 +76,10 @@ def cell_text(value) -> str:
         return f"{value:,.4g}" if abs(value) >= 1000 else f"{value:.4g}"
     if isinstance(value, numbers.Integral) and abs(value) >= 10_000:
         return f"{value:,}"
-    return str(value)
+    text = str(value)
+    if len(text) > CELL_CHARS:
+        return f"{text[:CELL_CHARS]}… ({len(text):,} characters)"
+    return text
 
 
 def _rows(frame: pd.DataFrame) -> list[list[str]]:

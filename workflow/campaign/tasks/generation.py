@@ -26,12 +26,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from campaign.core.defaults import MODEL_DEFAULTS, generation_settings
+from campaign.core.defaults import MODEL_DEFAULTS, generation_settings, special_tokens_policy
 from campaign.core.errors import CampaignError
 from campaign.core.tasks import check_template_file
 from campaign.data import (
+    check_special_tokens,
+    escape_conversation,
     parse_messages,
     reference,
+    scan_special_tokens,
+    special_token_refusal,
+    split_conversations,
 )
 
 IGNORE = -100  # the label value cross-entropy skips (same as train/batches.py)
@@ -121,33 +126,43 @@ class Example:
         return sum(label != IGNORE for label in self.labels)
 
 
-def _pieces(tokenizer, template: str, messages: Sequence[dict]) -> list[tuple[list[int], bool]]:
+def _pieces(
+    tokenizer, template: str, messages: Sequence[dict], escape: bool = False
+) -> list[tuple[list[int], bool]]:
     """The formatted conversation as token pieces, (ids, is an assistant turn), in order.
 
     Each piece is tokenized on its own, so the ids before an answer are exactly the ids of the
     prompt the model later generates from: tokenizing the whole text at once would let a BPE merge
     cross the boundary (a prompt's trailing space joined to the answer's first word) and training
-    would see a prompt that generation never gives."""
+    would see a prompt that generation never gives. `escape` (data.special_tokens: escape): a
+    special token's string inside a message tokenizes as text (data/control_tokens.py)."""
+    tokenize = lambda part: list(tokenizer(part, add_special_tokens=False)["input_ids"])  # noqa: E731
+    if escape:
+        escaped = escape_conversation(tokenizer, messages)
+        if escaped is not None:
+            messages, tokenize = escaped
     text, spans = _assistant_spans(tokenizer, template, messages)
     pieces, at = [], 0
     for start, end in spans:
         for lo, hi, answer in ((at, start, False), (start, end, True)):
             if hi > lo:
-                ids = tokenizer(text[lo:hi], add_special_tokens=False)["input_ids"]
-                pieces.append((list(ids), answer))
+                pieces.append((tokenize(text[lo:hi]), answer))
         at = end
     if at < len(text):
-        pieces.append((list(tokenizer(text[at:], add_special_tokens=False)["input_ids"]), False))
+        pieces.append((tokenize(text[at:]), False))
     return pieces
 
 
-def encode(tokenizer, template: str, messages: Sequence[dict], max_length: int) -> Example:
+def encode(
+    tokenizer, template: str, messages: Sequence[dict], max_length: int, escape: bool = False
+) -> Example:
     """Token ids of the formatted conversation, the loss on the assistant's tokens only, cut to
     `max_length` from the right. Every assistant turn must contain an EOS token: a model never
-    shown where an answer ends does not stop generating."""
+    shown where an answer ends does not stop generating. `escape`: the messages' special-token
+    strings tokenize as text (data.special_tokens: escape)."""
     ids: list[int] = []
     labels: list[int] = []
-    for piece, answer in _pieces(tokenizer, template, messages):
+    for piece, answer in _pieces(tokenizer, template, messages, escape):
         ends = [i for i, t in enumerate(piece) if t == tokenizer.eos_token_id]
         if answer and not ends:
             raise CampaignError(
@@ -184,10 +199,12 @@ def check_truncation(examples: Sequence[Example], max_share: float, where: str) 
         )
 
 
-def prompt_ids(tokenizer, template: str, messages: Sequence[dict]) -> list[int]:
+def prompt_ids(
+    tokenizer, template: str, messages: Sequence[dict], escape: bool = False
+) -> list[int]:
     """The ids the model generates from: the conversation before the reference response, with the
     template's generation prompt, tokenized piece by piece as training tokenized it."""
-    pieces = _pieces(tokenizer, template, messages)
+    pieces = _pieces(tokenizer, template, messages, escape)
     while pieces and not pieces[-1][1]:  # what follows the last answer (a trailing newline)
         pieces.pop()
     return [t for piece, _answer in pieces[:-1] for t in piece]
@@ -291,15 +308,16 @@ def predict(
     *,
     max_new_tokens: int,
     batch_size: int,
+    escape: bool = False,
 ):
     """Generate from every conversation's prompt with the shared engine (train/engine.py).
     Returns (predictions frame with PREDICTION_COLUMNS, one row per item in split order; the
-    engine's Generated record)."""
+    engine's Generated record). `escape`: as training tokenized (data.special_tokens)."""
     import pandas as pd
 
     from campaign.train import generate
 
-    prompts = [prompt_ids(tokenizer, template, m) for m in split.messages]
+    prompts = [prompt_ids(tokenizer, template, m, escape) for m in split.messages]
     out = generate(
         model,
         tokenizer,
@@ -398,6 +416,12 @@ class Setup:
     max_new_tokens: int
     batch_size: int
     max_truncated_share: float
+    # data.special_tokens: refuse, escape or keep (data/control_tokens.py)
+    special_tokens: str = "refuse"
+
+    @property
+    def escape(self) -> bool:
+        return self.special_tokens == "escape"
 
 
 def setup(model_spec: dict, tokenizer, root: Path) -> Setup:
@@ -411,6 +435,7 @@ def setup(model_spec: dict, tokenizer, root: Path) -> Setup:
         max_new_tokens=settings["max_new_tokens"],
         batch_size=settings["batch_size"],
         max_truncated_share=settings["max_truncated_share"],
+        special_tokens=special_tokens_policy(model_spec),
     )
 
 
@@ -421,11 +446,11 @@ def encode_split(run: Setup, tokenizer, split, max_length: int) -> list[dict]:
             "model.task: generation, but the split files have no messages column; name "
             "data.fields.messages, or data.fields.prompt and data.fields.response"
         )
+    talks = split_conversations(split)
+    check_special_tokens(tokenizer, talks, run.special_tokens)
     out = []
-    for record_id, cell in zip(split.ids, split.messages, strict=True):
-        example = encode(
-            tokenizer, run.template, parse_messages(cell, f"record {record_id}"), max_length
-        )
+    for _where, messages in talks:
+        example = encode(tokenizer, run.template, messages, max_length, run.escape)
         out.append(
             {
                 "input_ids": example.input_ids,
@@ -488,6 +513,7 @@ def evaluate(
         talks,
         max_new_tokens=run.max_new_tokens,
         batch_size=run.batch_size,
+        escape=run.escape,
     )
     frame["nll"] = np.asarray(nll, dtype=np.float64)
     frame["tokens"] = np.asarray(tokens, dtype=np.int64)
@@ -518,13 +544,17 @@ def empty_predictions():
     return pd.DataFrame({c: [] for c in RUN_PREDICTION_COLUMNS})
 
 
-def tokenization_check(trainer, split, inspect: int) -> tuple[bool, str, dict]:
+def tokenization_check(trainer, split, inspect: int, full=None) -> tuple[bool, str, dict]:
     """The preflight's tokenization check for this task: (passed, summary, details). Fails when
-    an example carries no loss (its answers all cut, or a template that marks none); more than
+    an example carries no loss (its answers all cut, or a template that marks none), or when a
+    record of `full` (the whole data: train, validation, test) spells a special token under
+    data.special_tokens: refuse (one line naming file, record, field, token); more than
     max_truncated_share of the answers cut already stopped the Trainer (check_train_examples),
     which fails the check with that message. Shows `inspect` formatted examples with the masked
     tokens in [brackets]."""
     tok = trainer.tokenizer
+    splits = [full.train, full.validation, full.test] if full is not None else [split]
+    special = scan_special_tokens(tok, splits, trainer.run_setup.special_tokens)
     examples = [e["example"] for e in trainer.examples["train"]]
     no_loss = [split.ids[i] for i, e in enumerate(examples) if e.targets == 0]
     cut = sum(e.truncated for e in examples)
@@ -535,6 +565,7 @@ def tokenization_check(trainer, split, inspect: int) -> tuple[bool, str, dict]:
         "target_truncated": cut,
         "no_loss": len(no_loss),
         "longest": max((e.length for e in examples), default=0),
+        "special_tokens": special,
         "inspected": [
             {
                 "id": split.ids[i],
@@ -547,6 +578,8 @@ def tokenization_check(trainer, split, inspect: int) -> tuple[bool, str, dict]:
         ],
     }
     problems = []
+    if special_token_refusal(special):
+        problems.append(special_token_refusal(special))
     if no_loss:
         problems.append(
             f"{len(no_loss)} of {len(examples)} examples carry no loss (first: {no_loss[0]})"
@@ -593,6 +626,7 @@ def not_reproduced(trainer, split, n: int, details: dict) -> str | None:
         talks,
         max_new_tokens=longest + 2,
         batch_size=n,
+        escape=trainer.run_setup.escape,
     )
     details["generated"] = frame[["id", "reference", "prediction", "stopped_at_eos"]].to_dict(
         "records"
@@ -637,6 +671,10 @@ def floor_stage(spec: dict, inputs: dict, folder: Path, root: Path, timings) -> 
             skipped["zero_shot"] = FROM_CONFIG_ZERO_SHOT
         else:
             base = _base_model(model_spec, Path(inputs["base_model"][0]), root)
+            for name, e in evals.items():  # its prompts spell no control token (refuse)
+                where = [f"{name} record {i}" for i in e.ids]
+                talks = list(zip(where, e.conversations, strict=True))
+                check_special_tokens(base.tokenizer, talks, special_tokens_policy(model_spec))
     frames = generation_floors(train.messages, evals, base, timings)
     frames = {name: f for name, f in frames.items() if name in spec["floors"]}
     outputs = {}
@@ -664,7 +702,7 @@ def _base_model(model_spec: dict, source: Path, root: Path):
     return BaseModel(
         model=model,
         tokenizer=tok,
-        prompt_ids=lambda talk: prompt_ids(tok, run.template, talk),
+        prompt_ids=lambda talk: prompt_ids(tok, run.template, talk, run.escape),
         max_new_tokens=run.max_new_tokens,
         batch_size=run.batch_size,
         eos_token_ids=eos_token_ids(tok, model),

@@ -17,7 +17,12 @@ from typing import Any
 
 import yaml
 
-from campaign.core.defaults import GENERATION_DEFAULTS, MODEL_DEFAULTS, TRAIN_DEFAULTS
+from campaign.core.defaults import (
+    DATA_DEFAULTS,
+    GENERATION_DEFAULTS,
+    MODEL_DEFAULTS,
+    TRAIN_DEFAULTS,
+)
 from campaign.core.errors import CampaignError
 from campaign.core.fsutil import atomic_write_text
 from campaign.core.params import REGISTRY_KEY, SCHEMA_PATH
@@ -149,6 +154,7 @@ def _cell(text: str) -> str:
 
 # The tables of keys a params file may leave out, by the dotted path of their section.
 DEFAULT_TABLES = {
+    "data": DATA_DEFAULTS,
     "train": TRAIN_DEFAULTS,
     "model": MODEL_DEFAULTS,
     "model.generation": GENERATION_DEFAULTS,

@@ -38,6 +38,8 @@ class Split:
     labels: list[str]
     # A conversational dataset's conversations (JSON cells, read by campaign.tasks.generation).
     messages: list[str] | None = None
+    # Each record's source file as the data section names it (errors name the file and record).
+    sources: list[str] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -64,18 +66,23 @@ def read_split(paths: Sequence[Path], name: str) -> Split:
         if frame["text"].isna().any() or frame["label"].isna().any():
             row = int(np.flatnonzero(frame["text"].isna() | frame["label"].isna())[0])
             raise CampaignError(f"input '{name}': {path} row {row} has an empty text or label")
-        frames.append(frame[[c for c in (*SPLIT_COLUMNS, "messages") if c in frame.columns]])
+        kept = (*SPLIT_COLUMNS, "messages", "source")
+        frames.append(frame[[c for c in kept if c in frame.columns]])
     if not frames:
         return Split([], [], [])
     frame = pd.concat(frames, ignore_index=True)
     messages = None
     if "messages" in frame.columns and not frame["messages"].isna().any():
         messages = [str(v) for v in frame["messages"]]
+    sources = None
+    if "source" in frame.columns and not frame["source"].isna().any():
+        sources = [str(v) for v in frame["source"]]
     return Split(
         ids=[str(v) for v in frame["id"]],
         texts=[str(v) for v in frame["text"]],
         labels=[str(v) for v in frame["label"]],
         messages=messages,
+        sources=sources,
     )
 
 

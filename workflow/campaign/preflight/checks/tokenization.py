@@ -68,7 +68,7 @@ def run(bench: Bench) -> Result:
     trainer = bench.trainer()
     if trainer.hooks is not None:  # a task module shows and checks its own examples
         passed, summary, details = trainer.hooks.tokenization_check(
-            trainer, bench.sample.train, bench.cfg["inspect_examples"]
+            trainer, bench.sample.train, bench.cfg["inspect_examples"], full=bench.full
         )
         return Result(passed, summary, details)
     return _label_task(bench, trainer)
