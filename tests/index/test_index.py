@@ -1,6 +1,7 @@
 """The experiment index (results/index.parquet) from a real tiny campaign: one row per run,
 quantized variant and floor; hashes that match what the runner's job records and store entries
-say; the query in docs/results.md answered as the evaluation's comparisons say; bad input refused."""
+say; the query in docs/results.md answered as the evaluation's comparisons say; bad input
+refused."""
 
 from __future__ import annotations
 
