@@ -42,24 +42,16 @@ def _options(parser: argparse.ArgumentParser) -> list[tuple[str, ...]]:
     return [tuple(a.option_strings) for a in parser._actions]
 
 
-def _summaries(parser: argparse.ArgumentParser) -> dict[str, str]:
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return {c.dest: c.help or "" for c in action._choices_actions}
-    return {}
-
-
 def render() -> str:
     from campaign.cli import build_parser
     from campaign.core.registry import stages
 
     parser = build_parser()
     commands = subcommands(parser)
-    summary = _summaries(parser)
     staged = [s.command for s in stages().values()]
     shared = _options(commands[staged[0]])
     # Stage commands with the first one's options are shown once (their help differs only in
-    # the one-line description, which the table gives); any other is shown in full.
+    # the one-line description, which `campaign --help` lists); any other is shown in full.
     compact = [c for c in staged if _options(commands[c]) == shared]
     lines = [
         "# The `campaign` command",
@@ -70,12 +62,10 @@ def render() -> str:
         "take `--params FILE` (default: `$CAMPAIGN_PARAMS`, else `params.yaml`; Snakemake reads",
         "the same variable).",
         "",
-        "| command | what it does |",
-        "| --- | --- |",
     ]
-    for name in commands:
-        anchor = "stage-commands" if name in compact else f"campaign-{name}"
-        lines.append(f"| [`campaign {name}`](#{anchor}) | {summary.get(name, '')} |")
+    others = [name for name in commands if name not in compact]
+    links = [f"[`{name}`](#campaign-{name})" for name in others]
+    lines.append(" · ".join([*links, "[stage commands](#stage-commands)"]))
     lines += ["", "## campaign", "", "```", _help(parser), "```", "", "## Stage commands", ""]
     lines += [
         "What a rule's `shell:` runs, one per declared stage (docs/stages.md shows each rule's",
