@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from campaign.cli import build_parser
+from campaign.cli_doc import subcommands
 from campaign.core.params import load_schema
-from campaign.tools.cli_doc import subcommands
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"

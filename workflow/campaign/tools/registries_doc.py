@@ -8,6 +8,7 @@ date (tests/tools/test_registries_doc.py does), so a new module shows here at on
 from __future__ import annotations
 
 import ast
+import contextlib
 import sys
 from pathlib import Path
 
@@ -34,16 +35,30 @@ def _cell(value) -> str:
     return str(value).replace("|", "\\|")
 
 
-def variants() -> list[str]:
-    from campaign.quantize import variants as registry
+def constants(path: Path) -> dict:
+    """A module's top-level literal assignments (`METHOD = "..."`), read without importing it:
+    the tools use other phases through their public names only."""
+    found = {}
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        if isinstance(target, ast.Name) and getattr(node, "value", None) is not None:
+            with contextlib.suppress(ValueError, TypeError, SyntaxError):
+                found[target.id] = ast.literal_eval(node.value)
+    return found
 
+
+def variants() -> list[str]:
+    from campaign.core.registry import discover
+
+    # The registry the params check reads (`quantization.variants` takes these names).
+    found = discover("campaign.quantize.variants")
     rows = ["| variant | method | library | devices | tasks |", "| --- | --- | --- | --- | --- |"]
-    for name in registry.names():
-        module = registry.get(name)
+    for name in sorted(found):
+        module = found[name]
+        method = module.METHOD
+        if getattr(module, "CANARY", False):
+            method += " (a canary: built to be rejected)"
         tasks = getattr(module, "TASKS", None) or "every task"
-        method = module.METHOD + (
-            " (a canary: built to be rejected)" if getattr(module, "CANARY", False) else ""
-        )
         cells = [f"`{name}`", method, module.LIBRARY, module.DEVICES, tasks]
         rows.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return rows
@@ -91,16 +106,28 @@ def tasks() -> list[str]:
     return rows
 
 
-def metrics() -> list[str]:
-    from campaign.evaluate.text_scores import METRIC_LIBRARIES, METRICS
+def text_metrics() -> tuple[list[str], dict]:
+    """The generation metrics (evaluate.text_scores's METRICS, in order) and the libraries in
+    their key, read from the module's source."""
+    path = PACKAGE / "evaluate" / "text_scores.py"
+    names, libraries = [], constants(path).get("METRIC_LIBRARIES", {})
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == "METRICS":
+            names = [k.value for k in node.value.keys]
+    return names, libraries
 
+
+def metrics() -> list[str]:
     schema = yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
     label = schema["properties"]["evaluation"]["properties"]["metric"]["enum"]
     rows = ["| metric | key | tasks | libraries in the key |", "| --- | --- | --- | --- |"]
     rows += [f"| `{m}` | `evaluation.metric` | the label tasks | |" for m in label]
-    for name in METRICS:
-        libraries = ", ".join(METRIC_LIBRARIES.get(name, ()))
-        rows.append(f"| `{name}` | `model.generation.metric` | generation | {libraries} |")
+    names, libraries = text_metrics()
+    for name in names:
+        rows.append(
+            f"| `{name}` | `model.generation.metric` | generation "
+            f"| {', '.join(libraries.get(name, ()))} |"
+        )
     rows.append(
         "| a dotted name `package.module.function` | `model.generation.metric` | generation "
         "| its module file, by content |"
