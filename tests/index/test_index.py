@@ -1,6 +1,7 @@
 """The experiment index (results/index.parquet) from a real tiny campaign: one row per run,
 quantized variant and floor; hashes that match what the runner's job records and store entries
-say; the README's query answered as the evaluation's comparisons say; bad input refused."""
+say; the query in docs/results.md answered as the evaluation's comparisons say; bad input
+refused."""
 
 from __future__ import annotations
 
@@ -234,8 +235,8 @@ def _beat_control_independently(project: Path, comparisons: pd.DataFrame) -> lis
 
 
 def _readme_example() -> str:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text.split("## The experiment index", 1)[1].split("\n## ", 1)[0]
+    text = (REPO / "docs" / "results.md").read_text(encoding="utf-8")
+    section = text.split("\n## The experiment index", 1)[1].split("\n## ", 1)[0]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
@@ -255,7 +256,7 @@ def _run_readme(folder: Path) -> str:
 def test_readme_query_finds_the_runs_that_beat_the_control(finished, tmp_path):
     comparisons = pd.read_parquet(finished / "results/evaluation/comparisons.parquet")
     index = pd.read_parquet(finished / INDEX)
-    # On the campaign as it finished (the README's code, literally).
+    # On the campaign as it finished (the code in docs/results.md, literally).
     expected = _beat_control_independently(finished, comparisons)
     out = _run_readme(finished)
     assert f"{len(expected)} run(s) on data " in out

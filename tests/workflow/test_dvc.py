@@ -102,7 +102,7 @@ def test_the_readme_sharing_path_literally(tmp_path, finished_campaign):
     egg = clone / "workflow" / "campaign.egg-info"
     egg.mkdir()
     (egg / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: campaign\nVersion: 0+clone\n")
-    first = snakemake(clone, "--forceall")  # the README's step after a pull
+    first = snakemake(clone, "--forceall")  # docs/integrations.md: the step after a pull
     assert [e for e in events(clone) if e["event"] == "miss"] == []
     again = snakemake(clone, "-n")
     assert planned_jobs(again) == [], again.stdout + diagnosis(clone, first)

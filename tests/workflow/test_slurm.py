@@ -197,7 +197,7 @@ def test_a_two_process_training_job_through_sbatch(finished_campaign, slurm_lock
     params["ablation"] |= {"seeds": [1], "factors": {"train": {"devices": [1, 2]}}}
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     # The CI cluster has no GPU for 2 tasks (one fake card): a CPU cluster's profile asks for
-    # none (README, "GPUs and several devices per run").
+    # none (docs/running.md, "GPUs and several devices per run").
     profile = yaml.safe_load((project / "profiles/slurm/config.yaml").read_text())
     profile["set-resources"]["train"]["gpu"] = 0
     (project / "profiles/slurm-cpu").mkdir()
