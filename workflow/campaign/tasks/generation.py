@@ -38,8 +38,7 @@ from campaign.data import (
     special_token_refusal,
     split_conversations,
 )
-
-IGNORE = -100  # the label value cross-entropy skips (same as train/batches.py)
+from campaign.tasks.marked import IGNORE, show_example
 
 # model.chat_template: none. Role names as plain words; the assistant's turn ends with EOS so the
 # model learns to stop, and the generation prompt is the same "Assistant:" line the turns start
@@ -218,22 +217,6 @@ def full_length(tokenizer, template: str, messages: Sequence[dict]) -> int:
 def response_length(tokenizer, messages: Sequence[dict]) -> int:
     """Tokens of the reference response plus EOS (what max_new_tokens must hold)."""
     return len(tokenizer(reference(messages), add_special_tokens=False)["input_ids"]) + 1
-
-
-def show_example(tokenizer, example: Example, limit: int = 400) -> str:
-    """An example as text with the masked tokens marked: [prompt tokens] in brackets, targets
-    bare, so a reader sees at a glance what the loss covers (the preflight's tokenization view)."""
-    parts, masked = [], None
-    for token, label in zip(example.input_ids, example.labels, strict=True):
-        now = label == IGNORE
-        if now != masked:
-            parts.append("[" if now else "]" if masked else "")
-            masked = now
-        parts.append(tokenizer.decode([token]))
-    if masked:
-        parts.append("]")
-    text = "".join(parts)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # ------------------------------------------------------------------ split files
