@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run the demo campaign (params.yaml: LoRA on the pretrained all-MiniLM-L6-v2, on the embedded
 # quotations data/raw/fortunes.jsonl) with the workstation profile,
-# then record its outputs in dvc.lock so that `dvc push` shares them (README: Sharing results).
+# then record its outputs in dvc.lock so that `dvc push` shares them (docs/integrations.md: Sharing results with DVC).
 # Extra arguments go to Snakemake, e.g. `bash scripts/demo.sh --cores 2` or `-n` for a dry run.
 # CAMPAIGN_PARAMS=other.yaml runs another campaign definition (Snakemake and `campaign` alike).
 set -euo pipefail

@@ -59,6 +59,8 @@ def test_init_writes_a_generation_campaign_that_validates(tmp_path, messages, ca
     assert written["quantization"]["variants"] == ["fp32", "int8_dynamic"]
     said = capsys.readouterr().out
     assert "variants not proposed for generation: onnx_int8_dynamic:" in said
+    # the quantile it says is the one it used: no more answers cut than training allows
+    assert "(the 98% quantile of token lengths)" in said
     fields = written["data"]["fields"]
     assert fields["text"] is None and fields["label"] is None
     assert (

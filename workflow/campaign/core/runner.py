@@ -402,6 +402,7 @@ def reproduce(store: Store, key: str, scratch: Path, root: Path = Path(".")) -> 
     execution settings.
     """
     entry = find_entry(store, key)
+    key = entry.key  # a prefix names the entry; a stage that records its key records all of it
     meta = entry.meta
     stage = get_stage(meta["stage"])
     inputs: dict[str, list[Path]] = {}

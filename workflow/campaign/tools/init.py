@@ -87,6 +87,7 @@ class Choices:
     lora_targets: list[str] | None
     salt_note: str
     metric: str
+    quantile: float = LENGTH_QUANTILE  # of token lengths, that train.max_length reaches
 
 
 # ------------------------------------------------------------------ reading the inputs
@@ -590,6 +591,7 @@ def init(args) -> int:
         if config is not None
         else params["model"]["config"]["architecture"],
         max_length=max_length,
+        quantile=quantile,
         lora_targets=targets,
         salt_note=salt_note,
         # A generation campaign is judged on its per-item metric of the generated text.
@@ -608,7 +610,7 @@ def summary(out: Path, params: dict, c: Choices) -> str:
         f"  data: {c.records} records, {len(c.labels)} labels ({labels})",
         f"  model: {params['model']['source']} ({c.family}), tokenizer "
         f"{params['model']['tokenizer']['source']}, {lora}",
-        f"  train.max_length {c.max_length} (the {LENGTH_QUANTILE:.0%} quantile of token lengths)"
+        f"  train.max_length {c.max_length} (the {c.quantile:.0%} quantile of token lengths)"
         f", train.max_steps {params['train']['max_steps']}",
         f"  design: train.lr {params['ablation']['factors']['train']['lr']} x seeds "
         f"{params['ablation']['seeds']} = {runs} runs; variants "

@@ -13,7 +13,7 @@ from campaign.train import DataOrder, Trainer, collate, count_targets, loss_sum
 
 ORDER = 40  # place in the report
 
-# The documented rule (README, preflight.overfit in the schema): the check passes when the
+# The documented rule (docs/training.md, preflight.overfit in the schema): the check passes when the
 # eval-mode loss on the examples reaches preflight.overfit.max_final_loss within its steps.
 # When it does not, a loss that fell by less than this share of its initial value "does not
 # learn": the weights barely moved, so the cause is what moves them (train.lr, the optimizer,
