@@ -147,3 +147,17 @@ def test_an_adapter_is_checked_against_the_runs_labels_not_the_samples(
     monkeypatch.setenv(HOLD_ENV, "2")  # the signal goes in at step 2 (the helper's test hold)
     result = run({**inputs, "base_model": [base]}, tmp_path, run_spec, ("command",), config)
     assert result["command"]["passed"], result["command"]["summary"]
+
+
+def test_a_command_that_exits_0_without_output_is_told_so_naming_the_paths(inputs, tmp_path):
+    """Not "ran to its end through signal SIGUSR1": it never got the signal."""
+    script = tmp_path / "nothing.py"
+    script.write_text("import sys; sys.exit(0)\n")
+    bad = {"argv": ["python", str(script)]}
+    result = run(inputs, tmp_path, _with_commands(mine=bad), checks=("command",))["command"]
+    assert not result["passed"]
+    summary = result["summary"]
+    assert "SIGUSR1" not in summary and "through signal" not in summary, summary
+    assert summary.startswith("mine: exited 0 without writing its output"), summary
+    # The paths it was to write, as its run spec names them.
+    assert "command-mine/model" in summary and "progress.jsonl" in summary, summary

@@ -53,6 +53,7 @@ class _Watch:
         self.progress, self.signal_at = progress, signal_at
         self.seen: dict[int, float] = {}
         self.peak_rss = 0
+        self.signalled = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -76,14 +77,13 @@ class _Watch:
         return total
 
     def _run(self) -> None:
-        signalled = False
         while not self._stop.is_set():
             now = time.perf_counter()
             for row in read_progress_lines(self.progress):
                 self.seen.setdefault(row["step"], now)
             self.peak_rss = max(self.peak_rss, self._rss())
-            if self.signal_at is not None and not signalled and self.signal_at in self.seen:
-                signalled = True
+            if self.signal_at is not None and not self.signalled and self.signal_at in self.seen:
+                self.signalled = True
                 signal.raise_signal(signal.SIGUSR1)
             self._stop.wait(WATCH_SECONDS)
 
@@ -122,6 +122,27 @@ def _spec(bench: Bench, command: dict, steps: int) -> dict:
     return {**bench.spec, "train": train}
 
 
+def _ended_before_signal(model: Path, progress_path: Path, before: int) -> None:
+    """The command exited 0 before the signal was sent (at step `before`): what it left, in one
+    line naming the paths its run spec gave it."""
+    rows = read_progress_lines(progress_path)
+    if not rows and not (model.is_dir() and any(model.iterdir())):
+        raise CampaignError(
+            f"exited 0 without writing its output (no model in {model}, no progress line in "
+            f"{progress_path})"
+        )
+    last = rows[-1]["step"] if rows else 0
+    if last >= before:  # its steps outran the watcher's reading of the progress file
+        raise CampaignError(
+            f"exited 0 at step {last} before its signal at step {before} was sent (its steps are "
+            "faster than the signal lands: raise preflight.resume.steps_after)"
+        )
+    raise CampaignError(
+        f"exited 0 at step {last}, before its signal at step {before} (the contract: a progress "
+        f"line per step in {progress_path} up to max_steps; checkpoint and exit 75 when signalled)"
+    )
+
+
 def check_one(bench: Bench, name: str, command: Command, raw: dict) -> tuple[dict, dict]:
     """One command through the contract on the sample: (what the check decided, what it
     measured: where it stopped and resumed, its losses, steps/s and peak memory)."""
@@ -144,6 +165,8 @@ def check_one(bench: Bench, name: str, command: Command, raw: dict) -> tuple[dic
             run_command(command, spec_path, work, bench.root, spec)
         except Preempted as e:
             stopped_at = e.step
+    if stopped_at is None and not first.signalled:
+        _ended_before_signal(outputs["model"], progress_path, before)
     if stopped_at is None:
         raise CampaignError(
             f"ran to its end through signal SIGUSR1 at step {before} (the contract: checkpoint "
