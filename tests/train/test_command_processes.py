@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from trainkit import context, tiny_spec, write_splits
+from trainkit import OUTPUTS, context, tiny_spec, write_splits
 
 from campaign.core.errors import CampaignError
 from campaign.train.command import PROGRESS_LINES, stage
@@ -119,3 +119,29 @@ def test_a_command_that_exits_0_leaving_a_child_fails_and_the_child_is_ended(
     assert f"pid {pid} (" in capfd.readouterr().out
     assert not ctx.outputs["predictions_test"].exists()  # nothing scored, nothing committed
     assert_child_gone_and_no_late_file(tmp_path)
+
+
+# Writes 3 MiB beside its model folder (output_dir's parent is the job's staging folder).
+WRITES_BESIDE = """
+with open(os.path.join(os.path.dirname(spec["output_dir"]), "big.bin"), "wb") as f:
+    f.write(b"x" * 3 * 2**20)
+"""
+
+
+def test_what_a_command_writes_beside_its_model_is_named_and_not_committed(tmp_path, capfd):
+    from campaign.core.runner import run_stage
+    from campaign.core.store import Store
+
+    path = tmp_path / "trainer.py"
+    path.write_text(CONTRACT.replace("HEAD", "").replace("EXTRA", WRITES_BESIDE))
+    spec = tiny_spec(command={"argv": ["python", str(path)], "files": []}, max_steps=3)
+    inputs = write_splits(tmp_path / "splits", n_train=24, n_eval=8)
+    outputs = {n: tmp_path / "results" / n for n in OUTPUTS}
+    store = Store(tmp_path / "state")
+    result = run_stage("train", spec, inputs, outputs, store, root=tmp_path)
+    entry = store.entry_path(result.key)
+    assert sorted(p.name for p in (entry / "outputs").iterdir()) == sorted(OUTPUTS)
+    assert sum(p.stat().st_size for p in entry.rglob("*") if p.is_file()) < 2**20
+    log = capfd.readouterr().out
+    assert "train: not committed, not an output the stage declares" in log, log
+    assert "big.bin (3.00 MiB)" in log, log

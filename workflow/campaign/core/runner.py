@@ -165,6 +165,7 @@ def _hit_or_compute(store: Store, job: _Job) -> RunResult:
     print(f"{name}: store miss {key[:16]}; computing", flush=True)
     staging = store.new_staging(key)
     wall = _compute(store, job, staging)
+    _drop_undeclared(staging, job)
     raise_if_signalled()  # a signal whose exception library code swallowed: not a success
     _check_inputs_unchanged(store, job)
     # The commit also retires the key's work folder: it held resumable state; the entry is the
@@ -192,6 +193,30 @@ def _compute(store: Store, job: _Job, staging: Path) -> float:
         job.material["code"],
     )
     return time.time() - t0
+
+
+def _drop_undeclared(staging: Path, job: _Job) -> None:
+    """The store holds what a stage declares: what else its job wrote among its outputs (a
+    train.command's files beside its model folder) is named in the job's log, with its size,
+    and not committed."""
+    extra = sorted(p for p in (staging / "outputs").iterdir() if p.name not in job.outputs)
+    if not extra:
+        return
+    sizes = [(p.name, _tree_bytes(p)) for p in extra]
+    named = ", ".join(f"{name} ({size / 2**20:.2f} MiB)" for name, size in sizes)
+    print(
+        f"{job.stage.name}: not committed, not an output the stage declares "
+        f"({', '.join(job.outputs)}): {named}",
+        flush=True,
+    )
+    for p in extra:
+        remove_tree(p)
+
+
+def _tree_bytes(path: Path) -> int:
+    if path.is_file() or path.is_symlink():
+        return path.lstat().st_size
+    return sum(p.lstat().st_size for p in path.rglob("*") if p.is_file())
 
 
 def _check_inputs_unchanged(store: Store, job: _Job) -> None:
