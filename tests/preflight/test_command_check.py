@@ -161,3 +161,43 @@ def test_a_command_that_exits_0_without_output_is_told_so_naming_the_paths(input
     assert summary.startswith("mine: exited 0 without writing its output"), summary
     # The paths it was to write, as its run spec names them.
     assert "command-mine/model" in summary and "progress.jsonl" in summary, summary
+
+
+# Keeps the contract with the campaign's own model code (a checkpoint file per signal, resumed
+# from), and writes 2 MiB beside its model folder and 1 MiB in its work folder.
+WRITES_MORE = """
+import json, os, signal, sys, time
+from pathlib import Path
+from campaign.train import models
+spec = json.load(open(os.environ["CAMPAIGN_RUN_SPEC"]))
+stop = []
+signal.signal(signal.SIGUSR1, lambda *_: stop.append(1))
+ckpt = Path(spec["checkpoint_dir"])
+done = sorted(int(p.name.split("-")[1]) for p in ckpt.glob("checkpoint-*"))
+start = done[-1] if done else 0
+for step in range(start + 1, spec["max_steps"] + 1):
+    time.sleep(0.2)
+    with open(spec["progress_file"], "a") as f:
+        f.write(json.dumps({"step": step, "loss": 1.0 / step, "tokens": 8}) + "\\n")
+    if stop:
+        (ckpt / f"checkpoint-{step}").write_bytes(b"c" * 1000)
+        sys.exit(75)
+tok = models.load_tokenizer(Path(spec["tokenizer"]), spec["task"])
+model = models.build_model(spec["model"], tok, spec["labels"], spec["seed"], None)
+model.save_pretrained(spec["output_dir"])
+tok.save_pretrained(spec["output_dir"])
+Path(spec["output_dir"]).parent.joinpath("big.bin").write_bytes(b"x" * 2 * 2**20)
+Path(spec["progress_file"]).parent.joinpath("cache.bin").write_bytes(b"y" * 2**20)
+"""
+
+
+def test_the_check_measures_everything_a_command_writes_declared_or_not(inputs, tmp_path):
+    script = tmp_path / "writes_more.py"
+    script.write_text(WRITES_MORE)
+    mine = {"argv": ["python", str(script)]}
+    result = run(inputs, tmp_path, _with_commands(mine=mine), checks=("command",))["command"]
+    assert result["passed"], result["summary"]
+    disk = result["details"]["runs"]["mine"]["disk"]
+    assert disk["undeclared"] == {"big.bin": 2 * 2**20, "work/cache.bin": 2**20}
+    assert disk["checkpoint_bytes"] == 1000 and disk["model_bytes"] > 10_000
+    assert "3.00 MiB it was not asked for (big.bin 2.00 MiB" in result["summary"]

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from campaign.core.errors import CampaignError, Preempted
-from campaign.preflight.bench import Bench, Result
+from campaign.core.progress import PROGRESS_FILE
+from campaign.preflight.bench import Bench, Result, fmt_bytes, tree_bytes
 from campaign.train import (
     PROGRESS_LINES,
     Command,
@@ -32,6 +33,7 @@ from campaign.train import (
     read_progress_lines,
     run_command,
 )
+from campaign.train.command import CHECKPOINTS, PREEMPTED_NOTE, SPEC_FILE, TOKENIZER
 
 ORDER = 75  # place in the report: after throughput, which times the built-in loop
 VOLATILE = ("runs",)  # where the signal landed, losses, throughput, memory: measurements
@@ -122,6 +124,34 @@ def _spec(bench: Bench, command: dict, steps: int) -> dict:
     return {**bench.spec, "train": train}
 
 
+# What the check itself puts in a command's folder (its sample, the run spec, the work folder's
+# files the campaign writes): the rest is what the command wrote.
+SAMPLE = "splits"
+CAMPAIGN_FILES = (SPEC_FILE, PROGRESS_FILE, TOKENIZER)
+
+
+def written(folder: Path, work: Path, model: Path) -> dict:
+    """What a command wrote on the sample, all of it: its checkpoints (one checkpoint's bytes:
+    the largest), its model, and every file it was not asked for (in its work folder or beside
+    its model folder, where a training job's store staging is): {name: bytes}. A job keeps the
+    checkpoints and whatever else it writes on the disk while it runs."""
+    checkpoints = work / CHECKPOINTS
+    parts = [tree_bytes(c) for c in checkpoints.iterdir()] if checkpoints.is_dir() else []
+    undeclared = {}
+    for place, declared in ((folder, (SAMPLE, work.name, model.name)),
+                            (work, (CHECKPOINTS, PROGRESS_LINES, PREEMPTED_NOTE,
+                                    *CAMPAIGN_FILES))):  # fmt: skip
+        for child in sorted(place.iterdir()):
+            if child.name not in declared:
+                undeclared[str(child.relative_to(folder))] = tree_bytes(child)
+    return {
+        "checkpoint_bytes": max(parts, default=0),
+        "checkpoints_bytes": sum(parts),
+        "model_bytes": tree_bytes(model) if model.exists() else 0,
+        "undeclared": undeclared,
+    }
+
+
 def _ended_before_signal(model: Path, progress_path: Path, before: int) -> None:
     """The command exited 0 before the signal was sent (at step `before`): what it left, in one
     line naming the paths its run spec gave it."""
@@ -203,6 +233,8 @@ def check_one(bench: Bench, name: str, command: Command, raw: dict) -> tuple[dic
             else None
         ),
         "peak_rss_bytes": max(first.peak_rss, second.peak_rss),
+        # What it put on the disk (the plan sizes its runs with these): measured, not exact.
+        "disk": written(folder, work, outputs["model"]),
     }
     return stable, measured
 
@@ -221,8 +253,22 @@ def _line(name: str, d: dict, m: dict | None) -> str:
     return (
         f"{name}: loss {m['first_loss']:.3g} -> {m['last_loss']:.3g} over {d['steps']} steps, "
         f"signalled at step {d['signalled_at_step']}, stopped at {m['stopped_at_step']} and "
-        f"resumed from step {m['resumed_from_step']}{speed}{memory}"
+        f"resumed from step {m['resumed_from_step']}{speed}{memory}{_disk_words(m.get('disk'))}"
     )
+
+
+def _disk_words(disk: dict | None) -> str:
+    """What a command's summary says it writes: its checkpoint, model and undeclared files."""
+    if not disk:
+        return ""
+    words = (f", writes a checkpoint of {fmt_bytes(disk['checkpoint_bytes'])} and a model of "
+             f"{fmt_bytes(disk['model_bytes'])}")  # fmt: skip
+    extra = disk["undeclared"]
+    if extra:
+        named = ", ".join(f"{n} {fmt_bytes(b)}" for n, b in extra.items())
+        words += (f", and {fmt_bytes(sum(extra.values()))} it was not asked for ({named}: "
+                  "counted in the plan's disk, not committed)")  # fmt: skip
+    return words
 
 
 def run(bench: Bench) -> Result:
