@@ -228,10 +228,48 @@ def _check_inputs_unchanged(store: Store, job: _Job) -> None:
     finally:
         cache.close()
     if changed:
+        restored = restore_inputs(store, job.stage.name, job.resolved)
+        again = " (restored from the store)" if restored else ""
         raise CampaignError(
-            f"{job.stage.name}: input {', '.join(changed)} changed while the stage ran; "
+            f"{job.stage.name}: input {', '.join(changed)} changed while the stage ran{again}; "
             f"nothing was committed (run it again)"
         )
+
+
+def restore_inputs(store: Store, stage: str, inputs: dict[str, list[Path]]) -> list[str]:
+    """Inputs that a job of this checkout materialized from a store entry and that are no
+    longer what the entry holds (a trainer wrote over a split file) are restored from it, each
+    said in the job's log: the stages write results/, nothing else does. An entry that fails
+    verification restores nothing (its own job recomputes it). Returns the paths restored."""
+    by_output = {os.path.abspath(p): r for p, r in store.jobs_by_output().items()}
+    if not by_output:
+        return []
+    restored = []
+    cache = HashCache(store.root / "hashcache.sqlite")
+    try:
+        for path in (Path(p) for paths in inputs.values() for p in paths):
+            record = by_output.get(os.path.abspath(path))
+            if not record or record.get("state") != "done" or not record.get("key"):
+                continue
+            names = dict(zip(record["outputs"], record.get("output_names", []), strict=False))
+            name = names.get(next((o for o in names if os.path.abspath(o) == os.path.abspath(path)),
+                                  ""))  # fmt: skip
+            entry = store.read_entry(record["key"])
+            info = (entry.meta.get("outputs") or {}).get(name) if entry and name else None
+            if info is None or (path.exists() and cache.hash_tree(path) == info.get("hash")):
+                continue
+            if store.problems(entry):
+                continue
+            store.materialize(entry, {name: path})
+            restored.append(str(path))
+            print(
+                f"{stage}: input {path} is not what {record.get('stage')} committed (store "
+                f"entry {entry.key[:16]}); restored it from the store",
+                flush=True,
+            )
+    finally:
+        cache.close()
+    return restored
 
 
 def _entry_meta(job: _Job, wall: float) -> dict:
@@ -344,6 +382,7 @@ def run_stage(
         "stage": stage.name,
         "key": None,
         "outputs": [str(p) for p in outputs.values()],
+        "output_names": list(outputs),  # each output's name in the entry, as `outputs` lists
         "project": str(Path.cwd()),
         "host": socket.gethostname(),
         "pid": os.getpid(),
@@ -351,6 +390,7 @@ def run_stage(
         "started": round(started, 3),
     }
     try:
+        restore_inputs(store, stage.name, inputs)
         resolved, input_hashes, execution, key, material = job_key(
             stage, spec, inputs, store, root, threads
         )
