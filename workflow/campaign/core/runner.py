@@ -39,7 +39,7 @@ from campaign.core.keys import (
 )
 from campaign.core.registry import get_stage
 from campaign.core.stage import Stage
-from campaign.core.store import ENTRY_FORMAT, Store
+from campaign.core.store import ENTRY_FORMAT, Entry, Store
 
 DEFAULT_THREADS = 1  # a stage command run by hand computes like a rule with no `threads:`
 
@@ -155,6 +155,8 @@ def _hit_or_compute(store: Store, job: _Job) -> RunResult:
     """Under the key's lock: materialize a sound entry, or compute, check and commit one."""
     name, key = job.stage.name, job.key
     entry = store.lookup(key, name)
+    if entry is not None and job.stage.effect:
+        return _effect_again(store, job)
     if entry is not None:
         store.materialize(entry, job.outputs)
         seconds = job.done(store, "hit", hit=True)
@@ -175,6 +177,24 @@ def _hit_or_compute(store: Store, job: _Job) -> RunResult:
     seconds = job.done(store, "commit", hit=False)
     print(f"{name}: committed {key[:16]} ({wall:.2f} s)", flush=True)
     return RunResult(key, False, seconds)
+
+
+def _effect_again(store: Store, job: _Job) -> RunResult:
+    """A store hit of a stage whose job is an effect (Stage.effect): the stage runs again, so
+    the world outside shows this result (the entry is the same computation: kept as it is),
+    and its fresh outputs are placed."""
+    name, key = job.stage.name, job.key
+    staging = store.new_staging(key)
+    try:
+        _compute(store, job, staging)
+        raise_if_signalled()
+        store.materialize(Entry(key, staging, {}), job.outputs)
+    finally:
+        remove_tree(staging)
+        store.retire_work(key)
+    seconds = job.done(store, "hit", hit=True)
+    print(f"{name}: store hit {key[:16]}; its effect done again ({seconds:.2f} s)", flush=True)
+    return RunResult(key, True, seconds)
 
 
 def _compute(store: Store, job: _Job, staging: Path) -> float:
