@@ -42,6 +42,9 @@ PROGRESS_LINES = "progress.jsonl"
 # What a command under a launcher writes when it checkpointed and stopped for a signal.
 PREEMPTED_NOTE = "preempted.json"
 TOKENIZER = "tokenizer"
+# Everything the run spec names or the campaign writes in the work folder: the rest there is a
+# command's own (the preflight's command check counts it).
+WORK_FILES = (SPEC_FILE, CHECKPOINTS, PROGRESS_LINES, PREEMPTED_NOTE, TOKENIZER)
 # train.command.grace_seconds when absent (the schema's "Absent: 60").
 GRACE_SECONDS = 60.0
 # The built-in loop's preemption signals (loop.PREEMPT_SIGNALS); SIGURG, the SLURM profile's

@@ -23,7 +23,9 @@ from campaign.core.errors import CampaignError, Preempted
 from campaign.core.progress import PROGRESS_FILE
 from campaign.preflight.bench import Bench, Result, fmt_bytes, tree_bytes
 from campaign.train import (
+    CHECKPOINTS,
     PROGRESS_LINES,
+    WORK_FILES,
     Command,
     check_adapter,
     check_outputs,
@@ -33,7 +35,6 @@ from campaign.train import (
     read_progress_lines,
     run_command,
 )
-from campaign.train.command import CHECKPOINTS, PREEMPTED_NOTE, SPEC_FILE, TOKENIZER
 
 ORDER = 75  # place in the report: after throughput, which times the built-in loop
 VOLATILE = ("runs",)  # where the signal landed, losses, throughput, memory: measurements
@@ -124,10 +125,9 @@ def _spec(bench: Bench, command: dict, steps: int) -> dict:
     return {**bench.spec, "train": train}
 
 
-# What the check itself puts in a command's folder (its sample, the run spec, the work folder's
-# files the campaign writes): the rest is what the command wrote.
+# What the check itself puts in a command's folder (its sample; in the work folder, what the run
+# spec names and the campaign writes): the rest is what the command wrote.
 SAMPLE = "splits"
-CAMPAIGN_FILES = (SPEC_FILE, PROGRESS_FILE, TOKENIZER)
 
 
 def written(folder: Path, work: Path, model: Path) -> dict:
@@ -139,8 +139,7 @@ def written(folder: Path, work: Path, model: Path) -> dict:
     parts = [tree_bytes(c) for c in checkpoints.iterdir()] if checkpoints.is_dir() else []
     undeclared = {}
     for place, declared in ((folder, (SAMPLE, work.name, model.name)),
-                            (work, (CHECKPOINTS, PROGRESS_LINES, PREEMPTED_NOTE,
-                                    *CAMPAIGN_FILES))):  # fmt: skip
+                            (work, (*WORK_FILES, PROGRESS_FILE))):  # fmt: skip
         for child in sorted(place.iterdir()):
             if child.name not in declared:
                 undeclared[str(child.relative_to(folder))] = tree_bytes(child)
