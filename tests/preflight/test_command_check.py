@@ -201,3 +201,10 @@ def test_the_check_measures_everything_a_command_writes_declared_or_not(inputs, 
     assert disk["undeclared"] == {"big.bin": 2 * 2**20, "work/cache.bin": 2**20}
     assert disk["checkpoint_bytes"] == 1000 and disk["model_bytes"] > 10_000
     assert "3.00 MiB it was not asked for (big.bin 2.00 MiB" in result["summary"]
+
+
+def test_the_disk_check_says_its_size_is_a_built_in_runs_when_commands_train(inputs, tmp_path):
+    """The disk check measures the built-in loop's run; a command's is the command check's."""
+    mine = {"argv": ["python", "-c", "pass"]}
+    result = run(inputs, tmp_path, _with_commands(mine=mine), checks=("disk",))["disk"]
+    assert result["summary"].startswith("a built-in run writes "), result["summary"]
