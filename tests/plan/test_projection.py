@@ -159,3 +159,17 @@ def test_a_command_runs_steps_are_timed_at_the_rate_the_preflight_measured_for_i
     assert project(spec, report, measurements, free)[1]["projected_hours"] == pytest.approx(
         builtin / 3600, abs=1e-6
     )
+
+
+def test_a_command_runs_bytes_are_what_the_preflight_saw_it_write_declared_or_not():
+    spec, report, measurements, free = plan()
+    spec["recipes"]["run-b"] = {**BASELINE, "trainer": "hf"}
+    disk = {"checkpoint_bytes": 4000, "model_bytes": 700, "undeclared": {"big.bin": 10**9}}
+    measurements["command"] = {"details": {"runs": {"hf": {"steps_per_s": 2.0, "disk": disk}}}}
+    rows = project(spec, report, measurements, 10**10)
+    # By hand: 2 kept checkpoints, the model, predictions and logs twice, the undeclared once.
+    assert rows[0]["projected_bytes"] == 2740  # the built-in loop's run, as before
+    assert rows[1]["projected_bytes"] == 4000 * 2 + 2 * (700 + 50 + 20) + 10**9
+    # A plan that fits the built-in sizes but not what the command writes stops in one line.
+    with pytest.raises(CampaignError, match="preflight.disk_margin"):
+        project(spec, report, measurements, 10**9)

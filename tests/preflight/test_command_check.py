@@ -147,3 +147,64 @@ def test_an_adapter_is_checked_against_the_runs_labels_not_the_samples(
     monkeypatch.setenv(HOLD_ENV, "2")  # the signal goes in at step 2 (the helper's test hold)
     result = run({**inputs, "base_model": [base]}, tmp_path, run_spec, ("command",), config)
     assert result["command"]["passed"], result["command"]["summary"]
+
+
+def test_a_command_that_exits_0_without_output_is_told_so_naming_the_paths(inputs, tmp_path):
+    """Not "ran to its end through signal SIGUSR1": it never got the signal."""
+    script = tmp_path / "nothing.py"
+    script.write_text("import sys; sys.exit(0)\n")
+    bad = {"argv": ["python", str(script)]}
+    result = run(inputs, tmp_path, _with_commands(mine=bad), checks=("command",))["command"]
+    assert not result["passed"]
+    summary = result["summary"]
+    assert "SIGUSR1" not in summary and "through signal" not in summary, summary
+    assert summary.startswith("mine: exited 0 without writing its output"), summary
+    # The paths it was to write, as its run spec names them.
+    assert "command-mine/model" in summary and "progress.jsonl" in summary, summary
+
+
+# Keeps the contract with the campaign's own model code (a checkpoint file per signal, resumed
+# from), and writes 2 MiB beside its model folder and 1 MiB in its work folder.
+WRITES_MORE = """
+import json, os, signal, sys, time
+from pathlib import Path
+from campaign.train import models
+spec = json.load(open(os.environ["CAMPAIGN_RUN_SPEC"]))
+stop = []
+signal.signal(signal.SIGUSR1, lambda *_: stop.append(1))
+ckpt = Path(spec["checkpoint_dir"])
+done = sorted(int(p.name.split("-")[1]) for p in ckpt.glob("checkpoint-*"))
+start = done[-1] if done else 0
+for step in range(start + 1, spec["max_steps"] + 1):
+    time.sleep(0.2)
+    with open(spec["progress_file"], "a") as f:
+        f.write(json.dumps({"step": step, "loss": 1.0 / step, "tokens": 8}) + "\\n")
+    if stop:
+        (ckpt / f"checkpoint-{step}").write_bytes(b"c" * 1000)
+        sys.exit(75)
+tok = models.load_tokenizer(Path(spec["tokenizer"]), spec["task"])
+model = models.build_model(spec["model"], tok, spec["labels"], spec["seed"], None)
+model.save_pretrained(spec["output_dir"])
+tok.save_pretrained(spec["output_dir"])
+Path(spec["output_dir"]).parent.joinpath("big.bin").write_bytes(b"x" * 2 * 2**20)
+Path(spec["progress_file"]).parent.joinpath("cache.bin").write_bytes(b"y" * 2**20)
+"""
+
+
+def test_the_check_measures_everything_a_command_writes_declared_or_not(inputs, tmp_path):
+    script = tmp_path / "writes_more.py"
+    script.write_text(WRITES_MORE)
+    mine = {"argv": ["python", str(script)]}
+    result = run(inputs, tmp_path, _with_commands(mine=mine), checks=("command",))["command"]
+    assert result["passed"], result["summary"]
+    disk = result["details"]["runs"]["mine"]["disk"]
+    assert disk["undeclared"] == {"big.bin": 2 * 2**20, "work/cache.bin": 2**20}
+    assert disk["checkpoint_bytes"] == 1000 and disk["model_bytes"] > 10_000
+    assert "3.00 MiB it was not asked for (big.bin 2.00 MiB" in result["summary"]
+
+
+def test_the_disk_check_says_its_size_is_a_built_in_runs_when_commands_train(inputs, tmp_path):
+    """The disk check measures the built-in loop's run; a command's is the command check's."""
+    mine = {"argv": ["python", "-c", "pass"]}
+    result = run(inputs, tmp_path, _with_commands(mine=mine), checks=("disk",))["disk"]
+    assert result["summary"].startswith("a built-in run writes "), result["summary"]

@@ -420,3 +420,30 @@ def test_tracking_turned_on_in_a_finished_campaign_runs_the_track_job_alone(fini
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
     assert len(children) == len(index) and len(runs) == len(index) + 1
     assert planned_jobs(snakemake(finished_project, "-n")) == []
+
+
+def test_switching_back_to_earlier_results_shows_them_in_mlflow_though_the_job_hits(tmp_path):
+    """Metric A, then B, then A again: the third track job is a store hit (its inputs are A's
+    bytes), and MLflow's parent run must show A's verdict and report again, not B's."""
+    from campaign.core.runner import run_stage
+    from campaign.core.store import Store
+
+    inputs = write_campaign(tmp_path)
+    decisions = inputs["decisions"][0]
+    report = inputs["report_markdown"][0]
+    a = (decisions.read_text(), "report on metric A\n")
+    b = (a[0].replace("train.lr=0.003", "train.lr=0.001"), "report on metric B\n")
+    store = Store(tmp_path / "state")
+    results = []
+    for n, (verdict_file, report_text) in enumerate((a, b, a)):
+        decisions.write_text(verdict_file)
+        report.write_text(report_text)
+        outputs = {"logged": tmp_path / f"out{n}" / "logged.json",
+                   "tensorboard": tmp_path / f"out{n}" / "tensorboard"}  # fmt: skip
+        results.append(run_stage("track", SPEC, inputs, outputs, store, root=tmp_path))
+    assert results[2].hit and results[2].key == results[0].key
+    client = _client(tmp_path)
+    (parent,) = [r for r in _runs(tmp_path) if r.data.tags.get("campaign.kind") == "campaign"]
+    assert parent.data.tags["campaign.verdict"] == "train.lr=0.003"
+    shown = Path(client.download_artifacts(parent.info.run_id, "report/summary.md", tmp_path))
+    assert shown.read_text() == "report on metric A\n"

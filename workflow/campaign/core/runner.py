@@ -39,7 +39,7 @@ from campaign.core.keys import (
 )
 from campaign.core.registry import get_stage
 from campaign.core.stage import Stage
-from campaign.core.store import ENTRY_FORMAT, Store
+from campaign.core.store import ENTRY_FORMAT, Entry, Store
 
 DEFAULT_THREADS = 1  # a stage command run by hand computes like a rule with no `threads:`
 
@@ -155,6 +155,8 @@ def _hit_or_compute(store: Store, job: _Job) -> RunResult:
     """Under the key's lock: materialize a sound entry, or compute, check and commit one."""
     name, key = job.stage.name, job.key
     entry = store.lookup(key, name)
+    if entry is not None and job.stage.effect:
+        return _effect_again(store, job)
     if entry is not None:
         store.materialize(entry, job.outputs)
         seconds = job.done(store, "hit", hit=True)
@@ -165,6 +167,7 @@ def _hit_or_compute(store: Store, job: _Job) -> RunResult:
     print(f"{name}: store miss {key[:16]}; computing", flush=True)
     staging = store.new_staging(key)
     wall = _compute(store, job, staging)
+    _drop_undeclared(staging, job)
     raise_if_signalled()  # a signal whose exception library code swallowed: not a success
     _check_inputs_unchanged(store, job)
     # The commit also retires the key's work folder: it held resumable state; the entry is the
@@ -174,6 +177,24 @@ def _hit_or_compute(store: Store, job: _Job) -> RunResult:
     seconds = job.done(store, "commit", hit=False)
     print(f"{name}: committed {key[:16]} ({wall:.2f} s)", flush=True)
     return RunResult(key, False, seconds)
+
+
+def _effect_again(store: Store, job: _Job) -> RunResult:
+    """A store hit of a stage whose job is an effect (Stage.effect): the stage runs again, so
+    the world outside shows this result (the entry is the same computation: kept as it is),
+    and its fresh outputs are placed."""
+    name, key = job.stage.name, job.key
+    staging = store.new_staging(key)
+    try:
+        _compute(store, job, staging)
+        raise_if_signalled()
+        store.materialize(Entry(key, staging, {}), job.outputs)
+    finally:
+        remove_tree(staging)
+        store.retire_work(key)
+    seconds = job.done(store, "hit", hit=True)
+    print(f"{name}: store hit {key[:16]}; its effect done again ({seconds:.2f} s)", flush=True)
+    return RunResult(key, True, seconds)
 
 
 def _compute(store: Store, job: _Job, staging: Path) -> float:
@@ -194,6 +215,30 @@ def _compute(store: Store, job: _Job, staging: Path) -> float:
     return time.time() - t0
 
 
+def _drop_undeclared(staging: Path, job: _Job) -> None:
+    """The store holds what a stage declares: what else its job wrote among its outputs (a
+    train.command's files beside its model folder) is named in the job's log, with its size,
+    and not committed."""
+    extra = sorted(p for p in (staging / "outputs").iterdir() if p.name not in job.outputs)
+    if not extra:
+        return
+    sizes = [(p.name, _tree_bytes(p)) for p in extra]
+    named = ", ".join(f"{name} ({size / 2**20:.2f} MiB)" for name, size in sizes)
+    print(
+        f"{job.stage.name}: not committed, not an output the stage declares "
+        f"({', '.join(job.outputs)}): {named}",
+        flush=True,
+    )
+    for p in extra:
+        remove_tree(p)
+
+
+def _tree_bytes(path: Path) -> int:
+    if path.is_file() or path.is_symlink():
+        return path.lstat().st_size
+    return sum(p.lstat().st_size for p in path.rglob("*") if p.is_file())
+
+
 def _check_inputs_unchanged(store: Store, job: _Job) -> None:
     """What was read must still be what was hashed: an input rewritten while the stage ran (a
     data export, a checkout) would give a result under the wrong key."""
@@ -203,10 +248,48 @@ def _check_inputs_unchanged(store: Store, job: _Job) -> None:
     finally:
         cache.close()
     if changed:
+        restored = restore_inputs(store, job.stage.name, job.resolved)
+        again = " (restored from the store)" if restored else ""
         raise CampaignError(
-            f"{job.stage.name}: input {', '.join(changed)} changed while the stage ran; "
+            f"{job.stage.name}: input {', '.join(changed)} changed while the stage ran{again}; "
             f"nothing was committed (run it again)"
         )
+
+
+def restore_inputs(store: Store, stage: str, inputs: dict[str, list[Path]]) -> list[str]:
+    """Inputs that a job of this checkout materialized from a store entry and that are no
+    longer what the entry holds (a trainer wrote over a split file) are restored from it, each
+    said in the job's log: the stages write results/, nothing else does. An entry that fails
+    verification restores nothing (its own job recomputes it). Returns the paths restored."""
+    by_output = {os.path.abspath(p): r for p, r in store.jobs_by_output().items()}
+    if not by_output:
+        return []
+    restored = []
+    cache = HashCache(store.root / "hashcache.sqlite")
+    try:
+        for path in (Path(p) for paths in inputs.values() for p in paths):
+            record = by_output.get(os.path.abspath(path))
+            if not record or record.get("state") != "done" or not record.get("key"):
+                continue
+            names = dict(zip(record["outputs"], record.get("output_names", []), strict=False))
+            name = names.get(next((o for o in names if os.path.abspath(o) == os.path.abspath(path)),
+                                  ""))  # fmt: skip
+            entry = store.read_entry(record["key"])
+            info = (entry.meta.get("outputs") or {}).get(name) if entry and name else None
+            if info is None or (path.exists() and cache.hash_tree(path) == info.get("hash")):
+                continue
+            if store.problems(entry):
+                continue
+            store.materialize(entry, {name: path})
+            restored.append(str(path))
+            print(
+                f"{stage}: input {path} is not what {record.get('stage')} committed (store "
+                f"entry {entry.key[:16]}); restored it from the store",
+                flush=True,
+            )
+    finally:
+        cache.close()
+    return restored
 
 
 def _entry_meta(job: _Job, wall: float) -> dict:
@@ -319,6 +402,7 @@ def run_stage(
         "stage": stage.name,
         "key": None,
         "outputs": [str(p) for p in outputs.values()],
+        "output_names": list(outputs),  # each output's name in the entry, as `outputs` lists
         "project": str(Path.cwd()),
         "host": socket.gethostname(),
         "pid": os.getpid(),
@@ -326,6 +410,7 @@ def run_stage(
         "started": round(started, 3),
     }
     try:
+        restore_inputs(store, stage.name, inputs)
         resolved, input_hashes, execution, key, material = job_key(
             stage, spec, inputs, store, root, threads
         )

@@ -187,6 +187,9 @@ class Stage:
     final: bool | Callable[[dict], bool] = False
     # More modules whose code decides the result (a contributed section's renderer).
     code: tuple[str, ...] = ()
+    # The job's purpose is an effect outside the store (logging to a tracking server): a store
+    # hit runs it again, so the effect shows the results of now, not those of the last miss.
+    effect: bool = False
     # "module:function" (stage, phases) -> the stage with what the phases contribute to it
     # (inputs, outputs, code): the report's sections, the index's columns. The registry calls
     # it once every phase is declared.

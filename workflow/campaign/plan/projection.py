@@ -51,7 +51,8 @@ def run_cost(
 ) -> dict:
     """{seconds, bytes} of one run: seconds of wall time on its recipe["devices"] cards (1 when
     absent). rates: the throughput check's measured rates; sizes: the disk check's exact sizes
-    (one checkpoint, the model, predictions, logs; example counts)."""
+    (one checkpoint, the model, predictions, logs; example counts), and for a command's run
+    `extra_bytes`: what else it writes while it runs (the command check's measure)."""
     steps = recipe["max_steps"]
     devices = train_key(recipe, "devices")
     per_example = rates["eval_seconds_per_example"]
@@ -67,7 +68,23 @@ def run_cost(
     disk = sizes["checkpoint_bytes"] * recipe["keep_checkpoints"] + 2 * (
         sizes["model_bytes"] + sizes["prediction_bytes"] + sizes["log_bytes"] + timings_bytes
     )
+    disk += sizes.get("extra_bytes", 0)
     return {"seconds": sum(seconds.values()), "parts": seconds, "bytes": disk}
+
+
+def command_sizes(sizes: dict, trainer: dict) -> dict:
+    """The disk check's sizes for a command's run: its own checkpoint and model as the command
+    check measured them, and everything else it wrote (`extra_bytes`); the built-in loop's
+    sizes where the command was not measured."""
+    disk = trainer.get("disk")
+    if not disk:
+        return sizes
+    return {
+        **sizes,
+        "checkpoint_bytes": disk["checkpoint_bytes"],
+        "model_bytes": disk["model_bytes"],
+        "extra_bytes": sum(disk["undeclared"].values()),
+    }
 
 
 def project(
@@ -93,9 +110,11 @@ def project(
     kept_s, kept_bytes = 0.0, 0
     for row in spec["rows"]:
         recipe = spec["recipes"][row["run"]]
-        own = (trainers.get(recipe.get("trainer")) or {}).get("steps_per_s")
+        trainer = trainers.get(recipe.get("trainer")) or {}
+        own = trainer.get("steps_per_s")
         run_rates = rates if not own else {**rates, "steps_per_s": own}
-        cost = run_cost(recipe, spec["baseline"], run_rates, sizes, timings_bytes)
+        cost = run_cost(recipe, spec["baseline"], run_rates, command_sizes(sizes, trainer),
+                        timings_bytes)  # fmt: skip
         total_s += cost["seconds"]
         kept = bool(row.get("kept", True)) and (budget is None or total_s / HOUR_S <= budget)
         if kept:

@@ -62,6 +62,8 @@ PHASE = Phase(
             spec=_track_spec,
             # MLflow run ids are new in every store; event files carry wall times and the host.
             volatile=("logged", "tensorboard"),
+            # Metric A, B, then A again: the third job hits A's entry, and MLflow must show A.
+            effect=True,
             libraries=("mlflow-skinny", "tensorboard", "pandas", "pyarrow"),
         ),
     ),

@@ -81,6 +81,8 @@ _PUBLIC = {
     "select_device": "devices",
     # an outside trainer's command (train.command; the preflight's command check runs it)
     "PROGRESS_LINES": "command",
+    "CHECKPOINTS": "command",
+    "WORK_FILES": "command",
     "Command": "command",
     "check_outputs": "command",
     "check_adapter": "command_adapter",

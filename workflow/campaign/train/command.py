@@ -32,6 +32,7 @@ from campaign.core.progress import job_progress
 from campaign.plan import command_of, identity, run_id
 from campaign.train.command_adapter import adopt_adapter, is_adapter
 from campaign.train.launchers import command_argv, launcher_of
+from campaign.train.processes import Group, subreaper
 
 SPEC_FORMAT = 1
 # In the job's work folder (.campaign/work/<key>/), which outlives a failed or preempted job.
@@ -41,6 +42,9 @@ PROGRESS_LINES = "progress.jsonl"
 # What a command under a launcher writes when it checkpointed and stopped for a signal.
 PREEMPTED_NOTE = "preempted.json"
 TOKENIZER = "tokenizer"
+# Everything the run spec names or the campaign writes in the work folder: the rest there is a
+# command's own (the preflight's command check counts it).
+WORK_FILES = (SPEC_FILE, CHECKPOINTS, PROGRESS_LINES, PREEMPTED_NOTE, TOKENIZER)
 # train.command.grace_seconds when absent (the schema's "Absent: 60").
 GRACE_SECONDS = 60.0
 # The built-in loop's preemption signals (loop.PREEMPT_SIGNALS); SIGURG, the SLURM profile's
@@ -232,6 +236,29 @@ def _child_env(spec_path: Path) -> dict:
     return {**os.environ, contract.SPEC_ENV: str(spec_path), "PYTHONPATH": path}
 
 
+def _wait(relay: _Relay, group: Group, command: Command, progress_path: Path, bar, start: int):
+    """Until the command exits: its signals relayed, its progress shown, its processes noted;
+    still running `grace_seconds` after a signal, its whole group is killed."""
+    child = relay.child
+    shown = start
+    with relay.installed(), contextlib.closing(bar):
+        while child.poll() is None:
+            group.watch()
+            if relay.at is not None and time.monotonic() - relay.at > command.grace_seconds:
+                group.kill()
+                child.wait()
+                raise CampaignError(
+                    f"train.command: broke the contract: still running "
+                    f"{command.grace_seconds:g} s after signal {relay.signum} (it must "
+                    f"checkpoint and exit {PREEMPTED_EXIT}); killed with every process it started"
+                )
+            rows = read_progress_lines(progress_path)
+            if rows and rows[-1]["step"] != shown:
+                shown = rows[-1]["step"]
+                bar.update(shown, loss=rows[-1].get("loss"))
+            time.sleep(POLL_SECONDS)
+
+
 def run_command(command: Command, spec_path: Path, work_dir: Path, root: Path, spec: dict) -> int:
     """Run the command to its end and check the signal part of the contract; returns the step
     it resumed from (0: a fresh start). Raises Preempted for exit 75 (the job is requeued)."""
@@ -246,33 +273,33 @@ def run_command(command: Command, spec_path: Path, work_dir: Path, root: Path, s
     # grace: give them most of it to finish the step and checkpoint (the user's value wins).
     env.setdefault("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", str(max(1, int(command.grace_seconds * 0.8))))
     argv = command_argv(command, int(spec["train"].get("devices", 1)))
-    try:
-        # Its own session: a signal reaches it once, from us, not also from the job's group.
-        child = subprocess.Popen(argv, cwd=root, env=env, start_new_session=True, preexec_fn=_tied)
-    except OSError as e:
-        raise CampaignError(f"train.command.argv: cannot start {command.argv[0]!r} ({e})") from None
-    relay = _Relay(child, launched=launcher_of(command) is not None)
-    shown = start
-    try:
-        with relay.installed(), contextlib.closing(bar):
-            while child.poll() is None:
-                if relay.at is not None and time.monotonic() - relay.at > command.grace_seconds:
-                    child.kill()
-                    child.wait()
-                    raise CampaignError(
-                        f"train.command: broke the contract: still running "
-                        f"{command.grace_seconds:g} s after signal {relay.signum} (it must "
-                        f"checkpoint and exit {PREEMPTED_EXIT}); killed"
-                    )
-                rows = read_progress_lines(progress_path)
-                if rows and rows[-1]["step"] != shown:
-                    shown = rows[-1]["step"]
-                    bar.update(shown, loss=rows[-1].get("loss"))
-                time.sleep(POLL_SECONDS)
-    finally:
-        if child.poll() is None:  # we are failing for another reason: leave nothing running
-            child.kill()
-            child.wait()
+    with subreaper():
+        before = Group.own_children()
+        try:
+            # Its own session: a signal reaches it once, from us, not also from the job's
+            # group; and its group is what the job ends when the command is done or killed.
+            child = subprocess.Popen(argv, cwd=root, env=env, start_new_session=True,
+                                     preexec_fn=_tied)  # fmt: skip
+        except OSError as e:
+            raise CampaignError(
+                f"train.command.argv: cannot start {command.argv[0]!r} ({e})"
+            ) from None
+        group = Group(child, before)
+        relay = _Relay(child, launched=launcher_of(command) is not None)
+        try:
+            _wait(relay, group, command, progress_path, bar, start)
+        finally:
+            if child.poll() is None:  # we are failing for another reason: leave nothing running
+                group.kill()
+                child.wait()
+            left = group.end(command.grace_seconds)
+    if left:
+        print(
+            f"train.command: exited {child.returncode} while {len(left)} process(es) it started "
+            f"still ran: {'; '.join(left)}; ended them (SIGTERM, then SIGKILL after "
+            f"{command.grace_seconds:g} s) before checking or committing anything",
+            flush=True,
+        )
     rc = child.returncode
     rows = read_progress_lines(progress_path)
     step = rows[-1]["step"] if rows else 0
@@ -282,6 +309,13 @@ def run_command(command: Command, spec_path: Path, work_dir: Path, root: Path, s
         raise CampaignError(
             f"train.command: broke the contract: died of signal {-rc} after signal "
             f"{relay.signum} instead of checkpointing and exiting {PREEMPTED_EXIT}"
+        )
+    if rc == 0 and left:
+        raise CampaignError(
+            f"train.command: broke the contract: exited 0 while {len(left)} process(es) it "
+            f"started still ran ({left[0]}{', ...' if len(left) > 1 else ''}), which could "
+            "still write its outputs; ended them; nothing is committed (wait for every process "
+            "you start before exiting)"
         )
     if rc != 0:
         raise CampaignError(

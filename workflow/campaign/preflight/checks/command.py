@@ -20,9 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from campaign.core.errors import CampaignError, Preempted
-from campaign.preflight.bench import Bench, Result
+from campaign.core.progress import PROGRESS_FILE
+from campaign.preflight.bench import Bench, Result, fmt_bytes, tree_bytes
 from campaign.train import (
+    CHECKPOINTS,
     PROGRESS_LINES,
+    WORK_FILES,
     Command,
     check_adapter,
     check_outputs,
@@ -53,6 +56,7 @@ class _Watch:
         self.progress, self.signal_at = progress, signal_at
         self.seen: dict[int, float] = {}
         self.peak_rss = 0
+        self.signalled = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -76,14 +80,13 @@ class _Watch:
         return total
 
     def _run(self) -> None:
-        signalled = False
         while not self._stop.is_set():
             now = time.perf_counter()
             for row in read_progress_lines(self.progress):
                 self.seen.setdefault(row["step"], now)
             self.peak_rss = max(self.peak_rss, self._rss())
-            if self.signal_at is not None and not signalled and self.signal_at in self.seen:
-                signalled = True
+            if self.signal_at is not None and not self.signalled and self.signal_at in self.seen:
+                self.signalled = True
                 signal.raise_signal(signal.SIGUSR1)
             self._stop.wait(WATCH_SECONDS)
 
@@ -122,6 +125,53 @@ def _spec(bench: Bench, command: dict, steps: int) -> dict:
     return {**bench.spec, "train": train}
 
 
+# What the check itself puts in a command's folder (its sample; in the work folder, what the run
+# spec names and the campaign writes): the rest is what the command wrote.
+SAMPLE = "splits"
+
+
+def written(folder: Path, work: Path, model: Path) -> dict:
+    """What a command wrote on the sample, all of it: its checkpoints (one checkpoint's bytes:
+    the largest), its model, and every file it was not asked for (in its work folder or beside
+    its model folder, where a training job's store staging is): {name: bytes}. A job keeps the
+    checkpoints and whatever else it writes on the disk while it runs."""
+    checkpoints = work / CHECKPOINTS
+    parts = [tree_bytes(c) for c in checkpoints.iterdir()] if checkpoints.is_dir() else []
+    undeclared = {}
+    for place, declared in ((folder, (SAMPLE, work.name, model.name)),
+                            (work, (*WORK_FILES, PROGRESS_FILE))):  # fmt: skip
+        for child in sorted(place.iterdir()):
+            if child.name not in declared:
+                undeclared[str(child.relative_to(folder))] = tree_bytes(child)
+    return {
+        "checkpoint_bytes": max(parts, default=0),
+        "checkpoints_bytes": sum(parts),
+        "model_bytes": tree_bytes(model) if model.exists() else 0,
+        "undeclared": undeclared,
+    }
+
+
+def _ended_before_signal(model: Path, progress_path: Path, before: int) -> None:
+    """The command exited 0 before the signal was sent (at step `before`): what it left, in one
+    line naming the paths its run spec gave it."""
+    rows = read_progress_lines(progress_path)
+    if not rows and not (model.is_dir() and any(model.iterdir())):
+        raise CampaignError(
+            f"exited 0 without writing its output (no model in {model}, no progress line in "
+            f"{progress_path})"
+        )
+    last = rows[-1]["step"] if rows else 0
+    if last >= before:  # its steps outran the watcher's reading of the progress file
+        raise CampaignError(
+            f"exited 0 at step {last} before its signal at step {before} was sent (its steps are "
+            "faster than the signal lands: raise preflight.resume.steps_after)"
+        )
+    raise CampaignError(
+        f"exited 0 at step {last}, before its signal at step {before} (the contract: a progress "
+        f"line per step in {progress_path} up to max_steps; checkpoint and exit 75 when signalled)"
+    )
+
+
 def check_one(bench: Bench, name: str, command: Command, raw: dict) -> tuple[dict, dict]:
     """One command through the contract on the sample: (what the check decided, what it
     measured: where it stopped and resumed, its losses, steps/s and peak memory)."""
@@ -144,6 +194,8 @@ def check_one(bench: Bench, name: str, command: Command, raw: dict) -> tuple[dic
             run_command(command, spec_path, work, bench.root, spec)
         except Preempted as e:
             stopped_at = e.step
+    if stopped_at is None and not first.signalled:
+        _ended_before_signal(outputs["model"], progress_path, before)
     if stopped_at is None:
         raise CampaignError(
             f"ran to its end through signal SIGUSR1 at step {before} (the contract: checkpoint "
@@ -180,6 +232,8 @@ def check_one(bench: Bench, name: str, command: Command, raw: dict) -> tuple[dic
             else None
         ),
         "peak_rss_bytes": max(first.peak_rss, second.peak_rss),
+        # What it put on the disk (the plan sizes its runs with these): measured, not exact.
+        "disk": written(folder, work, outputs["model"]),
     }
     return stable, measured
 
@@ -198,8 +252,22 @@ def _line(name: str, d: dict, m: dict | None) -> str:
     return (
         f"{name}: loss {m['first_loss']:.3g} -> {m['last_loss']:.3g} over {d['steps']} steps, "
         f"signalled at step {d['signalled_at_step']}, stopped at {m['stopped_at_step']} and "
-        f"resumed from step {m['resumed_from_step']}{speed}{memory}"
+        f"resumed from step {m['resumed_from_step']}{speed}{memory}{_disk_words(m.get('disk'))}"
     )
+
+
+def _disk_words(disk: dict | None) -> str:
+    """What a command's summary says it writes: its checkpoint, model and undeclared files."""
+    if not disk:
+        return ""
+    words = (f", writes a checkpoint of {fmt_bytes(disk['checkpoint_bytes'])} and a model of "
+             f"{fmt_bytes(disk['model_bytes'])}")  # fmt: skip
+    extra = disk["undeclared"]
+    if extra:
+        named = ", ".join(f"{n} {fmt_bytes(b)}" for n, b in extra.items())
+        words += (f", and {fmt_bytes(sum(extra.values()))} it was not asked for ({named}: "
+                  "counted in the plan's disk, not committed)")  # fmt: skip
+    return words
 
 
 def run(bench: Bench) -> Result:

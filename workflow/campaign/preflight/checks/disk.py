@@ -13,6 +13,7 @@ import json
 from campaign.core.fsutil import remove_tree
 from campaign.preflight.bench import Bench, Result, evaluations_per_run, fmt_bytes, tree_bytes
 from campaign.train import (
+    commands_of,
     device_info,
     run_manifest,
     save_checkpoint,
@@ -72,8 +73,10 @@ def run(bench: Bench) -> Result:
         "path": str(bench.work_dir),
         "assumes": "outputs counted twice: in the store and copied to results/",
     }
+    # A command's runs write what the command check measures (the plan sizes them with it).
+    whose = "a built-in run" if commands_of(bench.spec["train"]) else "one run"
     summary = (
-        f"one run writes {fmt_bytes(one_run)} (a checkpoint {fmt_bytes(checkpoint_bytes)}, the "
+        f"{whose} writes {fmt_bytes(one_run)} (a checkpoint {fmt_bytes(checkpoint_bytes)}, the "
         f"model {fmt_bytes(model_bytes)}); {fmt_bytes(free)} free"
     )
     if need > free:
