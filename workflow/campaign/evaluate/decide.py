@@ -52,7 +52,11 @@ decisions.json
     interval are on decide_on, where it was chosen)
     chosen_on           NEW  the split it was chosen on (= decide_on)
     reported_on         NEW  the other split; reported: {value, ci_low, ci_high} on it (the
-                             headline number: no winner's curse)
+                             headline number: no winner's curse); where the keep chose among
+                             several cells its interval holds for every cell at once
+                             (Bonferroni over the cells: the cell rows' sel_low, sel_high)
+    reported_cells      NEW  int | null: the cells that interval holds for at once (null: the
+                             cell's own interval)
     representative_run  NEW  the run of the median seed on decide_on (what to quantize; with
                              an even number of seeds the middle run whose id sorts first)
     kept_as             NEW  why this cell: "control" (no cell shown better than the control),
@@ -115,7 +119,11 @@ seed_sd, mde, seeds_needed, interval_over, decision, estimability, aliases)
   cell_id         NEW  the plan table's cell id of the row's cell (kinds cell and floor: the cell
                   compared; quantized: its run's cell); null for main and interaction rows.
                   Join on it, never on `subject` (a sentence that may be reworded)
+  p_from          NEW  quantized rows on per-item scores: which test gave p_value ("paired t"
+                  or "count bound": few moved items)
 metrics.parquet: cell_id  NEW  as above, for run, quantized and cell rows (null for a floor)
+  sel_low, sel_high  NEW  cell rows: the cell's interval at 1 - (1 - confidence) / cells, all
+                  cells at once (the kept cell's headline reads it on the other split)
 """
 
 from __future__ import annotations
@@ -306,6 +314,13 @@ def what_would_decide(
         seeds_note = (
             f"no count is sized yet: the estimate is within {bound_z:.2f} standard errors of "
             f"the bar, so its gap may be near zero; more seeds or items measure it first"
+        )
+    elif gap <= 0:
+        seeds_note = "the estimate sits at the bar: no count of seeds or items decides it"
+    elif seeds is None and measured:
+        seeds_note = (
+            "no number of seeds decides this: the items' part of the variance, which seeds do "
+            "not shrink, is already wider than the gap"
         )
     return {
         "dominant": dominant,
