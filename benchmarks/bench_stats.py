@@ -532,18 +532,21 @@ RARE_COLLAPSE = 0.0055  # the share of items on which the rare-collapse variant 
 RARE_LOSS_SHARE = 1.05  # its true mean loss, as a share of the margin
 
 
-def rare_collapse_noninferiority(n: int, reps: int, seed: int) -> float:
+def rare_collapse_noninferiority(n: int, reps: int, seed: int) -> tuple[float, float, float]:
     """Non-inferiority adoption through quantized_row and decide_family when the loss sits on
     few items (issue 33's review): a variant that scores 0 on RARE_COLLAPSE of the items and
     shrinks the rest slightly, its true mean loss RARE_LOSS_SHARE x the margin. At 300 items
     about a fifth of samples hold no collapsed item, so no test on the mean can see the loss:
     a known limit of the paired t (a bound free of the loss's shape would put a one-point
-    margin out of reach at 300 items), printed without a goal. The adoption line says it."""
+    margin out of reach at 300 items), printed without a goal. The adoption line says it.
+    Returns (adoption rate, coverage of the tail guard's interval of the share of items that
+    collapse (comparison.collapse_guard, true share RARE_COLLAPSE), the share of adoptions
+    of campaigns adopted with the guard's upper end below the true share: the collapse hidden)."""
     rng = np.random.default_rng([seed, n, 37])
     margin = POLICY["max_quality_loss"]
     population = np.random.default_rng(99).standard_normal(100_000)
     sd = math.hypot(ITEM_SD, SCORE_NOISE)
-    adopted = 0
+    adopted = covered = hidden = 0
     for _ in range(reps):
         u = RUN_SD * rng.standard_normal()
         ref = expit(logit(BASE) + u + sd * rng.standard_normal(n))
@@ -561,7 +564,9 @@ def rare_collapse_noninferiority(n: int, reps: int, seed: int) -> float:
         ]
         questions.decide_family(q, LEVEL, POWER, POLICY)
         adopted += q[0]["decision"] == "adopt"
-    return adopted / reps
+        covered += q[0]["collapse_low"] <= RARE_COLLAPSE <= q[0]["collapse_high"]
+        hidden += q[0]["decision"] == "adopt" and q[0]["collapse_high"] < RARE_COLLAPSE
+    return adopted / reps, covered / reps, hidden / reps
 
 
 def advice_followed(k: int, n: int, reps: int, seed: int, effect: float = 0.03) -> tuple:
@@ -830,10 +835,19 @@ def ni_table(ni: int, seed: int) -> bool:
         what = f"NI adoption at 0.5 x the margin, ~89 % unmoved (n={n})"
         print(f"  {what:<52} {value * 100:5.2f}% +/- {_se(value, ni // 4) * 100:.2f} (power)")
     for n in (300, 1000):
-        value = rare_collapse_noninferiority(n, ni, seed)
+        value, covered, hidden = rare_collapse_noninferiority(n, ni, seed)
         what = f"NI adoption, {RARE_COLLAPSE:.2%} items to 0, {RARE_LOSS_SHARE:g}x margin (n={n})"
         print(f"  {what:<52} {value * 100:5.2f}% +/- {_se(value, ni) * 100:.2f} "
-              "(known limit, no goal)")  # fmt: skip
+              "(the mean cannot see it; the tail guard says it)")  # fmt: skip
+        flag, bad = judge(covered, LEVEL, 1.0, ni)
+        missed |= bad
+        what = f"  tail guard's interval covers the collapse share (n={n})"
+        print(f"  {what:<52} {covered * 100:5.2f}% +/- {_se(covered, ni) * 100:.2f} "
+              f">= {LEVEL * 100:.0f} %{flag}")  # fmt: skip
+        what = f"  adopted with the guard below the true share (n={n})"
+        flag, bad = judge(hidden, 0.0, 0.025, ni)
+        missed |= bad
+        print(f"  {what:<52} {hidden * 100:5.2f}% +/- {_se(hidden, ni) * 100:.2f} 0.0-2.5 %{flag}")
     return missed
 
 

@@ -270,6 +270,37 @@ def unseen_share(n: int, alpha_one: float) -> float:
     return 1.0 - alpha_one ** (1.0 / n) if n > 0 else 1.0
 
 
+# The tail guard beside a variant's mean (collapse_guard): an item "collapses" when the variant
+# keeps less than COLLAPSE_KEEP of the run's own score on it (1 -> 0 on 0/1 items); the guard
+# says how many items would bound the share of collapsing items at COLLAPSE_BOUND.
+COLLAPSE_KEEP, COLLAPSE_BOUND = 0.5, 0.005
+
+
+def collapse_guard(reference: np.ndarray, variant: np.ndarray, level: float) -> dict:
+    """The items on which a variant lost more than half the run's own score (`reference`,
+    `variant`: (n_items,) scores in [0, 1]) and the share of the item population that
+    collapses so, bounded exactly: {collapsed, collapse_low, collapse_high, collapse_items}.
+    The interval is Clopper-Pearson's for `collapsed` of n at `level` (it covers the true share
+    at least that often, whatever it is); collapse_items: the items on which none collapsing
+    would put the upper end at COLLAPSE_BOUND. A mean over items weighs a collapse on 0.5 %
+    of them like a 0.5 % loss everywhere, and a sample may hold none of them: this is what
+    the mean cannot say."""
+    ref = np.asarray(reference, dtype=np.float64)
+    var = np.asarray(variant, dtype=np.float64)
+    n = ref.size
+    collapsed = int(np.count_nonzero((ref > 0) & (var < COLLAPSE_KEEP * ref)))
+    tail = (1 - level) / 2
+    low = float(stats.beta.ppf(tail, collapsed, n - collapsed + 1)) if collapsed else 0.0
+    high = float(stats.beta.isf(tail, collapsed + 1, n - collapsed)) if collapsed < n else 1.0
+    items = math.ceil(math.log(tail) / math.log1p(-COLLAPSE_BOUND))
+    return {
+        "collapsed": collapsed,
+        "collapse_low": low,
+        "collapse_high": high,
+        "collapse_items": items,
+    }
+
+
 def _hall_s(target: float, gamma: float, n: int) -> float:
     """The standardized distance S = (mean - mu) / sd at which Hall's (1992) skewness-corrected
     statistic sqrt(n) (S + gamma S^2 / 3 + gamma^2 S^3 / 27 + gamma / (6 n)) equals `target`:

@@ -29,6 +29,11 @@ decisions.json
                              are sized for the gap's lower ADVICE_QUANTILE bound)
     cell_id             NEW  the plan table's cell id of a quantized variant's run's cell; null
                              for a main effect
+    n_items, collapsed, collapse_low, collapse_high, collapse_items  NEW  quantized variants:
+                             the tail guard (comparison.collapse_guard): items that lost more
+                             than half the run's own score, the Clopper-Pearson interval of
+                             the share of items that collapse so, and the items on which none
+                             collapsing would bound it at 0.5 %; null for a main effect
     Price is NOT computed here: evaluate does not read the projected hours (runs.tsv's hours are
     outside its keyed view). The budget phase prices seeds_needed x hours per run x offer.
   decision values:

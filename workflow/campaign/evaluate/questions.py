@@ -178,7 +178,8 @@ def quantized_row(
     alpha_one = (1 - level) / 2
     from campaign.evaluate.stats import mcnemar_p
 
-    return {
+    guard = {} if consistency else cmp.collapse_guard(reference, variant, level)
+    return guard | {
         "n_seeds": 1,
         "estimate": (gains - losses) / n,
         "ci_low": low,
@@ -257,7 +258,8 @@ def continuous_quantized_row(
     if (moved < SPARSE_MOVED or skewed.sd == 0) and bound > p_ni:
         p_ni, p_from = bound, "count bound"
     p_still = (1.0 - max_quality_loss) ** n if max_quality_loss > 0 else 1.0
-    return {
+    guard = {} if consistency else cmp.collapse_guard(ref, ref + d, level)
+    return guard | {
         "n_seeds": 1,
         "estimate": skewed.mean,
         "ci_low": low,

@@ -62,6 +62,12 @@ class Decision:
     interval_note: str | None = None
     words: str | None = None
     cell_id: str | None = None
+    # quantized variants: the tail guard (comparison.collapse_guard)
+    n_items: int | None = None
+    collapsed: int | None = None
+    collapse_low: float | None = None
+    collapse_high: float | None = None
+    collapse_items: int | None = None
 
     @property
     def open(self) -> bool:
@@ -247,11 +253,23 @@ class Decisions:
 
     def adopted_variants(self) -> list[str]:
         """Quantized variants of the kept cell's runs that the evaluation adopted."""
+        return [d.subject for d in self._adopted()]
+
+    def _adopted(self) -> list[Decision]:
         runs = set(self.best_cell.runs) if self.best_cell is not None else set()
         return [
-            d.subject
+            d
             for d in self.of_kind("quantized")
             if d.reference in runs and d.decision == decide.ADOPT
+        ]
+
+    def adopted_with_guard(self) -> list[str]:
+        """The adopted variants, each with its tail guard in words (words.collapse_words)."""
+        from campaign.evaluate import words
+
+        return [
+            d.subject if d.collapsed is None else f"{d.subject} ({words.collapse_words(d)})"
+            for d in self._adopted()
         ]
 
 
@@ -495,6 +513,8 @@ def _levels(row: dict) -> tuple:
 def _decision(row: dict, words: str) -> Decision:
     """A comparison row's decision record: the fields decisions.json keeps of it."""
     keep = {f.name for f in fields(Decision)} - {"words"}
+    if row["kind"] != "quantized":  # the tail guard is a quantized variant's
+        keep -= {"n_items", "collapsed", "collapse_low", "collapse_high", "collapse_items"}
     return Decision(**{k: row.get(k) for k in keep}, words=words)
 
 
@@ -674,7 +694,7 @@ def evaluation_verdict(
         keep=keep,
         against_floor=verdict.against_floor if verdict is not None else None,
         looks=decisions.adaptive,
-        also=tuple(decisions.adopted_variants()) if cell else (),
+        also=tuple(decisions.adopted_with_guard()) if cell else (),
         costs_at=costs_at,
         open=tuple(decisions.open_questions),
         price_at=price_at,

@@ -119,7 +119,10 @@ def _quantized_line(r: dict, split: str, metric: str, s: dict) -> str:
             f" (loses more than the limit: exact test over the same items, family-adjusted "
             f"p {r['p_reject']:.3g})"
         )
-    return words + f" (non-inferiority, Tango score over the same items, Holm p {r['p_holm']:.3g})"
+    words += f" (non-inferiority, Tango score over the same items, Holm p {r['p_holm']:.3g}"
+    if r["decision"] == decide.ADOPT and r.get("collapsed") is not None:
+        words += f"; {collapse_words(r)}"
+    return words + ")"
 
 
 def _paired_t_words(r: dict) -> str:
@@ -137,15 +140,32 @@ def _paired_t_words(r: dict) -> str:
             f" (loses more than the limit: paired t over the same items, family-adjusted "
             f"p {r['p_reject']:.3g})"
         )
-    words = f" (non-inferiority, paired t over the same items, Holm p {r['p_holm']:.3g})"
+    words = f" (non-inferiority, paired t over the same items, Holm p {r['p_holm']:.3g}"
     share = r.get("unseen_share", math.nan)
     if r["decision"] != decide.ADOPT or not _finite(share):
-        return words
+        return words + ")"
     # The test weighs the mean: a loss carried by a few items the sample happened to miss
-    # does not move it (issue 33's rare-collapse case), so an adoption says what it cannot see.
-    return words + (
-        f"; a loss confined to fewer than {share * 100:.2g} % of items "
-        f"({share * n:.1f} of these {n}) may be on none of them and would not show"
+    # does not move it (the rare-collapse case), so an adoption says what it cannot see.
+    return words + f"; {collapse_words(r)})"
+
+
+def collapse_words(r) -> str:
+    """A variant's tail guard in one clause (`r`: a comparison row or a Decision with
+    collapsed, collapse_low, collapse_high, collapse_items, n_items): how many items lost
+    more than half the run's own score, and the share of items that could collapse."""
+    get = r.get if isinstance(r, dict) else lambda k, d=None: getattr(r, k, d)
+    n, c, high = get("n_items"), get("collapsed"), get("collapse_high")
+    if c is None or not _finite(high):
+        return "no tail guard measured"
+    bound = f"{get('collapse_items'):,} items with none collapsing would bound it at 0.5 %"
+    if c == 0:
+        return (
+            f"no item of {n} lost more than half its score; up to {high * 100:.2g} % of items "
+            f"could collapse unseen at this item count; {bound}"
+        )
+    return (
+        f"{c} of {n} items lost more than half their score: "
+        f"{get('collapse_low') * 100:.2g}-{high * 100:.2g} % of items may collapse so"
     )
 
 
