@@ -605,6 +605,53 @@ def advice_followed(k: int, n: int, reps: int, seed: int, effect: float = 0.03) 
 OPEN_EFFECT = ("inconclusive", "adopt (smaller than useful)")
 
 
+def advice_delivered(
+    k: int, n: int, reps: int, seed: int, run_sd: float, way: str, effect: float = 0.03
+) -> tuple:
+    """(median count advised, delivered power: the share of campaigns given a count that adopt
+    after following it, campaigns given a count and followed: a count of seeds above
+    MAX_SEEDS_CHECKED is not simulated) for `way` "seeds" (seeds_needed: more runs
+    per cell on the same items, the first runs kept) or "items" (items_needed: the same runs
+    scored on more items from the same populations), one cell truly `effect` better, run noise
+    `run_sd` on the logit. The advice states `power` (80 %)."""
+    rng = np.random.default_rng([seed, k, n, int(run_sd * 100), 45])
+    tau = _tau_for(effect)
+    key = "seeds_needed" if way == "seeds" else "items_needed"
+    adopted = followed = 0
+    advised = []
+
+    def items(m: int) -> dict:  # {cell: item logits} of m items from the populations
+        a = logit(BASE) + ITEM_SD * rng.standard_normal(m)
+        return {0: a, 1: a + INTERACTION_SD * rng.standard_normal(m) + tau}
+
+    def scored(logits: dict, u: dict) -> dict:  # the runs `u` (per cell) on the items
+        return {c: (rng.random((len(u[c]), logits[c].size)) < expit(logits[c] + u[c]))
+                .astype(np.float64) for c in (0, 1)}  # fmt: skip
+
+    for _ in range(reps):
+        u = {c: run_sd * rng.standard_normal((k, 1)) for c in (0, 1)}
+        logits = items(n)
+        design = scored(logits, u)
+        row = _rows(design)[0]
+        if row["decision"] not in OPEN_EFFECT or not row.get(key):
+            continue
+        need = int(row[key])
+        advised.append(need)
+        if way == "seeds" and need > MAX_SEEDS_CHECKED:
+            continue  # not simulated (counted in the median advised, not in the power)
+        followed += 1
+        if way == "seeds" and need > k:
+            more = {c: run_sd * rng.standard_normal((need - k, 1)) for c in (0, 1)}
+            extra = scored(logits, more)
+            design = {c: np.vstack([design[c], extra[c]]) for c in (0, 1)}
+        elif way == "items" and need > n:
+            extra = scored(items(need - n), u)
+            design = {c: np.hstack([design[c], extra[c]]) for c in (0, 1)}
+        adopted += _rows(design)[0]["decision"] == "adopt"
+    median = int(np.median(advised)) if advised else None
+    return median, (adopted / followed if followed else math.nan), followed
+
+
 def two_by_two_false_claims(k: int, n: int, reps: int, seed: int) -> tuple[float, float]:
     """(share of campaigns claiming an interaction, share adopting a main effect) in a 2 x 2
     whose four cells are equal, through stage._comparisons and stage._decide (the plan's

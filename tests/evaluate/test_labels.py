@@ -47,9 +47,9 @@ def test_no_count_far_from_the_bar_does_not_say_it_sits_at_the_bar():
     # estimate 4 points against a bar at 1 point, se 2.07 points: 1.9 se from the bar, yet
     # neither seeds (the items' part alone is wider than the gap) nor items (the seed part
     # alone is) decide it
-    wanted = decide.what_would_decide(0.05, 3e-5, 4e-4, 2, 300, 0.95, 0.8, 0.01, 1, 0.0)
+    wanted = decide.what_would_decide(0.05, 3e-5, 4e-4, 6, 300, 0.95, 0.8, 0.01, 10, 0.0)
     assert wanted["seeds_needed"] is None and wanted["items_needed"] is None
-    row = {"n_seeds": 2, **wanted}
+    row = {"n_seeds": 6, **wanted}
     said = words._needs(row)
     assert "sits at the bar" not in said
     assert "no number of seeds decides this" in said
