@@ -20,8 +20,14 @@ beside each rate):
   floor: a control-against-floor claim, all equal, k = 2, 3, 5           2.5-5 %
   per-item scores in [0, 1]: coverage 93-97 %, A/A <= 5 %, non-inferiority adoption and
         rejection at a loss equal to the margin                          <= 2.5 %
-  advice followed: adoption after extending an open campaign to the
-        advised seeds (same items, first runs kept)       >= 75 % (at least 80 % stated)
+  advice followed (issue 44): the same campaigns extended with the advised seeds (same items,
+        first runs kept) or items (same runs, more items): delivered power 75-85 % against
+        the 80 % stated, or no count (seed sd 0.15 and 0.40 on the logit, k = 2 and 3)
+  headline after selection (issue 44): control + 3 cells truly better (+6 points at seed sd
+        0.40, +3 at 0.15; 3 and 5 seeds): the kept cell's truth below / above its reported
+        interval                                                         <= 2.5 % each
+  [0, 1] non-inferiority with ~89 % of items unmoved, n = 300, 500, 1,000   <= 2.5 %
+  rare collapse: the tail guard's interval covers the collapsing share    >= 95 %
   2 x 2 with equal cells: an interaction claimed, a main effect adopted  <= 5 %
   non-inferiority reject at a loss equal to the margin, exact enumeration <= 2.5 %
   macro-F1 (3 classes, the stage's draws path): cell and effect coverage 93-97 %, A/A <= 5 %
@@ -569,39 +575,6 @@ def rare_collapse_noninferiority(n: int, reps: int, seed: int) -> tuple[float, f
     return adopted / reps, covered / reps, hidden / reps
 
 
-def advice_followed(k: int, n: int, reps: int, seed: int, effect: float = 0.03) -> tuple:
-    """(median seeds advised, the share of campaigns that adopt after following the advice,
-    campaigns given a count): each campaign at k seeds, if its effect is open and seeds_needed
-    is given, is extended to that many seeds per cell on the same items with its first runs
-    kept (what a user does), and decided again by the same functions. decide.what_would_decide
-    states `power` (80 %); it gives no count where the gap's lower bound reaches the bar."""
-    rng = np.random.default_rng([seed, k, n, 5])
-    tau = _tau_for(effect)
-    adopted = followed = 0
-    advised = []
-    for _ in range(reps):
-        a = logit(BASE) + ITEM_SD * rng.standard_normal(n)
-        g = INTERACTION_SD * rng.standard_normal(n)
-        logits = {0: a, 1: a + g + tau}
-
-        def runs(cell: int, count: int, logits: dict = logits) -> np.ndarray:
-            u = RUN_SD * rng.standard_normal((count, 1))
-            return (rng.random((count, n)) < expit(logits[cell] + u)).astype(np.float64)
-
-        design = {c: runs(c, k) for c in (0, 1)}
-        row = _rows(design)[0]
-        if row["decision"] not in OPEN_EFFECT or not row.get("seeds_needed"):
-            continue
-        followed += 1
-        need = int(min(row["seeds_needed"], MAX_SEEDS_CHECKED))
-        advised.append(need)
-        if need > k:
-            design = {c: np.vstack([design[c], runs(c, need - k)]) for c in (0, 1)}
-        adopted += _rows(design)[0]["decision"] == "adopt"
-    median = int(np.median(advised)) if advised else None
-    return median, (adopted / followed if followed else math.nan), followed
-
-
 OPEN_EFFECT = ("inconclusive", "adopt (smaller than useful)")
 
 
@@ -898,6 +871,32 @@ def ni_table(ni: int, seed: int) -> bool:
     return missed
 
 
+# The advice rows (issue 44): (seed sd on the logit, true gain) x seeds x (seeds | items).
+ADVICE_SETTINGS = ((0.15, 0.03), (0.40, 0.06))
+
+
+def advice_table(reps: int, seed: int) -> bool:
+    """Print the delivered power of the advice followed on the same campaigns (advice_delivered)
+    against the stated 80 %: met within 5 points, or where no count is given (its reason is in
+    the note); True where a goal is MISSED."""
+    missed = False
+    print(f"Advice followed on the same campaigns, 300 items, {reps} campaigns per row")
+    print(f"  (delivered power where a count is given; goal {POWER:.0%} +/- 5 points, or none):")
+    for run_sd, gain in ADVICE_SETTINGS:
+        for k in (2, 3):
+            for way in ("seeds", "items"):
+                advised, value, followed = advice_delivered(k, 300, reps, seed, run_sd, way, gain)
+                what = f"{way}, seed sd {run_sd:.2f}, +{gain * 100:.0f} pts, k={k}"
+                if not followed:
+                    print(f"  {what:<52} no count given (the note says why)")
+                    continue
+                flag, bad = judge(value, POWER - 0.05, POWER + 0.05, followed)
+                missed |= bad
+                print(f"  {what:<52} {value * 100:5.1f}% +/- {_se(value, followed) * 100:.1f}  "
+                      f"75.0-85.0 %{flag}  (median {advised}; {followed} followed)")  # fmt: skip
+    return missed
+
+
 def verdict_table(reps: int, seed: int) -> bool:
     """Print the verdict's goals (issue 33) with their Monte Carlo error, and the exact
     non-inferiority reject rows; True where a goal is MISSED."""
@@ -939,15 +938,7 @@ def verdict_table(reps: int, seed: int) -> bool:
             what = f"{goal} (k={k}, n={n})"
             print(f"  {what:<52} {value * 100:5.1f}% +/- {_se(value, reps) * 100:.1f}  "
                   f"{low * 100:.1f}-{high * 100:.1f} %{flag}")  # fmt: skip
-    print("Advice followed (true +3 points; open campaigns extended to seeds_needed, same items;")
-    print(f"  {many} campaigns per row, the rate over those given a count):")
-    for k, n in ((2, 300), (3, 1000)):
-        advised, value, followed = advice_followed(k, n, many, seed)
-        flag, bad = judge(value, 0.75, 1.0, followed)
-        missed |= bad
-        what = f"adoption after the advice (k={k}, n={n}, median {advised} seeds)"
-        print(f"  {what:<52} {value * 100:5.1f}% +/- {_se(value, followed) * 100:.1f}  "
-              f">= 75.0 %{flag}  ({followed} of {many} given a count)")  # fmt: skip
+    missed |= advice_table(many, seed)
     print("2 x 2, four equal cells (the plan's contrasts, stage._comparisons):")
     for k, n in ((2, 300), (3, 1000)):
         for what, value in zip(
