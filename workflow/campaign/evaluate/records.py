@@ -545,8 +545,7 @@ def _kept_cell(metric_rows, on, split, metric, other, control) -> KeptCell | Non
     }  # fmt: skip
     reported = by_split.get(other, Level())
     reported = Level(reported.value, reported.ci_low, reported.ci_high)
-    if len(cells) > 1:  # the keep chose among the cells (the control too: kept when no
-        # other was shown better, which is itself read off the data)
+    if len(cells) > 1:  # the keep chose among the cells (the control too, off the data)
         reported = _selected(reported, metric_rows, name, other, len(cells))
     return KeptCell(
         cell=name,
@@ -567,13 +566,11 @@ def _kept_cell(metric_rows, on, split, metric, other, control) -> KeptCell | Non
 
 
 def _selected(level: Level, metric_rows, name: str, other: str, cells: int) -> Level:
-    """The kept cell's headline when the keep chose among several cells: its interval on
-    `other` at the level Bonferroni gives every one of the campaign's `cells` at once (the cell
-    rows' sel_low, sel_high). The other split re-scores the same runs, so the seed luck that
-    made a cell the largest carries over (its own interval missed the truth from below in 6-8 %
-    of campaigns that kept one of three cells truly 6 points better, bench_stats); an interval
-    that holds for every cell at once holds for whichever the data picked, the control
-    included. Without those ends: `level` as it is."""
+    """The kept cell's headline when the keep chose among `cells`: its interval on `other` for
+    every cell at once (Bonferroni; the cell rows' sel_low, sel_high). The other split re-scores
+    the same runs, so the seed luck that made a cell the largest carries over (its own interval
+    missed from below in 6-8 % of campaigns, bench_stats); an interval that holds for every cell
+    holds for whichever the data picked. Without those ends: `level` as it is."""
     row = next(
         (r for r in metric_rows if r["kind"] == "cell" and r["cell"] == name
          and r["split"] == other and r.get("sel_low") is not None),
