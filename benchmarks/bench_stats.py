@@ -20,8 +20,14 @@ beside each rate):
   floor: a control-against-floor claim, all equal, k = 2, 3, 5           2.5-5 %
   per-item scores in [0, 1]: coverage 93-97 %, A/A <= 5 %, non-inferiority adoption and
         rejection at a loss equal to the margin                          <= 2.5 %
-  advice followed: adoption after extending an open campaign to the
-        advised seeds (same items, first runs kept)       >= 75 % (at least 80 % stated)
+  advice followed (issue 44): the same campaigns extended with the advised seeds (same items,
+        first runs kept) or items (same runs, more items): delivered power 75-85 % against
+        the 80 % stated, or no count (seed sd 0.15 and 0.40 on the logit, k = 2 and 3)
+  headline after selection (issue 44): control + 3 cells truly better (+6 points at seed sd
+        0.40, +3 at 0.15; 3 and 5 seeds): the kept cell's truth below / above its reported
+        interval                                                         <= 2.5 % each
+  [0, 1] non-inferiority with ~89 % of items unmoved, n = 300, 500, 1,000   <= 2.5 %
+  rare collapse: the tail guard's interval covers the collapsing share    >= 95 %
   2 x 2 with equal cells: an interaction claimed, a main effect adopted  <= 5 %
   non-inferiority reject at a loss equal to the margin, exact enumeration <= 2.5 %
   macro-F1 (3 classes, the stage's draws path): cell and effect coverage 93-97 %, A/A <= 5 %
@@ -198,28 +204,29 @@ SPEC = {
 }
 
 
-def _verdict_truth(tau: float, draws: int = 400_000) -> float:
+def _verdict_truth(tau: float, draws: int = 400_000, run_sd: float = VERDICT_RUN_SD) -> float:
     """A cell's mean accuracy over the item, item x cell and seed populations at logit `tau`."""
     rng = np.random.default_rng(54321)
-    sd = math.sqrt(ITEM_SD**2 + INTERACTION_SD**2 + VERDICT_RUN_SD**2)
+    sd = math.sqrt(ITEM_SD**2 + INTERACTION_SD**2 + run_sd**2)
     return float(expit(logit(BASE) + tau + sd * rng.standard_normal(draws)).mean())
 
 
-def _verdict_tau(gap: float) -> float:
+def _verdict_tau(gap: float, run_sd: float = VERDICT_RUN_SD) -> float:
     """The logit shift whose true accuracy is `gap` above the unshifted cell's (bisection)."""
-    base, lo, hi = _verdict_truth(0.0), -3.0, 3.0
+    base, lo, hi = _verdict_truth(0.0, run_sd=run_sd), -3.0, 3.0
     for _ in range(50):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if _verdict_truth(mid) - base < gap else (lo, mid)
+        lo, hi = (mid, hi) if _verdict_truth(mid, run_sd=run_sd) - base < gap else (lo, mid)
     return (lo + hi) / 2
 
 
-def verdict_campaign(rng, taus: list[float], k: int, floor: bool = True) -> tuple:
+def verdict_campaign(
+    rng, taus: list[float], k: int, floor: bool = True, run_sd: float = VERDICT_RUN_SD
+) -> tuple:
     """(variants, {split: {variant: {"correct", "point", "draws"}}}) of a one-factor campaign:
-    cell c0 the control, cell c<j> at logit shift taus[j], k seeds each, and the floor."""
-    run_u = {
-        (c, s): VERDICT_RUN_SD * rng.standard_normal() for c in range(len(taus)) for s in range(k)
-    }
+    cell c0 the control, cell c<j> at logit shift taus[j], k seeds each (run noise `run_sd` on
+    the logit, the same runs on both splits), and the floor."""
+    run_u = {(c, s): run_sd * rng.standard_normal() for c in range(len(taus)) for s in range(k)}
     variants = [
         {
             "kind": "run",
@@ -313,6 +320,11 @@ def verdict_goals(reps: int, seed: int, k: int = 2) -> dict:
         f"headline: truth below kept interval (k={k})": (below / reps, 0.0, 0.035),
         f"headline: truth above kept interval (k={k})": (above / reps, 0.0, 0.035),
     }
+    for run_sd, gain, seeds in HEADLINE_SELECTED:
+        lo, hi, shown = headline_selected(reps, seed, run_sd, gain, seeds)
+        what = f"seed sd {run_sd:.2f}, 3 cells +{gain * 100:.0f} pts, k={seeds}, {shown:.0%} kept"
+        out[f"headline below kept interval ({what})"] = (lo, 0.0, 0.025)
+        out[f"headline above kept interval ({what})"] = (hi, 0.0, 0.025)
     for seeds in (2, 3, 5):
         out[f"floor: false claim, control vs floor (k={seeds})"] = (
             floor_claims(rng, seeds, reps * FLOOR_FACTOR),
@@ -320,6 +332,29 @@ def verdict_goals(reps: int, seed: int, k: int = 2) -> dict:
             0.05,
         )
     return out
+
+
+# The headline of a cell kept because it was shown better (issue 44): control + 3 cells truly
+# `gain` better, seed sd `run_sd` on the logit (0.40: about 6 points of a run's accuracy),
+# k seeds; the kept cell's truth against its reported (other-split) interval.
+HEADLINE_SELECTED = ((0.40, 0.06, 3), (0.40, 0.06, 5), (0.15, 0.03, 3), (0.15, 0.03, 5))
+
+
+def headline_selected(reps: int, seed: int, run_sd: float, gain: float, k: int) -> tuple:
+    """(truth below the kept cell's reported interval, above it, share of campaigns that kept
+    a shown-better cell) over `reps` campaigns of control + 3 cells truly `gain` better."""
+    rng = np.random.default_rng([seed, k, int(run_sd * 100), 44])
+    tau = _verdict_tau(gain, run_sd)
+    truth = {"cell=c0": _verdict_truth(0.0, run_sd=run_sd)}
+    truth.update({f"cell=c{c}": _verdict_truth(tau, run_sd=run_sd) for c in (1, 2, 3)})
+    below = above = shown = 0
+    for r in range(reps):
+        best = verdict_of(*verdict_campaign(rng, [0.0, tau, tau, tau], k, False, run_sd), r)
+        best = best.best_cell
+        shown += best.kept_as == "shown better"
+        below += truth[best.cell] < best.reported.ci_low
+        above += truth[best.cell] > best.reported.ci_high
+    return below / reps, above / reps, shown / reps
 
 
 def floor_claims(rng, k: int, reps: int) -> float:
@@ -466,22 +501,58 @@ def continuous_noninferiority(n: int, reps: int, seed: int, loss_share: float = 
     }
 
 
+# Token-F1-like scores with most items unmoved (issue 44): 40 % of items at 0 for every model,
+# the rest at 1 (35 %) or Beta(2, 1.5); UNMOVED_REGEN of those regenerate (a fresh score from the
+# same law, 0 with the probability that makes the population's loss the margin): about 89 % of
+# per-item differences exactly 0.
+UNMOVED_FAIL, UNMOVED_ONE, UNMOVED_REGEN = 0.4, 0.35, 0.2
+
+
+def unmoved_pair(rng, n: int, loss: float) -> tuple[np.ndarray, np.ndarray]:
+    """(reference, variant) of n items whose population mean loss is `loss`."""
+    mean_score = UNMOVED_ONE + (1 - UNMOVED_ONE) * 2 / 3.5
+    collapse = loss / ((1 - UNMOVED_FAIL) * UNMOVED_REGEN * mean_score)
+    fail = rng.random(n) < UNMOVED_FAIL
+    ref = np.where(fail, 0.0, np.where(rng.random(n) < UNMOVED_ONE, 1.0, rng.beta(2, 1.5, n)))
+    moved = (~fail) & (rng.random(n) < UNMOVED_REGEN)
+    collapsed = rng.random(n) < collapse
+    fresh = np.where(rng.random(n) < UNMOVED_ONE, 1.0, rng.beta(2, 1.5, n))
+    return ref, np.where(moved, np.where(collapsed, 0.0, fresh), ref)
+
+
+def unmoved_noninferiority(n: int, reps: int, seed: int, loss_share: float = 1.0) -> float:
+    """Non-inferiority adoption through quantized_row and decide_family at a loss of
+    `loss_share` x the margin with most items unmoved (unmoved_pair)."""
+    rng = np.random.default_rng([seed, n, 44])
+    adopted = 0
+    for _ in range(reps):
+        ref, var = unmoved_pair(rng, n, loss_share * POLICY["max_quality_loss"])
+        row = questions.quantized_row(ref, var, LEVEL, POLICY["max_quality_loss"])
+        q = [{"kind": "quantized", "subject": "v", **row}]
+        questions.decide_family(q, LEVEL, POWER, POLICY)
+        adopted += q[0]["decision"] == "adopt"
+    return adopted / reps
+
+
 RARE_COLLAPSE = 0.0055  # the share of items on which the rare-collapse variant scores 0
 RARE_LOSS_SHARE = 1.05  # its true mean loss, as a share of the margin
 
 
-def rare_collapse_noninferiority(n: int, reps: int, seed: int) -> float:
+def rare_collapse_noninferiority(n: int, reps: int, seed: int) -> tuple[float, float, float]:
     """Non-inferiority adoption through quantized_row and decide_family when the loss sits on
     few items (issue 33's review): a variant that scores 0 on RARE_COLLAPSE of the items and
     shrinks the rest slightly, its true mean loss RARE_LOSS_SHARE x the margin. At 300 items
     about a fifth of samples hold no collapsed item, so no test on the mean can see the loss:
     a known limit of the paired t (a bound free of the loss's shape would put a one-point
-    margin out of reach at 300 items), printed without a goal. The adoption line says it."""
+    margin out of reach at 300 items), printed without a goal. The adoption line says it.
+    Returns (adoption rate, coverage of the tail guard's interval of the share of items that
+    collapse (comparison.collapse_guard, true share RARE_COLLAPSE), the share of adoptions
+    of campaigns adopted with the guard's upper end below the true share: the collapse hidden)."""
     rng = np.random.default_rng([seed, n, 37])
     margin = POLICY["max_quality_loss"]
     population = np.random.default_rng(99).standard_normal(100_000)
     sd = math.hypot(ITEM_SD, SCORE_NOISE)
-    adopted = 0
+    adopted = covered = hidden = 0
     for _ in range(reps):
         u = RUN_SD * rng.standard_normal()
         ref = expit(logit(BASE) + u + sd * rng.standard_normal(n))
@@ -499,43 +570,59 @@ def rare_collapse_noninferiority(n: int, reps: int, seed: int) -> float:
         ]
         questions.decide_family(q, LEVEL, POWER, POLICY)
         adopted += q[0]["decision"] == "adopt"
-    return adopted / reps
-
-
-def advice_followed(k: int, n: int, reps: int, seed: int, effect: float = 0.03) -> tuple:
-    """(median seeds advised, the share of campaigns that adopt after following the advice,
-    campaigns given a count): each campaign at k seeds, if its effect is open and seeds_needed
-    is given, is extended to that many seeds per cell on the same items with its first runs
-    kept (what a user does), and decided again by the same functions. decide.what_would_decide
-    states `power` (80 %); it gives no count where the gap's lower bound reaches the bar."""
-    rng = np.random.default_rng([seed, k, n, 5])
-    tau = _tau_for(effect)
-    adopted = followed = 0
-    advised = []
-    for _ in range(reps):
-        a = logit(BASE) + ITEM_SD * rng.standard_normal(n)
-        g = INTERACTION_SD * rng.standard_normal(n)
-        logits = {0: a, 1: a + g + tau}
-
-        def runs(cell: int, count: int, logits: dict = logits) -> np.ndarray:
-            u = RUN_SD * rng.standard_normal((count, 1))
-            return (rng.random((count, n)) < expit(logits[cell] + u)).astype(np.float64)
-
-        design = {c: runs(c, k) for c in (0, 1)}
-        row = _rows(design)[0]
-        if row["decision"] not in OPEN_EFFECT or not row.get("seeds_needed"):
-            continue
-        followed += 1
-        need = int(min(row["seeds_needed"], MAX_SEEDS_CHECKED))
-        advised.append(need)
-        if need > k:
-            design = {c: np.vstack([design[c], runs(c, need - k)]) for c in (0, 1)}
-        adopted += _rows(design)[0]["decision"] == "adopt"
-    median = int(np.median(advised)) if advised else None
-    return median, (adopted / followed if followed else math.nan), followed
+        covered += q[0]["collapse_low"] <= RARE_COLLAPSE <= q[0]["collapse_high"]
+        hidden += q[0]["decision"] == "adopt" and q[0]["collapse_high"] < RARE_COLLAPSE
+    return adopted / reps, covered / reps, hidden / reps
 
 
 OPEN_EFFECT = ("inconclusive", "adopt (smaller than useful)")
+
+
+def advice_delivered(
+    k: int, n: int, reps: int, seed: int, run_sd: float, way: str, effect: float = 0.03
+) -> tuple:
+    """(median count advised, delivered power: the share of campaigns given a count that adopt
+    after following it, campaigns given a count and followed: a count of seeds above
+    MAX_SEEDS_CHECKED is not simulated) for `way` "seeds" (seeds_needed: more runs
+    per cell on the same items, the first runs kept) or "items" (items_needed: the same runs
+    scored on more items from the same populations), one cell truly `effect` better, run noise
+    `run_sd` on the logit. The advice states `power` (80 %)."""
+    rng = np.random.default_rng([seed, k, n, int(run_sd * 100), 45])
+    tau = _tau_for(effect)
+    key = "seeds_needed" if way == "seeds" else "items_needed"
+    adopted = followed = 0
+    advised = []
+
+    def items(m: int) -> dict:  # {cell: item logits} of m items from the populations
+        a = logit(BASE) + ITEM_SD * rng.standard_normal(m)
+        return {0: a, 1: a + INTERACTION_SD * rng.standard_normal(m) + tau}
+
+    def scored(logits: dict, u: dict) -> dict:  # the runs `u` (per cell) on the items
+        return {c: (rng.random((len(u[c]), logits[c].size)) < expit(logits[c] + u[c]))
+                .astype(np.float64) for c in (0, 1)}  # fmt: skip
+
+    for _ in range(reps):
+        u = {c: run_sd * rng.standard_normal((k, 1)) for c in (0, 1)}
+        logits = items(n)
+        design = scored(logits, u)
+        row = _rows(design)[0]
+        if row["decision"] not in OPEN_EFFECT or not row.get(key):
+            continue
+        need = int(row[key])
+        advised.append(need)
+        if way == "seeds" and need > MAX_SEEDS_CHECKED:
+            continue  # not simulated (counted in the median advised, not in the power)
+        followed += 1
+        if way == "seeds" and need > k:
+            more = {c: run_sd * rng.standard_normal((need - k, 1)) for c in (0, 1)}
+            extra = scored(logits, more)
+            design = {c: np.vstack([design[c], extra[c]]) for c in (0, 1)}
+        elif way == "items" and need > n:
+            extra = scored(items(need - n), u)
+            design = {c: np.hstack([design[c], extra[c]]) for c in (0, 1)}
+        adopted += _rows(design)[0]["decision"] == "adopt"
+    median = int(np.median(advised)) if advised else None
+    return median, (adopted / followed if followed else math.nan), followed
 
 
 def two_by_two_false_claims(k: int, n: int, reps: int, seed: int) -> tuple[float, float]:
@@ -757,11 +844,56 @@ def ni_table(ni: int, seed: int) -> bool:
         value = continuous_noninferiority(n, ni, seed, NI_POWER_SHARE)[ADOPT_AT_MARGIN][0]
         what = f"NI adoption at a loss of {NI_POWER_SHARE:g} x the margin (n={n})"
         print(f"  {what:<52} {value * 100:5.2f}% +/- {_se(value, ni) * 100:.2f} (power, no goal)")
+    for n in (300, 500, 1000):
+        value = unmoved_noninferiority(n, ni, seed)
+        flag, bad = judge(value, 0.0, 0.025, ni)
+        missed |= bad
+        what = f"NI adoption at the margin, ~89 % of items unmoved (n={n})"
+        print(f"  {what:<52} {value * 100:5.2f}% +/- {_se(value, ni) * 100:.2f} 0.0-2.5 %{flag}")
     for n in (300, 1000):
-        value = rare_collapse_noninferiority(n, ni, seed)
+        value = unmoved_noninferiority(n, ni // 4, seed, 0.5)
+        what = f"NI adoption at 0.5 x the margin, ~89 % unmoved (n={n})"
+        print(f"  {what:<52} {value * 100:5.2f}% +/- {_se(value, ni // 4) * 100:.2f} (power)")
+    for n in (300, 1000):
+        value, covered, hidden = rare_collapse_noninferiority(n, ni, seed)
         what = f"NI adoption, {RARE_COLLAPSE:.2%} items to 0, {RARE_LOSS_SHARE:g}x margin (n={n})"
         print(f"  {what:<52} {value * 100:5.2f}% +/- {_se(value, ni) * 100:.2f} "
-              "(known limit, no goal)")  # fmt: skip
+              "(the mean cannot see it; the tail guard says it)")  # fmt: skip
+        flag, bad = judge(covered, LEVEL, 1.0, ni)
+        missed |= bad
+        what = f"  tail guard's interval covers the collapse share (n={n})"
+        print(f"  {what:<52} {covered * 100:5.2f}% +/- {_se(covered, ni) * 100:.2f} "
+              f">= {LEVEL * 100:.0f} %{flag}")  # fmt: skip
+        what = f"  adopted with the guard below the true share (n={n})"
+        flag, bad = judge(hidden, 0.0, 0.025, ni)
+        missed |= bad
+        print(f"  {what:<52} {hidden * 100:5.2f}% +/- {_se(hidden, ni) * 100:.2f} 0.0-2.5 %{flag}")
+    return missed
+
+
+# The advice rows (issue 44): (seed sd on the logit, true gain) x seeds x (seeds | items).
+ADVICE_SETTINGS = ((0.15, 0.03), (0.40, 0.06))
+
+
+def advice_table(reps: int, seed: int) -> bool:
+    """Print the delivered power of the advice followed on the same campaigns (advice_delivered)
+    against the stated 80 %: met within 5 points, or where no count is given (its reason is in
+    the note); True where a goal is MISSED."""
+    missed = False
+    print(f"Advice followed on the same campaigns, 300 items, {reps} campaigns per row")
+    print(f"  (delivered power where a count is given; goal {POWER:.0%} +/- 5 points, or none):")
+    for run_sd, gain in ADVICE_SETTINGS:
+        for k in (2, 3):
+            for way in ("seeds", "items"):
+                advised, value, followed = advice_delivered(k, 300, reps, seed, run_sd, way, gain)
+                what = f"{way}, seed sd {run_sd:.2f}, +{gain * 100:.0f} pts, k={k}"
+                if not followed:
+                    print(f"  {what:<52} no count given (the note says why)")
+                    continue
+                flag, bad = judge(value, POWER - 0.05, POWER + 0.05, followed)
+                missed |= bad
+                print(f"  {what:<52} {value * 100:5.1f}% +/- {_se(value, followed) * 100:.1f}  "
+                      f"75.0-85.0 %{flag}  (median {advised}; {followed} followed)")  # fmt: skip
     return missed
 
 
@@ -806,15 +938,7 @@ def verdict_table(reps: int, seed: int) -> bool:
             what = f"{goal} (k={k}, n={n})"
             print(f"  {what:<52} {value * 100:5.1f}% +/- {_se(value, reps) * 100:.1f}  "
                   f"{low * 100:.1f}-{high * 100:.1f} %{flag}")  # fmt: skip
-    print("Advice followed (true +3 points; open campaigns extended to seeds_needed, same items;")
-    print(f"  {many} campaigns per row, the rate over those given a count):")
-    for k, n in ((2, 300), (3, 1000)):
-        advised, value, followed = advice_followed(k, n, many, seed)
-        flag, bad = judge(value, 0.75, 1.0, followed)
-        missed |= bad
-        what = f"adoption after the advice (k={k}, n={n}, median {advised} seeds)"
-        print(f"  {what:<52} {value * 100:5.1f}% +/- {_se(value, followed) * 100:.1f}  "
-              f">= 75.0 %{flag}  ({followed} of {many} given a count)")  # fmt: skip
+    missed |= advice_table(many, seed)
     print("2 x 2, four equal cells (the plan's contrasts, stage._comparisons):")
     for k, n in ((2, 300), (3, 1000)):
         for what, value in zip(

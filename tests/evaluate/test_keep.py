@@ -189,14 +189,20 @@ def test_a_loss_beyond_the_margin_with_a_tail_of_gains_is_not_rejected_on_the_pl
             assert r["decision"] != decide.REJECT and r["adj_high"] > -margin
 
 
-def test_following_the_advice_at_two_seeds_decides_at_about_the_power_it_states():
-    """Campaigns at 2 seeds x 300 items with a true +3 points (bar 1 point), extended to the
-    seeds_needed the stage gives, on the same items with their first runs kept: at least 80 %
-    stated, 75 % is the goal; sized at the estimate it adopted 53 %. Short form: 300 campaigns
-    (a count given in ~20 %), the goal less two Monte Carlo standard errors."""
-    _, rate, followed = bench_stats.advice_followed(2, 300, 300, 3)
+def test_no_count_at_two_seeds_and_the_advice_at_three_delivers_its_power():
+    """A seed spread measured on 2 df (2 seeds of 2 cells) is low often enough that a count of
+    seeds sized on it delivered 41-64 % against the 80 % stated, and a count of items 16-35 %:
+    no count is given there, and the note says why. At 3 seeds (4 df) the seeds count is
+    followed (bench_stats.advice_delivered: the same campaigns extended with the advised
+    seeds): at least 75 %, less two Monte Carlo standard errors; no items count below 10 df."""
+    need = decide.what_would_decide(0.03, 1e-4, 1e-6, 2, 300, 0.95, 0.8, 0.01, 2)
+    assert need["seeds_needed"] is None and need["items_needed"] is None
+    assert "measured on 2 df" in need["seeds_note"]
+    assert "measured on 2 df" in words._needs({"n_seeds": 2, **need})
+    _, rate, followed = bench_stats.advice_delivered(3, 300, 300, 3, 0.40, "seeds", 0.06)
     assert followed >= 30
     assert rate >= 0.75 - 2 * np.sqrt(0.75 * 0.25 / followed)
+    assert bench_stats.advice_delivered(3, 300, 100, 3, 0.40, "items", 0.06)[2] == 0
 
 
 def test_a_verdict_weighed_against_no_floor_says_so():
@@ -234,7 +240,8 @@ def test_a_variant_no_item_of_which_moved_is_adopted_only_on_enough_items():
         rows = [{"kind": "quantized", "subject": "v", "metric": "json_fields", **row}]
         questions.decide_family(rows, 0.95, 0.8, policy)
         decided[n] = rows[0]["decision"]
-    assert decided == {80: decide.TOO_FEW_ITEMS, 1000: decide.ADOPT}
+    # not "too few items": on 80 items an outcome with ten or more moved can adopt
+    assert decided == {80: decide.INCONCLUSIVE, 1000: decide.ADOPT}
     # One item of 80 moved, either way: not safer than none moved (the t alone adopted both).
     ref = rng.choice([0.0, 0.25, 0.5, 0.75, 1.0], 80)
     for step in (-0.25, 0.25):
@@ -262,7 +269,7 @@ def test_differences_with_no_spread_decide_only_on_the_count_bound():
         questions.decide_family(rows, 0.95, 0.8, policy)
         r = rows[0]
         assert r["p_value"] == pytest.approx(p)
-        assert r["decision"] == decide.TOO_FEW_ITEMS
+        assert r["decision"] == decide.INCONCLUSIVE  # other outcomes on n >= 10 items adopt
         assert r["ci_low"] < -0.01 and r["adj_low"] < -0.01 and r["adj_high"] > d
 
 
@@ -285,5 +292,5 @@ def test_an_adoption_on_scores_in_0_1_says_the_loss_it_cannot_see():
             line = words.decision_line(rows[0], "validation", "token_f1", policy)
             assert (rows[0]["decision"] == decide.ADOPT) == adopted, line
             assert ("paired t" in line) and ("Tango" not in line), line
-            assert (f"fewer than {share} of items" in line) == adopted, line
-            assert (f"of these {n})" in line) == adopted, line
+            assert (f"up to {share} of items could collapse unseen" in line) == adopted, line
+            assert (f"no item of {n} lost more than half" in line) == adopted, line

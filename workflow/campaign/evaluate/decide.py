@@ -29,6 +29,11 @@ decisions.json
                              are sized for the gap's lower ADVICE_QUANTILE bound)
     cell_id             NEW  the plan table's cell id of a quantized variant's run's cell; null
                              for a main effect
+    n_items, collapsed, collapse_low, collapse_high, collapse_items  NEW  quantized variants:
+                             the tail guard (comparison.collapse_guard): items that lost more
+                             than half the run's own score, the Clopper-Pearson interval of
+                             the share of items that collapse so, and the items on which none
+                             collapsing would bound it at 0.5 %; null for a main effect
     Price is NOT computed here: evaluate does not read the projected hours (runs.tsv's hours are
     outside its keyed view). The budget phase prices seeds_needed x hours per run x offer.
   decision values:
@@ -52,7 +57,11 @@ decisions.json
     interval are on decide_on, where it was chosen)
     chosen_on           NEW  the split it was chosen on (= decide_on)
     reported_on         NEW  the other split; reported: {value, ci_low, ci_high} on it (the
-                             headline number: no winner's curse)
+                             headline number: no winner's curse); where the keep chose among
+                             several cells its interval holds for every cell at once
+                             (Bonferroni over the cells: the cell rows' sel_low, sel_high)
+    reported_cells      NEW  int | null: the cells that interval holds for at once (null: the
+                             cell's own interval)
     representative_run  NEW  the run of the median seed on decide_on (what to quantize; with
                              an even number of seeds the middle run whose id sorts first)
     kept_as             NEW  why this cell: "control" (no cell shown better than the control),
@@ -115,7 +124,11 @@ seed_sd, mde, seeds_needed, interval_over, decision, estimability, aliases)
   cell_id         NEW  the plan table's cell id of the row's cell (kinds cell and floor: the cell
                   compared; quantized: its run's cell); null for main and interaction rows.
                   Join on it, never on `subject` (a sentence that may be reworded)
+  p_from          NEW  quantized rows on per-item scores: which test gave p_value ("paired t"
+                  or "count bound": few moved items)
 metrics.parquet: cell_id  NEW  as above, for run, quantized and cell rows (null for a floor)
+  sel_low, sel_high  NEW  cell rows: the cell's interval at 1 - (1 - confidence) / cells, all
+                  cells at once (the kept cell's headline reads it on the other split)
 """
 
 from __future__ import annotations
@@ -269,8 +282,15 @@ def what_would_decide(
     The gap is taken at its lower bound, `bound_z` standard errors below the estimate's
     (ADVICE_QUANTILE's comment: a count sized at the estimate does not deliver the power it
     states); where that bound reaches the bar, no count is given and `seeds_note` says why.
-    The adaptive looks size on their own gap (sequential.seeds_wanted) with bound_z 0."""
+    The adaptive looks size on their own gap (sequential.seeds_wanted) with bound_z 0.
+
+    No count where the seed spread is measured on fewer than ADVICE_MIN_SEED_DF error df, and
+    no count of items below ITEMS_MIN_SEED_DF (the notes say why): the algebra reads the seed
+    variance as known, and measured on 2 df it is low often enough that the counts delivered
+    41-64 % (seeds) and 16-35 % (items) against the 80 % stated (bench_stats' advice rows)."""
     measured = math.isfinite(var_seeds)
+    if bound_z > 0 and measured and 0 < seed_df < ADVICE_MIN_SEED_DF:
+        return _unsized(var_seeds, var_items, seed_df)
     se_now = math.sqrt((var_seeds if measured else 0.0) + max(var_items, 0.0))
     # Sized for the gap's lower ADVICE_QUANTILE bound, not the estimate (see ADVICE_QUANTILE).
     gap = abs(estimate - min_useful_effect) - bound_z * se_now
@@ -286,7 +306,15 @@ def what_would_decide(
         seeds = max(2, n_seeds)
     vs = var_seeds if measured else 0.0
     note = None
-    if target > vs and var_items > 0:
+    if target > vs and var_items > 0 and seed_df and seed_df < ITEMS_MIN_SEED_DF:
+        # the seed part is read as known here: measured on few df it is low often enough that
+        # no number of items closes the real one (items advised so delivered 16-35 % against
+        # 80 %, bench_stats)
+        note = (
+            f"no number of items is sized: the seed spread, measured on {seed_df:g} df, may "
+            "alone be wider than the gap; more seeds measure it first"
+        )
+    elif target > vs and var_items > 0:
         items = max(n_items, math.ceil(var_items * n_items / (target - vs)))
         if items > MAX_ITEMS_FACTOR * max(n_items, 1):
             # A number nobody can label is not advice: say that items alone do not decide it.
@@ -307,6 +335,13 @@ def what_would_decide(
             f"no count is sized yet: the estimate is within {bound_z:.2f} standard errors of "
             f"the bar, so its gap may be near zero; more seeds or items measure it first"
         )
+    elif gap <= 0:
+        seeds_note = "the estimate sits at the bar: no count of seeds or items decides it"
+    elif seeds is None and measured:
+        seeds_note = (
+            "no number of seeds decides this: the items' part of the variance, which seeds do "
+            "not shrink, is already wider than the gap"
+        )
     return {
         "dominant": dominant,
         "seeds_needed": seeds,
@@ -315,6 +350,32 @@ def what_would_decide(
         "seeds_needed_high": ends[1],
         "items_note": note,
         "seeds_note": seeds_note,
+    }
+
+
+# Advice needs a seed spread measured on this many error df: below it the spread (2 df at 2
+# seeds of 2 cells) is measured low often enough that a count sized on it delivers far less
+# than the power it states (64 % and 41 % against 80 % where seeds dominate, bench_stats).
+ADVICE_MIN_SEED_DF = 3
+# An items count needs the seed part known better still: items do not shrink it.
+ITEMS_MIN_SEED_DF = 10
+
+
+def _unsized(var_seeds: float, var_items: float, seed_df: float) -> dict:
+    """what_would_decide's answer where the seed spread is measured on too few df to size a
+    count on (ADVICE_MIN_SEED_DF): no count, and why."""
+    why = (
+        f"no count is sized yet: the seed spread is measured on {seed_df:g} df, too few to "
+        "size seeds or items on; a third seed per cell measures it"
+    )
+    return {
+        "dominant": "seeds" if var_seeds > var_items else "items",
+        "seeds_needed": None,
+        "items_needed": None,
+        "seeds_needed_low": None,
+        "seeds_needed_high": None,
+        "items_note": None,
+        "seeds_note": why,
     }
 
 

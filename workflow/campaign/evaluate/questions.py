@@ -30,6 +30,9 @@ from campaign.evaluate.stats import (
 CROSSED = "crossed seed x item (pooled over the design, Satterthwaite df)"
 ONE_SEED = "one seed: seed-to-seed spread not measured"
 ITEMS_ONLY = f"items ({ONE_SEED})"
+# A quantized variant's fp32 copy of its own run: never a decision. With identical outputs its
+# interval is [0, 0] (nothing differs; an interval of the items' bound would read +/-10 points).
+CONSISTENCY = "consistency (the same weights)"
 TWO_WAY = "crossed seed x item on the item resamples (pooled over the design, Satterthwaite df)"
 
 
@@ -64,47 +67,63 @@ def cell_rows(
     rng: np.random.Generator | None = None,
     n_items: int | None = None,
 ) -> dict:
-    """{cell: {value, ci_low, ci_high, interval_over, n_seeds, se, df}} over the cell's seeds
-    and the items (Wilson at the design's effective size; two-way bootstrap without a design).
-    A cell whose every score is 1 (or every one 0) has the items' exact bound instead
-    (stats.edge_interval); a cell of one seed on 0/1 items, where no seed level is measured,
-    Clopper-Pearson's interval (stats.exact_interval)."""
+    """{cell: {value, ci_low, ci_high, sel_low, sel_high, interval_over, n_seeds, se, df}} over
+    the cell's seeds and the items (Wilson at the design's effective size; two-way bootstrap
+    without a design). sel_low, sel_high: the interval at the level Bonferroni gives every cell
+    of the design at once, 1 - (1 - level) / cells: it holds for a cell kept because of its
+    value (records._kept_cell). A cell whose every score is 1 (or every one 0) has the items'
+    exact bound instead (stats.edge_interval); a cell of one seed on 0/1 items, where no seed
+    level is measured, Clopper-Pearson's interval (stats.exact_interval)."""
     out = {}
     if draws is None:
         moments = cmp.design_moments(design)
+        every = decide.adjusted_level(level, len(design))
         for cell, y in design.items():
             e = cmp.contrast(design, {cell: 1.0}, moments=moments)
-            low, high = cmp.wilson_interval(e, level, y.size)
-            over = CROSSED if e.seed_df else ITEMS_ONLY
-            exact = exact_interval(y[0], level) if not e.seed_df and y.shape[0] == 1 else None
-            if exact is not None:  # one seed, 0/1 items: k right of n, Wilson ends short at 49/50
-                (low, high), over = exact, f"{EXACT_OVER}; {ONE_SEED}"
-            edge = edge_interval(y, level) if exact is None else None  # the same at k = n
-            if edge is not None:  # no spread: the error pooled from other cells says nothing
-                (low, high), over = edge, EDGE_OVER
+            (low, high), over = _cell_interval(e, y, level)
+            (sel_low, sel_high), _ = _cell_interval(e, y, every)
             out[cell] = {
                 "value": e.estimate,
                 "ci_low": low,
                 "ci_high": high,
+                "sel_low": sel_low,
+                "sel_high": sel_high,
                 "interval_over": over,
                 "n_seeds": y.shape[0],
                 "se": e.se,
                 "df": e.df,
             }
         return out
+    every = decide.adjusted_level(level, len(draws))
     for cell in draws:
         e = cmp.draws_estimate(draws, points, {cell: 1.0}, n_items or 0)
         low, high = e.interval(level, 0.0, 1.0)
+        sel_low, sel_high = e.interval(every, 0.0, 1.0)
         out[cell] = {
             "value": e.estimate,
             "ci_low": low,
             "ci_high": high,
+            "sel_low": sel_low,
+            "sel_high": sel_high,
             "interval_over": TWO_WAY if e.seed_df else ITEMS_ONLY,
             "n_seeds": len(points[cell]),
             "se": e.se,
             "df": e.df,
         }
     return out
+
+
+def _cell_interval(e: cmp.Estimate, y: np.ndarray, level: float) -> tuple:
+    """((low, high), interval_over) of a cell's level at `level` (cell_rows)."""
+    low, high = cmp.wilson_interval(e, level, y.size)
+    over = CROSSED if e.seed_df else ITEMS_ONLY
+    exact = exact_interval(y[0], level) if not e.seed_df and y.shape[0] == 1 else None
+    if exact is not None:  # one seed, 0/1 items: k right of n, Wilson ends short at 49/50
+        (low, high), over = exact, f"{EXACT_OVER}; {ONE_SEED}"
+    edge = edge_interval(y, level) if exact is None else None  # the same at k = n
+    if edge is not None:  # no spread: the error pooled from other cells says nothing
+        (low, high), over = edge, EDGE_OVER
+    return (low, high), over
 
 
 def contrast_row(
@@ -154,10 +173,13 @@ def quantized_row(
     n = ref.size
     losses, gains = int(np.sum(ref & ~var)), int(np.sum(~ref & var))
     low, high = cmp.paired_score_interval(losses, gains, n, level)
+    if consistency and losses + gains == 0:
+        low = high = 0.0
     alpha_one = (1 - level) / 2
     from campaign.evaluate.stats import mcnemar_p
 
-    return {
+    guard = {} if consistency else cmp.collapse_guard(reference, variant, level)
+    return guard | {
         "n_seeds": 1,
         "estimate": (gains - losses) / n,
         "ci_low": low,
@@ -165,9 +187,7 @@ def quantized_row(
         "p_value": math.nan
         if consistency
         else cmp.noninferiority_p(losses, gains, n, max_quality_loss),
-        "test": "consistency (the same weights)"
-        if consistency
-        else "Tango score, one-sided non-inferiority",
+        "test": CONSISTENCY if consistency else "Tango score, one-sided non-inferiority",
         "wilcoxon_p": math.nan,
         "seed_sd": math.nan,
         "mcnemar_p": mcnemar_p(ref, var),
@@ -230,18 +250,22 @@ def continuous_quantized_row(
     # measures nothing whatever the count, so the bound decides there too, and SkewedMean's
     # interval is that bound inverted (its ends agree with this p).
     moved = int(np.count_nonzero(d))
+    if consistency and moved == 0:
+        low = high = 0.0
     bound = float(st.binom.cdf(moved, n, max_quality_loss)) if max_quality_loss > 0 else 1.0
     p_ni = skewed.p_above(-max_quality_loss)
-    if moved < SPARSE_MOVED or skewed.sd == 0:
-        p_ni = max(p_ni, bound)
+    p_from = "paired t"
+    if (moved < SPARSE_MOVED or skewed.sd == 0) and bound > p_ni:
+        p_ni, p_from = bound, "count bound"
     p_still = (1.0 - max_quality_loss) ** n if max_quality_loss > 0 else 1.0
-    return {
+    guard = {} if consistency else cmp.collapse_guard(ref, ref + d, level)
+    return guard | {
         "n_seeds": 1,
         "estimate": skewed.mean,
         "ci_low": low,
         "ci_high": high,
         "p_value": math.nan if consistency else p_ni,
-        "test": "consistency (the same weights)" if consistency else PAIRED_T,
+        "test": CONSISTENCY if consistency else PAIRED_T,
         "wilcoxon_p": math.nan,
         "seed_sd": math.nan,
         "mcnemar_p": math.nan,
@@ -250,6 +274,7 @@ def continuous_quantized_row(
         "smallest_provable_loss": 0.0,
         "items_to_prove": None,
         "interval_over": "items (the same trained weights: items are the only noise)",
+        "p_from": p_from,  # which test gave p_value: "paired t" or "count bound"
         "se": se,
         "df": skewed.df,
         "_range": (-1.0, 1.0),
@@ -368,8 +393,11 @@ def _provable(family: list[dict], r: dict, alpha_one: float, margin: float) -> b
     case (no item changed) passes Holm given the family's other p-values. Sets r's
     smallest_provable_loss and items_to_prove at the raw p threshold that Holm leaves this row
     (between alpha_one / m and alpha_one)."""
-    if r["test"] == PAIRED_T:  # per-item scores: no count bound (the t test's best p is 0)
-        return _holm_with(family, r, r["_best_p"]) < alpha_one
+    if r["test"] == PAIRED_T:
+        # Per-item scores: with SPARSE_MOVED items or more moved, the paired t's p can be as
+        # small as any level (its best p is 0), so some outcome on these items adopts;
+        # `_best_p` (no item moved: the count bound) is only the best of the sparse outcomes.
+        return r["n_items"] >= SPARSE_MOVED or _holm_with(family, r, r["_best_p"]) < alpha_one
     lo, hi = 0.0, alpha_one  # the largest raw p whose Holm p stays under alpha_one
     for _ in range(60):
         mid = (lo + hi) / 2
@@ -381,6 +409,8 @@ def _provable(family: list[dict], r: dict, alpha_one: float, margin: float) -> b
 
 def _adjusted(r: dict, adj_level: float) -> tuple[float, float]:
     lo, hi = r.get("_range", (-math.inf, math.inf))
+    if r.get("items_changed") == 0 and r["test"] == CONSISTENCY:
+        return 0.0, 0.0  # the same weights, identical outputs: nothing to bound
     if "_draws" in r:
         iv = percentile_interval(r["estimate"], r["_draws"], adj_level)
         return max(lo, iv.low), min(hi, iv.high)

@@ -364,6 +364,9 @@ def cell_metric_rows(d: SplitDesign, factors, conf, rng) -> list[dict]:
             "ci_low": row["ci_low"],
             "ci_high": row["ci_high"],
             "interval_over": row["interval_over"],
+            # every cell's interval at once (Bonferroni over the cells): a kept cell's headline
+            "sel_low": row["sel_low"],
+            "sel_high": row["sel_high"],
         }
         for cell, row in rows.items()
     ]

@@ -57,7 +57,7 @@ def _needs(r: dict) -> str:
     what = (
         " or ".join(ways)
         or r.get("seeds_note")
-        or "neither more seeds nor more items (the estimate sits at the bar)"
+        or "neither more seeds nor more items within reach decides it"
     )
     if r.get("items_note"):
         what += f"; {r['items_note']}"
@@ -97,6 +97,11 @@ def _quantized_line(r: dict, split: str, metric: str, s: dict) -> str:
     limit = s["max_quality_loss"] * 100
     head = f"{r['subject']}: {interval_words(r)} {split} {metric} against {r['reference']}"
     if r["decision"] == decide.CONSISTENCY:
+        if r["items_changed"] == 0:  # no interval to give: nothing differs
+            return (
+                f"{r['subject']}: identical to {r['reference']} on all {r['n_items']} {split} "
+                "items (consistency check of the same weights, not a decision)"
+            )
         return (
             f"{head}: consistency check of the same weights ({r['items_changed']} items differ), "
             "not a decision"
@@ -114,31 +119,53 @@ def _quantized_line(r: dict, split: str, metric: str, s: dict) -> str:
             f" (loses more than the limit: exact test over the same items, family-adjusted "
             f"p {r['p_reject']:.3g})"
         )
-    return words + f" (non-inferiority, Tango score over the same items, Holm p {r['p_holm']:.3g})"
+    words += f" (non-inferiority, Tango score over the same items, Holm p {r['p_holm']:.3g}"
+    if r["decision"] == decide.ADOPT and r.get("collapsed") is not None:
+        words += f"; {collapse_words(r)}"
+    return words + ")"
 
 
 def _paired_t_words(r: dict) -> str:
     """The reason beside a variant's decision on per-item scores in [0, 1] (the paired t)."""
     n = r["n_items"]
     if r["decision"] == decide.TOO_FEW_ITEMS:
+        return f" ({n} items: too few for any outcome on them to show the limit)"
+    if r.get("p_from") == "count bound":  # few moved items, or all alike: the bound decided
         return (
             f" ({r['items_changed']} of {n} items moved, too few or all alike for the paired t; "
-            f"the count bound gives p {r['p_value']:.3g})"
+            f"the count bound gives p {r['p_value']:.3g}, Holm p {r['p_holm']:.3g})"
         )
     if r["decision"] == decide.REJECT:
         return (
             f" (loses more than the limit: paired t over the same items, family-adjusted "
             f"p {r['p_reject']:.3g})"
         )
-    words = f" (non-inferiority, paired t over the same items, Holm p {r['p_holm']:.3g})"
+    words = f" (non-inferiority, paired t over the same items, Holm p {r['p_holm']:.3g}"
     share = r.get("unseen_share", math.nan)
     if r["decision"] != decide.ADOPT or not _finite(share):
-        return words
+        return words + ")"
     # The test weighs the mean: a loss carried by a few items the sample happened to miss
-    # does not move it (issue 33's rare-collapse case), so an adoption says what it cannot see.
-    return words + (
-        f"; a loss confined to fewer than {share * 100:.2g} % of items "
-        f"({share * n:.1f} of these {n}) may be on none of them and would not show"
+    # does not move it (the rare-collapse case), so an adoption says what it cannot see.
+    return words + f"; {collapse_words(r)})"
+
+
+def collapse_words(r) -> str:
+    """A variant's tail guard in one clause (`r`: a comparison row or a Decision with
+    collapsed, collapse_low, collapse_high, collapse_items, n_items): how many items lost
+    more than half the run's own score, and the share of items that could collapse."""
+    get = r.get if isinstance(r, dict) else lambda k, d=None: getattr(r, k, d)
+    n, c, high = get("n_items"), get("collapsed"), get("collapse_high")
+    if c is None or not _finite(high):
+        return "no tail guard measured"
+    bound = f"{get('collapse_items'):,} items with none collapsing would bound it at 0.5 %"
+    if c == 0:
+        return (
+            f"no item of {n} lost more than half its score; up to {high * 100:.2g} % of items "
+            f"could collapse unseen at this item count; {bound}"
+        )
+    return (
+        f"{c} of {n} items lost more than half their score: "
+        f"{get('collapse_low') * 100:.2g}-{high * 100:.2g} % of items may collapse so"
     )
 
 
@@ -175,7 +202,7 @@ def _floor_needs(f) -> str:
     what = (
         " or ".join(ways)
         or f.seeds_note
-        or "neither more seeds nor more items (the estimate sits at zero)"
+        or "neither more seeds nor more items within reach decides it"
     )
     return what + (f"; {f.items_note}" if f.items_note else "")
 
@@ -213,7 +240,12 @@ def verdict_lines(
         return [f"Keep: {best_floor} (no trained cell was scored)" if best_floor else
                 "Keep: nothing scored"]  # fmt: skip
     mine = _interval_of(against) if against is not None else None
-    cell_other = _level_of(kept.by_split.get(other))
+    headline = kept.reported if kept.reported.value is not None else kept.by_split.get(other)
+    cell_other = _level_of(headline)
+    if kept.reported_cells:  # chosen among cells: the interval holds for every cell at once
+        cell_other += (
+            f" (interval for all {kept.reported_cells} cells at once: the keep chose among them)"
+        )
     if against is not None and against.decision == decide.BELOW:
         return [
             f"Keep: {best_floor} — the kept trained cell ({kept.cell}) is below it by "
