@@ -297,6 +297,13 @@ def cmd_demo_data(args) -> int:
 
 
 # ------------------------------------------------------------------ parser
+def _add_compare(sub) -> None:
+    """`campaign compare`: decisions on per-item results from lm-eval, Inspect or a table."""
+    from campaign.compare import add_parser
+
+    add_parser(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="campaign",
@@ -344,6 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     from campaign.tools.init import add_parser as add_init
 
     add_init(sub)  # `campaign init`: a params file for your own data and model
+    _add_compare(sub)
     p = with_params(sub.add_parser("validate", help="check a params file against the schema"))
     p.set_defaults(func=cmd_validate)
     text = (
