@@ -27,13 +27,13 @@ def write_tasks(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     rng = random.Random(0)
     with (folder / "mc.jsonl").open("w") as f:
-        for i in range(MC_ITEMS):
+        for _ in range(MC_ITEMS):
             q = " ".join(rng.choice(WORDS) for _ in range(4))
             f.write(
                 json.dumps({"question": q, "choices": COLORS, "answer": rng.randrange(4)}) + "\n"
             )
     with (folder / "gen.jsonl").open("w") as f:
-        for i in range(GEN_ITEMS):
+        for _ in range(GEN_ITEMS):
             q = " ".join(rng.choice(WORDS) for _ in range(3))
             f.write(json.dumps({"question": q, "answer": rng.choice(WORDS[:8])}) + "\n")
     data = "dataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {}\ntest_split: test\n"
@@ -132,6 +132,18 @@ def run_inspect(models: list[Path], tasks_dir: Path, logs: Path) -> list[Path]:
         )
         written.append(Path(got[0].location))
     return written
+
+
+def layout(root: Path) -> dict:
+    """build's folders under `root`, by name."""
+    inspect = {m: next((root / "inspect" / m).glob("*.eval")) for m in ("a0", "b0")}
+    return {
+        "root": root,
+        "lm_eval": {k: root / "lm_eval" / k for k in ("a0", "a1", "b0", "b1")},
+        "ppl": {k: root / "ppl" / k for k in ("a0", "b0")},
+        "oneshot": root / "oneshot",
+        "inspect": inspect,
+    }
 
 
 def build(root: Path) -> dict:

@@ -103,9 +103,11 @@ def _check_scores(frame, raw) -> None:
     bad = np.flatnonzero(~np.isfinite(score) | (score < 0) | (score > 1))
     if bad.size:
         i = bad[0]
+        value = raw.iloc[i]
+        value = value.item() if hasattr(value, "item") else value  # a numpy scalar: as Python's
         raise CampaignError(
             f"{frame[SOURCE].iloc[i]}: item {frame[ITEM].iloc[i]!r} of task "
-            f"{frame[TASK].iloc[i]} ({frame[VARIANT].iloc[i]}) has score {raw.iloc[i]!r}, not a "
+            f"{frame[TASK].iloc[i]} ({frame[VARIANT].iloc[i]}) has score {value!r}, not a "
             f"number in [0, 1] ({bad.size} such row(s)); compare decides on per-item scores in "
             "[0, 1]"
         )
