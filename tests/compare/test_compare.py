@@ -182,8 +182,10 @@ def test_inspect_logs_matched_by_sample_id_with_inspects_score_conversion(logs, 
                        "--out", out)  # fmt: skip
     assert rc == 0, err
     to_float = value_to_float()
-    score = {m: {str(s.id): to_float(s.scores["exact"].value) for s in read_eval_log_samples(str(p))}
-             for m, p in (("a", a), ("b", b))}  # fmt: skip
+    score = {
+        m: {str(s.id): to_float(s.scores["exact"].value) for s in read_eval_log_samples(str(p))}
+        for m, p in (("a", a), ("b", b))
+    }
     _, scopes = read_compare(out / "decisions.json")
     (variant,) = scopes["tiny_inspect"].of_kind("quantized")
     ids = sorted(score["a"])
