@@ -15,24 +15,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from campaign.compare.report import advice_rows, summary_lines, write_report
 from campaign.core.errors import CampaignError
-from campaign.evaluate import (
-    decisions_from_dict,
-    evaluation_flags,
-    evaluation_verdict,
-    record_dict,
-    verdict_block,
-)
+from campaign.evaluate import decisions_from_dict, record_dict
 
-COSTS = "not measured (compare reads scores only)"
 MARK = "compare"  # decisions.json's key that marks a folder compare wrote (safe to replace)
-
-
-def summary_lines(scope) -> list[str]:
-    """A scope's verdict block (words.verdict_block on the stage's values), then its lines."""
-    d = scope.decisions
-    block = verdict_block(evaluation_verdict(d, evaluation_flags(d), COSTS, None))
-    return [*block, "", *d.lines]
 
 
 def summary_text(scopes, primary: str | None, assumed: list[str]) -> str:
@@ -54,30 +41,6 @@ def summary_text(scopes, primary: str | None, assumed: list[str]) -> str:
     for s in rest:
         out += [f"== task {s.name} (Holm across the {len(rest)} tasks) ==", *summary_lines(s), ""]
     return "\n".join(out).rstrip() + "\n"
-
-
-def advice_rows(scopes) -> list[dict]:
-    """One row per open question of every scope: the seeds per cell or the evaluation items that
-    would decide it (sized by the stage's what_would_decide), or why none is given."""
-    rows = []
-    for s in scopes:
-        for q in s.decisions.open_questions:
-            rows.append(
-                {
-                    "scope": s.name,
-                    "question": q.subject,
-                    "decision": q.decision,
-                    "n_seeds": q.n_seeds,
-                    "seeds_needed": q.seeds_needed,
-                    "seeds_needed_low": q.seeds_needed_low,
-                    "seeds_needed_high": q.seeds_needed_high,
-                    "items_needed": q.items_needed,
-                    "items_now": s.n_items,
-                    "dominant": q.dominant,
-                    "note": q.items_note or q.seeds_note,
-                }
-            )
-    return rows
 
 
 def decisions_dict(scopes, meta: dict) -> dict:
@@ -116,8 +79,6 @@ def write_all(out: Path, scopes, primary, assumed: list[str], meta: dict) -> Non
             frame = pd.DataFrame([{"scope": s.name, **r} for s in scopes for r in getattr(s, key)])
             frame.to_parquet(tmp / f"{name}.parquet", index=False)
         pd.DataFrame(advice_rows(scopes)).to_csv(tmp / "advice.csv", index=False)
-        from campaign.compare.report import write_report
-
         write_report(tmp, scopes, primary, assumed, meta)
         _swap(tmp, out)
     except BaseException:

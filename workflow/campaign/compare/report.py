@@ -7,11 +7,45 @@ from __future__ import annotations
 from pathlib import Path
 
 from campaign.core.stage import Section
+from campaign.evaluate import evaluation_flags, evaluation_verdict, verdict_block
+
+COSTS = "not measured (compare reads scores only)"
 
 COMPARED = ["subject", "reference", "estimate", "ci_low", "ci_high", "adj_low", "adj_high",
             "p_holm", "n_seeds", "decision"]  # fmt: skip
 LEVELS = ["variant", "value", "ci_low", "ci_high", "interval_over"]
 ADVICE = ["scope", "question", "decision", "seeds_needed", "items_needed", "items_now", "note"]
+
+
+def summary_lines(scope) -> list[str]:
+    """A scope's verdict block (words.verdict_block on the stage's values), then its lines."""
+    d = scope.decisions
+    block = verdict_block(evaluation_verdict(d, evaluation_flags(d), COSTS, None))
+    return [*block, "", *d.lines]
+
+
+def advice_rows(scopes) -> list[dict]:
+    """One row per open question of every scope: the seeds per cell or the evaluation items that
+    would decide it (sized by the stage's what_would_decide), or why none is given."""
+    rows = []
+    for s in scopes:
+        for q in s.decisions.open_questions:
+            rows.append(
+                {
+                    "scope": s.name,
+                    "question": q.subject,
+                    "decision": q.decision,
+                    "n_seeds": q.n_seeds,
+                    "seeds_needed": q.seeds_needed,
+                    "seeds_needed_low": q.seeds_needed_low,
+                    "seeds_needed_high": q.seeds_needed_high,
+                    "items_needed": q.items_needed,
+                    "items_now": s.n_items,
+                    "dominant": q.dominant,
+                    "note": q.items_note or q.seeds_note,
+                }
+            )
+    return rows
 
 
 def _table(rows: list[dict], columns: list[str]):
@@ -22,8 +56,6 @@ def _table(rows: list[dict], columns: list[str]):
 
 
 def sections(scopes, primary, assumed, meta) -> list[Section]:
-    from campaign.compare.outputs import advice_rows, summary_lines
-
     first = next((s for s in scopes if s.name == primary), None)
     out = [
         Section(
