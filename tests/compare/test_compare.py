@@ -195,6 +195,26 @@ def test_inspect_logs_matched_by_sample_id_with_inspects_score_conversion(logs, 
     assert math.isfinite(variant.ci_low) and variant.ci_low <= variant.estimate <= variant.ci_high
 
 
+def test_fine_tunes_against_one_base_each_by_non_inferiority_holm_over_them(logs, tmp_path, capsys):
+    lm, out = logs["lm_eval"], tmp_path / "out"
+    rc, err = _compare(capsys, f"base={lm['a0']}", f"ft={lm['b0']}", f"ft={lm['b1']}",
+                       "--variant", "ft=base", "--margin", "0.05", "--out", out)  # fmt: skip
+    assert rc == 0, err
+    table = pd.read_parquet(out / "comparisons.parquet")
+    rows = table[(table["kind"] == "quantized") & (table["scope"] == "tiny_mc")]
+    assert sorted(rows["subject"]) == ["ft@0", "ft@1"] and set(rows["reference"]) == {"base"}
+    base = _samples(lm["a0"], "tiny_mc")
+    for i in (0, 1):
+        ft = _samples(lm[f"b{i}"], "tiny_mc")
+        got = rows.set_index("subject").loc[f"ft@{i}", "estimate"]
+        assert got == pytest.approx(np.mean([ft[k] - base[k] for k in base]))
+    # Holm over the two fine-tunes and both tasks: at least the smallest p times four.
+    smallest = table.loc[table["kind"] == "quantized", "p_value"].min()
+    assert table.loc[table["kind"] == "quantized", "p_holm"].min() == pytest.approx(
+        min(1.0, 4 * smallest)
+    )
+
+
 def test_help_says_what_compare_reads_and_refuses(capsys):
     with pytest.raises(SystemExit):
         main(["compare", "--help"])

@@ -115,7 +115,10 @@ def variants_of(table, design: Design) -> tuple[list[dict], list[str]]:
                 "items, and the seeds of the other models where they have several"
             )
     for v, source in sorted(design.variants.items()):
-        if seeds[v] != seeds[source] or len(by_model[v]) != len(by_model[source]):
+        # One source run (a base model): every run of the variant against it; else run by
+        # run, paired by seed (a quantized copy of each fine-tune).
+        one = len(by_model[source]) == 1
+        if not one and (seeds[v] != seeds[source] or len(by_model[v]) != len(by_model[source])):
             raise CampaignError(
                 f"variant {v}: runs {seeds[v] or 'one'} do not pair with {source}'s "
                 f"{seeds[source] or 'one'}; a variant is paired run by run with its source"
@@ -124,7 +127,8 @@ def variants_of(table, design: Design) -> tuple[list[dict], list[str]]:
         ref = dict(zip(key, by_model[source][VARIANT], strict=True))
         for _, r in by_model[v].iterrows():
             seed = -1 if pd.isna(r[SEED]) else int(r[SEED])
-            out.append({"kind": "quantized", "run": ref[seed], "name": r[VARIANT],
+            run = by_model[source][VARIANT].iloc[0] if one else ref[seed]
+            out.append({"kind": "quantized", "run": run, "name": r[VARIANT],
                         "cell": _cell(source), "seed": max(seed, 0),
                         "cell_id": source})  # fmt: skip
     return out, assumed
