@@ -38,12 +38,24 @@ MARGIN = 0.02
 SETTINGS = ((2, 300, "0/1"), (2, 300, "[0, 1]"), (3, 200, "0/1"))
 
 
-def _scores(rng, theta, delta: float, kind: str) -> np.ndarray:
-    """One run's per-item scores `(n_items,)` on items of difficulty `theta`."""
-    eta = MU + theta + rng.normal(0, SEED_SD) + delta
+def _scores(rng, theta, delta: float, kind: str) -> tuple[np.ndarray, float]:
+    """One run's per-item scores `(n_items,)` on items of difficulty `theta`, and its seed
+    effect."""
+    seed_effect = rng.normal(0, SEED_SD)
+    eta = MU + theta + seed_effect + delta
     if kind == "0/1":
-        return (rng.random(theta.size) < expit(eta)).astype(np.float64)
-    return expit(eta + rng.normal(0, NOISE_SD, theta.size))
+        return (rng.random(theta.size) < expit(eta)).astype(np.float64), seed_effect
+    return expit(eta + rng.normal(0, NOISE_SD, theta.size)), seed_effect
+
+
+def run_mean(seed_effect: float, kind: str, n: int = 100_000) -> float:
+    """A run's population mean score over items (and noise), given its seed effect: the
+    variant's true loss is the margin for this run, not on average over runs."""
+    rng = np.random.default_rng(12345)
+    eta = MU + rng.normal(0, ITEM_SD, n) + seed_effect
+    if kind == "0/1":
+        return float(expit(eta).mean())
+    return float(expit(eta + rng.normal(0, NOISE_SD, n)).mean())
 
 
 def true_mean(delta: float, kind: str, rng, n: int = 400_000) -> float:
@@ -62,9 +74,11 @@ def _variant(rng, ref: np.ndarray, share: float, kind: str) -> np.ndarray:
     return ref * (1 - c)
 
 
-def campaign_table(rng, k: int, n: int, kind: str, delta: float, share: float | None):
+def campaign_table(rng, k: int, n: int, kind: str, delta: float, share: float | None,
+                   a_mean: float = 1.0):  # fmt: skip
     """The scored-items table of one simulated comparison: models a (control) and b with `k`
-    runs each, on TASKS tasks of `n` items; with `share`, a variant v of a's runs."""
+    runs each, on TASKS tasks of `n` items; with `share` (the margin over a's population mean
+    `a_mean`), a variant v of each of a's runs whose own true loss is the margin."""
     import pandas as pd
 
     rows = []
@@ -72,9 +86,10 @@ def campaign_table(rng, k: int, n: int, kind: str, delta: float, share: float | 
         theta = rng.normal(0, ITEM_SD, n)
         items = [f"i{j}" for j in range(n)]
         for seed in range(k):
-            runs = {"a": _scores(rng, theta, 0.0, kind), "b": _scores(rng, theta, delta, kind)}
-            if share is not None:
-                runs["v"] = _variant(rng, runs["a"], share, kind)
+            (a, effect), (b, _) = _scores(rng, theta, 0.0, kind), _scores(rng, theta, delta, kind)
+            runs = {"a": a, "b": b}
+            if share is not None:  # the margin for this run of a: share over its own mean
+                runs["v"] = _variant(rng, a, share * a_mean / run_mean(effect, kind), kind)
             for model, y in runs.items():
                 rows.append(pd.DataFrame({
                     "variant": f"{model}@{seed}", "cell": model, "seed": seed, "split": "test",
@@ -87,12 +102,12 @@ def campaign_table(rng, k: int, n: int, kind: str, delta: float, share: float | 
     return table
 
 
-def _one(rng, k, n, kind, delta, share, truth) -> tuple[bool, bool, bool]:
+def _one(rng, k, n, kind, delta, share, truth, a_mean=1.0) -> tuple[float, bool, bool]:
     """(share of tasks whose main interval covers `truth`, adopted b on any task, adopted the
     variant on task 0)."""
     design = Design(control="a", variants={"v": "a"} if share is not None else {},
                     margin=MARGIN, resamples=100, seed=int(rng.integers(1 << 30)))  # fmt: skip
-    scopes, _ = decide(campaign_table(rng, k, n, kind, delta, share), design)
+    scopes, _ = decide(campaign_table(rng, k, n, kind, delta, share, a_mean), design)
     covered, adopted, ni = [], False, False
     for s in scopes:
         main = s.decisions.of_kind("main")[0]
@@ -104,15 +119,15 @@ def _one(rng, k, n, kind, delta, share, truth) -> tuple[bool, bool, bool]:
     return float(np.mean(covered)), adopted, ni
 
 
-def run(reps: int, seed: int) -> list[tuple]:
+def run(reps: int, seed: int, settings=SETTINGS, real_difference: bool = True) -> list[tuple]:
     """[(setting, goal, observed, low, high)] over `reps` simulated comparisons per setting."""
     out = []
-    for k, n, kind in SETTINGS:
+    for k, n, kind in settings:
         rng = np.random.default_rng([seed, k, n, len(kind)])
         a_mean = true_mean(0.0, kind, rng)
         share = MARGIN / a_mean
         # A/A with a variant at the margin: b is a's recipe again (truth 0).
-        got = [_one(rng, k, n, kind, 0.0, share, 0.0) for _ in range(reps)]
+        got = [_one(rng, k, n, kind, 0.0, share, 0.0, a_mean) for _ in range(reps)]
         setting = f"{k} seeds x {n} items x {TASKS} tasks, {kind}"
         cov, aa, ni = (float(np.mean(col)) for col in zip(*got, strict=True))
         out += [
@@ -120,6 +135,8 @@ def run(reps: int, seed: int) -> list[tuple]:
             (setting, "A/A: b adopted on any task (family-wise)", aa, 0.0, 0.05),
             (setting, "variant at a loss = the margin adopted (task 0)", ni, 0.0, 0.025),
         ]
+        if not real_difference:
+            continue
         # A real difference: coverage of its true value on each task.
         delta = 0.25
         truth = true_mean(delta, kind, rng) - a_mean
@@ -149,10 +166,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--continuous-only", action="store_true",
+                        help="only the A/A and variant rows on scores in [0, 1]")  # fmt: skip
     args = parser.parse_args()
     start = time.perf_counter()
     print(f"campaign compare's path, {args.reps} simulated comparisons per row:")
-    missed = print_rows(run(args.reps, args.seed), args.reps)
+    settings = [s for s in SETTINGS if s[2] != "0/1"] if args.continuous_only else SETTINGS
+    rows = run(args.reps, args.seed, settings, not args.continuous_only)
+    missed = print_rows(rows, args.reps)
     print(f"{time.perf_counter() - start:.0f} s")
     return 1 if missed else 0
 

@@ -167,10 +167,12 @@ def compare(sources, out: Path, design, split: str | None = None, metric: str | 
     scopes, assumed = decide(table, design)
     names = [s.name for s in scopes]
     primary = POOLED if POOLED in names else (names[0] if len(names) == 1 else None)
-    runs = table.drop_duplicates(VARIANT)[[VARIANT, CELL, SOURCE]]
+    files = table.groupby(VARIANT)[SOURCE].agg(lambda x: sorted(set(x)))
+    cells = table.groupby(VARIANT)[CELL].first()
     meta = {
         "runs": [
-            {"name": r[VARIANT], "model": r[CELL], "source": r[SOURCE]} for _, r in runs.iterrows()
+            {"name": run, "model": cells[run], "source": ", ".join(files[run])}
+            for run in sorted(files.index)
         ],  # fmt: skip
         "primary": primary,
         "control": design.control,
