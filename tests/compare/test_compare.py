@@ -162,7 +162,9 @@ def test_a_plain_table_of_the_same_scores_gives_the_same_decisions(logs, tmp_pat
                     rows.append({"model": m, "seed": i, "task": task, "item": item,
                                  "score": score, "metric": metric})  # fmt: skip
     table = tmp_path / "scores.parquet"
-    pd.DataFrame(rows).to_parquet(table)
+    frame = pd.DataFrame(rows)
+    # the shared scored-items columns (the evaluate stage's names) read as well as `model`
+    frame.rename(columns={"model": "cell"}).to_parquet(table)
     outs = [tmp_path / "lm", tmp_path / "plain"]
     for out, sources in zip(outs, (_runs(logs), [table]), strict=True):
         rc, err = _compare(capsys, *sources, "--control", "a", "--out", out)

@@ -63,6 +63,8 @@ def read_plain(path: Path, name: str | None = None):
         raise CampaignError(f"{path}: not a readable table ({' '.join(str(e).split())})") from None
     if name is not None:
         frame["model"] = name
+    elif "model" not in frame.columns and CELL in frame.columns:
+        frame["model"] = frame[CELL]  # the evaluate stage's scored items (its cells are models)
     missing = [c for c in PLAIN_REQUIRED if c not in frame.columns]
     if missing:
         raise CampaignError(
