@@ -761,8 +761,13 @@ def main() -> int:
         action="store_true",
         help="only the non-inferiority rows on scores in [0, 1], at --reps campaigns each",
     )
+    parser.add_argument("--compare", action="store_true", help="campaign compare's path only")
     args = parser.parse_args()
     start = time.perf_counter()
+    if args.compare:  # imported per-item scores, several tasks (bench_stats_compare.run)
+        import bench_stats_compare as bsc
+
+        return 1 if bsc.print_rows(bsc.run(args.reps, args.seed), args.reps) else 0
     if args.ni_only:
         missed = ni_table(args.reps, args.seed)
         print(f"{args.reps} campaigns per row, {time.perf_counter() - start:.0f} s")

@@ -301,6 +301,16 @@ def cmd_demo_data(args) -> int:
 
 
 # ------------------------------------------------------------------ parser
+def _add_user_tools(sub) -> None:
+    """`campaign init` (a params file for your own data and model) and `campaign compare`
+    (decisions on per-item results from lm-eval, Inspect or a table)."""
+    from campaign.compare import add_parser as add_compare
+    from campaign.tools.init import add_parser as add_init
+
+    add_init(sub)
+    add_compare(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="campaign",
@@ -345,9 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--log", help="write the stage's output here; errors also go to stderr")
         p.set_defaults(func=cmd_stage, stage=stage.name)
 
-    from campaign.tools.init import add_parser as add_init
-
-    add_init(sub)  # `campaign init`: a params file for your own data and model
+    _add_user_tools(sub)  # `campaign init` and `campaign compare`
     p = with_params(sub.add_parser("validate", help="check a params file against the schema"))
     p.set_defaults(func=cmd_validate)
     text = (

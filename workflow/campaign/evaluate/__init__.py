@@ -60,6 +60,21 @@ _PUBLIC = {
     "read_probs": "items",
     "representative": "decide",
     "score_items": "text_scores",
+    # `campaign compare` (campaign.compare): the stage's own path from scored items onwards.
+    "Items": "items",
+    "Level": "records",
+    "Quality": "records",
+    "build_decisions": "stage",
+    "comparisons_of": "stage",
+    "decide_rows": "stage",
+    "public_row": "stage",
+    "run_metric_rows": "stage",
+    "cell_name": "stage",
+    "split_design": "stage",
+    "resample_indices": "stats",
+    "score_interval": "stats",
+    "verdict_lines": "words",
+    "decision_line": "words",
 }
 __getattr__, __dir__ = exports(__name__, _PUBLIC)
 

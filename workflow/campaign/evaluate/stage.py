@@ -513,3 +513,14 @@ def _write(ctx, metric_rows, comparison_rows, error_rows, decisions, items_frame
     ctx.outputs["summary"].write_text(
         summary_text(records.read_decisions(ctx.outputs["decisions"]))
     )
+
+
+# The names `campaign compare` calls (campaign.compare: decisions on scored items produced
+# elsewhere run this stage's path from the scored items onwards, no second implementation).
+comparisons_of, decide_rows, run_metric_rows, cell_name = (
+    _comparisons,
+    _decide,
+    _metric_rows,
+    _cell_name,
+)
+build_decisions, public_row = records.build, questions.public

@@ -5,6 +5,7 @@ from dataclasses import replace
 
 from campaign.core.errors import CampaignError
 from campaign.core.io import module_of
+from campaign.core.lazy import exports
 from campaign.core.registry import merged_inputs
 from campaign.core.stage import (
     EachRun,
@@ -16,6 +17,10 @@ from campaign.core.stage import (
     ReportSection,
     Stage,
 )
+
+# Renderers other commands reuse (`campaign compare`'s report): the same escaping and layout.
+_PUBLIC = {"render_html": "stage", "render_markdown": "stage", "md_text": "stage"}
+__getattr__, __dir__ = exports(__name__, _PUBLIC)
 
 
 def _no_spec(params: dict) -> None:
