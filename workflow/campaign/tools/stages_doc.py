@@ -24,6 +24,7 @@ from campaign.core.params import SCHEMA_PATH, validate
 from campaign.core.registry import phases, produced, stages
 from campaign.core.stage import (
     Derived,
+    EachGuard,
     EachJob,
     EachLook,
     EachLookRun,
@@ -53,6 +54,7 @@ _KIND = {
     EachLook: "one per look",
     PreviousLook: "the look before",
     EachJob: "one per quantize job",
+    EachGuard: "one per guard task (x kept run)",
 }
 
 

@@ -1,0 +1,143 @@
+"""The guards' decisions: does each trained cell lose more than the margin against the base on
+each guard task? Per task, every run against the base on the same items is a compressed
+variant against its reference (campaign.evaluate.questions.quantized_row: Tango's score test on
+0/1 scores, the guarded paired t on scores in [0, 1]), Holm across the task's runs
+(questions.decide_family), typed records (campaign.evaluate.records.Decision).
+
+A cell holds a guard when every one of its runs (seeds) is shown within the margin (an
+intersection-union test: no further adjustment); it loses the guard when any run is shown to
+lose more; otherwise the question is open, with the items that would decide it.
+
+items: the scored-items table (ITEM_COLUMNS), the base as variant BASE.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from campaign.core.errors import CampaignError
+from campaign.evaluate import decide, questions, records
+
+BASE = "base"
+HOLDS, LOSES, OPEN = "holds", "loses", "open"
+
+
+def _aligned(items, task: str, run: str):
+    """(base scores, run scores) of `task` on the same items in the base's order, `(n_items,)`;
+    refused in one line when the items differ (never dropped silently)."""
+    frame = items[items["task"] == task]
+    base = frame[frame["variant"] == BASE].set_index("item")["score"]
+    got = frame[frame["variant"] == run].set_index("item")["score"]
+    missing, extra = base.index.difference(got.index), got.index.difference(base.index)
+    if len(missing) or len(extra):
+        raise CampaignError(
+            f"guard {task}: run {run} scored {len(got)} items, the base {len(base)} "
+            f"({len(missing)} of the base's missing, {len(extra)} not the base's)"
+        )
+    return base.to_numpy(np.float64), got.reindex(base.index).to_numpy(np.float64)
+
+
+def task_rows(items, task: str, margin: float, level: float, power: float) -> list[dict]:
+    """One decided row per run on `task` (decide_family in place: Holm across the runs)."""
+    runs = [v for v in dict.fromkeys(items.loc[items["task"] == task, "variant"]) if v != BASE]
+    cells = items.drop_duplicates("variant").set_index("variant")["cell"]
+    rows = []
+    for run in runs:
+        ref, var = _aligned(items, task, run)
+        row = questions.quantized_row(ref, var, level, margin)
+        row.update(kind="quantized", subject=run, reference=BASE, cell=cells[run], task=task)
+        rows.append(row)
+    questions.decide_family(
+        rows, level, power, {"min_useful_effect": 0.0, "max_quality_loss": margin}
+    )
+    return rows
+
+
+def cell_outcome(rows: list[dict]) -> str:
+    """A cell's outcome on one task from its runs' decisions."""
+    decisions = [r["decision"] for r in rows]
+    if any(d == decide.REJECT for d in decisions):
+        return LOSES
+    if decisions and all(d == decide.ADOPT for d in decisions):
+        return HOLDS
+    return OPEN
+
+
+def _points(x: float) -> str:
+    return f"{100 * x:+.1f}"
+
+
+def cell_words(task: str, cell: str, margin: float, rows: list[dict]) -> str:
+    """The guard line of one cell on one task (summary.txt's verdict block)."""
+    outcome = cell_outcome(rows)
+    worst = min(rows, key=lambda r: r["estimate"])
+    where = (
+        f"{len(rows)} run(s), {worst['n_items']} items; worst run {worst['subject']}: "
+        f"{_points(worst['estimate'])} points [{_points(worst['adj_low'])}, "
+        f"{_points(worst['adj_high'])}]"
+    )
+    m = f"{100 * margin:g} points"
+    if outcome == HOLDS:
+        return f"guards: {task}: {cell} not worse than the base by more than {m} ({where})"
+    if outcome == LOSES:
+        return f"guards: {task}: {cell} loses more than {m} against the base ({where})"
+    return f"guards: {task}: {cell} open at {m} ({where}); {advice(rows, margin)}"
+
+
+def advice(rows: list[dict], margin: float) -> str:
+    """What would decide an open guard: the items these tests need (0/1 scores: the smallest
+    set that shows the margin with no item lost), or more items where scores are continuous."""
+    needed = [r.get("items_to_prove") for r in rows if r["decision"] != decide.ADOPT]
+    needed = [int(n) for n in needed if n is not None and math.isfinite(n)]
+    if needed:
+        return f"would decide with at least {max(needed)} items and no item lost"
+    return "more guard items would decide (the paired t's interval narrows as 1/sqrt(items))"
+
+
+def run_record(r: dict, words: str) -> records.Decision:
+    keep = {"kind", "subject", "decision", "reference", "estimate", "ci_low", "ci_high",
+            "p_holm", "n_seeds", "adj_low", "adj_high"}  # fmt: skip
+    needed = r.get("items_to_prove")
+    return records.Decision(
+        **{k: r.get(k) for k in keep},
+        items_needed=int(needed) if needed is not None else None,
+        words=words,
+        cell_id=r["cell"],
+    )
+
+
+def decide_guards(items, guards: list[dict], level: float, power: float) -> dict:
+    """guards.json: per task its margin and metric, per cell its outcome and words, per run its
+    decision record; `lines`, the guard lines in order. guards: [{task, margin}]."""
+    tasks, lines = [], []
+    for g in guards:
+        task, margin = g["task"], g["margin"]
+        rows = task_rows(items, task, margin, level, power)
+        frame = items[items["task"] == task]
+        base = frame[frame["variant"] == BASE]
+        cells = []
+        for cell in dict.fromkeys(r["cell"] for r in rows):
+            mine = [r for r in rows if r["cell"] == cell]
+            words = cell_words(task, cell, margin, mine)
+            lines.append(words)
+            cells.append(
+                {
+                    "cell": cell,
+                    "outcome": cell_outcome(mine),
+                    "words": words,
+                    "runs": [records.record_dict(run_record(r, words)) for r in mine],
+                }
+            )
+        tasks.append(
+            {
+                "task": task,
+                "margin": margin,
+                "metric": str(base["metric"].iloc[0]) if len(base) else None,
+                "n_items": int(len(base)),
+                "base_score": float(base["score"].mean()) if len(base) else None,
+                "cells": cells,
+            }
+        )
+    return {"guards": tasks, "lines": lines}
