@@ -18,7 +18,7 @@ import pytest
 from campaign.core.errors import CampaignError
 from campaign.guards.decide import decide_guards
 from campaign.guards.stage import ITEM_COLUMNS, stage_guard, stage_guard_base, stage_guards
-from campaign.guards.tasks import check_guards
+from campaign.guards.tasks import check_guard_files, check_guards
 from conftest import FIXTURES
 
 TASK = FIXTURES / "guard_task"
@@ -65,7 +65,7 @@ def guarded(tmp_path_factory):
         SimpleNamespace(
             spec={"guard": guard},
             inputs={"base_model": [base], **INPUTS},
-            outputs={"items": tmp / "base.parquet"},
+            outputs={"scores": tmp / "base.parquet"},
         )
     )
     lines = ["run\ttrain.lr\tseed\ttier\tprojected_hours\tcumulative_hours\tkept"]
@@ -74,12 +74,12 @@ def guarded(tmp_path_factory):
         ctx = SimpleNamespace(
             spec={"guard": guard, "run": run},
             inputs={"model": [tmp / run], "base_model": [base], **INPUTS},
-            outputs={"items": tmp / f"{run}.parquet"},
+            outputs={"scores": tmp / f"{run}.parquet"},
         )
         stage_guard(ctx)
         lines.append(f"{run}\t{lr}\t1\t{'control' if i == 0 else 'main'}\t0.1\t0.1\ttrue")
     (tmp / "runs.tsv").write_text("\n".join(lines) + "\n")
-    outputs = {n: tmp / f"{n}.out" for n in ("items", "guards", "summary")}
+    outputs = {n: tmp / f"{n}.out" for n in ("table", "guards", "summary")}
     stage_guards(
         SimpleNamespace(
             spec={
@@ -89,8 +89,8 @@ def guarded(tmp_path_factory):
             },
             inputs={
                 "runs": [tmp / "runs.tsv"],
-                "base_items": [tmp / "base.parquet"],
-                "run_items": [tmp / f"{r}.parquet" for r in RUNS],
+                "base_scores": [tmp / "base.parquet"],
+                "run_scores": [tmp / f"{r}.parquet" for r in RUNS],
             },
             outputs=outputs,
         )
@@ -120,7 +120,7 @@ def test_the_over_trained_fine_tune_loses_the_guard_and_the_gentle_one_holds_it(
 
 def test_the_items_table_holds_what_the_harness_logged_per_document(guarded):
     _, out = guarded
-    items = pd.read_parquet(out["items"])
+    items = pd.read_parquet(out["table"])
     assert tuple(items.columns) == ITEM_COLUMNS
     assert items.groupby("variant").size().to_dict() == {"base": 40, "r-bad1": 40, "r-ok1": 40}
     assert set(items["split"]) == {"guard"} and set(items["metric"]) == {"acc"}
@@ -137,7 +137,7 @@ def test_the_items_table_holds_what_the_harness_logged_per_document(guarded):
 
 def test_too_few_items_for_the_margin_leave_the_guard_open_with_its_price(guarded):
     _, out = guarded
-    items = pd.read_parquet(out["items"])
+    items = pd.read_parquet(out["table"])
     decided = decide_guards(items, [{"task": "tiny_guard", "margin": 0.05}], 0.95, 0.8)
     ok = decided["guards"][0]["cells"][1]
     assert ok["outcome"] == "open" and ok["runs"][0]["decision"].startswith("inconclusive")
@@ -174,7 +174,7 @@ def test_a_guard_task_yaml_that_is_missing_is_refused_naming_the_key(tmp_path):
     with pytest.raises(
         CampaignError, match=r"^evaluation.guards\[0\].include: .*no such task YAML"
     ):
-        check_guards(_params([{"task": "x", "include": "guards/x.yaml"}]), tmp_path)
+        check_guard_files(_params([{"task": "x", "include": "guards/x.yaml"}]), tmp_path)
 
 
 def test_a_guard_over_a_remote_dataset_is_refused_naming_the_key(tmp_path):
@@ -182,11 +182,13 @@ def test_a_guard_over_a_remote_dataset_is_refused_naming_the_key(tmp_path):
     with pytest.raises(
         CampaignError, match=r"^evaluation.guards\[0\].include: dataset_path 'cais/mmlu' is not"
     ):
-        check_guards(_params([{"task": "mini_mmlu", "include": "mmlu.yaml"}]), tmp_path)
+        check_guard_files(_params([{"task": "mini_mmlu", "include": "mmlu.yaml"}]), tmp_path)
     shutil.copytree(TASK, tmp_path / "g")
     (tmp_path / "g" / "items.jsonl").unlink()
     with pytest.raises(CampaignError, match=r"data_files items.jsonl: no such file"):
-        check_guards(_params([{"task": "tiny_guard", "include": "g/tiny_guard.yaml"}]), tmp_path)
+        check_guard_files(
+            _params([{"task": "tiny_guard", "include": "g/tiny_guard.yaml"}]), tmp_path
+        )
 
 
 def test_a_base_with_nothing_to_forget_is_refused():

@@ -96,6 +96,7 @@ def cmd_stage(args) -> int:
 # ------------------------------------------------------------------ user tools
 def cmd_validate(args) -> int:
     from campaign.data import expand_sources
+    from campaign.guards.tasks import check_guard_files
     from campaign.plan import plan_index
     from campaign.preflight import check_model_folder
 
@@ -103,6 +104,7 @@ def cmd_validate(args) -> int:
     try:
         files = expand_sources(params["data"]["sources"], Path("."))
         check_model_folder(params["model"], Path("."))
+        check_guard_files(params, Path("."))
         _state_dir(args, params)
     except CampaignError as e:
         raise CampaignError(f"{args.params}: {e}") from None

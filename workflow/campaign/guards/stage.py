@@ -35,7 +35,7 @@ def stage_guard(ctx) -> None:
     where = f"guard {task}, run {ctx.spec['run']}"
     rows = score_guard(model_arguments(model, base), task, ctx.inputs, where)
     # the cell and seed are the plan's: the deciding stage reads them from the plan table
-    _write_items(rows, ctx.spec["run"], None, None, ctx.outputs["items"])
+    _write_items(rows, ctx.spec["run"], None, None, ctx.outputs["scores"])
 
 
 def stage_guard_base(ctx) -> None:
@@ -43,7 +43,7 @@ def stage_guard_base(ctx) -> None:
     task = ctx.spec["guard"]["task"]
     base = Path(ctx.inputs["base_model"][0])
     rows = score_guard({"pretrained": str(base)}, task, ctx.inputs, f"guard {task}, base")
-    _write_items(rows, BASE, BASE, 0, ctx.outputs["items"])
+    _write_items(rows, BASE, BASE, 0, ctx.outputs["scores"])
 
 
 def guard_items(base_paths: list[Path], run_paths: list[Path], plan: Path):
@@ -65,10 +65,10 @@ def guard_items(base_paths: list[Path], run_paths: list[Path], plan: Path):
 
 
 def stage_guards(ctx) -> None:
-    """Every cell against the base on every guard: items.parquet, guards.json, summary.txt."""
+    """Every cell against the base on every guard: the items table, guards.json, summary.txt."""
     s = ctx.spec
-    items = guard_items(ctx.inputs["base_items"], ctx.inputs["run_items"], ctx.inputs["runs"][0])
+    items = guard_items(ctx.inputs["base_scores"], ctx.inputs["run_scores"], ctx.inputs["runs"][0])
     decided = decide_guards(items, s["guards"], s["confidence"], s["power"])
-    items.to_parquet(ctx.outputs["items"], index=False)
+    items.to_parquet(ctx.outputs["table"], index=False)
     ctx.outputs["guards"].write_text(json.dumps(decided, indent=2, sort_keys=True) + "\n")
     ctx.outputs["summary"].write_text("\n".join(decided["lines"]) + "\n")

@@ -86,9 +86,9 @@ def data_files(config: dict, folder: Path, key: str) -> dict[str, list[Path]]:
     return out
 
 
-def check_guards(params: dict, root: Path = Path(".")) -> None:
+def check_guards(params: dict) -> None:
     """The rules the schema cannot state (Phase.check_params): a pretrained causal LM to guard,
-    distinct task names, each local task YAML readable with local data files."""
+    distinct task names."""
     guards = params["evaluation"].get("guards") or []
     if not guards:
         return
@@ -106,7 +106,12 @@ def check_guards(params: dict, root: Path = Path(".")) -> None:
     names = [g["task"] for g in guards]
     if len(set(names)) != len(names):
         raise CampaignError("evaluation.guards: a task is named twice")
-    for i, g in enumerate(guards):
+
+
+def check_guard_files(params: dict, root: Path = Path(".")) -> None:
+    """Each local task YAML readable, naming its task, over local data files (`campaign
+    validate`; a file check, so not in check_params, whose passes are cached by content)."""
+    for i, g in enumerate(params["evaluation"].get("guards") or []):
         if g.get("include") is None:
             continue
         key = f"evaluation.guards[{i}].include"
