@@ -147,9 +147,9 @@ def test_too_few_items_for_the_margin_leave_the_guard_open_with_its_price(guarde
 
 def test_the_evaluation_verdict_carries_the_guard_lines(guarded):
     from campaign.evaluate import evaluate_inputs
+    from campaign.evaluate.guard_lines import guard_lines
     from campaign.evaluate.records import read_decisions
     from campaign.evaluate.stage import summary_text
-    from campaign.guards.lines import guard_lines
 
     _, out = guarded
 

@@ -96,7 +96,7 @@ def cmd_stage(args) -> int:
 # ------------------------------------------------------------------ user tools
 def cmd_validate(args) -> int:
     from campaign.data import expand_sources
-    from campaign.guards.tasks import check_guard_files
+    from campaign.guards import check_guard_files
     from campaign.plan import plan_index
     from campaign.preflight import check_model_folder
 

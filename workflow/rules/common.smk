@@ -43,7 +43,7 @@ from campaign.core.stage import (
 from campaign.plan import RUN_ID_PATTERN
 from campaign.plan.dag import DagRuns
 from campaign.quantize import dag_job_paths
-from campaign.guards.targets import guard_paths
+from campaign.guards import guard_paths
 
 # One name for the campaign definition: CAMPAIGN_PARAMS (default params.yaml), read by the
 # Snakefile and by every `campaign` command, so `campaign status` always sees the campaign

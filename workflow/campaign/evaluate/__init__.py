@@ -60,6 +60,12 @@ _PUBLIC = {
     "read_probs": "items",
     "representative": "decide",
     "score_items": "text_scores",
+    # what the guards phase decides with (the quantized variant's test) and reads
+    "REJECT": "decide",
+    "Decision": "records",
+    "decide_family": "questions",
+    "quantized_row": "questions",
+    "read_plan": "plan_table",
 }
 __getattr__, __dir__ = exports(__name__, _PUBLIC)
 

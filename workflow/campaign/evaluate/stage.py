@@ -470,7 +470,7 @@ def _write(ctx, metric_rows, comparison_rows, error_rows, decisions, pd) -> None
         pd.DataFrame(rows).to_parquet(out / f"{name}.parquet", index=False)
     records.write_decisions(ctx.outputs["decisions"], decisions)
     # summary.txt from what the file holds (read back: the words see what every reader sees)
-    from campaign.guards.lines import guard_lines
+    from campaign.evaluate.guard_lines import guard_lines
 
     guards = guard_lines(ctx.inputs.get("guards", []))
     ctx.outputs["summary"].write_text(

@@ -4,7 +4,16 @@ one per task for the base; one job then decides, per task, whether each cell los
 the margin against the base, by the paired non-inferiority test the evaluation gives a
 quantized variant against its run. The evaluation's verdict carries the guard lines."""
 
+from campaign.core.lazy import exports
 from campaign.core.stage import Derived, EachGuard, File, From, Phase, Stage
+
+_PUBLIC = {
+    "check_guard_files": "tasks",
+    "guard_names": "tasks",
+    "guards_of": "tasks",
+    "guard_paths": "targets",
+}
+__getattr__, __dir__ = exports(__name__, _PUBLIC)
 
 # Whose installed versions a guard job's scores depend on.
 LIBRARIES = ("lm_eval", "torch", "transformers", "peft", "datasets", "pandas", "pyarrow")

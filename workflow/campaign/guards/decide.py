@@ -1,8 +1,8 @@
 """The guards' decisions: does each trained cell lose more than the margin against the base on
 each guard task? Per task, every run against the base on the same items is a compressed
-variant against its reference (campaign.evaluate.questions.quantized_row: Tango's score test on
+variant against its reference (campaign.evaluate.quantized_row: Tango's score test on
 0/1 scores, the guarded paired t on scores in [0, 1]), Holm across the task's runs
-(questions.decide_family), typed records (campaign.evaluate.records.Decision).
+(decide_family), typed records (campaign.evaluate.records.Decision).
 
 A cell holds a guard when every one of its runs (seeds) is shown within the margin (an
 intersection-union test: no further adjustment); it loses the guard when any run is shown to
@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from campaign.core.errors import CampaignError
-from campaign.evaluate import decide, questions, records
+from campaign.evaluate import ADOPT, REJECT, Decision, decide_family, quantized_row, record_dict
 
 BASE = "base"
 HOLDS, LOSES, OPEN = "holds", "loses", "open"
@@ -46,21 +46,19 @@ def task_rows(items, task: str, margin: float, level: float, power: float) -> li
     rows = []
     for run in runs:
         ref, var = _aligned(items, task, run)
-        row = questions.quantized_row(ref, var, level, margin)
+        row = quantized_row(ref, var, level, margin)
         row.update(kind="quantized", subject=run, reference=BASE, cell=cells[run], task=task)
         rows.append(row)
-    questions.decide_family(
-        rows, level, power, {"min_useful_effect": 0.0, "max_quality_loss": margin}
-    )
+    decide_family(rows, level, power, {"min_useful_effect": 0.0, "max_quality_loss": margin})
     return rows
 
 
 def cell_outcome(rows: list[dict]) -> str:
     """A cell's outcome on one task from its runs' decisions."""
     decisions = [r["decision"] for r in rows]
-    if any(d == decide.REJECT for d in decisions):
+    if any(d == REJECT for d in decisions):
         return LOSES
-    if decisions and all(d == decide.ADOPT for d in decisions):
+    if decisions and all(d == ADOPT for d in decisions):
         return HOLDS
     return OPEN
 
@@ -89,18 +87,18 @@ def cell_words(task: str, cell: str, margin: float, rows: list[dict]) -> str:
 def advice(rows: list[dict], margin: float) -> str:
     """What would decide an open guard: the items these tests need (0/1 scores: the smallest
     set that shows the margin with no item lost), or more items where scores are continuous."""
-    needed = [r.get("items_to_prove") for r in rows if r["decision"] != decide.ADOPT]
+    needed = [r.get("items_to_prove") for r in rows if r["decision"] != ADOPT]
     needed = [int(n) for n in needed if n is not None and math.isfinite(n)]
     if needed:
         return f"would decide with at least {max(needed)} items and no item lost"
     return "more guard items would decide (the paired t's interval narrows as 1/sqrt(items))"
 
 
-def run_record(r: dict, words: str) -> records.Decision:
+def run_record(r: dict, words: str) -> Decision:
     keep = {"kind", "subject", "decision", "reference", "estimate", "ci_low", "ci_high",
             "p_holm", "n_seeds", "adj_low", "adj_high"}  # fmt: skip
     needed = r.get("items_to_prove")
-    return records.Decision(
+    return Decision(
         **{k: r.get(k) for k in keep},
         items_needed=int(needed) if needed is not None else None,
         words=words,
@@ -127,7 +125,7 @@ def decide_guards(items, guards: list[dict], level: float, power: float) -> dict
                     "cell": cell,
                     "outcome": cell_outcome(mine),
                     "words": words,
-                    "runs": [records.record_dict(run_record(r, words)) for r in mine],
+                    "runs": [record_dict(run_record(r, words)) for r in mine],
                 }
             )
         tasks.append(

@@ -50,7 +50,7 @@ def guard_items(base_paths: list[Path], run_paths: list[Path], plan: Path):
     """The scored-items table of every guard job, each run's cell and seed from the plan."""
     import pandas as pd
 
-    from campaign.evaluate.plan_table import read_plan
+    from campaign.evaluate import read_plan
 
     factors, cells, seeds, _, _ = read_plan(plan)
     frames = [pd.read_parquet(p) for p in base_paths]

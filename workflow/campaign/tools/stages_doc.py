@@ -95,7 +95,7 @@ def _output_kind(output) -> str:
 def spec_keys(stage: Stage, params: dict) -> list[str]:
     """The names in the stage's params subset for `params` (a dict's keys one level down too):
     what a change must touch to rerun the stage."""
-    from campaign.guards.tasks import guard_names
+    from campaign.guards import guard_names
     from campaign.plan import kept_runs  # the plan's runs give a per-run stage its wildcards
 
     values = {

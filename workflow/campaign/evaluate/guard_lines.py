@@ -1,5 +1,5 @@
-"""The guard lines the evaluation's verdict carries, read from the guards' decisions (a light
-module: the evaluate stage imports it, and its code version holds what it imports)."""
+"""The guard lines the evaluation's verdict carries, read from the guards' decisions
+(results/guards/guards.json, written by campaign.guards.decide: its `lines`)."""
 
 from __future__ import annotations
 
