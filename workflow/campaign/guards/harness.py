@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from campaign.core.errors import CampaignError
-from campaign.guards.tasks import read_task_yaml
+from campaign.guards.tasks import NEEDS_HARNESS, read_task_yaml
 
 # The per-item metrics a guard decides on, in order of preference: both are in [0, 1].
 ITEM_METRICS = ("acc", "exact_match")
@@ -105,9 +105,12 @@ def run_task(model_args: dict, task: str, include: Path | None, where: str) -> l
     row per item (item_rows)."""
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["HF_DATASETS_OFFLINE"] = "1"
-    import lm_eval
-    from lm_eval.models.huggingface import HFLM
-    from lm_eval.tasks import TaskManager
+    try:
+        import lm_eval
+        from lm_eval.models.huggingface import HFLM
+        from lm_eval.tasks import TaskManager
+    except ImportError:
+        raise CampaignError(f"{where}: {NEEDS_HARNESS}") from None
 
     lm = HFLM(**model_args, device="cpu", batch_size=BATCH_SIZE, dtype="float32")
     # A local task: the include folder alone (indexing the harness's own thousands of task

@@ -16,6 +16,9 @@ from campaign.core.errors import CampaignError
 
 # The dataset builders that read local files (the Hugging Face `datasets` packaged loaders).
 LOCAL_BUILDERS = ("json", "csv", "parquet", "text")
+NEEDS_HARNESS = (
+    "guards need lm-evaluation-harness: pip install 'lm-eval==0.4.13' 'accelerate==1.16.0'"
+)
 # The model tasks whose trained model is a causal LM the harness can score.
 GUARDED_TASKS = ("causal_lm", "generation")
 
@@ -110,7 +113,12 @@ def check_guards(params: dict) -> None:
 
 def check_guard_files(params: dict, root: Path = Path(".")) -> None:
     """Each local task YAML readable, naming its task, over local data files (`campaign
-    validate`; a file check, so not in check_params, whose passes are cached by content)."""
+    validate`; a file check, so not in check_params, whose passes are cached by content), and
+    the harness installed."""
+    import importlib.util
+
+    if (params["evaluation"].get("guards") or []) and importlib.util.find_spec("lm_eval") is None:
+        raise CampaignError(f"evaluation.guards: {NEEDS_HARNESS}")
     for i, g in enumerate(params["evaluation"].get("guards") or []):
         if g.get("include") is None:
             continue
