@@ -206,3 +206,39 @@ def test_guards_margin_defaults_to_the_max_quality_loss():
     assert [g["margin"] for g in guards_of(p)] == [0.01, 0.1]
     p["evaluation"]["guards_margin"] = 0.05
     assert [g["margin"] for g in guards_of(p)] == [0.05, 0.1]
+
+
+def test_a_lora_run_is_scored_as_its_adapter_over_the_base(guarded, tmp_path):
+    """A LoRA run's model folder holds only its adapter (as the train stage saves it): the guard
+    loads the base with the adapter applied, so the over-trained adapter loses the guard too."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from campaign.train.models import save_run_model
+
+    folder, _ = guarded
+    base = folder / "base"
+    tok = AutoTokenizer.from_pretrained(base)
+    config = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj", "lm_head"])
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(base), config)
+    batch = tok(TEXTS, return_tensors="pt", padding=True)
+    labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
+    torch.manual_seed(0)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=3e-2)
+    for _ in range(60):
+        model(**batch, labels=labels).loss.backward()
+        opt.step()
+        opt.zero_grad()
+    save_run_model(model, tok, tmp_path / "lora", base, labels=[])
+    assert (tmp_path / "lora" / "adapter_config.json").is_file()
+    assert not (tmp_path / "lora" / "model.safetensors").exists()
+    stage_guard(
+        SimpleNamespace(
+            spec={"guard": {"task": "tiny_guard", "include": "tiny_guard.yaml"}, "run": "r-lora1"},
+            inputs={"model": [tmp_path / "lora"], "base_model": [base], **INPUTS},
+            outputs={"scores": tmp_path / "lora.parquet"},
+        )
+    )
+    scores = pd.read_parquet(tmp_path / "lora.parquet")
+    assert len(scores) == 40 and scores["score"].mean() < 0.5  # the base: every item right
