@@ -141,8 +141,8 @@ def test_too_few_items_for_the_margin_leave_the_guard_open_with_its_price(guarde
     decided = decide_guards(items, [{"task": "tiny_guard", "margin": 0.05}], 0.95, 0.8)
     ok = decided["guards"][0]["cells"][1]
     assert ok["outcome"] == "open" and ok["runs"][0]["decision"].startswith("inconclusive")
-    needed = ok["runs"][0]["items_needed"]
-    assert needed > 40 and f"at least {needed} items and no item lost" in ok["words"]
+    needed = ok["runs"][0]["items_needed"]  # no item lost: the exact count that shows 5 points
+    assert needed > 40 and f"about {needed} guard items would decide" in ok["words"]
 
 
 def test_the_evaluation_verdict_carries_the_guard_lines(guarded):
@@ -242,3 +242,30 @@ def test_a_lora_run_is_scored_as_its_adapter_over_the_base(guarded, tmp_path):
     )
     scores = pd.read_parquet(tmp_path / "lora.parquet")
     assert len(scores) == 40 and scores["score"].mean() < 0.5  # the base: every item right
+
+
+def test_an_open_guard_with_items_lost_is_priced_at_its_estimate_not_at_no_loss():
+    """A run 30 points down on 40 items with a 15-point margin is open (the exact test of
+    "loses more than 15" does not pass at these items): the price is the fewest items at which
+    that test passes, were the estimate the truth, not the count that assumes no item lost."""
+    rows = []
+    for i in range(40):
+        rows.append(("base", "base", 0, str(i), 1.0))
+        rows.append(("r1", "lr=1", 1, str(i), 0.0 if i < 12 else 1.0))
+    items = pd.DataFrame(rows, columns=["variant", "cell", "seed", "item", "score"]).assign(
+        split="guard", task="t", prediction="", metric="acc"
+    )
+    decided = decide_guards(items, [{"task": "t", "margin": 0.15}], 0.95, 0.8)
+    (cell,) = decided["guards"][0]["cells"]
+    (run,) = cell["runs"]
+    assert cell["outcome"] == "open" and run["estimate"] == pytest.approx(-0.30)
+    assert run["decision"] == "inconclusive"  # the exact test of "loses more" does not pass
+    # the exact test of "loses more than 15 points", 3 of 10 items lost at every size: it
+    # passes at the count said and not one item before
+    from campaign.evaluate.comparison import loss_exceeds_p
+
+    need = run["items_needed"]
+    assert need > 40
+    assert loss_exceeds_p(round(12 * need / 40), 0, need, 0.15) < 0.025
+    assert loss_exceeds_p(round(12 * (need - 1) / 40), 0, need - 1, 0.15) >= 0.025
+    assert "no item lost" not in cell["words"]

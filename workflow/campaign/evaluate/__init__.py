@@ -65,6 +65,8 @@ _PUBLIC = {
     "Decision": "records",
     "decide_family": "questions",
     "quantized_row": "questions",
+    "loss_exceeds_p": "comparison",
+    "noninferiority_p": "comparison",
     "read_plan": "plan_table",
 }
 __getattr__, __dir__ = exports(__name__, _PUBLIC)

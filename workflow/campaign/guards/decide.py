@@ -18,10 +18,20 @@ import math
 import numpy as np
 
 from campaign.core.errors import CampaignError
-from campaign.evaluate import ADOPT, REJECT, Decision, decide_family, quantized_row, record_dict
+from campaign.evaluate import (
+    ADOPT,
+    REJECT,
+    Decision,
+    decide_family,
+    loss_exceeds_p,
+    noninferiority_p,
+    quantized_row,
+    record_dict,
+)
 
 BASE = "base"
 HOLDS, LOSES, OPEN = "holds", "loses", "open"
+MAX_ITEMS = 1_000_000  # beyond this, no count is said
 
 
 def _aligned(items, task: str, run: str):
@@ -50,6 +60,8 @@ def task_rows(items, task: str, margin: float, level: float, power: float) -> li
         row.update(kind="quantized", subject=run, reference=BASE, cell=cells[run], task=task)
         rows.append(row)
     decide_family(rows, level, power, {"min_useful_effect": 0.0, "max_quality_loss": margin})
+    for row in rows:
+        row["items_needed"] = items_needed(row, margin, len(rows), (1 - level) / 2)
     return rows
 
 
@@ -84,23 +96,54 @@ def cell_words(task: str, cell: str, margin: float, rows: list[dict]) -> str:
     return f"guards: {task}: {cell} open at {m} ({where}); {advice(rows, margin)}"
 
 
+def items_needed(r: dict, margin: float, family: int, alpha_one: float) -> int | None:
+    """The guard items that would decide an open run, were its estimate the truth. On 0/1
+    scores: the fewest items at which the same exact test (no loss beyond the margin, or a loss
+    beyond it, on the estimate's side), with the items lost and gained in today's proportions,
+    passes at the family's Bonferroni level (`family` runs). On scores in [0, 1]: where the
+    family-adjusted interval, narrowing as 1/sqrt(items), clears -margin. None when decided or
+    when no count decides (an estimate on the margin, beyond MAX_ITEMS)."""
+    if r["decision"] in (ADOPT, REJECT):
+        return None
+    n, estimate = r["n_items"], r["estimate"]
+    if estimate == -margin:
+        return None
+    if "_paired" not in r:
+        half = (r["adj_high"] - r["adj_low"]) / 2
+        needed = math.ceil(n * (half / abs(estimate + margin)) ** 2) if math.isfinite(half) else 0
+        return max(needed, n + 1) if needed <= MAX_ITEMS else None
+    losses, gains = r["_paired"]
+    test = loss_exceeds_p if estimate < -margin else noninferiority_p
+
+    def decides(size: int) -> bool:
+        lost, gained = round(losses * size / n), round(gains * size / n)
+        return test(lost, gained, size, margin) * family < alpha_one
+
+    low, high = n, n + 1
+    while not decides(high):
+        if high > MAX_ITEMS:
+            return None
+        low, high = high, high * 2
+    while high - low > 1:  # the fewest that decide (the proportions make it nearly monotone)
+        mid = (low + high) // 2
+        low, high = (low, mid) if decides(mid) else (mid, high)
+    return high
+
+
 def advice(rows: list[dict], margin: float) -> str:
-    """What would decide an open guard: the items these tests need (0/1 scores: the smallest
-    set that shows the margin with no item lost), or more items where scores are continuous."""
-    needed = [r.get("items_to_prove") for r in rows if r["decision"] != ADOPT]
-    needed = [int(n) for n in needed if n is not None and math.isfinite(n)]
+    """What would decide an open guard: the most items any of its open runs needs."""
+    needed = [n for r in rows if (n := r.get("items_needed")) is not None]
     if needed:
-        return f"would decide with at least {max(needed)} items and no item lost"
-    return "more guard items would decide (the paired t's interval narrows as 1/sqrt(items))"
+        return f"about {max(needed)} guard items would decide, were the estimates the truth"
+    return "more guard items would narrow it (no count decides an estimate on the margin)"
 
 
 def run_record(r: dict, words: str) -> Decision:
     keep = {"kind", "subject", "decision", "reference", "estimate", "ci_low", "ci_high",
             "p_holm", "n_seeds", "adj_low", "adj_high"}  # fmt: skip
-    needed = r.get("items_to_prove")
     return Decision(
         **{k: r.get(k) for k in keep},
-        items_needed=int(needed) if needed is not None else None,
+        items_needed=r["items_needed"],
         words=words,
         cell_id=r["cell"],
     )
