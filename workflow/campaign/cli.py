@@ -98,6 +98,7 @@ def cmd_validate(args) -> int:
     from campaign.core.tasks import check_template_file
     from campaign.data import expand_sources
     from campaign.evaluate import check_metric
+    from campaign.guards import check_guard_files
     from campaign.plan import plan_index
     from campaign.preflight import check_model_folder
 
@@ -107,6 +108,7 @@ def cmd_validate(args) -> int:
         check_model_folder(params["model"], Path("."))
         check_template_file(params["model"], Path("."))
         check_metric(params, Path("."))
+        check_guard_files(params, Path("."))
         _state_dir(args, params)
     except CampaignError as e:
         raise CampaignError(f"{args.params}: {e}") from None

@@ -28,6 +28,7 @@ from campaign.core.registry import (
 )
 from campaign.core.stage import (
     Derived,
+    EachGuard,
     EachJob,
     EachLook,
     EachLookRun,
@@ -42,6 +43,7 @@ from campaign.core.stage import (
 from campaign.plan import RUN_ID_PATTERN
 from campaign.plan.dag import DagRuns
 from campaign.quantize import dag_job_paths
+from campaign.guards import guard_paths
 
 # One name for the campaign definition: CAMPAIGN_PARAMS (default params.yaml), read by the
 # Snakefile and by every `campaign` command, so `campaign status` always sees the campaign
@@ -190,6 +192,8 @@ def input_files(stage, name, source):
     if isinstance(source, EachJob):
         kept = DAG_RUNS.run_paths("{run}")
         return dag_job_paths(config, produced(source).path, kept, checkpoints)
+    if isinstance(source, EachGuard):
+        return guard_paths(config, produced(source).path, DAG_RUNS)
     if isinstance(source, EachLookRun):
         return DAG_RUNS.look_run_paths(produced(source).path)
     if isinstance(source, EachLook):

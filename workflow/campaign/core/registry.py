@@ -21,6 +21,7 @@ from campaign.core.errors import CampaignError
 from campaign.core.io import resolve
 from campaign.core.stage import (
     Derived,
+    EachGuard,
     EachJob,
     EachLook,
     EachLookRun,
@@ -114,6 +115,8 @@ EXPANDS = {
     EachLook: ("look",),
     EachJob: ("run", "variant"),
 }
+# EachGuard expands {guard}, and {run} where its path holds one (a base job has none).
+GUARD_EXPANDS = ({"guard"}, {"guard", "run"})
 
 
 def wiring_problems(declared: Mapping[str, Stage] | None = None) -> list[str]:
@@ -142,7 +145,7 @@ def wiring_problems(declared: Mapping[str, Stage] | None = None) -> list[str]:
                     f"stage '{stage.name}', input '{name}': Derived, but the stage has no "
                     "derive_inputs to find its files"
                 )
-            if isinstance(ref, (From, EachRun, EachLookRun, EachLook, EachJob)):
+            if isinstance(ref, (From, EachRun, EachLookRun, EachLook, EachJob, EachGuard)):
                 problem = _reference_problem(stage, ref, declared)
                 if problem:
                     problems.append(f"stage '{stage.name}', input '{name}': {problem}")
@@ -164,6 +167,9 @@ def _reference_problem(
                 f"{path} holds {{{', '.join(sorted(extra))}}}, which the stage's jobs do not "
                 "have (EachRun and EachJob expand them)"
             )
+    elif isinstance(ref, EachGuard):
+        if held not in GUARD_EXPANDS:
+            return f"EachGuard needs a path in {{guard}} or {{guard, run}}: {path}"
     elif held != set(EXPANDS[type(ref)]):
         want = ", ".join(EXPANDS[type(ref)])
         return f"{type(ref).__name__} needs a path in {{{want}}}: {path}"

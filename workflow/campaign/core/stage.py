@@ -15,6 +15,8 @@ where the files come from, never to a path spelled again:
   same run's file for a per-run consumer);
 - `EachRun(stage, output)`: that per-run output of every kept run of the plan;
 - `EachJob(stage, output)`: that output of every quantize job (chosen runs x variants);
+- `EachGuard(stage, output)`: that output (its path in `{guard}`, and `{run}` where it holds
+  one) for every guard task of evaluation.guards (x every kept run);
 - `Derived()`: the files the params name, as the stage's `derive_inputs` finds them;
 - `Nothing()`: an input the stage accepts and the DAG gives no file.
 
@@ -133,6 +135,15 @@ class EachJob:
 
 
 @dataclass(frozen=True)
+class EachGuard:
+    """The output `output` of stage `stage` for every guard task (evaluation.guards; its path
+    holds `{guard}`), and for every kept run where the path also holds `{run}`."""
+
+    stage: str
+    output: str
+
+
+@dataclass(frozen=True)
 class Derived:
     """The files the stage's params name (data files, an earlier manifest or split, a
     pretrained model folder), as its `derive_inputs` finds them; none is a valid answer."""
@@ -143,7 +154,9 @@ class Nothing:
     """An input the stage accepts (a person may pass it) that the DAG gives no file for."""
 
 
-Input = From | EachRun | EachLookRun | EachLook | PreviousLook | EachJob | Derived | Nothing
+Input = (
+    From | EachRun | EachLookRun | EachLook | PreviousLook | EachJob | EachGuard | Derived | Nothing
+)
 
 
 def wildcards_of(pattern: str) -> tuple[str, ...]:
@@ -209,7 +222,17 @@ class Stage:
         for what, kinds in (
             (
                 "inputs",
-                (From, EachRun, EachLookRun, EachLook, PreviousLook, EachJob, Derived, Nothing),
+                (
+                    From,
+                    EachRun,
+                    EachLookRun,
+                    EachLook,
+                    PreviousLook,
+                    EachJob,
+                    EachGuard,
+                    Derived,
+                    Nothing,
+                ),
             ),
             ("after", (From, EachRun, EachJob)),
             ("outputs", (File, Folder, Figure)),

@@ -75,6 +75,14 @@ _PUBLIC = {
     "score_interval": "stats",
     "verdict_lines": "words",
     "decision_line": "words",
+    # what the guards phase decides with (the quantized variant's test) and reads
+    "REJECT": "decide",
+    "Decision": "records",
+    "decide_family": "questions",
+    "quantized_row": "questions",
+    "loss_exceeds_p": "comparison",
+    "noninferiority_p": "comparison",
+    "read_plan": "plan_table",
 }
 __getattr__, __dir__ = exports(__name__, _PUBLIC)
 
@@ -193,7 +201,16 @@ def evaluate_inputs(spec: dict, root) -> dict:
 
     metric = _generated_metric(spec)
     source = None if metric is None else metric_source(metric, root)
-    return {"metric_code": [] if source is None else [source]}
+    return {"metric_code": [] if source is None else [source], "guards": _guards_file(spec)}
+
+
+def _guards_file(spec: dict) -> list:
+    """The guards' decisions (evaluation.guards set): the verdict carries their lines."""
+    if not spec["evaluation"].get("guards"):
+        return []
+    from campaign.core.registry import get_stage
+
+    return [get_stage("guards").outputs["guards"].path]
 
 
 def check_metric(params: dict, root) -> None:
@@ -330,6 +347,8 @@ PHASE = Phase(
                 # A user metric's module (model.generation.metric): it computes the scores, so
                 # it counts by content in the key; imported, not read, by the stage.
                 "metric_code": Derived(),
+                # evaluation.guards: the guards' decisions (results/guards/guards.json).
+                "guards": Derived(),
             },
             derive_inputs="campaign.evaluate:evaluate_inputs",
             outputs={

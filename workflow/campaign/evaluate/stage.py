@@ -301,13 +301,15 @@ COSTS_AT = "in results/budget/summary.txt (the budget phase runs after the evalu
 PRICE_AT = "results/budget/to_decide.csv"
 
 
-def summary_text(decisions: records.Decisions) -> str:
-    """summary.txt: the verdict block (words.verdict_block, without costs), then the decisions."""
+def summary_text(decisions: records.Decisions, guards: list[str] = ()) -> str:
+    """summary.txt: the verdict block (words.verdict_block, without costs) with the guard lines
+    (campaign.guards), then the decisions."""
     flags = words.evaluation_flags(decisions)
     values = records.evaluation_verdict(decisions, flags, COSTS_AT, PRICE_AT)
     looks = decisions.adaptive_looks or []
     told = [f"{LOOKS_TITLE}:", *(f"  {line}" for line in looks), ""] if looks else []
-    return "\n".join([*words.verdict_block(values), "", *told, *decisions.lines]) + "\n"
+    block = [*words.verdict_block(values), *(f"  {line}" for line in guards)]
+    return "\n".join([*block, "", *told, *decisions.lines]) + "\n"
 
 
 @dataclass(frozen=True)
@@ -510,8 +512,11 @@ def _write(ctx, metric_rows, comparison_rows, error_rows, decisions, items_frame
         pd.DataFrame(rows).to_parquet(out / f"{name}.parquet", index=False)
     records.write_decisions(ctx.outputs["decisions"], decisions)
     # summary.txt from what the file holds (read back: the words see what every reader sees)
+    from campaign.evaluate.guard_lines import guard_lines
+
+    guards = guard_lines(ctx.inputs.get("guards", []))
     ctx.outputs["summary"].write_text(
-        summary_text(records.read_decisions(ctx.outputs["decisions"]))
+        summary_text(records.read_decisions(ctx.outputs["decisions"]), guards)
     )
 
 

@@ -24,6 +24,7 @@ from campaign.core.params import SCHEMA_PATH, validate
 from campaign.core.registry import phases, produced, stages
 from campaign.core.stage import (
     Derived,
+    EachGuard,
     EachJob,
     EachLook,
     EachLookRun,
@@ -53,6 +54,7 @@ _KIND = {
     EachLook: "one per look",
     PreviousLook: "the look before",
     EachJob: "one per quantize job",
+    EachGuard: "one per guard task (x kept run)",
 }
 
 
@@ -93,13 +95,19 @@ def _output_kind(output) -> str:
 def spec_keys(stage: Stage, params: dict) -> list[str]:
     """The names in the stage's params subset for `params` (a dict's keys one level down too):
     what a change must touch to rerun the stage."""
+    from campaign.guards import guard_names
     from campaign.plan import kept_runs  # the plan's runs give a per-run stage its wildcards
 
     values = {
         "run": (kept_runs(params) or [""])[0],
         "variant": (params["quantization"]["variants"] or [""])[0],
         "look": "1",
+        # a guard job's params with a guard where params.yaml names none (evaluation.guards)
+        "guard": (guard_names(params) or ["<guard>"])[0],
     }
+    if not guard_names(params):
+        evaluation = {**params["evaluation"], "guards": [{"task": "<guard>"}]}
+        params = {**params, "evaluation": evaluation}
     spec = stage.spec(params, **{w: values[w] for w in stage.wildcards}) or {}
     keys = []
     for key, value in spec.items():
