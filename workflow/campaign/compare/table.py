@@ -15,19 +15,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from campaign.core.errors import CampaignError
+from campaign.evaluate import ITEM_COLUMNS as COLUMNS  # the shared scored-items table
 
-VARIANT, CELL, SEED, SPLIT, TASK, ITEM, SCORE, PREDICTION, METRIC = (
-    "variant",
-    "cell",
-    "seed",
-    "split",
-    "task",
-    "item",
-    "score",
-    "prediction",
-    "metric",
-)
-COLUMNS = (VARIANT, CELL, SEED, SPLIT, TASK, ITEM, SCORE, PREDICTION, METRIC)
+VARIANT, CELL, SEED, SPLIT, TASK, ITEM, SCORE, PREDICTION, METRIC = COLUMNS
 SOURCE = "source"  # the file each row came from (not one of the shared columns)
 
 # A plain table's columns (CSV, Parquet, JSON Lines): these are required ...

@@ -75,6 +75,8 @@ _PUBLIC = {
     "score_interval": "stats",
     "verdict_lines": "words",
     "decision_line": "words",
+    # the scored-items table every producer writes: this stage, the guards, `campaign compare`
+    "ITEM_COLUMNS": "item_table",
     # what the guards phase decides with (the quantized variant's test) and reads
     "REJECT": "decide",
     "Decision": "records",

@@ -26,6 +26,7 @@ from pathlib import Path
 from campaign.core.errors import CampaignError
 
 COLUMNS = ("variant", "cell", "seed", "split", "task", "item", "score", "prediction", "metric")
+ITEM_COLUMNS = COLUMNS  # the name other phases import (campaign.evaluate.ITEM_COLUMNS)
 _TEXT = ("variant", "cell", "split", "task", "item", "metric")  # str, never null
 KEY = ("variant", "split", "task", "item")
 

@@ -10,11 +10,9 @@ import json
 from pathlib import Path
 
 from campaign.core.errors import CampaignError
+from campaign.evaluate import ITEM_COLUMNS  # the scored-items table every producer writes
 from campaign.guards.decide import BASE, decide_guards
 from campaign.guards.harness import SPLIT, model_arguments, score_guard
-
-# The scored-items table every producer writes (the evaluate stage's and `campaign compare`'s).
-ITEM_COLUMNS = ("variant", "cell", "seed", "split", "task", "item", "score", "prediction", "metric")
 
 
 def _write_items(rows: list[dict], variant: str, cell, seed, path: Path) -> None:
