@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from types import SimpleNamespace
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -293,5 +294,50 @@ def test_privacy_by_kind_null_follows_data_privacy_in_the_scan(tmp_path) -> None
     assert report["policies"]["api_key"] == "report" and report["flagged"] == 1
     out.unlink()
     with pytest.raises(CampaignError, match=r"^data\.privacy is 'fail': the model folder"):
+        stage_scan_artifacts(ctx("fail"))
+    assert not out.exists()
+
+
+def test_the_scan_reads_every_answer_in_the_scored_items(tmp_path) -> None:
+    """results/evaluation/items.parquet holds the quantized variants' and the floors' answers (a
+    retrieval floor answers with training responses): the DAG's scan reads it, and a key in an
+    answer is a finding under data.privacy, failing the stage under 'fail'."""
+    from campaign.core.errors import CampaignError
+    from campaign.core.registry import phases
+    from campaign.data.artifacts import stage_scan_artifacts
+    from campaign.evaluate.item_table import write_items
+
+    (stage,) = [s for p in phases() for s in p.stages if s.name == "artifact_scan"]
+    assert "scored_items" in stage.inputs
+    items = tmp_path / "results" / "evaluation" / "items.parquet"
+    items.parent.mkdir(parents=True)
+    answers = ["the cat", f"use {AWS_KEY} to sign in", "a dog"]
+    frame = pd.DataFrame(
+        {
+            "variant": "floor/retrieval",
+            "cell": "",
+            "seed": pd.array([None] * 3, dtype="Int64"),
+            "split": "test",
+            "task": "",
+            "item": ["t0", "t1", "t2"],
+            "score": [1.0, 0.0, 0.5],
+            "prediction": answers,
+            "metric": "token_f1",
+        }
+    )
+    write_items(items, frame)
+    out = tmp_path / "artifact_findings.json"
+
+    def ctx(privacy):
+        spec = stage.spec({"data": {"privacy": privacy, "privacy_by_kind": None}})
+        inputs = {"scored_items": [items]}
+        return SimpleNamespace(spec=spec, inputs=inputs, outputs={"findings": out})
+
+    stage_scan_artifacts(ctx("report"))
+    report = json.loads(out.read_text())
+    (row,) = report["artifacts"]
+    assert row["artifact"] == "scored items" and row["findings"] == {"api_key": 1}
+    out.unlink()
+    with pytest.raises(CampaignError, match=r"^data\.privacy is 'fail': the scored items"):
         stage_scan_artifacts(ctx("fail"))
     assert not out.exists()

@@ -191,6 +191,8 @@ PHASE = Phase(
                 "predictions_validation": EachRun("train", "predictions_validation"),
                 "predictions_test": EachRun("train", "predictions_test"),
                 "summary": From("evaluate", "summary"),
+                # every variant's and floor's answer (a retrieval floor quotes training records)
+                "scored_items": From("evaluate", "scored_items"),
                 "audit_table": From("split", "audit_table"),
                 "preflight_report": From("preflight", "report_text"),
             },

@@ -23,8 +23,9 @@ index, row and column, or line), never the secret itself. It is written atomical
 
 The data phase's `artifact_scan` stage (`stage_scan_artifacts`, command `campaign
 artifact-scan`) runs the same scan in the DAG over the artifacts it declares (each run's model
-folder with its tokenizer vocabulary, the runs' predictions, the evaluation summary, the leakage
-audit table, the preflight report) and writes results/data/artifact_findings.json. Logs are not
+folder with its tokenizer vocabulary, the runs' predictions, the evaluation's scored items (every
+variant's and floor's answer on every item), the evaluation summary, the leakage audit table, the
+preflight report) and writes results/data/artifact_findings.json. Logs are not
 DAG outputs: `campaign scan-artifacts` scans them. Under `data.privacy` (and
 `data.privacy_by_kind`) a kind whose policy is `fail` fails the stage, naming the artifact;
 `redact` cannot rewrite an artifact, so it reports like `report`.
@@ -197,6 +198,7 @@ STAGE_INPUTS = {
     "summary": "evaluation summary",
     "audit_table": "leakage audit",
     "preflight_report": "preflight report",
+    "scored_items": "scored items",
 }
 
 
