@@ -39,3 +39,8 @@ def test_a_cell_kept_for_its_value_reports_the_interval_over_every_cell():
     assert kept.reported.ci_low < plain.ci_low and kept.reported.ci_high > plain.ci_high
     assert d.verdict.quality.ci_low == kept.reported.ci_low
     assert "for all 4 cells at once: the keep chose among them" in d.verdict.line
+    # The report's evaluation section says it of its "Best cell" line too.
+    from campaign.evaluate.section import decisions_section
+
+    (best,) = [x for x in decisions_section(d).lines if x.startswith("Best cell:")]
+    assert "interval for all 4 cells at once" in best

@@ -111,6 +111,8 @@ def decisions_section(decisions: Decisions) -> Section:
         if reported.value is not None:
             level = level_words(reported.value, reported.ci_low, reported.ci_high)
             value = f"{best.reported_on} {decisions.metric} {level}; chosen on {chosen_on}"
+            if best.reported_cells:  # the keep chose among the cells: Bonferroni over them
+                value += f"; interval for all {best.reported_cells} cells at once"
         else:
             level = level_words(best.value, best.ci_low, best.ci_high)
             value = f"{chosen_on} {decisions.metric} {level}; chosen on it: optimistic"
