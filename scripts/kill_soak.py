@@ -1,7 +1,11 @@
 """Kill soak (issue 32): SIGKILL a running campaign at random moments, resume it, and check that
 what it ends with equals an uninterrupted run's results byte for byte.
 
-Three scenarios, each on fresh copies of the tiny campaign (tests/fixtures/tiny_params.yaml):
+Three scenarios, each on fresh copies of one campaign (``--campaign``): ``tiny``, the tiny
+classification campaign (tests/fixtures/tiny_params.yaml), or ``trl-generation``, the generation
+campaign of tests/workflow/test_generation_e2e.py (a from-config Llama on conversations) whose
+runs all train through ``train.command`` with the TRL SFTTrainer example
+(examples/trl_sft_generation.py), its steps cut so that one campaign takes minutes:
 
 - ``workstation``: `snakemake --profile profiles/default`, killed (its whole process group:
   Snakemake and the stage processes it started) after a random delay, started again, and so on
@@ -23,6 +27,7 @@ start and a tally per scenario (kills, campaigns recovered, identical, files com
 MISSED where fewer than 30 kills landed in all or fewer than 8 in the SLURM profile:
 
     python scripts/kill_soak.py --scenarios workstation:11,slurm:9,shared:10
+    python scripts/kill_soak.py --campaign trl-generation --scenarios workstation:6
 
 CPU-heavy (one tiny campaign is several minutes on two cores): outside CI by design.
 """
@@ -40,9 +45,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "tests"), str(REPO / "workflow")]
+sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests" / "workflow"), str(REPO / "workflow")]
 
-from conftest import BIN, copy_project, env, result_hashes  # noqa: E402 -- after sys.path
+from conftest import BIN, env, result_hashes  # noqa: E402 -- after sys.path
+from conftest import copy_project as copy_tiny  # noqa: E402
 
 PROFILES = {"workstation": "profiles/default", "shared": "profiles/default"}
 SLURM_PROFILE = "profiles/slurm"
@@ -53,6 +59,40 @@ MIN_KILLS = 30  # the issue's goal over all scenarios
 MIN_SLURM_KILLS = 8  # ... of which in the SLURM profile
 # squeue's states of a job that may still run (finished ones stay listed for MinJobAge)
 LIVE_STATES = "PENDING,RUNNING,CONFIGURING,COMPLETING,SUSPENDED"
+CAMPAIGNS = ("tiny", "trl-generation")
+TRL = "examples/trl_sft_generation.py"
+CAMPAIGN = "tiny"  # the campaign that copy_project makes (main sets it from --campaign)
+
+
+def trl_generation_params() -> dict:
+    """The generation e2e test's campaign with every run trained by the TRL example, and its
+    steps cut (training, the non-blocking overfit check) so that one campaign takes minutes."""
+    from test_generation_e2e import params
+
+    p = params()
+    p["train"]["commands"] = {
+        "trl": {"argv": ["python", TRL], "files": [TRL], "packages": ["trl", "transformers"]}
+    }
+    p["train"]["command"] = "trl"
+    p["train"].update(max_steps=40, eval_every=20, checkpoint_every=10)
+    p["preflight"]["overfit"]["steps"] = 40
+    return p
+
+
+def copy_project(dest: Path) -> Path:
+    """A fresh project of the soaked campaign (CAMPAIGN) at dest, without results."""
+    if CAMPAIGN == "tiny":
+        return copy_tiny(dest)
+    import json
+
+    import yaml
+    from test_generation_e2e import conversations
+
+    copy_tiny(dest, params=None)
+    (dest / "params.yaml").write_text(yaml.safe_dump(trl_generation_params(), sort_keys=False))
+    raw = dest / "data" / "raw" / "talks.jsonl"
+    raw.write_text("".join(json.dumps(r) + "\n" for r in conversations()))
+    return dest
 
 
 @dataclass
@@ -296,12 +336,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--kills", type=int, default=10, help="kills of a scenario without :N")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--campaign",
+        choices=CAMPAIGNS,
+        default="tiny",
+        help="the campaign soaked: the tiny classification one, or a generation campaign "
+        "trained by the TRL example through train.command",
+    )
     parser.add_argument("--work", type=Path, default=Path("/tmp/campaign-kill-soak"))
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per recovery run")
     parser.add_argument(
         "--reference",
         type=Path,
-        help="a finished uninterrupted tiny campaign of this code (default: run one first)",
+        help="a finished uninterrupted run of --campaign on this code (default: run one first)",
     )
     parser.add_argument(
         "--span",
@@ -318,7 +365,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global CAMPAIGN
     args = parse_args(argv)
+    CAMPAIGN = args.campaign
     rng = random.Random(args.seed)
     args.work.mkdir(parents=True, exist_ok=True)
 

@@ -8,8 +8,9 @@ import importlib.util
 import sys
 
 import pytest
+import yaml
 
-from conftest import REPO
+from conftest import REPO, campaign
 
 
 @pytest.fixture(scope="module")
@@ -66,3 +67,20 @@ def test_the_tally_totals_the_scenarios_and_says_what_was_missed(soak):
     # Both goals met: nothing missed.
     met = soak.render([soak.Tally("workstation", kills=22), soak.Tally("slurm", kills=8)], [])
     assert not any(line.startswith("MISSED") for line in met)
+
+
+def test_the_generation_soak_trains_every_run_through_the_trl_example(soak, tmp_path):
+    """`--campaign trl-generation`: a project the campaign accepts (its data written), whose
+    plan trains every run by the TRL SFTTrainer example through train.command."""
+    assert soak.parse_args(["--campaign", "trl-generation"]).campaign == "trl-generation"
+    soak.CAMPAIGN = "trl-generation"
+    try:
+        project = soak.copy_project(tmp_path / "project")
+    finally:
+        soak.CAMPAIGN = "tiny"
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    assert params["model"]["task"] == "generation"
+    assert params["train"]["command"] == "trl"
+    assert params["train"]["commands"]["trl"]["argv"] == ["python", soak.TRL]
+    out = campaign(project, "validate").stdout
+    assert "params.yaml: ok (1 data file(s), 4 planned runs)" in out
