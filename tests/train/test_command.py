@@ -112,6 +112,60 @@ def test_the_hf_trainer_example_is_signalled_resumes_and_writes_a_builtin_runs_o
             assert list(ours["id"]) == list(theirs["id"]), name
 
 
+@pytest.mark.slow
+def test_a_job_killed_after_the_commands_last_checkpoint_recovers_to_the_same_model(tmp_path):
+    """A job killed after its command saved the checkpoint at max_steps, before the campaign
+    committed (found by the kill soak): the next start resumes from that checkpoint, where the
+    Trainer trains one step past max_steps when max_steps is not a whole number of epochs
+    (6 steps, 4 an epoch). The rerun must end with max_steps' model, reproduced bit for bit,
+    not refuse "its last progress line is step 7"."""
+    import psutil
+
+    steps = 6
+    (tmp_path / "examples").mkdir()
+    shutil.copy(REPO / EXAMPLE, tmp_path / EXAMPLE)
+    written = write_splits(tmp_path / "splits", n_train=64, n_eval=16)
+    inputs = {name: [p.relative_to(tmp_path)] for name, (p,) in written.items()}
+    spec = command_spec([sys.executable, EXAMPLE], [EXAMPLE], max_steps=steps,
+                        checkpoint_every=3)  # fmt: skip
+    state, out, log = Path("state"), tmp_path / "out", tmp_path / "job.log"
+    cmd = train_command(spec, inputs, state, out, log)
+    job = subprocess.Popen(cmd, cwd=tmp_path, env=job_env())
+    work = tmp_path / state / "work"
+    deadline = time.monotonic() + 300
+    while not list(work.glob(f"*/checkpoints/checkpoint-{steps}/trainer_state.json")):
+        assert job.poll() is None, log.read_text() if log.exists() else "job ended"
+        assert time.monotonic() < deadline, "no final checkpoint after 300 s"
+        time.sleep(0.05)
+    job.kill()
+    job.wait(timeout=60)
+    assert not (out / "model").exists()  # nothing committed
+
+    def command_running() -> bool:
+        for p in psutil.process_iter(["cmdline"]):
+            try:
+                if EXAMPLE in " ".join(p.info["cmdline"] or ()) and str(tmp_path) in p.cwd():
+                    return True
+            except psutil.Error:
+                continue
+        return False
+
+    deadline = time.monotonic() + 120
+    while command_running():  # the command, told by the job's death, stops on its own
+        assert time.monotonic() < deadline, "the command outlived its job by 120 s"
+        time.sleep(0.2)
+    again = subprocess.run(cmd, cwd=tmp_path, env=job_env(), timeout=300)
+    assert again.returncode == 0, log.read_text()
+    metrics = pd.read_parquet(out / "metrics")
+    assert list(metrics.loc[metrics["split"] == "train", "step"]) == list(range(1, steps + 1))
+    manifest = json.loads((out / "run_manifest").read_text())
+    rep = subprocess.run(
+        [sys.executable, "-m", "campaign", "reproduce", manifest["store_key"], "--state-dir",
+         str(state)], cwd=tmp_path, env=job_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert "reproduced bit for bit" in rep.stdout and rep.returncode == 0, rep.stdout + rep.stderr
+
+
 # Commands that break the contract: (script, grace_seconds, the words of the one-line failure).
 WRITES_NOTHING = "import sys; sys.exit(0)"
 NO_MODEL = """

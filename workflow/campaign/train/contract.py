@@ -89,6 +89,11 @@ class Contract(tf.TrainerCallback):
             )
         self.signalled: int | None = None
         self.tokens_before = 0
+        # Resumed from a checkpoint at max_steps (a job killed after the command's last
+        # checkpoint, before the campaign committed): that checkpoint's weights are the model.
+        # The Trainer still trains one step past max_steps when max_steps is not a whole number
+        # of epochs (it checks the stop only after a step); finish() puts them back.
+        self.final_checkpoint: str | None = None
         # A handler that only notes: the Trainer stops at the step's end (on_step_end), saving
         # a checkpoint a rerun resumes from, instead of dying mid-step.
         for sig in (signal.SIGTERM, signal.SIGUSR1):
@@ -167,6 +172,8 @@ class Contract(tf.TrainerCallback):
             )
         # Resumed: the count restored from the checkpoint, so the next line has its step's tokens.
         self.tokens_before = int(state.num_input_tokens_seen)
+        if state.global_step >= self.spec["recipe"]["max_steps"]:
+            self.final_checkpoint = tf.trainer_utils.get_last_checkpoint(args.output_dir)
 
     def on_step_end(self, args, state, control, **kwargs):
         if torch.distributed.is_available() and torch.distributed.is_initialized():
@@ -184,6 +191,8 @@ class Contract(tf.TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs or "loss" not in logs or not state.is_world_process_zero:
             return
+        if state.global_step > self.spec["recipe"]["max_steps"]:
+            return  # the step a resume at max_steps trains past it: undone in finish()
         seen = int(state.num_input_tokens_seen)
         line = {
             "step": state.global_step,
@@ -216,6 +225,9 @@ class Contract(tf.TrainerCallback):
                     json.dumps({"signal": int(self.signalled), "step": step}), encoding="utf-8"
                 )
             return PREEMPTED_EXIT
+        if self.final_checkpoint is not None:
+            # The model is the checkpoint at max_steps, not the step the Trainer took past it.
+            trainer._load_from_checkpoint(self.final_checkpoint)
         if trainer.is_world_process_zero():
             model = trainer.model
             if self.spec["model"]["source"] == "from_config" and hasattr(model, "peft_config"):
