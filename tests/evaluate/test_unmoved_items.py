@@ -47,3 +47,17 @@ def test_when_every_item_moves_the_test_is_the_one_on_every_item():
     skewed = cmp.SkewedMean.of(d)
     assert skewed.moved is None
     assert skewed.p_above(-0.02) == skewed._p(skewed.mean + 0.02, skewed.gamma)
+
+
+def test_a_variant_that_barely_changed_on_a_few_items_is_adopted():
+    """5 of 300 items moved by a few hundredths (a cheap variant that hardly changed): adopted
+    within a five-point margin, its interval a few hundredths wide; the moved items' own test,
+    which cannot pass on so few, is left to the count bound below ten moved."""
+    ref = np.linspace(0.0, 1.0, 300)
+    var = ref.copy()
+    var[[10, 50, 90, 130, 170]] += [0.02, -0.01, 0.03, -0.02, 0.01]
+    row = questions.quantized_row(ref, var, 0.95, 0.05)
+    rows = [{"kind": "quantized", "subject": "int8", **row}]
+    questions.decide_family(rows, 0.95, 0.8, POLICY | {"max_quality_loss": 0.05})
+    assert rows[0]["decision"] == decide.ADOPT
+    assert -0.01 < rows[0]["ci_low"] <= rows[0]["ci_high"] < 0.01
