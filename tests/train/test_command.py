@@ -126,8 +126,9 @@ def test_a_job_killed_after_the_commands_last_checkpoint_recovers_to_the_same_mo
     shutil.copy(REPO / EXAMPLE, tmp_path / EXAMPLE)
     written = write_splits(tmp_path / "splits", n_train=64, n_eval=16)
     inputs = {name: [p.relative_to(tmp_path)] for name, (p,) in written.items()}
+    # One checkpoint kept: a checkpoint saved past max_steps would rotate out the one to restore.
     spec = command_spec([sys.executable, EXAMPLE], [EXAMPLE], max_steps=steps,
-                        checkpoint_every=3)  # fmt: skip
+                        checkpoint_every=3, keep_checkpoints=1)  # fmt: skip
     state, out, log = Path("state"), tmp_path / "out", tmp_path / "job.log"
     cmd = train_command(spec, inputs, state, out, log)
     job = subprocess.Popen(cmd, cwd=tmp_path, env=job_env())

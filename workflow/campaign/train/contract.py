@@ -173,7 +173,8 @@ class Contract(tf.TrainerCallback):
         # Resumed: the count restored from the checkpoint, so the next line has its step's tokens.
         self.tokens_before = int(state.num_input_tokens_seen)
         if state.global_step >= self.spec["recipe"]["max_steps"]:
-            self.final_checkpoint = tf.trainer_utils.get_last_checkpoint(args.output_dir)
+            # the checkpoint it resumed from, by name (no checkpoint past max_steps is saved)
+            self.final_checkpoint = str(Path(args.output_dir) / f"checkpoint-{state.global_step}")
 
     def on_step_end(self, args, state, control, **kwargs):
         if torch.distributed.is_available() and torch.distributed.is_initialized():
@@ -185,6 +186,11 @@ class Contract(tf.TrainerCallback):
                 self.signalled = signal.SIGTERM
         if self.signalled is not None:
             control.should_save = True
+            control.should_training_stop = True
+        if state.global_step > self.spec["recipe"]["max_steps"]:
+            # The step a resume at max_steps takes past it: no checkpoint of it (saving one
+            # would rotate out the checkpoint finish() restores), and training stops.
+            control.should_save = False
             control.should_training_stop = True
         return control
 
