@@ -191,8 +191,22 @@ def test_a_guard_over_a_remote_dataset_is_refused_naming_the_key(tmp_path):
         )
 
 
+def test_a_guard_the_key_cannot_hash_is_refused_naming_the_key(tmp_path):
+    """A registry task reads the datasets cache, and a YAML's include another file: neither is
+    in the guard job's content key, so a changed dataset would come back as a store hit."""
+    with pytest.raises(CampaignError, match=r"^evaluation.guards\[0\].include: required"):
+        check_guards(_params([{"task": "arc_easy"}]))
+    shutil.copytree(TASK, tmp_path / "g")
+    yaml = tmp_path / "g" / "tiny_guard.yaml"
+    yaml.write_text("include: base.yaml\n" + yaml.read_text())
+    with pytest.raises(CampaignError, match=r"includes 'base.yaml'; write the guard task in one"):
+        check_guard_files(
+            _params([{"task": "tiny_guard", "include": "g/tiny_guard.yaml"}]), tmp_path
+        )
+
+
 def test_a_base_with_nothing_to_forget_is_refused():
-    one = [{"task": "tiny_guard"}]
+    one = [{"task": "tiny_guard", "include": "g/tiny_guard.yaml"}]
     with pytest.raises(CampaignError, match="model.source is from_config"):
         check_guards(_params(one, source="from_config"))
     with pytest.raises(CampaignError, match="model.task sequence_classification"):

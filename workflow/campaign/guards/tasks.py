@@ -4,8 +4,8 @@ dataset that is not a local file, a from_config or label model with no base to g
 
 A guard is {task, include?, margin?}: an lm-evaluation-harness task name, optionally a local
 task YAML (project-relative) whose `dataset_kwargs.data_files` name local files relative to the
-YAML's folder. Without `include` the task comes from the harness's registry and runs offline
-from the local Hugging Face datasets cache.
+YAML's folder. `include` is required: a registry task reads the Hugging Face datasets cache,
+which no content key can hash; a YAML that includes another YAML is refused for the same reason.
 """
 
 from __future__ import annotations
@@ -58,6 +58,10 @@ def read_task_yaml(path: Path, key: str) -> dict:
         raise CampaignError(f"{key}: {path}: not a readable YAML ({first})") from None
     if not isinstance(config, dict):
         raise CampaignError(f"{key}: {path}: not a task YAML (a mapping)")
+    if "include" in config:  # another YAML the key would not hash, nor the job's copy find
+        raise CampaignError(
+            f"{key}: {path}: includes {config['include']!r}; write the guard task in one YAML"
+        )
     return config
 
 
@@ -109,6 +113,13 @@ def check_guards(params: dict) -> None:
     names = [g["task"] for g in guards]
     if len(set(names)) != len(names):
         raise CampaignError("evaluation.guards: a task is named twice")
+    for i, g in enumerate(guards):
+        if g.get("include") is None:  # the registry's data lives in a cache no key can hash
+            raise CampaignError(
+                f"evaluation.guards[{i}].include: required: a registry task ({g['task']}) reads "
+                "the Hugging Face datasets cache, which the guard's content key cannot hash; "
+                "name a local task YAML over local data files"
+            )
 
 
 def check_guard_files(params: dict, root: Path = Path(".")) -> None:
