@@ -260,3 +260,16 @@ def test_help_says_what_compare_reads_and_refuses(capsys):
                   "Inspect log", "model, task, item, score in [0, 1]", "--control NAME",
                   "--variant NAME=SOURCE", "items that do not match across models"):  # fmt: skip
         assert words in text
+
+
+def test_a_variant_with_several_runs_says_how_they_pair_with_its_sources(logs, tmp_path, capsys):
+    """Each run of a variant is tested against one run of its source: with lm-eval folders a
+    run's seed is its position in the order given, so the summary says the pairing rule (a
+    swapped order pairs a copy with another fine-tune)."""
+    out = tmp_path / "out"
+    rc, err = _compare(capsys, *_runs(logs), "--variant", "b=a", "--margin", "0.05",
+                       "--out", out)  # fmt: skip
+    assert rc == 0, err
+    summary = (out / "summary.txt").read_text()
+    assert "variant b: its runs are paired with a's by seed" in summary
+    assert "position among the model's sources in the order given" in summary

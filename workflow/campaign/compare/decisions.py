@@ -123,6 +123,13 @@ def variants_of(table, design: Design) -> tuple[list[dict], list[str]]:
                 f"variant {v}: runs {seeds[v] or 'one'} do not pair with {source}'s "
                 f"{seeds[source] or 'one'}; a variant is paired run by run with its source"
             )
+        if not one:  # how runs pair is the user's to check: say it where they read
+            assumed.append(
+                f"variant {v}: its runs are paired with {source}'s by seed; an lm-eval or "
+                "Inspect source's seed is its position among the model's sources in the "
+                f"order given (give {v}'s in the order of {source}'s, or a plain table with "
+                "a seed column)"
+            )
         key = [-1 if pd.isna(x) else int(x) for x in by_model[source][SEED]]
         ref = dict(zip(key, by_model[source][VARIANT], strict=True))
         for _, r in by_model[v].iterrows():
