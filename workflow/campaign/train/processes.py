@@ -69,9 +69,11 @@ class Group:
         import psutil
 
         found: dict[int, psutil.Process] = {}
-        candidates = [psutil.Process(pid) for pid in self._pids() if pid != self.leader.pid]
-        for p in candidates:
-            with contextlib.suppress(psutil.Error):
+        for pid in self._pids() - {self.leader.pid}:
+            with contextlib.suppress(psutil.Error):  # gone since listed: nothing to end
+                p = psutil.Process(pid)
+                if pid in self.seen and p.create_time() != self.seen[pid]:
+                    continue  # reused by another process: neither it nor its children
                 for q in (p, *p.children(recursive=True)):
                     found.setdefault(q.pid, q)
         alive = []
