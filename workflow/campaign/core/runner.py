@@ -280,7 +280,12 @@ def restore_inputs(store: Store, stage: str, inputs: dict[str, list[Path]]) -> l
                 continue
             if store.problems(entry):
                 continue
-            store.materialize(entry, {name: path})
+            # Under the entry's lock, checked again: two jobs reading one clobbered file (two
+            # seeds' training on a split) restore it once, and neither removes the other's copy.
+            with store.lock(entry.key):
+                if path.exists() and cache.hash_tree(path) == info.get("hash"):
+                    continue
+                store.materialize(entry, {name: path})
             restored.append(str(path))
             print(
                 f"{stage}: input {path} is not what {record.get('stage')} committed (store "
