@@ -485,7 +485,7 @@ def test_the_contract_helper_refuses_a_world_size_that_is_not_train_devices(monk
     launcher's WORLD_SIZE with the spec's devices as the script starts."""
     from campaign.train.contract import Contract
 
-    spec = {"devices": 2, "recipe": {}}
+    spec = {"devices": 2, "recipe": {"max_steps": 10}}
     saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGUSR1)}
     try:
         monkeypatch.setenv("WORLD_SIZE", "4")
@@ -514,7 +514,7 @@ def test_the_contract_helper_refuses_a_world_size_that_is_not_train_devices(monk
             "(WORLD_SIZE or OMPI_COMM_WORLD_SIZE or PMI_SIZE or MV2_COMM_WORLD_SIZE): this process "
             "would train alone"
         )
-        assert Contract({"devices": 1, "recipe": {}}).spec["devices"] == 1
+        assert Contract({"devices": 1, "recipe": {"max_steps": 10}}).spec["devices"] == 1
         # MPICH's and Intel MPI's mpirun announce theirs in PMI_SIZE (as accelerate reads it)
         monkeypatch.setenv("PMI_SIZE", "2")
         assert Contract(spec).spec is spec
@@ -527,7 +527,7 @@ def test_the_contract_helper_refuses_a_world_size_that_is_not_train_devices(monk
         # independent trainings of one output folder, each a world of 1)
         monkeypatch.setenv("SLURM_PROCID", "0")
         srun = Contract(spec)
-        state = SimpleNamespace(num_input_tokens_seen=0)
+        state = SimpleNamespace(num_input_tokens_seen=0, global_step=0)
         with pytest.raises(SystemExit) as alone:
             srun.on_train_begin(SimpleNamespace(world_size=1), state, None)
         assert str(alone.value).startswith(
@@ -547,7 +547,11 @@ def test_the_helpers_test_hold_waits_at_its_step_for_the_signal(tmp_path, monkey
 
     from campaign.train.contract import Contract
 
-    spec = {"devices": 1, "recipe": {}, "progress_file": str(tmp_path / PROGRESS_LINES)}
+    spec = {
+        "devices": 1,
+        "recipe": {"max_steps": 10},
+        "progress_file": str(tmp_path / PROGRESS_LINES),
+    }
     saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGUSR1)}
     try:
         contract = Contract(spec)
