@@ -1,4 +1,4 @@
-"""The text scores (campaign.evaluate.text_scores) beside the official SQuAD v1.1 evaluation's
+"""The text scores (tasks/generation/text_scores.py) beside the official SQuAD v1.1 evaluation's
 normalize_answer, exact match and F1, written out below from the public script
 (`evaluate-v1.1.py` of the SQuAD explorer, https://rajpurkar.github.io/SQuAD-explorer/; the
 same file as squad/evaluate-v1.1.py in github.com/allenai/bi-att-flow).
@@ -24,7 +24,7 @@ from collections import Counter
 
 import numpy as np
 
-from campaign.evaluate.text_scores import exact_match, token_f1
+from campaign.tasks.generation.text_scores import exact_match, token_f1
 
 
 # --- SQuAD v1.1's reference formula (evaluate-v1.1.py), unchanged in what it computes -------

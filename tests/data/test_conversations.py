@@ -191,7 +191,7 @@ def test_the_debian_description_corpora_read_as_conversations(tmp_path):
     taken from the stanza; both load as conversations grouped by source package."""
     import importlib.util
 
-    from campaign.evaluate.text_scores import json_fields
+    from campaign.tasks.generation.text_scores import json_fields
 
     path = REPO / "scripts" / "corpora" / "debian_descriptions.py"
     spec = importlib.util.spec_from_file_location("debian_descriptions", path)

@@ -1,4 +1,4 @@
-"""The generative task's floors (campaign.evaluate.floor_generation): the retrieval answer of the
+"""The generative task's floors (campaign.tasks.generation.floor): the retrieval answer of the
 nearest training prompt, and the untuned base model decoded by the shared engine."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from genkit import tiny_llama, tiny_tokenizer
 
 from campaign.core.errors import CampaignError
 from campaign.evaluate.floor import Timings
-from campaign.evaluate.floor_generation import (
+from campaign.tasks.generation.floor import (
     BaseModel,
     EvalSet,
     generation_floors,

@@ -1,4 +1,4 @@
-"""Error analysis of generated text per cell (evaluate/generation_errors.py), on answers that can
+"""Error analysis of generated text per cell (tasks/generation/errors.py), on answers that can
 be worked out by hand: scores pooled over seeds, the seed that did worst shown, fixed and broken
 items between the control and the kept option at the threshold, on every seed."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from campaign.evaluate.generation_errors import (
+from campaign.tasks.generation.errors import (
     CHANGE_RULE,
     CHANGE_THRESHOLD,
     Option,

@@ -1,4 +1,4 @@
-"""Per-item scores of generated text (campaign.evaluate.text_scores), on answers whose scores
+"""Per-item scores of generated text (tasks/generation/text_scores.py), on answers whose scores
 can be worked out by hand."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from campaign.core.errors import CampaignError
-from campaign.evaluate.text_scores import (
+from campaign.tasks.generation.text_scores import (
     exact_match,
     json_field_table,
     json_fields,

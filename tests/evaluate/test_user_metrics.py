@@ -21,7 +21,7 @@ import yaml
 
 from campaign.cli import main
 from campaign.core.errors import CampaignError
-from campaign.evaluate.text_scores import score_items
+from campaign.tasks.generation.text_scores import score_items
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -206,7 +206,7 @@ def test_no_job_reads_a_template_outside_the_project(project, tmp_path_factory):
     """The jobs' own paths refuse it too: the derived inputs Snakemake asks for, and the
     template the run formats with (it read the file and logged its first line)."""
     from campaign.core.tasks import template_files
-    from campaign.tasks.generation import resolve_template
+    from campaign.tasks.generation.chat import resolve_template
 
     outside = tmp_path_factory.mktemp("elsewhere") / "secret.jinja"
     outside.write_text("SECRET FIRST LINE")

@@ -13,9 +13,9 @@ import pytest
 from genkit import WORDS, tiny_llama, tiny_tokenizer
 
 from campaign.data import conversations as conv
-from campaign.evaluate.text_scores import score_items
 from campaign.quantize.stage import quantize_run
-from campaign.tasks import generation as gen
+from campaign.tasks.generation import chat as gen
+from campaign.tasks.generation.text_scores import score_items
 from campaign.train.engine import generate
 
 pytestmark = pytest.mark.usefixtures("one_thread")

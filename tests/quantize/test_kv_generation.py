@@ -12,9 +12,9 @@ import pytest
 from genkit import WORDS, tiny_llama, tiny_tokenizer
 from transformers import DynamicCache
 
-from campaign.evaluate.text_scores import score_items
-from campaign.quantize.generate import judged_generation
 from campaign.quantize.variant import get_variant, placement
+from campaign.tasks.generation.quantized import judged_generation
+from campaign.tasks.generation.text_scores import score_items
 from campaign.train.engine import generate
 
 

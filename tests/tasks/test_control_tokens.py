@@ -27,7 +27,7 @@ from campaign.core.errors import CampaignError
 from campaign.data import control_tokens as ct
 from campaign.data import conversations as conv
 from campaign.preflight.findings import preflight_findings
-from campaign.tasks import generation as gen
+from campaign.tasks.generation import chat as gen
 from campaign.train import Split
 from campaign.train.models import train_tokenizer
 

@@ -5,15 +5,19 @@ attention), truncated answers counted and refused past a share."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from campaign.core.errors import CampaignError
 from campaign.data import conversations as conv
-from campaign.tasks import TASKS, get
-from campaign.tasks import generation as gen
+from campaign.tasks import TASKS, TaskModule, get, module_of
+from campaign.tasks.generation import chat as gen
 from campaign.train import models
+
+ROOT = Path(__file__).resolve().parents[2]
 
 PAIRS = [
     ("What is the capital of France?", "Paris."),
@@ -58,7 +62,13 @@ def test_the_task_is_registered_with_its_floors_and_no_label_stratification():
     assert not task.stratify_by_label
     with pytest.raises(CampaignError, match=r"model.task: 'chat'.*generation"):
         get("chat")
-    assert set(TASKS) == {"generation"}
+    # Every task of the schema's enum is a module whose TASK is a TaskModule of that task.
+    schema = yaml.safe_load((ROOT / "workflow/schemas/params.schema.yaml").read_text())
+    names = schema["properties"]["model"]["properties"]["task"]["enum"]
+    assert set(TASKS) == set(names)
+    for name in names:
+        module = module_of(name)
+        assert isinstance(module, TaskModule) and module.info.name == name
 
 
 def test_a_prompt_response_pair_and_a_messages_cell_give_the_same_conversation():

@@ -159,7 +159,7 @@ def test_from_config_lengths_are_sized_with_the_tokenizer_the_run_trains(tmp_pat
     tokenizer (byte-level BPE trained on the split) makes examples of up to 126 tokens: 3 % of
     the answers cut, over the 2 % training accepts, so its own preflight failed. The length is
     now measured with the tokenizers the run trains, the run's and the preflight sample's."""
-    from campaign.tasks import generation as gen
+    from campaign.tasks.generation import chat as gen
     from campaign.train import models
 
     data, talks = _short_rows(tmp_path)

@@ -11,8 +11,8 @@ import torch
 
 from campaign.core.errors import CampaignError
 from campaign.data import conversations as conv
-from campaign.evaluate.text_scores import score_items
-from campaign.tasks import generation as gen
+from campaign.tasks.generation import chat as gen
+from campaign.tasks.generation.text_scores import score_items
 from campaign.train import models
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -20,7 +20,7 @@ from trainkit import (
 
 from campaign.core.errors import CampaignError
 from campaign.data import conversations as conv
-from campaign.tasks import generation as gen
+from campaign.tasks.generation import chat as gen
 from campaign.train import Trainer, read_data
 from campaign.train.stage import stage
 

@@ -4,10 +4,10 @@ metric and floor the params accept is on the page, and the page is up to date.""
 from __future__ import annotations
 
 from campaign.core.tasks import LABEL_FLOORS, TASKS
-from campaign.evaluate.text_scores import METRICS
 from campaign.plan import designs
 from campaign.preflight import checks
 from campaign.quantize import variants
+from campaign.tasks.generation.text_scores import METRICS
 from campaign.tools import registries_doc
 
 

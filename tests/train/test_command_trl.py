@@ -19,7 +19,7 @@ from trainkit import REPO, context, tiny_spec
 
 from campaign.core.errors import CampaignError, Preempted
 from campaign.data import conversations as conv
-from campaign.tasks import generation as gen
+from campaign.tasks.generation import chat as gen
 from campaign.train.command import (
     PROGRESS_LINES,
     Command,

@@ -170,7 +170,7 @@ def _pooled(project: Path, split: str) -> dict[str, pd.Series]:
 
 def _per_seed(project: Path, split: str) -> dict[str, pd.DataFrame]:
     """{cell: each item's token F1 at each of the cell's seeds (items x runs)}."""
-    from campaign.evaluate.text_scores import score_items
+    from campaign.tasks.generation.text_scores import score_items
 
     metrics = pd.read_parquet(project / "results/evaluation/metrics.parquet")
     runs = metrics[metrics.kind == "run"].drop_duplicates("variant")
@@ -206,7 +206,7 @@ def test_error_analysis_pools_each_cell_and_lists_what_the_kept_option_changed(
     floor = pd.read_parquet(
         generation_campaign / f"results/evaluation/{keep}/predictions_validation.parquet"
     )
-    from campaign.evaluate.text_scores import score_items
+    from campaign.tasks.generation.text_scores import score_items
 
     kept = pd.Series(
         score_items("token_f1", list(floor.prediction), list(floor.reference)),

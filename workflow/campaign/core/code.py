@@ -5,8 +5,8 @@ an edit that cannot change what the code does (a comment, a docstring, a blank l
 up or down) changes no version and retrains nothing. The closure is computed from the import
 statements (top-level and inside functions), follows a phase package's lazy public names to the
 module that defines them, and takes every module of a package that discovers its members at run
-time (`discover(...)`: checks, designs, variants), so a new check changes the version of the
-stage that runs it.
+time (`discover(...)`: checks, designs, variants; `discover_member(...)`: the task modules), so a
+new check, or an edit to any task's module, changes the version of the stage that can run it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from campaign.core.hashing import hash_bytes, hash_value
 PACKAGE = "campaign"
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 LAZY_MAP_NAME = "_PUBLIC"  # a phase __init__'s {public name: module} (see campaign.core.lazy)
-DISCOVER_CALL = "discover"
+# Calls that import a member of a package chosen at run time (a registry, a task module): the
+# whole package counts in the closure of the module that makes the call.
+DISCOVER_CALLS = ("discover", "discover_member")
 
 
 def module_path(name: str) -> Path | None:
@@ -81,7 +83,7 @@ def _analyze(path: Path, source: str) -> tuple[str, list, dict, list]:
         elif isinstance(node, ast.Call):
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-            if name == DISCOVER_CALL and node.args:
+            if name in DISCOVER_CALLS and node.args:
                 arg = node.args[0]
                 if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
                     discovers.append(arg.value)

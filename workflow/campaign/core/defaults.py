@@ -9,7 +9,7 @@ a spec written before the key existed trains the same model. Three readers, one 
 - the schema's reference (docs/params.md, tools/params_doc.py) prints "Absent: <default>" from
   it, and a test checks that the schema's optional `train` keys are exactly these.
 MODEL_DEFAULTS and GENERATION_DEFAULTS are the same for model.chat_template and
-model.generation's keys (the generation task, tasks/generation.py, fills them from here).
+model.generation's keys (the generation task, tasks/generation/chat.py, fills them from here).
 
 Standard library only: params validation imports it while Snakemake builds the DAG.
 """
@@ -54,7 +54,7 @@ def train_key(train: dict, key: str):
 
 MODEL_DEFAULTS = MappingProxyType(
     {
-        # generation: the tokenizer's own chat template (tasks/generation.py resolve_template)
+        # generation: the tokenizer's own chat template (tasks/generation/chat.py resolve_template)
         "chat_template": "model",
     }
 )

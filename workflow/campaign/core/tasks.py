@@ -20,10 +20,10 @@ from campaign.core.errors import CampaignError
 class Task:
     """What a phase needs to know about a task without importing its module.
 
-    name: the value of model.task. module: the module that formats records and scores items
-    (imported when a phase needs it). scoring: "label_probability" (a closed set of labels, the
-    probability of each) or "generated_text" (the model generates; a per-item score in [0, 1]).
-    floors: the reference candidates the verdict weighs a fine-tuned model against.
+    name: the value of model.task. module: the module that holds the task's TaskModule as
+    `TASK` (imported when a phase needs it). scoring: "label_probability" (a closed set of
+    labels, the probability of each) or "generated_text" (the model generates; a per-item score
+    in [0, 1]). floors: the reference candidates the verdict weighs a fine-tuned model against.
     stratify_by_label: whether the split balances label shares by default (a generation task
     has no label; its split balances only a column the user names). packs: whether
     train.packing packs its examples into shared rows (packing_refusal).
@@ -37,9 +37,29 @@ class Task:
     packs: bool
 
 
+# The floors of the label tasks (campaign.evaluate.floor).
+LABEL_FLOORS = ("majority", "tfidf_logreg")
+
 TASKS: dict[str, Task] = {
     task.name: task
     for task in (
+        Task(
+            name="sequence_classification",
+            module="campaign.tasks.sequence_classification",
+            scoring="label_probability",
+            floors=LABEL_FLOORS,
+            stratify_by_label=True,
+            # A classifier's example is one sequence with one label: nothing to pack it with.
+            packs=False,
+        ),
+        Task(
+            name="causal_lm",
+            module="campaign.tasks.causal_lm",
+            scoring="label_probability",
+            floors=LABEL_FLOORS,
+            stratify_by_label=True,
+            packs=True,
+        ),
         Task(
             name="generation",
             module="campaign.tasks.generation",
@@ -53,24 +73,102 @@ TASKS: dict[str, Task] = {
 }
 
 
-def trainer_module(name: str):
-    """The module whose hooks the training loop calls for this task (setup, encode_split,
-    evaluate, predictions), or None for the tasks the loop still handles itself
-    (sequence_classification and the label-scoring causal_lm)."""
+class TaskModule:
+    """The interface every phase calls for what differs per task: one subclass per module in
+    campaign/tasks/ (its instance is the module's `TASK`), found by `module_of(model.task)`.
+    Phase code calls these methods; it does not branch on a task's name.
+
+    `info` is the task's Task (the light facts above). The methods are grouped by the phase
+    that calls them; a method a task does not support raises CampaignError naming the task.
+    """
+
+    info: Task
+
+    def _unsupported(self, what: str):
+        raise CampaignError(f"model.task: {self.info.name} does not support {what}")
+
+    # ------------------------------------------------------------------ data
+    # ------------------------------------------------------------------ end data
+
+    # ------------------------------------------------------------------ train
+    def setup(self, model_spec: dict, tokenizer, root):
+        """What a run formats with (its template, its settings), once per run."""
+        self._unsupported("setup")
+
+    def encode_split(self, run, tokenizer, split, max_length: int) -> list[dict]:
+        """A split's training examples: {"input_ids", "labels"} dicts."""
+        self._unsupported("encode_split")
+
+    def check_train_examples(self, run, examples) -> None:
+        """Refuse a train split the run cannot learn from (one line naming the key)."""
+
+    def evaluate(self, model, tokenizer, run, split, examples, **kwargs):
+        """(loss per target, mean per-item score, predictions) on a split."""
+        self._unsupported("evaluate")
+
+    def empty_predictions(self):
+        """The predictions frame of an empty split."""
+        self._unsupported("empty_predictions")
+
+    # ------------------------------------------------------------------ end train
+
+    # ------------------------------------------------------------------ preflight and memory
+    def tokenization_check(self, trainer, split, inspect: int, full=None):
+        """(passed, summary, details) of the preflight's tokenization check."""
+        self._unsupported("tokenization_check")
+
+    def not_reproduced(self, trainer, split, n: int, details: dict):
+        """Why the overfit check's memorised examples were not reproduced (None: they were)."""
+        self._unsupported("not_reproduced")
+
+    # ------------------------------------------------------------------ end preflight and memory
+
+    # ------------------------------------------------------------------ evaluate
+    def metric_of(self, model_spec: dict) -> str:
+        """The per-item metric the task's decisions are made on."""
+        self._unsupported("metric_of")
+
+    def floor_stage(self, spec: dict, inputs: dict, folder, root, timings) -> None:
+        """Score the task's floors (the floor stage)."""
+        self._unsupported("floor_stage")
+
+    # ------------------------------------------------------------------ end evaluate
+
+    # ------------------------------------------------------------------ quantize
+    # ------------------------------------------------------------------ end quantize
+
+    # ------------------------------------------------------------------ init
+    # ------------------------------------------------------------------ end init
+
+    # ------------------------------------------------------------------ report
+    # ------------------------------------------------------------------ end report
+
+
+def module_of(name: str) -> TaskModule:
+    """The TaskModule of task `name` (its module's TASK), or a one-line error naming the known
+    tasks. Every module under campaign.tasks counts in the code version of a stage that can call
+    this (core/code.py follows `discover_member`), so editing a task's module reruns its stages."""
+    return discover_member("campaign.tasks", get(name).module).TASK
+
+
+def discover_member(package: str, module: str):
+    """Import `module`, a member of `package` chosen at run time."""
     from importlib import import_module
 
-    task = TASKS.get(name)
-    return None if task is None else import_module(task.module)
+    if not module.startswith(package + "."):
+        raise CampaignError(f"{module} is not a member of {package}")
+    return import_module(module)
 
 
-# The floors of the label tasks (campaign.evaluate.floor), for the tasks without a module.
-LABEL_FLOORS = ("majority", "tfidf_logreg")
+def trainer_module(name: str):
+    """Transitional: the task module for generation, None for the label tasks (their phases
+    still branch; being replaced by module_of)."""
+    return module_of(name) if TASKS[name].scoring == "generated_text" else None
 
 
 def floors_of(name: str) -> tuple[str, ...]:
     """The floors a model of task `name` can be weighed against (evaluation.floor picks)."""
-    task = TASKS.get(name)
-    return LABEL_FLOORS if task is None else task.floors
+    return get(name).floors
 
 
 def check_floors(name: str, floors) -> None:
@@ -84,29 +182,20 @@ def check_floors(name: str, floors) -> None:
         )
 
 
-# The label tasks whose examples train.packing packs (a classifier's example is one sequence
-# with one label: there is nothing to pack it with).
-LABEL_TASKS_THAT_PACK = ("causal_lm",)
-
-
 def packing_refusal(name: str) -> str | None:
     """Why train.packing does not apply to task `name` (None: it packs), as the words after
     "train.packing: ". The one answer the params check, the trainer, the memory check's fit
     table and its measured lever costs read, so that no lever row offers a key the params
     check then refuses."""
-    task = TASKS.get(name)
-    if (name in LABEL_TASKS_THAT_PACK) if task is None else task.packs:
+    if get(name).packs:
         return None
-    packing = [*LABEL_TASKS_THAT_PACK, *(t.name for t in TASKS.values() if t.packs)]
+    packing = [t.name for t in TASKS.values() if t.packs]
     return f"packs {', '.join(packing)} examples only (model.task is {name})"
 
 
 def scoring_of(name: str) -> str:
-    """How the evaluation scores a model of task `name`: its Task's scoring, and
-    label_probability for the tasks that have no module yet (sequence_classification and the
-    label-scoring causal_lm)."""
-    task = TASKS.get(name)
-    return "label_probability" if task is None else task.scoring
+    """How the evaluation scores a model of task `name`: its Task's scoring."""
+    return get(name).scoring
 
 
 def get(name: str) -> Task:

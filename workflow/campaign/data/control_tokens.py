@@ -3,7 +3,7 @@ tokens ('<|endoftext|>', '<|im_start|>') becomes that token when tokenized, not 
 the middle of an answer (the model learns to stop there), a forged turn inside a prompt. This
 module finds such records (record, turn, token) and applies data.special_tokens:
 - refuse: one line naming the file, the record, the field and the token; nothing is trained;
-- escape: the data's text tokenizes as text (campaign/tasks/generation.py; the template's own
+- escape: the data's text tokenizes as text (campaign/tasks/generation/chat.py; the template's own
   control tokens stay real);
 - keep: tokenized as the tokenizer does it (the token acts as the token), recorded as a finding.
 Pure: the tokenizer is passed in (only its special-token strings are read).

@@ -2,7 +2,7 @@
 {"role", "content"} whose last entry is the assistant's reference response, TRL's conversational
 format), a prompt/response pair turned into one, their checks, and the text duplicate detection
 compares. Pure: the data phase reads and splits conversations with it; the generation task
-(campaign/tasks/generation.py) formats and scores them.
+(campaign/tasks/generation/chat.py) formats and scores them.
 """
 
 from __future__ import annotations

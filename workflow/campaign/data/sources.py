@@ -20,7 +20,7 @@ FORMATS = ("csv", "jsonl", "parquet")
 SOURCE_KEYS = ("path", "format", "licence", "origin")
 FIELD_KEYS = ("id", "text", "label", "group", "timestamp")
 OPTIONAL_FIELDS = ("group", "timestamp")
-# A conversational dataset (the generation task, campaign/tasks/generation.py) names either a
+# A conversational dataset (the generation task, campaign/tasks/generation/chat.py) names either a
 # `messages` column or `prompt` and `response` columns; its text is then null (the text that
 # duplicate detection compares is prompt + response) and its label optional (a column to
 # stratify the split on; without it the split balances sizes only).

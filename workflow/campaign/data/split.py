@@ -125,7 +125,7 @@ if TYPE_CHECKING:
 # smallest id of the record's duplicate component (exact and near pairs, chains too, over all
 # records, before ``drop`` removes copies), or null when the record has no duplicate.
 SPLIT_FILE_COLUMNS = ["id", "text", "label", "group", "source", "unit", "duplicate_cluster"]
-# A conversational dataset's split files add its conversations (tasks/generation.py reads them).
+# A conversational dataset's split files add its conversations (the generation task reads them).
 CONVERSATION_COLUMNS = ["messages"]
 ASSIGNMENT_COLUMNS = (*SPLIT_FILE_COLUMNS, "split")
 

@@ -33,10 +33,6 @@ _PUBLIC = {
     "NOT_SHOWN": "decide",
     "BELOW": "decide",
     "scorer": "scoring",
-    "BaseModel": "floor_generation",
-    "EvalSet": "floor_generation",
-    "generation_floors": "floor_generation",
-    "write_floors": "floor_generation",
     "NO_FINDINGS": "words",
     "Decisions": "records",
     "Cost": "records",
@@ -59,7 +55,6 @@ _PUBLIC = {
     "read_items": "items",
     "read_probs": "items",
     "representative": "decide",
-    "score_items": "text_scores",
     # `campaign compare` (campaign.compare): the stage's own path from scored items onwards.
     "Items": "items",
     "Level": "records",
@@ -189,7 +184,7 @@ def _evaluate_key(spec: dict) -> dict:
     the versions of the libraries that compute its scores (text_scores.METRIC_LIBRARIES), so a
     new version rescores instead of reusing stored scores. A user metric's module counts by
     content, as an input (evaluate_inputs)."""
-    from campaign.evaluate.text_scores import metric_libraries
+    from campaign.tasks.generation.text_scores import metric_libraries
 
     metric = _generated_metric(spec)
     libraries = {} if metric is None else metric_libraries(metric)
@@ -199,7 +194,7 @@ def _evaluate_key(spec: dict) -> dict:
 def evaluate_inputs(spec: dict, root) -> dict:
     """The evaluate stage's metric_code input (Stage.derive_inputs): the file of a user
     metric's module (model.generation.metric as a dotted name), or nothing."""
-    from campaign.evaluate.text_scores import metric_source
+    from campaign.tasks.generation.text_scores import metric_source
 
     metric = _generated_metric(spec)
     source = None if metric is None else metric_source(metric, root)
@@ -220,7 +215,7 @@ def check_metric(params: dict, root) -> None:
     evaluate stage resolves it (text_scores.resolve): a dotted name must import as a function
     (prediction, reference) -> float of the project or an installed package, not of the
     standard library. One line naming the key, else nothing."""
-    from campaign.evaluate.text_scores import resolve
+    from campaign.tasks.generation.text_scores import resolve
 
     metric = _generated_metric({"task": params["model"]["task"], "model": params["model"]})
     if metric is not None:

@@ -172,7 +172,7 @@ class GeneratedScoring:
 
         scored: {split: {variant: {"correct": (n_items,)}}}; groups: {option: [variant names]}
         (a cell: its runs in seed order; a floor: itself); keep, control: option names or None."""
-        from campaign.evaluate.generation_errors import Option, kept_change_rows, worst_cell_rows
+        from campaign.tasks.generation.errors import Option, kept_change_rows, worst_cell_rows
 
         rows: dict[str, list[dict]] = {"worst_cells": [], "kept_changes": []}
         for split, by_variant in scored.items():
@@ -210,11 +210,11 @@ def scorer(task: str, evaluation: dict, model_spec: dict, train: Path, evals: li
 
 def split_prompts(path: Path, items: Items) -> tuple[list[str], list[str]]:
     """(prompts, references) of a split file's conversations in `items` order: the question
-    asked (generation_errors.prompt_text) and the reference answer."""
+    asked (tasks/generation/errors.py prompt_text) and the reference answer."""
     import pandas as pd
 
     from campaign.data import parse_messages, reference
-    from campaign.evaluate.generation_errors import prompt_text
+    from campaign.tasks.generation.errors import prompt_text
 
     frame = pd.read_parquet(path)
     if "messages" not in frame.columns:
@@ -235,7 +235,7 @@ def read_generated(path: Path, items: Items, metric: str, references: list[str])
     file."""
     import pandas as pd
 
-    from campaign.evaluate.text_scores import score_items
+    from campaign.tasks.generation.text_scores import score_items
 
     try:
         frame = pd.read_parquet(path)
@@ -289,7 +289,7 @@ def generated_rows(name: str, split: str, frame, n: int, worst: bool) -> list[di
 def field_rows(name: str, split: str, frame) -> list[dict]:
     """JSON extraction's per-field outcomes of a variant: one row per field with its correct,
     wrong, missing and spurious counts, and the invalid (not a JSON object) predictions."""
-    from campaign.evaluate.text_scores import json_field_table
+    from campaign.tasks.generation.text_scores import json_field_table
 
     table = json_field_table(
         frame["prediction"].astype(str).tolist(), frame["reference"].astype(str).tolist()

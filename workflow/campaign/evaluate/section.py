@@ -173,10 +173,10 @@ CHANGES_SHOWN = 20
 
 
 def cell_errors(errors: Path, split: str) -> tuple[list[str], list]:
-    """The cells' error analysis (evaluate/generation_errors.py) on `split`: each cell's
+    """The cells' error analysis (tasks/generation/errors.py) on `split`: each cell's
     lowest-scored items pooled over its seeds, and the items fixed and broken between the
     control and the kept option, counted and listed. ([], []) for an evaluation without them."""
-    from campaign.evaluate.generation_errors import (
+    from campaign.tasks.generation.errors import (
         CHANGE_RULE,
         KEPT_CHANGE_COLUMNS,
         WORST_CELL_COLUMNS,

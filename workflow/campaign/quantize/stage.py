@@ -186,7 +186,7 @@ def quantize_run(
     result["reason"] = None
     result["device"] = device.type
     if spec.get("generation") is not None:
-        from campaign.quantize.generate import generate
+        from campaign.tasks.generation.quantized import generate
 
         gen = spec["generation"]
         with inference_context(variant.inference):
@@ -220,9 +220,9 @@ def _skipped(reason: str, result: dict, measurements: dict, references: dict, ou
 
 
 def _generated(spec, inputs, outputs, root, saved, variant, device, result, measurements) -> dict:
-    """A generation run's variant (campaign.quantize.generate.generation_variant): predictions
+    """A generation run's variant (tasks/generation/quantized.py): predictions
     with the per-item score, so the evaluation decides on what the variant generates."""
-    from campaign.quantize.generate import generation_variant
+    from campaign.tasks.generation.quantized import generation_variant
 
     torch.manual_seed(0)
     with inference_context(variant.inference), track_peak(device, memory := {}, "generate"):
@@ -232,7 +232,7 @@ def _generated(spec, inputs, outputs, root, saved, variant, device, result, meas
         write_parquet(frames[name], outputs[f"predictions_{name}"])
     result["size_bytes"] = save_variant(model, variant, Path(outputs["model"]))
     result["state_bytes"] = state_bytes(model)
-    # No score here: the evaluation scores what the variant generated (tasks/generation.py
+    # No score here: the evaluation scores what the variant generated (tasks/generation/chat.py
     # PREDICTION_COLUMNS); agreement with the run's own outputs needs no metric.
     result.update(fields, accuracy=None, status="ok", reason=None, device=device.type)
     measurements.update(

@@ -271,7 +271,7 @@ def generation_choices(records, folder: Path | None, trained: list | None = None
     and the tokenizers the run trains (`trained`: run_tokenizers), each on the conversations it
     was trained on. max_new_tokens: the longest response's tokens plus EOS, rounded up to
     LENGTH_STEP."""
-    from campaign.tasks import generation as gen
+    from campaign.tasks.generation import chat as gen
 
     talks = [json.loads(cell) for cell in records["messages"]]
     tok = None

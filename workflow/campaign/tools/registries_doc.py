@@ -109,7 +109,7 @@ def tasks() -> list[str]:
 def text_metrics() -> tuple[list[str], dict]:
     """The generation metrics (evaluate.text_scores's METRICS, in order) and the libraries in
     their key, read from the module's source."""
-    path = PACKAGE / "evaluate" / "text_scores.py"
+    path = PACKAGE / "tasks" / "generation" / "text_scores.py"
     names, libraries = [], constants(path).get("METRIC_LIBRARIES", {})
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
         if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == "METRICS":

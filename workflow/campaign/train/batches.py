@@ -36,7 +36,7 @@ class Split:
     ids: list[str]
     texts: list[str]
     labels: list[str]
-    # A conversational dataset's conversations (JSON cells, read by campaign.tasks.generation).
+    # A conversational dataset's conversations (JSON cells, read by campaign.tasks.generation.chat).
     messages: list[str] | None = None
     # Each record's source file as the data section names it (errors name the file and record).
     sources: list[str] | None = None

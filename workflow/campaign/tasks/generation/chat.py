@@ -640,7 +640,7 @@ def floor_stage(spec: dict, inputs: dict, folder: Path, root: Path, timings) -> 
     generated on validation and test into folder/<floor>/predictions_<split>.parquet with the
     runs' columns (the evaluation scores them). The zero-shot floor is the pretrained base
     model, prompted with the runs' template and decoded by the runs' engine and settings."""
-    from campaign.evaluate import EvalSet, generation_floors, write_floors
+    from campaign.tasks.generation.floor import EvalSet, generation_floors, write_floors
 
     train = read_conversations(inputs["train"], "train")
     evals = {}
@@ -676,7 +676,7 @@ def _base_model(model_spec: dict, source: Path, root: Path):
     import torch
     import transformers as tf
 
-    from campaign.evaluate import BaseModel
+    from campaign.tasks.generation.floor import BaseModel
     from campaign.train import load_tokenizer
 
     tok = load_tokenizer(source, "generation")

@@ -118,7 +118,7 @@ def generation_variant(spec: dict, inputs: dict, ctx, variant, root) -> tuple:
     import numpy as np
     import pandas as pd
 
-    from campaign.tasks import generation as gen
+    from campaign.tasks.generation import chat as gen
 
     saved, device = ctx.saved, ctx.device
     tok = saved.tokenizer
@@ -172,7 +172,7 @@ def calibration_batches(spec: dict, inputs: dict, tok, template: str, device) ->
     import numpy as np
 
     from campaign.core.defaults import special_tokens_policy
-    from campaign.tasks import generation as gen
+    from campaign.tasks.generation import chat as gen
     from campaign.train import collate
 
     train = gen.read_conversations(inputs["train"], "train")
