@@ -50,7 +50,8 @@ def python_hits(path: Path, words: set[str]) -> list[int]:
 
 def rule_hits(path: Path, words: set[str]) -> list[int]:
     """Line numbers of quoted task names in a Snakemake file (comments aside)."""
-    pattern = re.compile(r"""["'](%s)["']""" % "|".join(map(re.escape, sorted(words))))
+    names = "|".join(map(re.escape, sorted(words)))
+    pattern = re.compile(rf"""["']({names})["']""")
     return [
         n
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
