@@ -21,8 +21,6 @@ KNOWN = {
     "evaluate/stage.py:stage_evaluate": 86,
     "evaluate/stage.py:_comparisons": 147,
     "evaluate/words.py:decisions": 122,
-    "preflight/checks/resume.py:run": 99,
-    "preflight/checks/tokenization.py:run": 94,
     "quantize/stage.py:quantize_run": 98,
     "train/loop.py:__init__": 90,
 }

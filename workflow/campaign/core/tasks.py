@@ -113,13 +113,60 @@ class TaskModule:
     # ------------------------------------------------------------------ end train
 
     # ------------------------------------------------------------------ preflight and memory
-    def tokenization_check(self, trainer, split, inspect: int, full=None):
-        """(passed, summary, details) of the preflight's tokenization check."""
+    def tokenization_check(
+        self, trainer, split, inspect: int, full=None, max_unknown_share: float = 1.0
+    ):
+        """(passed, summary, details) of the preflight's tokenization check
+        (preflight/checks/tokenization.py) on the Trainer `trainer` built on the sample `split`:
+        `inspect` examples shown, `full` the whole data (train, validation, test),
+        `max_unknown_share` preflight.max_unknown_token_share (a task that spells its text
+        byte-level may ignore it)."""
         self._unsupported("tokenization_check")
 
     def not_reproduced(self, trainer, split, n: int, details: dict):
-        """Why the overfit check's memorised examples were not reproduced (None: they were)."""
+        """Why the overfit check's memorised examples were not reproduced (None: they were),
+        asked by preflight/checks/overfit.py once the loss is below its threshold; a task that
+        only checks the loss returns None at once (its answers are the loss's)."""
         self._unsupported("not_reproduced")
+
+    def generates_text(self) -> bool:
+        """Whether a run generates free text (model.generation): the memory check sizes its KV
+        cache (Generating) and refuses a prompt past the model's positions, the overfit check
+        records the step its answers came back, and the preflight spec notes a built-in run
+        planned beside a command baseline. False: the task scores its items in one forward."""
+        return False
+
+    def longest_prompt(self, trainer, full) -> tuple[int, str]:
+        """(tokens, "<split> item <id>") of the longest prompt a run generates from, over the
+        evaluation splits of `full` (the whole data), counted with `trainer`'s tokenizer: what
+        the memory check sizes the KV cache on. Only a task that generates_text."""
+        self._unsupported("longest_prompt")
+
+    def memory_task(self) -> str:
+        """The task whose memory model a run of this task is measured as (campaign.memory: its
+        Subject's task, the loss and the scoring the probe runs; preflight/checks/memory.py):
+        the task itself, unless it trains another task's model (e.g. a causal LM)."""
+        return self.info.name
+
+    def memory_head(self) -> str | None:
+        """The head of the task's model, as the analytic memory model sizes it
+        (campaign.memory.shape, activations, estimate; the probe's model class and peft
+        TaskType): "classifier" (a head over num_labels), "lm" (a causal LM's head over the
+        vocabulary; the model keeps a KV cache), or None: no analytic model of its own
+        (model_shape refuses it; the memory check probes it as its memory_task)."""
+        return None
+
+    def eval_sequences(self, num_labels: int | None) -> int:
+        """How many sequences the evaluation scores per example, with `num_labels` labels (None
+        or 0: not known, then 0 for a task that needs them): the memory estimate's evaluation
+        batch (campaign.memory.estimate) and the memory check's probe."""
+        return 1
+
+    def resume_generations(self, trainer, model, texts) -> list | None:
+        """What the resume check (preflight/checks/resume.py) compares between the model in
+        memory and its reloaded copy beside the predictions: `model`'s greedy continuations of
+        `texts`, or None when the task's predictions say it all."""
+        return None
 
     # ------------------------------------------------------------------ end preflight and memory
 

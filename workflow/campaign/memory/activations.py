@@ -288,7 +288,7 @@ def _head(led: _Ledger, c: _Ctx, shape: ModelShape, live: bool) -> int:
         led.add(("lnf_out", head.name) if cast else "lnf_out", t * h * d)
     if d != FP32_BYTES:
         led.add((head.name, "weight_cast"), head.n_in * head.n_out * d)
-    if shape.task == "causal_lm":
+    if shape.head == "lm":
         # The campaign's loss (train.loss_sum): position t predicts t+1, so b*(s-1) rows.
         rows = b * max(c.seq_len - 1, 0)
         led.add("log_softmax", rows * shape.vocab_size * FP32_BYTES)
@@ -431,7 +431,7 @@ def eval_activation_bytes(
     else:
         attn += 2 * a * s * t * FP32_BYTES
     layer = 2 * t * h * FP32_BYTES + max(ffn, attn)
-    if shape.task == "causal_lm":
+    if shape.head == "lm":
         scores = n * shape.vocab_size * FP32_BYTES * (2 * s - 1)
     else:
         scores = 3 * n * shape.num_labels * FP32_BYTES

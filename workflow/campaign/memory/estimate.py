@@ -40,6 +40,7 @@ from typing import Any
 
 from campaign.core.defaults import train_key
 from campaign.core.errors import CampaignError
+from campaign.core.tasks import module_of
 from campaign.memory.activations import (
     activation_bytes,
     attention_kernel,
@@ -252,7 +253,7 @@ def estimate_memory(
     )
     kv_per_example = (
         kv_cache_bytes(shape.num_layers, shape.num_kv_heads, shape.head_dim, seq_len, 1, d)
-        if shape.task == "causal_lm"
+        if shape.head == "lm"
         else 0
     )
     kv = kv_per_example * batch
@@ -331,9 +332,9 @@ def _evaluation_bytes(
     """(bytes, bytes per example more) of an evaluation batch's activations: one sequence an
     example for a classifier, one per candidate response for a causal LM (none without
     num_labels)."""
-    if not (shape.task == "sequence_classification" or num_labels):
+    per_seq = module_of(shape.task).eval_sequences(num_labels)
+    if not per_seq:
         return 0, 0
-    per_seq = 1 if shape.task == "sequence_classification" else int(num_labels)
 
     def scoring(b: int) -> int:
         return eval_activation_bytes(

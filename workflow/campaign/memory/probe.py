@@ -29,6 +29,7 @@ from campaign.core.defaults import train_key
 from campaign.core.errors import CampaignError
 from campaign.memory.estimate import MemoryEstimate
 from campaign.memory.measure import eval_peak, measure_kv_cache, parameter_bytes, step_peak
+from campaign.memory.shape import head_of
 
 PROBE_BATCHES = (2, 4)  # b = 1 can take other code paths (no padding, squeezed shapes)
 # The heads a task model adds (peft trains a copy of them for sequence classification).
@@ -124,7 +125,7 @@ def probe_memory(subject: Subject, max_length: int, precision: str) -> dict[str,
             step_peak(subject.model, batch, subject.loss_fn, autocast)["activations"]
         )
         out["evaluation"].append(eval_peak(subject.model, batch, subject.score_fn, autocast))
-    if subject.task == "causal_lm":
+    if head_of(subject.task) == "lm":
         cache = []
         for n in subject.sizes:
             batch = subject.make_batch(n, subject.kv_length or max_length)
@@ -271,7 +272,7 @@ def wrap_lora(model: Any, lora: dict, task: str) -> Any:
         lora_alpha=lora.get("alpha", 2 * lora["r"]),
         lora_dropout=lora.get("dropout", 0.0),
         target_modules=list(lora["target_modules"]),
-        task_type=TaskType.SEQ_CLS if task == "sequence_classification" else TaskType.CAUSAL_LM,
+        task_type=TaskType.SEQ_CLS if head_of(task) == "classifier" else TaskType.CAUSAL_LM,
         fan_in_fan_out=getattr(model.config, "model_type", None) == "gpt2",
     )
     try:
@@ -290,7 +291,7 @@ def meta_parameter_bytes(
 
     config = copy.deepcopy(config)
     with torch.device("meta"):
-        if task == "sequence_classification":
+        if head_of(task) == "classifier":
             if num_labels is not None:
                 config.num_labels = num_labels
             model = tf.AutoModelForSequenceClassification.from_config(config)

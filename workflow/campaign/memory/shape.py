@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from campaign.core.errors import CampaignError
+from campaign.core.tasks import TASKS, module_of
 from campaign.core.tensors import kv_cache_bytes  # noqa: F401 (its public home here)
 
 FP32_BYTES = 4
@@ -30,7 +31,7 @@ class ModelShape:
     """The sizes that decide parameter count and activation memory."""
 
     architecture: str  # bert | gpt2
-    task: str  # sequence_classification | causal_lm
+    task: str  # a task with an analytic memory model (head_of: "classifier" or "lm")
     vocab_size: int
     hidden_size: int
     num_layers: int
@@ -38,12 +39,28 @@ class ModelShape:
     num_kv_heads: int
     intermediate_size: int
     max_positions: int
-    num_labels: int  # 0 for causal_lm
+    num_labels: int  # 0 for a causal LM's head
     dropout: float
 
     @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_heads
+
+    @property
+    def head(self) -> str | None:
+        """The task's head: "classifier" (over num_labels) or "lm" (over the vocabulary)."""
+        return head_of(self.task)
+
+
+def head_of(task: str | None) -> str | None:
+    """The head of task `task`'s model as the memory model sizes it (TaskModule.memory_head:
+    "classifier", "lm"), None for a task without an analytic memory model or no task."""
+    return module_of(task).memory_head() if task in TASKS else None
+
+
+def analytic_tasks() -> list[str]:
+    """The tasks the analytic memory model sizes (a head_of), in TASKS order."""
+    return [name for name in TASKS if head_of(name) is not None]
 
 
 ANALYTIC_FAMILIES = ("bert", "gpt2")
@@ -101,7 +118,7 @@ def analytic_family(model_cfg: dict) -> str | None:
     arch = config.get("model_type", config.get("architecture"))
     if arch not in ANALYTIC_FAMILIES:
         return None
-    if model_cfg.get("task") == "causal_lm" and arch != "gpt2":
+    if head_of(model_cfg.get("task")) == "lm" and arch != "gpt2":
         return None
     return arch
 
@@ -115,16 +132,15 @@ def model_shape(model_cfg: dict, num_labels: int | None = None) -> ModelShape:
     `num_labels` (classes of the train split) is needed for sequence classification.
     """
     task = model_cfg.get("task")
-    if task not in ("sequence_classification", "causal_lm"):
-        raise CampaignError(
-            f"model.task: {task!r} is not one of sequence_classification, causal_lm"
-        )
+    head = head_of(task)
+    if head is None:
+        raise CampaignError(f"model.task: {task!r} is not one of {', '.join(analytic_tasks())}")
     cfg = _campaign_config(model_cfg.get("config") or {})
     arch = cfg.get("architecture")
     if arch not in ("bert", "gpt2"):
         raise CampaignError(f"model.config.architecture: {arch!r} is not one of bert, gpt2")
-    if task == "causal_lm" and arch != "gpt2":
-        raise CampaignError("model.config.architecture: causal_lm needs gpt2 (a decoder)")
+    if head == "lm" and arch != "gpt2":
+        raise CampaignError(f"model.config.architecture: {task} needs gpt2 (a decoder)")
     need = (
         "hidden_size",
         "num_hidden_layers",
@@ -141,7 +157,7 @@ def model_shape(model_cfg: dict, num_labels: int | None = None) -> ModelShape:
             "model.tokenizer.vocab_size: needed to size the embeddings (or model.config.vocab_size)"
         )
     labels = 0
-    if task == "sequence_classification":
+    if head == "classifier":
         labels = num_labels if num_labels is not None else cfg.get("num_labels")
         if not isinstance(labels, int) or labels < 1:
             raise CampaignError(
@@ -211,7 +227,7 @@ def head_linears(shape: ModelShape) -> list[Linear]:
             Linear("bert.pooler.dense", h, h, True),
             Linear("classifier", h, shape.num_labels, True),
         ]
-    if shape.task == "causal_lm":
+    if shape.head == "lm":
         return [Linear("lm_head", h, shape.vocab_size, False)]
     return [Linear("score", h, shape.num_labels, False)]
 

@@ -25,6 +25,8 @@ _PUBLIC = {
     # a model folder's tokenizer, checked by init and validate before any job (tokenizer_folder)
     "check_model_folder": "tokenizer_folder",
     "tokenizer_problem": "tokenizer_folder",
+    # the share of a tokenizer's unknown tokens on a text (the label tasks' tokenization check)
+    "unknown_share": "checks.tokenization",
 }
 __getattr__, __dir__ = exports(__name__, _PUBLIC)
 
@@ -48,12 +50,12 @@ def _builtin_beside_a_command(params: dict) -> bool:
     sizes the baseline's recipe, and a built-in run generates beside its optimizer state, a
     command's run does not (campaign.train.scores_beside_optimizer), so the check holds the
     state for it too."""
-    from campaign.core.tasks import TASKS
+    from campaign.core.tasks import TASKS, module_of
     from campaign.plan import command_of, trainer_levels
 
-    task, train = TASKS.get(params["model"]["task"]), params["train"]
-    if task is None or task.scoring != "generated_text" or command_of(train) is None:
-        return False  # a label task scores in one forward: no generate phase to size
+    task, train = params["model"]["task"], params["train"]
+    if command_of(train) is None or task not in TASKS or not module_of(task).generates_text():
+        return False  # a task that scores in one forward: no generate phase to size
     return any(command_of({**train, "command": lvl}) is None for _, lvl in trainer_levels(params))
 
 

@@ -18,6 +18,18 @@ class CausalLM(LabelTask):
     # ------------------------------------------------------------------ end train
 
     # ------------------------------------------------------------------ preflight and memory
+    def memory_head(self) -> str | None:
+        return "lm"
+
+    def eval_sequences(self, num_labels: int | None) -> int:
+        """Every label's response is scored after the prompt: one sequence per label."""
+        return int(num_labels or 0)
+
+    def resume_generations(self, trainer, model, texts) -> list | None:
+        from campaign.tasks.label_preflight import greedy_labels
+
+        return greedy_labels(trainer, model, texts)
+
     # ------------------------------------------------------------------ end preflight and memory
 
     # ------------------------------------------------------------------ evaluate

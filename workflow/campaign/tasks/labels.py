@@ -18,6 +18,25 @@ class LabelTask(TaskModule):
     # ------------------------------------------------------------------ end train
 
     # ------------------------------------------------------------------ preflight and memory
+    def tokenization_check(
+        self, trainer, split, inspect: int, full=None, max_unknown_share: float = 1.0
+    ):
+        """The examples the loop formats (tasks/label_preflight.py): a classifier's label at
+        one position, a causal LM's response tokens after the masked prompt."""
+        from campaign.tasks.label_preflight import tokenization_check
+
+        response = self.memory_head() == "lm"
+        return tokenization_check(
+            self.info.name, trainer, split, inspect, max_unknown_share, response
+        )
+
+    def not_reproduced(self, trainer, split, n: int, details: dict):
+        """A label's loss below the threshold is its answer: nothing more to give back."""
+        return None
+
+    def memory_head(self) -> str | None:
+        return "classifier"
+
     # ------------------------------------------------------------------ end preflight and memory
 
     # ------------------------------------------------------------------ evaluate

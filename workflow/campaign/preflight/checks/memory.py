@@ -28,8 +28,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from campaign.core.tasks import packing_refusal
-from campaign.data import parse_messages
+from campaign.core.tasks import TASKS, module_of, packing_refusal
 from campaign.memory import (
     PROBE_BATCHES,
     Subject,
@@ -63,7 +62,6 @@ from campaign.preflight.bench import (
     padded_batch,
 )
 from campaign.train import (
-    EVAL_SPLITS,
     IGNORE,
     autocast,
     count_targets,
@@ -102,22 +100,17 @@ class Generating:
         final predictions, the floors and the variants alike) from the whole prompt, every turn
         before the reference answer, formatted by the task's own `prompt_ids` and never cut
         (train/engine.py cuts nothing): so the longest over the full splits (`full`, the
-        preflight's inputs), not over the sample's examples, which max_length cut. Lengths are
+        preflight's inputs; TaskModule.longest_prompt), not over the sample's examples, which
+        max_length cut. Lengths are
         counted with the sample trainer's tokenizer: a pretrained model's own; a from-config
         one trained on the sample (coarser than the run's, so a prompt counts no fewer tokens).
         beside_optimizer: whether the optimizer state is alive when it generates (_beside).
         """
-        if trainer.hooks is None:
+        task = module_of(trainer.task)
+        if not task.generates_text():
             return None
         run = trainer.run_setup
-        longest, item = 0, "no item"
-        for name in EVAL_SPLITS:
-            split = getattr(full, name)
-            for record_id, cell in zip(split.ids, split.messages or (), strict=False):
-                talk = parse_messages(cell, f"{name} record {record_id}")
-                n = len(trainer.hooks.prompt_ids(trainer.tokenizer, run.template, talk))
-                if n > longest:
-                    longest, item = n, f"{name} item {record_id}"
+        longest, item = task.longest_prompt(trainer, full)
         return cls(
             batch=run.batch_size,
             length=longest + run.max_new_tokens,
@@ -154,11 +147,8 @@ def positions_refusal(bench: Bench) -> tuple[str, dict] | None:
     overfit and resume checks generate from the sample's whole prompts, and a prompt far past
     the positions (a learned table has no row there; a rotary model's attention grows with the
     square of its length) would exhaust memory before this line was ever written."""
-    from campaign.core.tasks import TASKS
-
-    task = TASKS.get(bench.task)
-    if task is None or task.scoring != "generated_text":
-        return None  # a label task scores in one forward of the cut example
+    if bench.task not in TASKS or not module_of(bench.task).generates_text():
+        return None  # a task that scores in one forward of the cut example
     trainer = bench.trainer()
     generating = Generating.of(trainer, bench.full, _beside(bench))
     beyond = _beyond_positions(trainer, generating)
@@ -168,9 +158,15 @@ def positions_refusal(bench: Bench) -> tuple[str, dict] | None:
 
 
 def _memory_task(trainer) -> str:
-    """The task the memory model runs: a generation task trains and scores as a causal LM
-    (the LM head over the formatted conversation, no label set)."""
-    return "causal_lm" if trainer.hooks is not None else trainer.task
+    """The task the memory model runs (TaskModule.memory_task): a generation task trains and
+    scores as a causal LM (the LM head over the formatted conversation, no label set)."""
+    return module_of(trainer.task).memory_task()
+
+
+def _lm_head(task: str) -> bool:
+    """Whether the memory model's task has a causal LM's head (its scoring reads the tokens'
+    log-probabilities; the model keeps a KV cache) rather than a classifier's."""
+    return module_of(task).memory_head() == "lm"
 
 
 def _loss_fn(task: str):
@@ -203,7 +199,7 @@ def _score_fn(task: str):
         picked = logp.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
         return picked.masked_fill(target == IGNORE, 0.0).sum(-1)
 
-    return causal if task == "causal_lm" else classifier
+    return causal if _lm_head(task) else classifier
 
 
 def _batch_maker(trainer):
@@ -241,7 +237,7 @@ def _subject(bench: Bench, trainer, n_labels: int, generating: Generating | None
         score_fn=_score_fn(task),
         autocast=lambda precision: functools.partial(autocast, trainer.device, precision),
         parameters=lambda lora: meta_parameter_bytes(config, task, n_labels, lora),
-        eval_sequences=n_labels if task == "causal_lm" and generating is None else 1,
+        eval_sequences=module_of(trainer.task).eval_sequences(n_labels),
         device=trainer.device.type,
         sizes=PROBE_BATCHES,
         architecture=getattr(config, "model_type", "") or "",
@@ -295,7 +291,7 @@ def run(bench: Bench) -> Result:
     if "error" not in measured:
         rows = compare(estimate, measured)
         act_error, extrapolation_error = _check_comparison(rows, family, cfg, problems)
-        if task == "causal_lm":
+        if _lm_head(task):
             cached = batch if generating is None else make(generating.batch, generating.length)
             kv = _check_kv_cache(trainer, cached, estimate, problems)
     # Each lever that is a train key, measured on real steps of the recipe (after the probe:

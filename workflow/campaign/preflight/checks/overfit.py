@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from campaign.core.tasks import module_of
 from campaign.preflight.bench import Bench, Result
 from campaign.train import DataOrder, Trainer, collate, count_targets, loss_sum
 
@@ -56,6 +57,7 @@ def run(bench: Bench) -> Result:
         warmup_steps=min(bench.recipe.warmup_steps, steps // 4),
     )
     examples = trainer.examples["train"][:n]
+    task = module_of(bench.task)
     trainer.examples["train"] = examples
     trainer.order = DataOrder(len(examples), trainer.seed)
     details: dict[str, Any] = {
@@ -81,15 +83,12 @@ def run(bench: Bench) -> Result:
         final = _mean_loss(trainer, examples)
         if final <= threshold:
             reached = reached or step
-            if trainer.hooks is None:
-                break
             # A mean loss per token below the threshold can still hide one wrong token in a
             # long answer (a JSON field): train on while steps remain, as a user would.
-            missed = trainer.hooks.not_reproduced(
-                trainer, bench.sample.train, len(examples), details
-            )
+            missed = task.not_reproduced(trainer, bench.sample.train, len(examples), details)
             if missed is None:
-                details["reproduced_at_step"] = step
+                if task.generates_text():  # the step its answers came back
+                    details["reproduced_at_step"] = step
                 break
     details.update(
         {

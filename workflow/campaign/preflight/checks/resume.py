@@ -1,9 +1,8 @@
 """resume: save -> resume -> continue equals the uninterrupted run bitwise; the saved model
-reloads and predicts (and, causal_lm, generates) exactly as in memory."""
+reloads and predicts (and, a task with resume_generations, generates) exactly as in memory."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +10,7 @@ import numpy as np
 import torch
 
 from campaign.core.fsutil import remove_tree
+from campaign.core.tasks import module_of
 from campaign.preflight.bench import Bench, Result, tree_bytes
 from campaign.train import Trainer
 
@@ -42,32 +42,41 @@ def _scores(frame) -> np.ndarray:
     return frame[[c for c in frame.columns if c == "nll" or c.startswith("score_")]].to_numpy()
 
 
-@torch.no_grad()
-def _generate(trainer: Trainer, model, texts: Sequence[str]) -> list[list[int]]:
-    """Greedy continuations of the prompts (text + separator), as long as the longest label."""
-    new_tokens = max(len(t) for t in trainer.fmt.targets)
-    out = []
-    for ids in trainer.fmt.text_ids(trainer.tokenizer, texts):
-        prompt = torch.tensor([ids + trainer.fmt.sep_ids], device=trainer.device)
-        with trainer.autocast():
-            generated = model.generate(
-                prompt,
-                attention_mask=torch.ones_like(prompt),
-                max_new_tokens=new_tokens,
-                do_sample=False,
-                pad_token_id=trainer.pad_id,
-            )
-        out.append(generated[0, prompt.shape[1] :].tolist())
-    return out
-
-
 def run(bench: Bench) -> Result:
     cfg = bench.cfg["resume"]
     before, after = cfg["steps_before"], cfg["steps_after"]
     folder = bench.scratch("resume")
-    ckpt_dir = folder / "checkpoints"
     details: dict[str, Any] = {"steps_before": before, "steps_after": after}
+    a, failed = _resume(bench, folder / "checkpoints", before, after, details)
+    if failed is not None:
+        return Result(False, failed, details)
+    n, generates = _reload(bench, a, folder, details)
+    remove_tree(folder)
+    problems = []
+    if not details["tokenizer_reloads_identically"]:
+        problems.append("the reloaded tokenizer encodes differently")
+    if not details["predictions_identical"]:
+        problems.append(
+            "the reloaded model's predictions differ (max |score diff| "
+            f"{details['max_score_difference']:.3g})"
+        )
+    if details["generation_identical"] is False:
+        problems.append("the reloaded model generates other tokens")
+    if problems:
+        return Result(False, "; ".join(problems), details)
+    what = "predictions" + (" and generations" if generates else "")
+    return Result(
+        True,
+        f"resumed at step {before}: weights bitwise equal after {after} more steps; the saved "
+        f"model reloads with identical {what} on {n} examples",
+        details,
+    )
 
+
+def _resume(bench: Bench, ckpt_dir: Path, before: int, after: int, details: dict):
+    """(the uninterrupted Trainer, None), or (it, why the resumed run is not the same run):
+    train `before` steps, checkpoint, `after` more; a fresh Trainer resumes from the checkpoint
+    and trains the same `after` steps, which must give the same weights bit for bit."""
     a = bench.trainer(work_dir=ckpt_dir)
     for _ in range(before):
         a.train_step()
@@ -81,17 +90,15 @@ def run(bench: Bench) -> Result:
     missing = [k for k in expected_keys if k not in saved]
     details.update({"checkpoint_keys": sorted(saved), "missing": missing})
     if missing:
-        return Result(
-            False,
+        return a, (
             f"the checkpoint at step {before} lacks {', '.join(missing)}: a resumed run could "
-            f"not continue where it stopped",
-            details,
+            f"not continue where it stopped"
         )
     b = bench.trainer(work_dir=ckpt_dir)
     resumed_at = b.resume()
     details["resumed_from"] = resumed_at
     if resumed_at != before:
-        return Result(False, f"no usable checkpoint of step {before} was found", details)
+        return a, f"no usable checkpoint of step {before} was found"
     for _ in range(after):
         b.train_step()
     resumed = _weights(b)
@@ -102,22 +109,26 @@ def run(bench: Bench) -> Result:
     )
     details.update({"differing_tensors": len(differing), "max_abs_difference": max_diff})
     if differing:
-        return Result(
-            False,
+        return a, (
             f"resumed at step {before}, {len(differing)} of {len(uninterrupted)} weight tensors "
             f"differ from the uninterrupted run after {after} more steps (max |diff| "
-            f"{max_diff:.3g}): the checkpoint does not hold the whole training state",
-            details,
+            f"{max_diff:.3g}): the checkpoint does not hold the whole training state"
         )
+    return a, None
 
-    # reload -> predict (-> generate): the saved model folder against the model in memory.
+
+def _reload(bench: Bench, a: Trainer, folder: Path, details: dict) -> tuple[int, bool]:
+    """(examples predicted, whether generations were compared): the saved model folder,
+    reloaded, against the model in memory: its tokenizer, its predictions and (a task with
+    resume_generations) its greedy continuations."""
+    task = module_of(bench.task)
     model_dir = folder / "model"
     a.save_model(model_dir)
     split = "validation" if len(bench.sample.validation) else "train"
     texts = getattr(bench.sample, split).texts
     in_memory_model = a.model
     expected = a.predictions(split)
-    generated = _generate(a, in_memory_model, texts[:2]) if bench.task == "causal_lm" else None
+    generated = task.resume_generations(a, in_memory_model, texts[:2])
     reloaded, reloaded_tok = _load_saved(model_dir, bench.task, a.device, a.base_source)
     same_tokens = reloaded_tok(list(texts))["input_ids"] == a.tokenizer(list(texts))["input_ids"]
     a.model = reloaded
@@ -129,7 +140,7 @@ def run(bench: Bench) -> Result:
     )
     same_generation = None
     if generated is not None:
-        same_generation = _generate(a, reloaded, texts[:2]) == generated
+        same_generation = task.resume_generations(a, reloaded, texts[:2]) == generated
     details.update(
         {
             "model_folder_bytes": tree_bytes(model_dir),
@@ -141,22 +152,4 @@ def run(bench: Bench) -> Result:
             "generation_identical": same_generation,
         }
     )
-    remove_tree(folder)
-    problems = []
-    if not same_tokens:
-        problems.append("the reloaded tokenizer encodes differently")
-    if not same_predictions:
-        problems.append(
-            f"the reloaded model's predictions differ (max |score diff| {score_diff:.3g})"
-        )
-    if same_generation is False:
-        problems.append("the reloaded model generates other tokens")
-    if problems:
-        return Result(False, "; ".join(problems), details)
-    what = "predictions" + (" and generations" if generated is not None else "")
-    return Result(
-        True,
-        f"resumed at step {before}: weights bitwise equal after {after} more steps; the saved "
-        f"model reloads with identical {what} on {len(got)} examples",
-        details,
-    )
+    return len(got), generated is not None

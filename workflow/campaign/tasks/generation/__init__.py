@@ -31,6 +31,16 @@ class Generation(TaskModule):
     # ------------------------------------------------------------------ preflight and memory
     tokenization_check = staticmethod(chat.tokenization_check)
     not_reproduced = staticmethod(chat.not_reproduced)
+    longest_prompt = staticmethod(chat.longest_prompt)
+
+    def generates_text(self) -> bool:
+        return True
+
+    def memory_task(self) -> str:
+        """Trained and scored as a causal LM: the LM head over the formatted conversation, no
+        label set (one sequence an example; the KV cache at what it generates)."""
+        return "causal_lm"
+
     # ------------------------------------------------------------------ end preflight and memory
 
     # ------------------------------------------------------------------ evaluate

@@ -527,14 +527,17 @@ def empty_predictions():
     return pd.DataFrame({c: [] for c in RUN_PREDICTION_COLUMNS})
 
 
-def tokenization_check(trainer, split, inspect: int, full=None) -> tuple[bool, str, dict]:
+def tokenization_check(
+    trainer, split, inspect: int, full=None, max_unknown_share: float = 1.0
+) -> tuple[bool, str, dict]:
     """The preflight's tokenization check for this task: (passed, summary, details). Fails when
     an example carries no loss (its answers all cut, or a template that marks none), or when a
     record of `full` (the whole data: train, validation, test) spells a special token under
     data.special_tokens: refuse (one line naming file, record, field, token); more than
     max_truncated_share of the answers cut already stopped the Trainer (check_train_examples),
     which fails the check with that message. Shows `inspect` formatted examples with the masked
-    tokens in [brackets]."""
+    tokens in [brackets]. max_unknown_share is not read: a chat model's tokenizer spells any
+    text."""
     tok = trainer.tokenizer
     splits = [full.train, full.validation, full.test] if full is not None else [split]
     special = scan_special_tokens(tok, splits, trainer.run_setup.special_tokens)
@@ -576,6 +579,23 @@ def tokenization_check(trainer, split, inspect: int, full=None) -> tuple[bool, s
         f"{cut} answers cut by max_length {trainer.recipe.max_length}",
         details,
     )
+
+
+def longest_prompt(trainer, full) -> tuple[int, str]:
+    """(tokens, "<split> item <id>") of the longest prompt of the evaluation splits of `full`,
+    formatted by prompt_ids with the run's template: what the memory check sizes the KV cache
+    on ("no item", 0 tokens, for empty splits)."""
+    from campaign.train import EVAL_SPLITS
+
+    longest, item = 0, "no item"
+    for name in EVAL_SPLITS:
+        split = getattr(full, name)
+        for record_id, cell in zip(split.ids, split.messages or (), strict=False):
+            talk = parse_messages(cell, f"{name} record {record_id}")
+            n = len(prompt_ids(trainer.tokenizer, trainer.run_setup.template, talk))
+            if n > longest:
+                longest, item = n, f"{name} item {record_id}"
+    return longest, item
 
 
 def not_reproduced(trainer, split, n: int, details: dict) -> str | None:
