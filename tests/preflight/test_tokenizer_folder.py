@@ -19,7 +19,7 @@ from campaign.cli import main
 from campaign.core.errors import CampaignError
 from campaign.preflight import bench, tokenizer_problem
 from campaign.preflight import report as preflight_report
-from campaign.preflight.checks.tokenization import unknown_share
+from campaign.tasks.label_preflight import unknown_share
 from campaign.train import load_tokenizer
 from conftest import FIXTURES, REPO
 

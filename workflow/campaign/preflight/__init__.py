@@ -25,8 +25,6 @@ _PUBLIC = {
     # a model folder's tokenizer, checked by init and validate before any job (tokenizer_folder)
     "check_model_folder": "tokenizer_folder",
     "tokenizer_problem": "tokenizer_folder",
-    # the share of a tokenizer's unknown tokens on a text (the label tasks' tokenization check)
-    "unknown_share": "checks.tokenization",
 }
 __getattr__, __dir__ = exports(__name__, _PUBLIC)
 

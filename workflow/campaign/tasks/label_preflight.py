@@ -1,5 +1,6 @@
 """The label tasks' preflight (LabelTask's preflight and memory section): the tokenization check
-of examples the loop formats itself, and the causal_lm resume check's greedy continuations.
+of examples the loop formats itself (with the share of the tokenizer's unknown tokens on the
+text), and the causal_lm resume check's greedy continuations.
 
 A label task's example either carries its label at one position (a classifier: [CLS] for BERT,
 the last token for GPT-2's pooling) or, for a causal LM (`response`), as response tokens after
@@ -113,13 +114,22 @@ def _problems(no_loss, cut, wrong, n_examples, ids, tok, unknown: float, most: f
     return problems
 
 
+def unknown_share(tok, texts: list[str]) -> float:
+    """The share of the texts' tokens (special tokens left out) that are the unknown token; 0 for
+    a tokenizer without one (byte-level BPE spells any text). A tokenizer that is not the model's
+    or the data's (an empty vocabulary, another language) shows here before any training."""
+    if tok.unk_token_id is None or not texts:
+        return 0.0
+    ids = tok(list(texts), add_special_tokens=False, verbose=False)["input_ids"]
+    total = sum(len(row) for row in ids)
+    return sum(row.count(tok.unk_token_id) for row in ids) / total if total else 0.0
+
+
 def tokenization_check(
     task: str, trainer, split, inspect: int, max_unknown_share: float, response: bool
 ) -> tuple[bool, str, dict]:
     """LabelTask.tokenization_check: one pass over the sample's train examples that finds every
     kind of mask fault, then the inspected examples, the unknown tokens and the summary."""
-    from campaign.preflight import unknown_share
-
     tok, arch = trainer.tokenizer, trainer.model.config.model_type
     examples, max_length = trainer.examples["train"], trainer.recipe.max_length
     lengths, limit = _text_lengths(trainer, split, response)

@@ -12,17 +12,6 @@ from campaign.preflight.bench import Bench, Result
 ORDER = 30  # place in the report
 
 
-def unknown_share(tok, texts: list[str]) -> float:
-    """The share of the texts' tokens (special tokens left out) that are the unknown token; 0 for
-    a tokenizer without one (byte-level BPE spells any text). A tokenizer that is not the model's
-    or the data's (an empty vocabulary, another language) shows here before any training."""
-    if tok.unk_token_id is None or not texts:
-        return 0.0
-    ids = tok(list(texts), add_special_tokens=False, verbose=False)["input_ids"]
-    total = sum(len(row) for row in ids)
-    return sum(row.count(tok.unk_token_id) for row in ids) / total if total else 0.0
-
-
 def run(bench: Bench) -> Result:
     """The task shows and checks its own examples (TaskModule.tokenization_check)."""
     passed, summary, details = module_of(bench.task).tokenization_check(

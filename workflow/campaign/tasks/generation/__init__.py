@@ -31,10 +31,25 @@ class Generation(TaskModule):
     # ------------------------------------------------------------------ preflight and memory
     tokenization_check = staticmethod(chat.tokenization_check)
     not_reproduced = staticmethod(chat.not_reproduced)
-    longest_prompt = staticmethod(chat.longest_prompt)
 
     def generates_text(self) -> bool:
         return True
+
+    def longest_prompt(self, trainer, full) -> tuple[int, str]:
+        """Formatted by prompt_ids with the run's template, every turn before the reference
+        answer ("no item", 0 tokens, for empty splits)."""
+        from campaign.data import parse_messages
+        from campaign.train import EVAL_SPLITS
+
+        longest, item = 0, "no item"
+        for name in EVAL_SPLITS:
+            split = getattr(full, name)
+            for record_id, cell in zip(split.ids, split.messages or (), strict=False):
+                talk = parse_messages(cell, f"{name} record {record_id}")
+                n = len(chat.prompt_ids(trainer.tokenizer, trainer.run_setup.template, talk))
+                if n > longest:
+                    longest, item = n, f"{name} item {record_id}"
+        return longest, item
 
     def memory_task(self) -> str:
         """Trained and scored as a causal LM: the LM head over the formatted conversation, no

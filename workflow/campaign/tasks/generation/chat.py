@@ -581,23 +581,6 @@ def tokenization_check(
     )
 
 
-def longest_prompt(trainer, full) -> tuple[int, str]:
-    """(tokens, "<split> item <id>") of the longest prompt of the evaluation splits of `full`,
-    formatted by prompt_ids with the run's template: what the memory check sizes the KV cache
-    on ("no item", 0 tokens, for empty splits)."""
-    from campaign.train import EVAL_SPLITS
-
-    longest, item = 0, "no item"
-    for name in EVAL_SPLITS:
-        split = getattr(full, name)
-        for record_id, cell in zip(split.ids, split.messages or (), strict=False):
-            talk = parse_messages(cell, f"{name} record {record_id}")
-            n = len(prompt_ids(trainer.tokenizer, trainer.run_setup.template, talk))
-            if n > longest:
-                longest, item = n, f"{name} item {record_id}"
-    return longest, item
-
-
 def not_reproduced(trainer, split, n: int, details: dict) -> str | None:
     """The preflight overfit check's second half: after the loss fell on the first `n` sample
     conversations, greedy generation from their prompts must give their answers back exactly,
