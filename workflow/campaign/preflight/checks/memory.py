@@ -101,9 +101,9 @@ class Generating:
         before the reference answer, formatted by the task's own `prompt_ids` and never cut
         (train/engine.py cuts nothing): so the longest over the full splits (`full`, the
         preflight's inputs; TaskModule.longest_prompt), not over the sample's examples, which
-        max_length cut. Lengths are
-        counted with the sample trainer's tokenizer: a pretrained model's own; a from-config
-        one trained on the sample (coarser than the run's, so a prompt counts no fewer tokens).
+        max_length cut. Lengths are counted with the sample trainer's tokenizer: a pretrained
+        model's own; a from-config one trained on the sample (coarser than the run's, so a
+        prompt counts no fewer tokens).
         beside_optimizer: whether the optimizer state is alive when it generates (_beside).
         """
         task = module_of(trainer.task)
