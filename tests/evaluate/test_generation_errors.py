@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from campaign.evaluate import CHANGE_RULE, CHANGE_THRESHOLD
 from campaign.tasks.generation.errors import (
-    CHANGE_RULE,
-    CHANGE_THRESHOLD,
     Option,
     kept_change_rows,
     prompt_text,

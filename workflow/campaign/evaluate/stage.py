@@ -41,55 +41,24 @@ from campaign.evaluate.stats import percentile_interval, resample_indices
 
 
 def stage_floor(ctx) -> None:
-    """Fit the floors on the train split; write floor/<name>/predictions_<split>.parquet. A
-    task with a module (generation) writes its own floors (its floor_stage), in the same
-    layout; a floor it cannot run gets floor/<name>/SKIPPED.txt with the reason.
+    """Score the task's floors (its TaskModule.floor_stage) into
+    floor/<name>/predictions_<split>.parquet; a floor the task cannot run here gets
+    floor/<name>/SKIPPED.txt with the reason. The fit's and the predictions' seconds go to the
+    timings output (the floor's cost, for the budget).
 
     One BLAS thread: a multi-threaded BLAS sums in an order that depends on the thread count,
     and the floor's probabilities must be the same bytes wherever the job runs (reproduce)."""
     from threadpoolctl import threadpool_limits
 
-    from campaign.core.tasks import check_floors, trainer_module
+    from campaign.core.tasks import check_floors, module_of
 
     check_floors(ctx.spec["task"], ctx.spec["floors"])
-    task = trainer_module(ctx.spec["task"])
+    task = module_of(ctx.spec["task"])
     with threadpool_limits(limits=1):
-        if task is None:
-            _floor(ctx)
-            return
         timings = floor.Timings()
         task.floor_stage(ctx.spec, ctx.inputs, ctx.outputs["floor"], ctx.root, timings)
         if "timings" in ctx.outputs:
             timings.write(ctx.outputs["timings"])
-
-
-def _floor(ctx) -> None:
-    import pandas as pd
-
-    train = pd.read_parquet(ctx.inputs["train"][0], columns=["text", "label"])
-    texts = train["text"].astype(str).tolist()
-    labels = train["label"].astype(str).tolist()
-    names = floor.labels_of(labels)
-    out = ctx.outputs["floor"]
-    timings = floor.Timings()  # the fit and the predictions, for the budget (volatile)
-    for name in ctx.spec["floors"]:
-        (out / name).mkdir(parents=True)
-        with timings.fit(name):
-            model = (
-                floor.majority_model(labels)
-                if name == "majority"
-                else floor.tfidf_model(texts, labels)
-            )
-        for split in SPLITS:
-            items = pd.read_parquet(ctx.inputs[split][0], columns=["id", "text", "label"])
-            with timings.predict(name, split, len(items)):
-                probs = model(items["text"].astype(str).tolist())
-            frame = floor.predictions_frame(
-                items["id"].astype(str).tolist(), items["label"].astype(str).tolist(), names, probs
-            )
-            frame.to_parquet(out / name / f"predictions_{split}.parquet", index=False)
-    if "timings" in ctx.outputs:
-        timings.write(ctx.outputs["timings"])
 
 
 def _variants(ctx) -> list[dict]:
