@@ -88,7 +88,7 @@ def test_the_prompt_shown_is_the_question_asked():
 def test_extraction_fields_are_counted_per_field_with_invalid_json():
     import pandas as pd
 
-    from campaign.evaluate.scoring import field_rows
+    from campaign.tasks.generation.scoring import field_rows
 
     frame = pd.DataFrame(
         {
