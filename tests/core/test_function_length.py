@@ -18,7 +18,6 @@ KNOWN = {
     "data/audit.py:audit_table": 111,
     "data/settings.py:check_cfg": 85,
     "data/split.py:_solve_assign": 94,
-    "evaluate/stage.py:_comparisons": 147,
     "evaluate/words.py:decisions": 122,
     "preflight/checks/resume.py:run": 99,
     "preflight/checks/tokenization.py:run": 94,
