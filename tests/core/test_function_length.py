@@ -18,8 +18,6 @@ KNOWN = {
     "data/audit.py:audit_table": 111,
     "data/settings.py:check_cfg": 85,
     "data/split.py:_solve_assign": 94,
-    "evaluate/stage.py:stage_evaluate": 86,
-    "evaluate/stage.py:_comparisons": 147,
     "evaluate/words.py:decisions": 122,
     "quantize/stage.py:quantize_run": 98,
     "train/loop.py:__init__": 90,

@@ -112,6 +112,7 @@ def campaign(tmp_path):
             spec={"floors": ["majority"], "task": "sequence_classification"},
             inputs={s: [p] for s, p in paths.items()},
             outputs={"floor": floor_dir},
+            root=tmp_path,
         )
     )
     inputs = {s: [p] for s, p in paths.items()}

@@ -73,7 +73,8 @@ def test_the_floor_is_the_same_bytes_whatever_the_blas_thread_count(tmp_path):
         "from campaign.evaluate.stage import stage_floor;"
         "from campaign.core.hashing import hash_tree;"
         "t = Path(sys.argv[1]); out = t / sys.argv[2];"
-        "stage_floor(SimpleNamespace(spec={'floors': ['tfidf_logreg'], 'task': 'x'},"
+        "stage_floor(SimpleNamespace(spec={'floors': ['tfidf_logreg'],"
+        " 'task': 'sequence_classification'}, root=t,"
         " inputs={s: [t / f'{s}.parquet'] for s in ('train', 'validation', 'test')},"
         " outputs={'floor': out})); print(hash_tree(out))"
     )

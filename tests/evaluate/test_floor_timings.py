@@ -30,10 +30,9 @@ def test_one_fit_predicts_every_split_with_the_same_bytes_and_is_timed(tmp_path)
         frame.to_parquet(tmp_path / f"{split}.parquet", index=False)
         inputs[split] = [tmp_path / f"{split}.parquet"]
     out, timings = tmp_path / "floor", tmp_path / "floor_timings.json"
-    spec = {"floors": ["majority", "tfidf_logreg"], "task": "x"}
-    stage_floor(
-        SimpleNamespace(spec=spec, inputs=inputs, outputs={"floor": out, "timings": timings})
-    )
+    spec = {"floors": ["majority", "tfidf_logreg"], "task": "sequence_classification"}
+    outputs = {"floor": out, "timings": timings}
+    stage_floor(SimpleNamespace(spec=spec, inputs=inputs, outputs=outputs, root=tmp_path))
     stage = next(s for s in PHASE.stages if s.name == "floor")
     assert stage.volatile == ("timings",)
     # Fitting once gives the probabilities a fit per split gave.

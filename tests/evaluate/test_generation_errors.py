@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from campaign.evaluate import CHANGE_RULE, CHANGE_THRESHOLD
 from campaign.tasks.generation.errors import (
-    CHANGE_RULE,
-    CHANGE_THRESHOLD,
     Option,
     kept_change_rows,
     prompt_text,
@@ -89,7 +88,7 @@ def test_the_prompt_shown_is_the_question_asked():
 def test_extraction_fields_are_counted_per_field_with_invalid_json():
     import pandas as pd
 
-    from campaign.evaluate.scoring import field_rows
+    from campaign.tasks.generation.scoring import field_rows
 
     frame = pd.DataFrame(
         {

@@ -179,6 +179,40 @@ class TaskModule:
         """Score the task's floors (the floor stage)."""
         self._unsupported("floor_stage")
 
+    def scorer(self, evaluation: dict, model_spec: dict, train, evals):
+        """The Scorer the evaluate stage (and quantize_select) scores every variant with
+        (campaign.evaluate.scoring: items, point, score, decided_errors, error_files,
+        item_metric), from the evaluation settings, the evaluate spec's model part, the train
+        split file and the evaluation split files `evals`. Called by evaluate.scoring.scorer."""
+        self._unsupported("scorer")
+
+    def check_evaluation(self, params: dict) -> None:
+        """Refuse the metric keys the task does not decide on, in one line naming the key
+        (evaluation.metric, model.generation): the evaluate phase's params check calls it after
+        check_floors."""
+        self._unsupported("check_evaluation")
+
+    def evaluation_model(self, model: dict) -> dict:
+        """The part of params' `model` the evaluation's spec holds (the settings its per-item
+        metric reads); {} for none, and then the spec has no `model`. Called by the evaluate
+        stage's spec."""
+        return {}
+
+    def metric_libraries(self, model_spec: dict) -> dict[str, str]:
+        """{library: version} of the libraries that compute the task's per-item scores, given
+        the evaluate spec's model part: the evaluate key holds them (a new version rescores);
+        {} for none. Called by the evaluate stage's key view."""
+        return {}
+
+    def metric_code(self, model_spec: dict, root) -> list:
+        """The files of user code that computes the per-item scores (a user metric's module),
+        the evaluate stage's metric_code input; [] for none. Called by evaluate_inputs."""
+        return []
+
+    def check_metric(self, model: dict, root) -> None:
+        """`campaign validate`'s check that the per-item metric resolves as the evaluate stage
+        resolves it (one line naming the key); nothing for a task without one."""
+
     # ------------------------------------------------------------------ end evaluate
 
     # ------------------------------------------------------------------ quantize

@@ -80,6 +80,17 @@ _PUBLIC = {
     "loss_exceeds_p": "comparison",
     "noninferiority_p": "comparison",
     "read_plan": "plan_table",
+    # What the task modules score and analyse with (core/tasks.TaskModule's evaluate section).
+    "LabelScoring": "scoring",
+    "Scored": "scoring",
+    "perplexity": "metrics",
+    "slice_rows": "errors",
+    "CHANGE_THRESHOLD": "errors",
+    "CHANGE_RULE": "errors",
+    "KEPT_CHANGE_COLUMNS": "errors",
+    "WORST_CELL_COLUMNS": "errors",
+    "Timings": "floor",
+    "label_floors": "floor",
 }
 __getattr__, __dir__ = exports(__name__, _PUBLIC)
 
@@ -112,38 +123,13 @@ LABEL_METRICS = ("accuracy", "macro_f1")
 
 
 def _check_params(params: dict) -> None:
-    """evaluation.floor names floors of model.task (core/tasks.check_floors); one metric key
-    per task: evaluation.metric for labels, model.generation.metric for generated text."""
-    from campaign.core.errors import CampaignError
-    from campaign.core.tasks import check_floors, scoring_of
+    """evaluation.floor names floors of model.task (core/tasks.check_floors); the metric keys
+    are the task's to check (TaskModule.check_evaluation: evaluation.metric for labels,
+    model.generation.metric for generated text)."""
+    from campaign.core.tasks import check_floors, module_of
 
-    task, model = params["model"]["task"], params["model"]
-    check_floors(task, params["evaluation"]["floor"])
-    metric = params["evaluation"].get("metric")
-    if scoring_of(task) == "generated_text":
-        from campaign.core.defaults import generation_settings
-
-        chosen = generation_settings(model)["metric"]
-        if metric is not None:
-            raise CampaignError(
-                f"evaluation.metric: {metric} scores labels; a {task} campaign is decided on "
-                f"model.generation.metric ({chosen}): remove evaluation.metric"
-            )
-        if chosen in LABEL_METRICS:
-            raise CampaignError(
-                f"model.generation.metric: {chosen} scores labels, not generated text; use "
-                "exact_match, token_f1, similarity, json_fields or a dotted Python name"
-            )
-        return
-    if "generation" in model:
-        raise CampaignError(
-            f"model.generation: only read by a generation task, not {task}; remove it "
-            f"(evaluation.metric decides)"
-        )
-    if metric is None:
-        raise CampaignError(
-            f"evaluation.metric: required for model.task {task} ({' or '.join(LABEL_METRICS)})"
-        )
+    check_floors(params["model"]["task"], params["evaluation"]["floor"])
+    module_of(params["model"]["task"]).check_evaluation(params)
 
 
 def floor_inputs(spec: dict, root) -> dict:
@@ -163,42 +149,34 @@ def floor_inputs(spec: dict, root) -> dict:
 
 
 def _evaluate_spec(params: dict) -> dict:
+    from campaign.core.tasks import module_of
+
     spec = {"evaluation": params["evaluation"], "task": params["model"]["task"]}
-    if "generation" in params["model"]:  # the per-item metric generated text is decided on
-        spec["model"] = {"generation": params["model"]["generation"]}
+    # The task's settings of its per-item metric (TaskModule.evaluation_model), where it has any.
+    model = module_of(params["model"]["task"]).evaluation_model(params["model"])
+    if model:
+        spec["model"] = model
     return spec
 
 
-def _generated_metric(spec: dict) -> str | None:
-    """The per-item metric a generation campaign's evaluation scores with (None for labels)."""
-    from campaign.core.defaults import generation_settings
-    from campaign.core.tasks import scoring_of
-
-    if scoring_of(spec["task"]) != "generated_text":
-        return None
-    return generation_settings(spec.get("model", {}))["metric"]
-
-
 def _evaluate_key(spec: dict) -> dict:
-    """What the evaluation's key holds of its spec: all of it, and for a generated-text metric
-    the versions of the libraries that compute its scores (text_scores.METRIC_LIBRARIES), so a
-    new version rescores instead of reusing stored scores. A user metric's module counts by
-    content, as an input (evaluate_inputs)."""
-    from campaign.tasks.generation.text_scores import metric_libraries
+    """What the evaluation's key holds of its spec: all of it, and the versions of the libraries
+    that compute the task's per-item scores (TaskModule.metric_libraries), so a new version
+    rescores instead of reusing stored scores. A user metric's module counts by content, as an
+    input (evaluate_inputs)."""
+    from campaign.core.tasks import module_of
 
-    metric = _generated_metric(spec)
-    libraries = {} if metric is None else metric_libraries(metric)
+    libraries = module_of(spec["task"]).metric_libraries(spec.get("model", {}))
     return {**spec, "metric_libraries": libraries} if libraries else spec
 
 
 def evaluate_inputs(spec: dict, root) -> dict:
     """The evaluate stage's metric_code input (Stage.derive_inputs): the file of a user
-    metric's module (model.generation.metric as a dotted name), or nothing."""
-    from campaign.tasks.generation.text_scores import metric_source
+    metric's module (TaskModule.metric_code), or nothing; and the guards' decisions."""
+    from campaign.core.tasks import module_of
 
-    metric = _generated_metric(spec)
-    source = None if metric is None else metric_source(metric, root)
-    return {"metric_code": [] if source is None else [source], "guards": _guards_file(spec)}
+    source = module_of(spec["task"]).metric_code(spec.get("model", {}), root)
+    return {"metric_code": source, "guards": _guards_file(spec)}
 
 
 def _guards_file(spec: dict) -> list:
@@ -211,15 +189,13 @@ def _guards_file(spec: dict) -> list:
 
 
 def check_metric(params: dict, root) -> None:
-    """`campaign validate`'s check of a generation campaign's model.generation.metric, as the
-    evaluate stage resolves it (text_scores.resolve): a dotted name must import as a function
-    (prediction, reference) -> float of the project or an installed package, not of the
-    standard library. One line naming the key, else nothing."""
-    from campaign.tasks.generation.text_scores import resolve
+    """`campaign validate`'s check of the task's per-item metric as the evaluate stage resolves
+    it (TaskModule.check_metric: a generation campaign's model.generation.metric as a dotted
+    name must import as a function (prediction, reference) -> float of the project or an
+    installed package). One line naming the key, else nothing."""
+    from campaign.core.tasks import module_of
 
-    metric = _generated_metric({"task": params["model"]["task"], "model": params["model"]})
-    if metric is not None:
-        resolve(metric, root)
+    module_of(params["model"]["task"]).check_metric(params["model"], root)
 
 
 def _look_spec(params: dict, look: str) -> dict:

@@ -12,6 +12,35 @@ import numpy as np
 from campaign.evaluate.items import Items
 from campaign.evaluate.stats import score_interval
 
+# The cells' error analysis of generated text (tasks/generation/errors.py writes it, section.py
+# shows it): what counts as a change, and the columns of worst_cells and kept_changes.
+# An item counts as fixed (broken) when every run of the kept option scores at least this much
+# above (below) every run of the control. Half the scale: for 0/1 scores it is the crossing
+# from wrong to right, and for continuous scores it is a change a reader sees in the text, not
+# token-F1 noise of a word more or less.
+CHANGE_THRESHOLD = 0.5
+# How the report states the rule (section.cell_errors).
+CHANGE_RULE = (
+    f"every seed of one at least {CHANGE_THRESHOLD:g} above every seed of the other, so one "
+    "seed's flip is not counted"
+)
+
+WORST_CELL_COLUMNS = ("cell", "split", "id", "score", "seeds", "prompt", "reference", "prediction")
+KEPT_CHANGE_COLUMNS = (
+    "split",
+    "kept",
+    "control",
+    "id",
+    "change",
+    "kept_score",
+    "control_score",
+    "delta",
+    "prompt",
+    "reference",
+    "kept_prediction",
+    "control_prediction",
+)
+
 
 def confusion_rows(variant: str, items: Items, pred: np.ndarray) -> list[dict]:
     """One row per (true, predicted) pair that occurs: the variant's confusion matrix, long."""

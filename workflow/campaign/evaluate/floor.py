@@ -125,3 +125,30 @@ class Timings:
         from campaign.core.fsutil import atomic_write_text
 
         atomic_write_text(path, json.dumps(self.as_dict(), indent=2, sort_keys=True) + "\n")
+
+
+def label_floors(floors, inputs: dict, out, timings: Timings) -> None:
+    """The label tasks' floors (their TaskModule.floor_stage): each of `floors` fitted on the
+    train split file and predicting every evaluation split into
+    out/<name>/predictions_<split>.parquet, the fit and the predictions timed in `timings`.
+    `inputs`: the floor stage's {"train": [path], "validation": [path], "test": [path]}."""
+    import pandas as pd
+
+    from campaign.evaluate.items import SPLITS
+
+    train = pd.read_parquet(inputs["train"][0], columns=["text", "label"])
+    texts = train["text"].astype(str).tolist()
+    labels = train["label"].astype(str).tolist()
+    names = labels_of(labels)
+    for name in floors:
+        (out / name).mkdir(parents=True)
+        with timings.fit(name):
+            model = majority_model(labels) if name == "majority" else tfidf_model(texts, labels)
+        for split in SPLITS:
+            items = pd.read_parquet(inputs[split][0], columns=["id", "text", "label"])
+            with timings.predict(name, split, len(items)):
+                probs = model(items["text"].astype(str).tolist())
+            frame = predictions_frame(
+                items["id"].astype(str).tolist(), items["label"].astype(str).tolist(), names, probs
+            )
+            frame.to_parquet(out / name / f"predictions_{split}.parquet", index=False)

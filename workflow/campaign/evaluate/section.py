@@ -176,11 +176,7 @@ def cell_errors(errors: Path, split: str) -> tuple[list[str], list]:
     """The cells' error analysis (tasks/generation/errors.py) on `split`: each cell's
     lowest-scored items pooled over its seeds, and the items fixed and broken between the
     control and the kept option, counted and listed. ([], []) for an evaluation without them."""
-    from campaign.tasks.generation.errors import (
-        CHANGE_RULE,
-        KEPT_CHANGE_COLUMNS,
-        WORST_CELL_COLUMNS,
-    )
+    from campaign.evaluate.errors import CHANGE_RULE, KEPT_CHANGE_COLUMNS, WORST_CELL_COLUMNS
 
     lines, tables = [], []
     worst_path, changes_path = errors / "worst_cells.parquet", errors / "kept_changes.parquet"

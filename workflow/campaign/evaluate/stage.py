@@ -41,55 +41,24 @@ from campaign.evaluate.stats import percentile_interval, resample_indices
 
 
 def stage_floor(ctx) -> None:
-    """Fit the floors on the train split; write floor/<name>/predictions_<split>.parquet. A
-    task with a module (generation) writes its own floors (its floor_stage), in the same
-    layout; a floor it cannot run gets floor/<name>/SKIPPED.txt with the reason.
+    """Score the task's floors (its TaskModule.floor_stage) into
+    floor/<name>/predictions_<split>.parquet; a floor the task cannot run here gets
+    floor/<name>/SKIPPED.txt with the reason. The fit's and the predictions' seconds go to the
+    timings output (the floor's cost, for the budget).
 
     One BLAS thread: a multi-threaded BLAS sums in an order that depends on the thread count,
     and the floor's probabilities must be the same bytes wherever the job runs (reproduce)."""
     from threadpoolctl import threadpool_limits
 
-    from campaign.core.tasks import check_floors, trainer_module
+    from campaign.core.tasks import check_floors, module_of
 
     check_floors(ctx.spec["task"], ctx.spec["floors"])
-    task = trainer_module(ctx.spec["task"])
+    task = module_of(ctx.spec["task"])
     with threadpool_limits(limits=1):
-        if task is None:
-            _floor(ctx)
-            return
         timings = floor.Timings()
         task.floor_stage(ctx.spec, ctx.inputs, ctx.outputs["floor"], ctx.root, timings)
         if "timings" in ctx.outputs:
             timings.write(ctx.outputs["timings"])
-
-
-def _floor(ctx) -> None:
-    import pandas as pd
-
-    train = pd.read_parquet(ctx.inputs["train"][0], columns=["text", "label"])
-    texts = train["text"].astype(str).tolist()
-    labels = train["label"].astype(str).tolist()
-    names = floor.labels_of(labels)
-    out = ctx.outputs["floor"]
-    timings = floor.Timings()  # the fit and the predictions, for the budget (volatile)
-    for name in ctx.spec["floors"]:
-        (out / name).mkdir(parents=True)
-        with timings.fit(name):
-            model = (
-                floor.majority_model(labels)
-                if name == "majority"
-                else floor.tfidf_model(texts, labels)
-            )
-        for split in SPLITS:
-            items = pd.read_parquet(ctx.inputs[split][0], columns=["id", "text", "label"])
-            with timings.predict(name, split, len(items)):
-                probs = model(items["text"].astype(str).tolist())
-            frame = floor.predictions_frame(
-                items["id"].astype(str).tolist(), items["label"].astype(str).tolist(), names, probs
-            )
-            frame.to_parquet(out / name / f"predictions_{split}.parquet", index=False)
-    if "timings" in ctx.outputs:
-        timings.write(ctx.outputs["timings"])
 
 
 def _variants(ctx) -> list[dict]:
@@ -166,22 +135,53 @@ def _cell_name(factors: list[str], cell: tuple) -> str:
 
 
 def stage_evaluate(ctx) -> None:
+    """Score every variant on both splits with the task's Scorer, compare and decide per
+    split, build the decisions, then the error rows that need them, the items table, and
+    write every output."""
     import pandas as pd
 
-    s = ctx.spec["evaluation"]
-    conf, power = s["confidence"], s["power"]
     factors, cells, seeds, control, cell_ids = read_plan(ctx.inputs["runs"][0])
     score = scorer(
-        ctx.spec["task"], s, ctx.spec.get("model", {}), ctx.inputs["train"][0],
-        [ctx.inputs[x][0] for x in SPLITS],
+        ctx.spec["task"], ctx.spec["evaluation"], ctx.spec.get("model", {}),
+        ctx.inputs["train"][0], [ctx.inputs[x][0] for x in SPLITS],
     )  # fmt: skip
     # What decides: evaluation.metric, or the generated text's per-item metric; everything
     # after the scoring reads it from the evaluation settings.
-    metric = score.metric
-    s = {**s, "metric": metric}
+    s = {**ctx.spec["evaluation"], "metric": score.metric}
     spec = {**ctx.spec, "evaluation": s}
     items = {x: score.items(ctx.inputs[x][0], x) for x in SPLITS}
     variants, skipped = _variants(ctx)
+    _place_variants(variants, cells, seeds, cell_ids)
+    metric_rows, error_rows, scored = _score_variants(ctx, score, s, items, variants, factors)
+    # The floor a cell must beat: the best floor on the split decisions use, on both splits.
+    floors = [v["name"] for v in variants if v["kind"] == "floor"]
+    best_floor = max(floors, key=lambda f: scored[s["decide_on"]][f]["point"]) if floors else None
+    comparison_rows: list[dict] = []
+    for n, split in enumerate(SPLITS):
+        rows = _comparisons(
+            split, variants, scored[split], factors, control, s["metric"], s, s["confidence"],
+            s["power"], items[split], error_rows, metric_rows, best_floor,
+            np.random.default_rng([s["seed"], n, 1]),
+        )  # fmt: skip
+        _decide(rows, split, s["confidence"], s["power"], s, ctx.inputs.get("looks", []))
+        comparison_rows += [questions.public(r) for r in rows]
+
+    kept_unless_shown = _cell_name(factors, control) if control is not None else None
+    look_records = [read_json(p) for p in ctx.inputs.get("looks", [])]
+    decisions = records.build(
+        spec, comparison_rows, metric_rows, best_floor, kept_unless_shown, skipped, look_records
+    )
+    keep = decisions.verdict.keep if decisions.verdict is not None else None
+    error_rows.update(
+        score.decided_errors(scored, _options(variants, factors), keep, kept_unless_shown)
+    )
+    items_frame = _item_frame(variants, factors, items, scored, score.item_metric)
+    _write(ctx, metric_rows, comparison_rows, error_rows, decisions, items_frame, pd)
+
+
+def _place_variants(variants, cells, seeds, cell_ids) -> None:
+    """Each run (and each quantized variant of a run) in its plan cell: its cell, seed and
+    cell id, from the plan table; a run the plan does not name is refused by name."""
     for v in variants:
         if v["kind"] == "run":
             if v["run"] not in cells:
@@ -192,8 +192,11 @@ def stage_evaluate(ctx) -> None:
         if "cell" in v:
             v["cell_id"] = cell_ids[v["cell"]]
 
+
+def _score_variants(ctx, score, s, items, variants, factors):
+    """Every variant scored on every split on the split's shared resamples: (metric rows,
+    error rows by file name, {split: {variant: {point, draws, correct, predictions}}})."""
     metric_rows: list[dict] = []
-    comparison_rows: list[dict] = []
     error_rows: dict[str, list[dict]] = {name: [] for name in score.error_files}
     error_rows.setdefault("changes", [])
     scored: dict[str, dict[str, dict]] = {x: {} for x in SPLITS}  # split -> variant -> scores
@@ -214,40 +217,7 @@ def stage_evaluate(ctx) -> None:
             metric_rows += _metric_rows(v["name"], v, its, got.metrics, cell_name)
             for name, rows in got.errors.items():
                 error_rows[name] += rows
-    # The floor a cell must beat: the best floor on the split decisions use, on both splits.
-    floors = [v["name"] for v in variants if v["kind"] == "floor"]
-    best_floor = max(floors, key=lambda f: scored[s["decide_on"]][f]["point"]) if floors else None
-    for n, split in enumerate(SPLITS):
-        rows = _comparisons(
-            split,
-            variants,
-            scored[split],
-            factors,
-            control,
-            metric,
-            s,
-            conf,
-            power,
-            items[split],
-            error_rows,
-            metric_rows,
-            best_floor,
-            np.random.default_rng([s["seed"], n, 1]),
-        )
-        _decide(rows, split, conf, power, s, ctx.inputs.get("looks", []))
-        comparison_rows += [questions.public(r) for r in rows]
-
-    kept_unless_shown = _cell_name(factors, control) if control is not None else None
-    look_records = [read_json(p) for p in ctx.inputs.get("looks", [])]
-    decisions = records.build(
-        spec, comparison_rows, metric_rows, best_floor, kept_unless_shown, skipped, look_records
-    )
-    keep = decisions.verdict.keep if decisions.verdict is not None else None
-    error_rows.update(
-        score.decided_errors(scored, _options(variants, factors), keep, kept_unless_shown)
-    )
-    items_frame = _item_frame(variants, factors, items, scored, score.item_metric)
-    _write(ctx, metric_rows, comparison_rows, error_rows, decisions, items_frame, pd)
+    return metric_rows, error_rows, scored
 
 
 def _item_frame(variants, factors, items, scored, metric: str):

@@ -40,6 +40,36 @@ class LabelTask(TaskModule):
     # ------------------------------------------------------------------ end preflight and memory
 
     # ------------------------------------------------------------------ evaluate
+    # Whether each label is a response the model scores (causal_lm): then the items' exact
+    # match and the responses' perplexity are reported beside the label metrics.
+    scores_responses = False
+
+    def floor_stage(self, spec: dict, inputs: dict, folder, root, timings) -> None:
+        from campaign.evaluate import label_floors
+
+        label_floors(spec["floors"], inputs, folder, timings)
+
+    def scorer(self, evaluation: dict, model_spec: dict, train, evals):
+        from campaign.evaluate import LabelScoring
+
+        return LabelScoring(evaluation, train, evals, responses=self.scores_responses)
+
+    def check_evaluation(self, params: dict) -> None:
+        """evaluation.metric decides (one of LABEL_METRICS); model.generation is refused."""
+        from campaign.core.errors import CampaignError
+        from campaign.evaluate import LABEL_METRICS
+
+        task = params["model"]["task"]
+        if "generation" in params["model"]:
+            raise CampaignError(
+                f"model.generation: only read by a generation task, not {task}; remove it "
+                f"(evaluation.metric decides)"
+            )
+        if params["evaluation"].get("metric") is None:
+            raise CampaignError(
+                f"evaluation.metric: required for model.task {task} ({' or '.join(LABEL_METRICS)})"
+            )
+
     # ------------------------------------------------------------------ end evaluate
 
     # ------------------------------------------------------------------ quantize

@@ -2,14 +2,15 @@
 the loss on the assistant's tokens only, judged on what the model generates.
 
 Its parts: chat.py (templates, examples, the training hooks), floor.py (the zero-shot and
-retrieval floors), text_scores.py (the per-item metrics), errors.py (error analysis of generated
-text), quantized.py (generation by a quantized variant). transformers and torch are imported
+retrieval floors), scoring.py (the evaluation's Scorer and metric keys), text_scores.py (the
+per-item metrics), errors.py (error analysis of generated text), quantized.py (generation by a
+quantized variant). transformers and torch are imported
 inside the functions that need them."""
 
 from __future__ import annotations
 
 from campaign.core.tasks import TASKS, TaskModule
-from campaign.tasks.generation import chat
+from campaign.tasks.generation import chat, scoring
 
 
 class Generation(TaskModule):
@@ -61,6 +62,12 @@ class Generation(TaskModule):
     # ------------------------------------------------------------------ evaluate
     metric_of = staticmethod(chat.metric_of)
     floor_stage = staticmethod(chat.floor_stage)
+    scorer = staticmethod(scoring.scorer)
+    check_evaluation = staticmethod(scoring.check_evaluation)
+    evaluation_model = staticmethod(scoring.evaluation_model)
+    metric_libraries = staticmethod(scoring.metric_libraries)
+    metric_code = staticmethod(scoring.metric_code)
+    check_metric = staticmethod(scoring.check_metric)
     # ------------------------------------------------------------------ end evaluate
 
     # ------------------------------------------------------------------ quantize

@@ -19,32 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# An item counts as fixed (broken) when every run of the kept option scores at least this much
-# above (below) every run of the control. Half the scale: for 0/1 scores it is the crossing
-# from wrong to right, and for continuous scores it is a change a reader sees in the text, not
-# token-F1 noise of a word more or less.
-CHANGE_THRESHOLD = 0.5
-# How the report states the rule (section.cell_errors).
-CHANGE_RULE = (
-    f"every seed of one at least {CHANGE_THRESHOLD:g} above every seed of the other, so one "
-    "seed's flip is not counted"
-)
-
-WORST_CELL_COLUMNS = ("cell", "split", "id", "score", "seeds", "prompt", "reference", "prediction")
-KEPT_CHANGE_COLUMNS = (
-    "split",
-    "kept",
-    "control",
-    "id",
-    "change",
-    "kept_score",
-    "control_score",
-    "delta",
-    "prompt",
-    "reference",
-    "kept_prediction",
-    "control_prediction",
-)
+# What counts as fixed or broken, and the files' columns: the evaluate phase's (its report
+# section states the rule and shows the columns).
+from campaign.evaluate import CHANGE_THRESHOLD
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from campaign.core.errors import CampaignError
-from campaign.evaluate.floor import Timings
+from campaign.evaluate import Timings
 
 FLOORS = ("retrieval", "zero_shot")
 # TF-IDF as a practitioner would first try it for nearest-prompt lookup; min_df 1: a rare word
