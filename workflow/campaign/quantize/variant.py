@@ -15,7 +15,6 @@ from typing import Any
 from campaign.core.errors import CampaignError
 from campaign.quantize import variants
 
-TASKS = ("sequence_classification", "causal_lm", "generation")
 # The model file each format writes into a variant's model folder (what a user would ship).
 WEIGHT_FILES = {
     "safetensors": "model.safetensors",
@@ -34,7 +33,7 @@ class Variant:
     devices: tuple[str, ...]
     format: str
     calibration: bool
-    tasks: tuple[str, ...]
+    needs: tuple[str, ...]
     cache: dict | None
     inference: str
     module: ModuleType
@@ -43,6 +42,14 @@ class Variant:
 
     def apply(self, model, ctx):
         return self.module.apply(model, ctx)
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        """The tasks it applies to: those whose model offers everything it NEEDS (core/tasks.py
+        TaskModule.offers), in the order of TASKS."""
+        from campaign.core.tasks import TASKS, module_of
+
+        return tuple(t for t in TASKS if all(module_of(t).offers(n) for n in self.needs))
 
     def cache_factory(self):
         """`config -> cache` for the generation engine (campaign.train.engine), or None for
@@ -91,12 +98,12 @@ def get_variant(name: str) -> Variant:
         devices=tuple(need("DEVICES")),
         format=need("FORMAT"),
         calibration=bool(getattr(module, "CALIBRATION", False)),
-        tasks=tuple(getattr(module, "TASKS", TASKS)),
+        needs=tuple(getattr(module, "NEEDS", ())),
         cache=getattr(module, "CACHE", None),
         inference=getattr(module, "INFERENCE", "no_grad"),
         module=module,
         also_libraries=tuple(getattr(module, "ALSO_LIBRARIES", ())),
-        tasks_note=getattr(module, "TASKS_NOTE", None),
+        tasks_note=getattr(module, "NEEDS_NOTE", None),
     )
     need("apply")
     if out.format not in FORMATS:
