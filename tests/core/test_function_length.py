@@ -23,7 +23,6 @@ KNOWN = {
     "evaluate/words.py:decisions": 122,
     "preflight/checks/resume.py:run": 99,
     "preflight/checks/tokenization.py:run": 94,
-    "quantize/stage.py:quantize_run": 98,
     "train/loop.py:__init__": 90,
 }
 
