@@ -175,6 +175,26 @@ def test_kv_cache_variants_skip_a_classifier_with_the_reason(tiny_run, splits, t
     )
 
 
+def test_a_variant_applies_to_the_tasks_whose_model_has_what_it_needs(monkeypatch):
+    """A variant names what it needs of the run's model (NEEDS), each task what its model offers:
+    a task whose model gains a KV cache gets the KV-cache variants, and the skipped rows' words
+    name the tasks that offer it, with no list of task names in the variant modules."""
+    from campaign.core.tasks import module_of
+
+    kv = get_variant("kv_int4")
+    assert kv.needs == ("kv_cache",) and kv.tasks == ("causal_lm", "generation")
+    assert get_variant("onnx_fp32").tasks == ("sequence_classification",)
+    assert get_variant("kv_corrupt").tasks == ("generation",)
+    assert get_variant("int8_dynamic").needs == ()  # every task
+    classifier = module_of("sequence_classification")
+    monkeypatch.setattr(classifier, "model_offers", (*classifier.model_offers, "kv_cache"))
+    assert placement(kv, "cpu", "sequence_classification") == ("cpu", None)
+    monkeypatch.setattr(module_of("causal_lm"), "model_offers", ())
+    device, reason = placement(kv, "cpu", "causal_lm")
+    assert device is None
+    assert reason == "applies to sequence_classification and generation runs; this run is causal_lm"
+
+
 def test_placement_reasons():
     assert placement(get_variant("fp16"), "cuda", "sequence_classification") == ("cuda", None)
     assert placement(get_variant("int8_dynamic"), "cuda", "causal_lm") == ("cpu", None)
