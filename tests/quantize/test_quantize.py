@@ -440,3 +440,16 @@ def test_runs_to_quantize_from_params():
     params["quantization"]["runs"] = ["r0000dead"]
     with pytest.raises(CampaignError, match="quantization.runs: r0000dead is not a planned run"):
         check_runs(params)
+
+
+def test_a_variant_module_naming_tasks_or_an_unknown_need_is_refused(monkeypatch):
+    """A variant module of the old form (TASKS: task names) or one whose NEEDS no task's model
+    offers would apply to every run or to none: refused in one line naming the variant."""
+    module = get_variant("kv_int4").module
+    monkeypatch.setattr(module, "TASKS", ("causal_lm",), raising=False)
+    with pytest.raises(CampaignError, match=r"^variant kv_int4: its module defines TASKS"):
+        get_variant("kv_int4")
+    monkeypatch.delattr(module, "TASKS")
+    monkeypatch.setattr(module, "NEEDS", ("kv_cahce",))
+    with pytest.raises(CampaignError, match=r"^variant kv_int4: NEEDS 'kv_cahce' is offered by"):
+        get_variant("kv_int4")

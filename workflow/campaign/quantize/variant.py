@@ -106,6 +106,7 @@ def get_variant(name: str) -> Variant:
         tasks_note=getattr(module, "NEEDS_NOTE", None),
     )
     need("apply")
+    _check_needs(name, module, out.needs)
     if out.format not in FORMATS:
         raise CampaignError(f"variant {name}: FORMAT {out.format!r} is not one of {FORMATS}")
     if out.inference not in INFERENCE:
@@ -113,6 +114,28 @@ def get_variant(name: str) -> Variant:
     if not set(out.devices) <= {"cpu", "cuda"} or not out.devices:
         raise CampaignError(f"variant {name}: DEVICES must be a non-empty subset of cpu, cuda")
     return out
+
+
+def _check_needs(name: str, module: ModuleType, needs: tuple[str, ...]) -> None:
+    """A variant names what the run's model must have (NEEDS), in the words the tasks' models
+    offer (core/tasks.py TaskModule.model_offers); a list of task names (TASKS) is refused, as
+    is a word no task offers (the variant would be skipped for every run)."""
+    if hasattr(module, "TASKS"):
+        raise CampaignError(
+            f"variant {name}: its module defines TASKS (task names); declare NEEDS instead, "
+            "what the run's model must have (core/tasks.py TaskModule.model_offers)"
+        )
+    if not needs:
+        return
+    from campaign.core.tasks import TASKS, module_of
+
+    offered = sorted({word for t in TASKS for word in module_of(t).model_offers})
+    unknown = [n for n in needs if n not in offered]
+    if unknown:
+        raise CampaignError(
+            f"variant {name}: NEEDS {unknown[0]!r} is offered by no task's model "
+            f"(offered: {', '.join(offered)})"
+        )
 
 
 def library_version(package: str) -> str:
