@@ -188,6 +188,12 @@ class TaskModule:
         the task's runs show none)."""
         return {"generation": None}
 
+    def selection_metric(self, metric: str | None, model: dict) -> str | None:
+        """The metric the quantize selection (quantization.runs representative or best_seed)
+        ranks runs by: evaluation.metric (`metric`) by default; a task decided on its own
+        settings names its per-item metric from `model` (its metric_of)."""
+        return metric
+
     def quantized(self, job):
         """Judge a quantized variant of one of the task's runs (campaign.quantize.stage calls
         it with its Job: spec, inputs, root, ctx, variant): ({split: predictions frame with the

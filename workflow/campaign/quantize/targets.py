@@ -190,8 +190,8 @@ def stage_select(ctx) -> None:
     predictions = ctx.inputs[f"predictions_{spec['split']}"]
     task, model = spec.get("task"), spec.get("model")
     scores = run_scores(predictions, splits, spec["split"], spec["metric"], task, model)
-    # evaluation.metric for labels; a task without it (generation) names its per-item metric
-    metric = spec["metric"] or module_of(task).metric_of(model)
+    # evaluation.metric, or the per-item metric the task names (generation: its own settings')
+    metric = module_of(task or next(iter(TASKS))).selection_metric(spec["metric"], model)
     by = criterion(spec["split"], metric)
     if spec["mode"] == "best_seed":
         selection = select_best_seed(scores, by)

@@ -47,6 +47,10 @@ class Generation(TaskModule):
     scoring_only_settings = ("metric",)
     settings_defaults = GENERATION_DEFAULTS
 
+    def selection_metric(self, metric, model: dict) -> str:
+        """model.generation.metric, whatever evaluation.metric says."""
+        return self.metric_of(model)
+
     def quantized(self, job):
         """A variant generates every validation and test answer (quantized.py; torch is
         imported there, not when the DAG lists the tasks)."""
