@@ -213,6 +213,23 @@ def test_a_base_with_nothing_to_forget_is_refused():
         check_guards(_params(one, task="sequence_classification"))
 
 
+def test_which_tasks_a_guard_can_score_is_what_the_task_model_offers(monkeypatch):
+    """A task is guarded when its model is a causal LM the harness can score (its TaskModule
+    offers "lm_harness"): the check and its words follow the task, not a list of names."""
+    from campaign.core.tasks import module_of
+
+    one = [{"task": "tiny_guard", "include": "g/tiny_guard.yaml"}]
+    message = "guards need causal_lm or generation"
+    with pytest.raises(CampaignError, match=message):
+        check_guards(_params(one, task="sequence_classification"))
+    classifier = module_of("sequence_classification")
+    monkeypatch.setattr(classifier, "model_offers", (*classifier.model_offers, "lm_harness"))
+    check_guards(_params(one, task="sequence_classification"))  # now one the harness scores
+    monkeypatch.setattr(module_of("causal_lm"), "model_offers", ())
+    with pytest.raises(CampaignError, match="guards need sequence_classification or generation"):
+        check_guards(_params(one, task="causal_lm"))
+
+
 def test_guards_margin_defaults_to_the_max_quality_loss():
     from campaign.guards.tasks import guards_of
 

@@ -126,3 +126,18 @@ def test_the_reference_prints_the_model_defaults():
     page = (params_doc.ROOT / "docs" / "params.md").read_text()
     assert "`model.chat_template`" in page and "Absent: model |" in page
     assert f"Absent: {GENERATION_DEFAULTS['metric']} |" in page
+
+
+def test_which_model_keys_count_in_run_ids_is_the_task_own(params, monkeypatch):
+    """The task names its own model settings, which of them only score (in no run id) and their
+    defaults (TaskModule.settings_key, scoring_only_settings, settings_defaults): run ids and
+    run specs follow the task's declaration, not key names written in the plan."""
+    from campaign.core.tasks import module_of
+
+    wider = copy.deepcopy(params)
+    wider["model"]["generation"]["batch_size"] = 4
+    assert ids(wider) != ids(params)  # a generating key: another run
+    task = module_of("generation")
+    monkeypatch.setattr(task, "scoring_only_settings", ("metric", "batch_size"))
+    assert ids(wider) == ids(params)  # declared scoring only: the same run
+    assert "batch_size" not in run_spec_of(wider, ids(wider)[0])["model"]["generation"]

@@ -34,9 +34,11 @@ def registry_variants() -> dict[str, object]:
 
 def cpu_runs(module) -> bool:
     """A variant a CPU job runs for a sequence classifier, as the module declares it."""
+    from campaign.core.tasks import module_of
+
     devices = getattr(module, "DEVICES", ("cpu", "cuda"))
-    tasks = getattr(module, "TASKS", ("sequence_classification",))
-    return "cpu" in devices and "sequence_classification" in tasks
+    classifier = module_of("sequence_classification")
+    return "cpu" in devices and all(classifier.offers(n) for n in getattr(module, "NEEDS", ()))
 
 
 def test_every_cpu_variant_of_the_registry_torch_fp32_first():

@@ -175,6 +175,26 @@ def test_kv_cache_variants_skip_a_classifier_with_the_reason(tiny_run, splits, t
     )
 
 
+def test_a_variant_applies_to_the_tasks_whose_model_has_what_it_needs(monkeypatch):
+    """A variant names what it needs of the run's model (NEEDS), each task what its model offers:
+    a task whose model gains a KV cache gets the KV-cache variants, and the skipped rows' words
+    name the tasks that offer it, with no list of task names in the variant modules."""
+    from campaign.core.tasks import module_of
+
+    kv = get_variant("kv_int4")
+    assert kv.needs == ("kv_cache",) and kv.tasks == ("causal_lm", "generation")
+    assert get_variant("onnx_fp32").tasks == ("sequence_classification",)
+    assert get_variant("kv_corrupt").tasks == ("generation",)
+    assert get_variant("int8_dynamic").needs == ()  # every task
+    classifier = module_of("sequence_classification")
+    monkeypatch.setattr(classifier, "model_offers", (*classifier.model_offers, "kv_cache"))
+    assert placement(kv, "cpu", "sequence_classification") == ("cpu", None)
+    monkeypatch.setattr(module_of("causal_lm"), "model_offers", ())
+    device, reason = placement(kv, "cpu", "causal_lm")
+    assert device is None
+    assert reason == "applies to sequence_classification and generation runs; this run is causal_lm"
+
+
 def test_placement_reasons():
     assert placement(get_variant("fp16"), "cuda", "sequence_classification") == ("cuda", None)
     assert placement(get_variant("int8_dynamic"), "cuda", "causal_lm") == ("cpu", None)
@@ -420,3 +440,16 @@ def test_runs_to_quantize_from_params():
     params["quantization"]["runs"] = ["r0000dead"]
     with pytest.raises(CampaignError, match="quantization.runs: r0000dead is not a planned run"):
         check_runs(params)
+
+
+def test_a_variant_module_naming_tasks_or_an_unknown_need_is_refused(monkeypatch):
+    """A variant module of the old form (TASKS: task names) or one whose NEEDS no task's model
+    offers would apply to every run or to none: refused in one line naming the variant."""
+    module = get_variant("kv_int4").module
+    monkeypatch.setattr(module, "TASKS", ("causal_lm",), raising=False)
+    with pytest.raises(CampaignError, match=r"^variant kv_int4: its module defines TASKS"):
+        get_variant("kv_int4")
+    monkeypatch.delattr(module, "TASKS")
+    monkeypatch.setattr(module, "NEEDS", ("kv_cahce",))
+    with pytest.raises(CampaignError, match=r"^variant kv_int4: NEEDS 'kv_cahce' is offered by"):
+        get_variant("kv_int4")

@@ -76,13 +76,23 @@ GENERATION_DEFAULTS = MappingProxyType(
 def generation_settings(model: dict) -> dict:
     """model.generation with every key of GENERATION_DEFAULTS it lacks filled in (a new dict);
     an unknown key is one line naming it."""
-    given = model.get("generation") or {}
+    key = generation_key()
+    given = model.get(key) or {}
     unknown = sorted(set(given) - set(GENERATION_DEFAULTS))
     if unknown:
         from campaign.core.errors import CampaignError
 
-        raise CampaignError(f"model.generation.{unknown[0]}: unknown key")
+        raise CampaignError(f"model.{key}.{unknown[0]}: unknown key")
     return {**GENERATION_DEFAULTS, **given}
+
+
+def generation_key() -> str:
+    """The model key GENERATION_DEFAULTS are the defaults of: the settings_key of the task whose
+    own settings they are (core/tasks.py TaskModule), so that no key name is written twice."""
+    from campaign.core.tasks import TASKS, module_of
+
+    owners = [module_of(t) for t in TASKS]
+    return next(t.settings_key for t in owners if t.settings_defaults is GENERATION_DEFAULTS)
 
 
 DATA_DEFAULTS = MappingProxyType(

@@ -216,6 +216,71 @@ class TaskModule:
     # ------------------------------------------------------------------ end evaluate
 
     # ------------------------------------------------------------------ quantize
+    # (and what plan, quantize and guards ask of a task: its model's parts, its own settings)
+    # What the task's trained model has, that a quantization variant (its NEEDS) or a guard may
+    # need: "classification_head" (a head giving each label's probability: what an ONNX export
+    # serves), "kv_cache" (it decodes token by token through a KV cache, which a KV-cache
+    # variant quantizes), "judged_on_generation" (it is scored on the text it generates, so a
+    # broken cache shows in its scores), "lm_harness" (a causal LM that lm-evaluation-harness
+    # can score: evaluation.guards), "chat_format" (its jobs format conversations: they read
+    # data.special_tokens).
+    model_offers: tuple[str, ...] = ()
+
+    def offers(self, need: str) -> bool:
+        """Whether the task's model has `need` (one of model_offers' words): the quantize
+        phase's variant placement, the guards' check and the run spec ask it."""
+        return need in self.model_offers
+
+    # The task's own model settings: model.<settings_key> (None: the task has none), the keys
+    # of it that only score what was generated (no job that trains or generates reads them),
+    # and its defaults (core/defaults.py: a key at its default counts as absent).
+    settings_key: str | None = None
+    scoring_only_settings: tuple[str, ...] = ()
+    settings_defaults: dict = {}  # read only (a task's is a MappingProxyType)
+
+    def own_settings(self, model: dict, scoring: bool = True) -> dict:
+        """{settings_key: section} of the task's own model settings as `model` gives them ({}:
+        the task has none, or they are absent); scoring=False leaves out scoring_only_settings.
+        plan/ids.py (run specs, run ids) and the quantize selection's spec read it."""
+        if self.settings_key is None or self.settings_key not in model:
+            return {}
+        section = model[self.settings_key]
+        if not scoring and section:
+            section = {k: v for k, v in section.items() if k not in self.scoring_only_settings}
+        return {self.settings_key: section}
+
+    def settings_in_ids(self, model: dict) -> dict:
+        """The task's own settings as a run id hashes them (plan/ids.py generating_keys):
+        own_settings(scoring=False) with each key at its default left out (an absent key and
+        its default are one run), and a section left empty dropped."""
+        out = {}
+        for key, section in self.own_settings(model, scoring=False).items():
+            defaults = self.settings_defaults
+            kept = {
+                k: v for k, v in (section or {}).items() if not (k in defaults and v == defaults[k])
+            }
+            if kept:
+                out[key] = kept
+        return out
+
+    def quantize_settings(self, section: dict) -> dict:
+        """The task's part of a quantize job's spec, from the `quantization` section: the
+        sample generation a job shows ("generation": quantization.generation, or None where
+        the task's runs show none)."""
+        return {"generation": None}
+
+    def selection_metric(self, metric: str | None, model: dict) -> str | None:
+        """The metric the quantize selection (quantization.runs representative or best_seed)
+        ranks runs by: evaluation.metric (`metric`) by default; a task decided on its own
+        settings names its per-item metric from `model` (its metric_of)."""
+        return metric
+
+    def quantized(self, job):
+        """Judge a quantized variant of one of the task's runs (campaign.quantize.stage calls
+        it with its Job: spec, inputs, root, ctx, variant): ({split: predictions frame with the
+        run's columns}, the quantized model, result fields, measurements fields)."""
+        self._unsupported("quantization")
+
     # ------------------------------------------------------------------ end quantize
 
     # ------------------------------------------------------------------ init

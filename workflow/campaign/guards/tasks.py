@@ -19,8 +19,14 @@ LOCAL_BUILDERS = ("json", "csv", "parquet", "text")
 NEEDS_HARNESS = (
     "guards need lm-evaluation-harness: pip install 'lm-eval==0.4.13' 'accelerate==1.16.0'"
 )
-# The model tasks whose trained model is a causal LM the harness can score.
-GUARDED_TASKS = ("causal_lm", "generation")
+
+
+def guarded_tasks() -> list[str]:
+    """The model tasks whose trained model is a causal LM the harness can score (the task's
+    model offers "lm_harness": core/tasks.py TaskModule), in the order of TASKS."""
+    from campaign.core.tasks import TASKS, module_of
+
+    return [t for t in TASKS if module_of(t).offers("lm_harness")]
 
 
 def guards_of(params: dict) -> list[dict]:
@@ -100,10 +106,10 @@ def check_guards(params: dict) -> None:
     if not guards:
         return
     model = params["model"]
-    if model["task"] not in GUARDED_TASKS:
+    if model["task"] not in guarded_tasks():
         raise CampaignError(
             f"evaluation.guards: model.task {model['task']} trains no causal LM the harness can "
-            f"score; guards need {' or '.join(GUARDED_TASKS)}"
+            f"score; guards need {' or '.join(guarded_tasks())}"
         )
     if model["source"] == "from_config":
         raise CampaignError(

@@ -9,12 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from campaign.core.defaults import (
-    DATA_DEFAULTS,
-    GENERATION_DEFAULTS,
-    MODEL_DEFAULTS,
-    TRAIN_DEFAULTS,
-)
+from campaign.core.defaults import DATA_DEFAULTS, MODEL_DEFAULTS, TRAIN_DEFAULTS
 from campaign.core.errors import CampaignError
 from campaign.core.hashing import hash_value
 
@@ -27,27 +22,28 @@ RUN_ID_PATTERN = RUN_ID_PREFIX + f"[0-9a-f]{{{RUN_ID_HEX}}}"
 # Gradient checkpointing recomputes the same activations (tests/train/test_levers.py shows the
 # weights bitwise equal on CPU).
 OPERATIONAL_TRAIN_KEYS = ("checkpoint_every", "keep_checkpoints", "gradient_checkpointing")
-# model.generation keys that only score what was generated (the evaluation scores the texts):
-# no job that trains or generates reads them, so changing them rescores and retrains nothing.
-SCORING_ONLY_GENERATION_KEYS = ("metric",)
+
+
+def task_of(model: dict):
+    """The TaskModule of a `model` spec (core/tasks.py module_of); a spec naming no known task
+    (a partial one) gets the base TaskModule: no own settings, nothing offered."""
+    from campaign.core.tasks import TASKS, TaskModule, module_of
+
+    task = model.get("task")
+    return module_of(task) if task in TASKS else TaskModule()
 
 
 def generating_keys(model: dict) -> dict:
-    """model.chat_template and model.generation as a job that generates hashes them: a key at
-    its default (core/defaults.py) left out, as absent (an absent key and its default are one
-    run), and the scoring-only keys left out."""
+    """model.chat_template and the task's own model settings (model.generation) as a job that
+    generates hashes them: a key at its default (core/defaults.py) left out, as absent (an
+    absent key and its default are one run), and the scoring-only keys left out (the task's
+    settings_in_ids: no job that trains or generates reads them, so changing them rescores and
+    retrains nothing)."""
     out = {}
     template = model.get("chat_template", MODEL_DEFAULTS["chat_template"])
     if template != MODEL_DEFAULTS["chat_template"]:
         out["chat_template"] = template
-    generation = {
-        k: v
-        for k, v in (model.get("generation") or {}).items()
-        if k not in SCORING_ONLY_GENERATION_KEYS
-        and not (k in GENERATION_DEFAULTS and v == GENERATION_DEFAULTS[k])
-    }
-    if generation:
-        out["generation"] = generation
+    out.update(task_of(model).settings_in_ids(model))
     if "special_tokens" in model:  # only when not the default (with_special_tokens)
         out["special_tokens"] = model["special_tokens"]
     return out
@@ -58,15 +54,8 @@ def with_special_tokens(model: dict, params: dict) -> dict:
     data.special_tokens when it is not the default (refuse): the formatting reads it there
     (core/defaults.py special_tokens_policy); a spec at the default keeps its id and store
     entries."""
-    from campaign.core.tasks import TASKS
-
     policy = (params.get("data") or {}).get("special_tokens", DATA_DEFAULTS["special_tokens"])
-    task = TASKS.get(model.get("task"))
-    if (
-        policy == DATA_DEFAULTS["special_tokens"]
-        or task is None
-        or task.scoring != "generated_text"
-    ):
+    if policy == DATA_DEFAULTS["special_tokens"] or not task_of(model).offers("chat_format"):
         return model
     return {**model, "special_tokens": policy}
 
@@ -96,8 +85,7 @@ def resolved_spec(params: dict, overrides: dict[str, Any], seed: int) -> dict:
         node[last] = level
     # The evaluation reads the scoring-only keys from the params; no job that trains or
     # generates does, so a run's spec (every training job's Snakemake params) leaves them out.
-    for key in SCORING_ONLY_GENERATION_KEYS:
-        (spec["model"].get("generation") or {}).pop(key, None)
+    spec["model"].update(task_of(spec["model"]).own_settings(spec["model"], scoring=False))
     spec["seed"] = seed
     return spec
 
@@ -141,7 +129,7 @@ def identity(spec: dict) -> dict:
     counts by its content (the base_model input of every job that builds the model). An optional
     train key at its default (TRAIN_DEFAULTS) is left out too: a spec written before
     the key existed trains the same model, and must keep its id and store entries. The same
-    for model.chat_template and model.generation (generating_keys)."""
+    for model.chat_template and the task's own settings (generating_keys)."""
     command = command_of(spec["train"])
     train = {
         k: v
@@ -158,8 +146,9 @@ def identity(spec: dict) -> dict:
     if "grad_accum" in train:
         train["grad_accum"] = train["grad_accum"] * devices
     model = spec["model"]
+    generating = ("chat_template", *task_of(model).own_settings(model))
     model = {
-        **{k: v for k, v in model.items() if k not in ("chat_template", "generation")},
+        **{k: v for k, v in model.items() if k not in generating},
         **generating_keys(model),
     }
     if model["source"] != "from_config":

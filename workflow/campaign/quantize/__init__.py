@@ -53,7 +53,7 @@ def quantize_spec(params: dict, run: str, variant: str) -> dict:
     section = params["quantization"]
     task = run_spec["model"]["task"]
     source = run_spec["model"]["source"]
-    from campaign.core.tasks import TASKS
+    from campaign.core.tasks import TASKS, module_of
 
     # A task whose runs generate: the run's template and generation settings (its variants
     # generate as the run did; the evaluation scores them by the runs' metric, in no key here).
@@ -68,7 +68,8 @@ def quantize_spec(params: dict, run: str, variant: str) -> dict:
         "batch_size": run_spec["train"]["micro_batch"],
         "variant": key_info(variant),
         "calibration": section["calibration"] if declared.calibration else None,
-        "generation": section["generation"] if task == "causal_lm" else None,
+        # The task's part: the sample generation its jobs show (quantization.generation).
+        **module_of(task).quantize_settings(section),
         "timing": section["timing"],
         # A LoRA run's model folder is its adapter: the base is read beside it (derive_inputs).
         "base_source": None if source == "from_config" else source,
@@ -104,7 +105,7 @@ def _select_spec(params: dict) -> dict:
     cells = run_cells(params) if mode == "representative" else None
     # The evaluation's metric and decision split, only where a selection is made.
     evaluation = params["evaluation"]
-    # (a generation campaign has none: targets.py reads model.generation.metric then)
+    # (a generation campaign has none: targets.py asks the task's metric_of then)
     metric = evaluation.get("metric") if mode else None
     spec = {
         "mode": mode,
@@ -112,12 +113,11 @@ def _select_spec(params: dict) -> dict:
         "metric": metric,
         "split": evaluation["decide_on"] if mode else None,
     }
-    from campaign.core.tasks import TASKS
+    from campaign.core.tasks import TASKS, module_of
 
     task = params["model"]["task"]
-    if mode and task in TASKS:  # a task module's runs: its per-item score picks (generation)
-        model = {k: v for k, v in params["model"].items() if k == "generation"}
-        spec |= {"task": task, "model": model}
+    if mode and task in TASKS:  # the task's own model settings name its per-item metric
+        spec |= {"task": task, "model": module_of(task).own_settings(params["model"])}
     return spec
 
 

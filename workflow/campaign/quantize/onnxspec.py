@@ -5,5 +5,5 @@ campaign.quantize.onnxrt, which builds and serves the models, imports torch."""
 
 OPSET = 18
 INPUTS = ("input_ids", "attention_mask")
-# Why a causal LM row is skipped (campaign.quantize.variant: TASKS_NOTE).
+# Why a causal LM row is skipped (campaign.quantize.variant: NEEDS_NOTE).
 CAUSAL_NOTE = "the ONNX export here has no KV-cache inputs/outputs (past_key_values) for generation"

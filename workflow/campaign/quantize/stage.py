@@ -29,7 +29,7 @@ import torch
 
 from campaign.core.errors import CampaignError
 from campaign.core.hashing import hash_value
-from campaign.core.tasks import trainer_module
+from campaign.core.tasks import module_of
 from campaign.memory import track_peak
 from campaign.quantize.measure import (
     accuracy,
@@ -104,25 +104,74 @@ def _peak_bytes(record: dict) -> int:
     return int(record.get("peak_allocated", record.get("rss_peak", 0)))
 
 
-def quantize_run(
-    spec: dict,
-    inputs: dict[str, list[Path]],
-    outputs: dict[str, Path],
-    job_device: str,
-    key: str | None = None,
-    code_version: str | None = None,
-    root: Path | None = None,
-):
-    """The stage body (see the module docstring). Returns the result record, which names the
-    content key the runner stores the outputs under (`key`) and the stage's code version."""
-    import pandas as pd
+@dataclass
+class Job:
+    """One quantize job as its task's `quantized` sees it (core/tasks.py TaskModule): the job's
+    spec and inputs, the project root, the Context (device, the saved run, calibration), the
+    variant and the run's own predictions (references)."""
 
-    variant = get_variant(spec["variant"]["name"])
+    spec: dict
+    inputs: dict[str, list[Path]]
+    root: Path
+    ctx: Context
+    variant: Variant
+    references: dict
+    splits: dict = field(default_factory=dict)
+
+    def split(self, name: str):
+        """An evaluation (or the train) split, read once."""
+        if name not in self.splits:
+            self.splits[name] = read_split(self.inputs[name], name)
+        return self.splits[name]
+
+    def inference(self):
+        """The context the variant predicts under (its INFERENCE)."""
+        return inference_context(self.variant.inference)
+
+    peak_bytes = staticmethod(_peak_bytes)
+
+    def label_scores(self) -> tuple:
+        """A label task's variant: calibrated where it asks, applied, its label predictions on
+        both evaluation splits compared with the run's own (agreement, accuracy), and timed on
+        the test split. Returns (frames, model, result fields, measurements fields)."""
+        spec, ctx, variant = self.spec, self.ctx, self.variant
+        fields: dict[str, Any] = {}
+        if variant.calibration:
+            cal = spec["calibration"]
+            sample = calibration_sample(self.split("train"), cal["size"], cal["seed"])
+            ctx.calibration = batches_of(ctx.saved, sample, spec["batch_size"], ctx.device)
+            fields["calibration"] = {
+                "split": "train",
+                "size": len(sample),
+                "seed": cal["seed"],
+                "ids_hash": hash_value(sample.ids),
+            }
+        torch.manual_seed(0)  # nothing here draws, but a library might: the same draws every time
+        model = variant.apply(ctx.saved.load(), ctx)
+        model.eval()
+        with self.inference():
+            frames = {
+                n: ctx.saved.predictions(model, self.split(n), ctx.device) for n in EVAL_SPLITS
+            }
+        refs = self.references
+        fields["agreement"] = {
+            n: agreement(frames[n], refs[n], f"predictions_{n}") for n in EVAL_SPLITS
+        }
+        fields["accuracy"] = {n: accuracy(frames[n]) for n in EVAL_SPLITS}
+        fields["reference_accuracy"] = {n: accuracy(refs[n]) for n in EVAL_SPLITS}
+        measured = measure(
+            model, ctx.saved, self.split("test"), spec["timing"], variant, ctx.device
+        )
+        return frames, model, fields, measured
+
+
+def _saved_run(spec: dict, inputs: dict[str, list[Path]]) -> SavedModel:
+    """The trained run the job quantizes: its model folder, labels (run_manifest), encoding."""
     try:
         manifest = json.loads(Path(inputs["run_manifest"][0]).read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise CampaignError(f"input 'run_manifest': not readable JSON ({e})") from None
-    saved = SavedModel(
+    return SavedModel(
         folder=Path(inputs["model"][0]),
         task=spec["task"],
         labels=list(manifest["labels"]),
@@ -130,7 +179,10 @@ def quantize_run(
         batch_size=spec["batch_size"],
         base=Path(inputs["base_model"][0]) if inputs.get("base_model") else None,
     )
-    references = {name: pd.read_parquet(inputs[f"predictions_{name}"][0]) for name in EVAL_SPLITS}
+
+
+def _identity(spec: dict, variant: Variant, key: str | None, code_version: str | None) -> dict:
+    """What the result says of the job before it runs: run, variant, method, library, key."""
     result: dict[str, Any] = {
         "run": spec["run"],
         "variant": variant.name,
@@ -146,60 +198,42 @@ def quantize_run(
     }
     if "libraries" in spec["variant"]:  # an ONNX variant: onnx's version beside onnxruntime's
         result["libraries"] = spec["variant"]["libraries"]
+    return result
+
+
+def quantize_run(
+    spec: dict,
+    inputs: dict[str, list[Path]],
+    outputs: dict[str, Path],
+    job_device: str,
+    key: str | None = None,
+    code_version: str | None = None,
+    root: Path | None = None,
+):
+    """The stage body (see the module docstring): the run's task judges the variant (its
+    `quantized`: labels scored, or answers generated); this writes what it gives. Returns the
+    result record, which names the content key the runner stores the outputs under (`key`)
+    and the stage's code version."""
+    import pandas as pd
+
+    variant = get_variant(spec["variant"]["name"])
+    saved = _saved_run(spec, inputs)
+    references = {name: pd.read_parquet(inputs[f"predictions_{name}"][0]) for name in EVAL_SPLITS}
+    result = _identity(spec, variant, key, code_version)
     device_type, reason = placement(variant, job_device, spec["task"])
     measurements: dict[str, Any] = {"job_device": job_device, "threads": torch.get_num_threads()}
-    folder = Path(outputs["model"])
     if reason is not None:
         return _skipped(reason, result, measurements, references, outputs)
     device = torch.device(device_type)
-    if trainer_module(spec["task"]) is not None:  # a task whose runs generate: judged on that
-        job = (spec, inputs, outputs, root or Path("."))
-        return _generated(*job, saved, variant, device, result, measurements)
-    splits = {name: read_split(inputs[name], name) for name in EVAL_SPLITS}
     ctx = Context(device=device, saved=saved)
-    if variant.calibration:
-        cal = spec["calibration"]
-        sample = calibration_sample(read_split(inputs["train"], "train"), cal["size"], cal["seed"])
-        ctx.calibration = batches_of(saved, sample, spec["batch_size"], device)
-        result["calibration"] = {
-            "split": "train",
-            "size": len(sample),
-            "seed": cal["seed"],
-            "ids_hash": hash_value(sample.ids),
-        }
-    torch.manual_seed(0)  # nothing here draws, but a library might: the same draws every time
-    model = variant.apply(saved.load(), ctx)
-    model.eval()
-    with inference_context(variant.inference):
-        frames = {name: saved.predictions(model, splits[name], device) for name in EVAL_SPLITS}
+    job = Job(spec, inputs, root or Path("."), ctx, variant, references)
+    frames, model, fields, measured = module_of(spec["task"]).quantized(job)
     for name in EVAL_SPLITS:
         write_parquet(frames[name], outputs[f"predictions_{name}"])
-    result["size_bytes"] = save_variant(model, variant, folder)
+    result["size_bytes"] = save_variant(model, variant, Path(outputs["model"]))
     result["state_bytes"] = state_bytes(model)
-    result["agreement"] = {
-        name: agreement(frames[name], references[name], f"predictions_{name}")
-        for name in EVAL_SPLITS
-    }
-    result["accuracy"] = {name: accuracy(frames[name]) for name in EVAL_SPLITS}
-    result["reference_accuracy"] = {name: accuracy(references[name]) for name in EVAL_SPLITS}
-    result["status"] = "ok"
-    result["reason"] = None
-    result["device"] = device.type
-    if spec.get("generation") is not None:
-        from campaign.tasks.generation.quantized import generate
-
-        gen = spec["generation"]
-        with inference_context(variant.inference):
-            result["generation"] = generate(
-                model,
-                saved,
-                splits["validation"],
-                gen["prompts"],
-                gen["max_new_tokens"],
-                device,
-                cache=variant.cache,
-            )
-    measurements.update(measure(model, saved, splits["test"], spec["timing"], variant, device))
+    result.update(fields, status="ok", reason=None, device=device.type)
+    measurements.update(measured)
     _write_json(outputs["result"], result)
     _write_json(outputs["measurements"], measurements)
     return result
@@ -214,33 +248,6 @@ def _skipped(reason: str, result: dict, measurements: dict, references: dict, ou
     (folder / "SKIPPED.txt").write_text(reason + "\n", encoding="utf-8")
     for name in EVAL_SPLITS:
         write_parquet(references[name].iloc[0:0], outputs[f"predictions_{name}"])
-    _write_json(outputs["result"], result)
-    _write_json(outputs["measurements"], measurements)
-    return result
-
-
-def _generated(spec, inputs, outputs, root, saved, variant, device, result, measurements) -> dict:
-    """A generation run's variant (tasks/generation/quantized.py): predictions
-    with the per-item score, so the evaluation decides on what the variant generates."""
-    from campaign.tasks.generation.quantized import generation_variant
-
-    torch.manual_seed(0)
-    with inference_context(variant.inference), track_peak(device, memory := {}, "generate"):
-        ctx = Context(device=device, saved=saved)
-        frames, model, fields, measured = generation_variant(spec, inputs, ctx, variant, root)
-    for name in EVAL_SPLITS:
-        write_parquet(frames[name], outputs[f"predictions_{name}"])
-    result["size_bytes"] = save_variant(model, variant, Path(outputs["model"]))
-    result["state_bytes"] = state_bytes(model)
-    # No score here: the evaluation scores what the variant generated (tasks/generation/chat.py
-    # PREDICTION_COLUMNS); agreement with the run's own outputs needs no metric.
-    result.update(fields, accuracy=None, status="ok", reason=None, device=device.type)
-    measurements.update(
-        measured,
-        device=device.type,
-        memory=memory["generate"],
-        peak_memory_bytes=_peak_bytes(memory["generate"]),
-    )
     _write_json(outputs["result"], result)
     _write_json(outputs["measurements"], measurements)
     return result

@@ -27,7 +27,7 @@ from pathlib import Path
 from campaign.core.errors import CampaignError
 from campaign.core.fsutil import atomic_write_text
 from campaign.core.io import read_json
-from campaign.core.tasks import trainer_module
+from campaign.core.tasks import TASKS, module_of
 
 MODES = ("representative", "best_seed", "control", "all")
 SELECTED = ("representative", "best_seed")  # known after training: the checkpoint picks
@@ -101,14 +101,17 @@ def run_scores(
     splits: dict[str, Path],
     split: str,
     metric: str,
-    task: str = "sequence_classification",
+    task: str | None = None,
     model: dict | None = None,
 ) -> dict[str, float | None]:
     """{run id: its `metric` on `split`, None when the split has no items} from the runs'
     results/runs/<run>/predictions_<split>.parquet, scored as the evaluation scores them (its
     items, its campaign label list, its metric code; for generated text the mean per-item
-    score, campaign.evaluate.scoring). splits: {train, validation, test: path}."""
+    score, campaign.evaluate.scoring). splits: {train, validation, test: path}. task: model.task
+    (None: the first of TASKS, the label task a selection spec named before it held the task)."""
     from campaign.evaluate import scorer
+
+    task = task or next(iter(TASKS))
 
     evals = [splits["validation"], splits["test"]]
     settings = {"metric": metric, "slices": _NO_SLICES}
@@ -185,10 +188,11 @@ def stage_select(ctx) -> None:
         )
     splits = {name: ctx.inputs[name][0] for name in ("train", "validation", "test")}
     predictions = ctx.inputs[f"predictions_{spec['split']}"]
-    task, model = spec.get("task", "sequence_classification"), spec.get("model")
+    task, model = spec.get("task"), spec.get("model")
     scores = run_scores(predictions, splits, spec["split"], spec["metric"], task, model)
-    hooks = trainer_module(task)  # a task module names its per-item metric (generation)
-    by = criterion(spec["split"], spec["metric"] if hooks is None else hooks.metric_of(model))
+    # evaluation.metric, or the per-item metric the task names (generation: its own settings')
+    metric = module_of(task or next(iter(TASKS))).selection_metric(spec["metric"], model)
+    by = criterion(spec["split"], metric)
     if spec["mode"] == "best_seed":
         selection = select_best_seed(scores, by)
     else:

@@ -15,7 +15,6 @@ from typing import Any
 from campaign.core.errors import CampaignError
 from campaign.quantize import variants
 
-TASKS = ("sequence_classification", "causal_lm", "generation")
 # The model file each format writes into a variant's model folder (what a user would ship).
 WEIGHT_FILES = {
     "safetensors": "model.safetensors",
@@ -34,7 +33,7 @@ class Variant:
     devices: tuple[str, ...]
     format: str
     calibration: bool
-    tasks: tuple[str, ...]
+    needs: tuple[str, ...]
     cache: dict | None
     inference: str
     module: ModuleType
@@ -43,6 +42,14 @@ class Variant:
 
     def apply(self, model, ctx):
         return self.module.apply(model, ctx)
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        """The tasks it applies to: those whose model offers everything it NEEDS (core/tasks.py
+        TaskModule.offers), in the order of TASKS."""
+        from campaign.core.tasks import TASKS, module_of
+
+        return tuple(t for t in TASKS if all(module_of(t).offers(n) for n in self.needs))
 
     def cache_factory(self):
         """`config -> cache` for the generation engine (campaign.train.engine), or None for
@@ -91,14 +98,15 @@ def get_variant(name: str) -> Variant:
         devices=tuple(need("DEVICES")),
         format=need("FORMAT"),
         calibration=bool(getattr(module, "CALIBRATION", False)),
-        tasks=tuple(getattr(module, "TASKS", TASKS)),
+        needs=tuple(getattr(module, "NEEDS", ())),
         cache=getattr(module, "CACHE", None),
         inference=getattr(module, "INFERENCE", "no_grad"),
         module=module,
         also_libraries=tuple(getattr(module, "ALSO_LIBRARIES", ())),
-        tasks_note=getattr(module, "TASKS_NOTE", None),
+        tasks_note=getattr(module, "NEEDS_NOTE", None),
     )
     need("apply")
+    _check_needs(name, module, out.needs)
     if out.format not in FORMATS:
         raise CampaignError(f"variant {name}: FORMAT {out.format!r} is not one of {FORMATS}")
     if out.inference not in INFERENCE:
@@ -106,6 +114,28 @@ def get_variant(name: str) -> Variant:
     if not set(out.devices) <= {"cpu", "cuda"} or not out.devices:
         raise CampaignError(f"variant {name}: DEVICES must be a non-empty subset of cpu, cuda")
     return out
+
+
+def _check_needs(name: str, module: ModuleType, needs: tuple[str, ...]) -> None:
+    """A variant names what the run's model must have (NEEDS), in the words the tasks' models
+    offer (core/tasks.py TaskModule.model_offers); a list of task names (TASKS) is refused, as
+    is a word no task offers (the variant would be skipped for every run)."""
+    if hasattr(module, "TASKS"):
+        raise CampaignError(
+            f"variant {name}: its module defines TASKS (task names); declare NEEDS instead, "
+            "what the run's model must have (core/tasks.py TaskModule.model_offers)"
+        )
+    if not needs:
+        return
+    from campaign.core.tasks import TASKS, module_of
+
+    offered = sorted({word for t in TASKS for word in module_of(t).model_offers})
+    unknown = [n for n in needs if n not in offered]
+    if unknown:
+        raise CampaignError(
+            f"variant {name}: NEEDS {unknown[0]!r} is offered by no task's model "
+            f"(offered: {', '.join(offered)})"
+        )
 
 
 def library_version(package: str) -> str:

@@ -37,6 +37,34 @@ class CausalLM(LabelTask):
     # ------------------------------------------------------------------ end evaluate
 
     # ------------------------------------------------------------------ quantize
+    # A decoder scoring labels: a KV-cache variant generates with it (quantization.generation's
+    # sample), a guard scores it; it is not judged on what it generates.
+    model_offers = ("kv_cache", "lm_harness")
+
+    def quantize_settings(self, section: dict) -> dict:
+        """quantization.generation: the few prompts a job generates from, to show its text."""
+        return {"generation": section["generation"]}
+
+    def quantized(self, job):
+        """The labels scored (LabelTask), and the sample generation where the job's spec asks
+        for one (tasks/generation/quantized.py generate)."""
+        frames, model, fields, measured = super().quantized(job)
+        settings = job.spec.get("generation")
+        if settings is not None:
+            from campaign.tasks.generation.quantized import generate
+
+            with job.inference():
+                fields["generation"] = generate(
+                    model,
+                    job.ctx.saved,
+                    job.split("validation"),
+                    settings["prompts"],
+                    settings["max_new_tokens"],
+                    job.ctx.device,
+                    cache=job.variant.cache,
+                )
+        return frames, model, fields, measured
+
     # ------------------------------------------------------------------ end quantize
 
     # ------------------------------------------------------------------ init

@@ -73,6 +73,11 @@ class LabelTask(TaskModule):
     # ------------------------------------------------------------------ end evaluate
 
     # ------------------------------------------------------------------ quantize
+    def quantized(self, job):
+        """A label task's variant scores the labels as its run did (campaign.quantize's Job:
+        agreement with the run's predictions, accuracy, the timed forward passes)."""
+        return job.label_scores()
+
     # ------------------------------------------------------------------ end quantize
 
     # ------------------------------------------------------------------ init

@@ -23,6 +23,8 @@ class SequenceClassification(LabelTask):
     # ------------------------------------------------------------------ end evaluate
 
     # ------------------------------------------------------------------ quantize
+    # A classification head: an ONNX export serves it; no KV cache, nothing generated.
+    model_offers = ("classification_head",)
     # ------------------------------------------------------------------ end quantize
 
     # ------------------------------------------------------------------ init

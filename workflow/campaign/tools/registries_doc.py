@@ -49,6 +49,7 @@ def constants(path: Path) -> dict:
 
 def variants() -> list[str]:
     from campaign.core.registry import discover
+    from campaign.quantize import get_variant
 
     # The registry the params check reads (`quantization.variants` takes these names).
     found = discover("campaign.quantize.variants")
@@ -58,7 +59,8 @@ def variants() -> list[str]:
         method = module.METHOD
         if getattr(module, "CANARY", False):
             method += " (a canary: built to be rejected)"
-        tasks = getattr(module, "TASKS", None) or "every task"
+        needs = getattr(module, "NEEDS", None)  # what the run's model must have: its tasks
+        tasks = get_variant(name).tasks if needs else "every task"
         cells = [f"`{name}`", method, module.LIBRARY, module.DEVICES, tasks]
         rows.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return rows

@@ -17,8 +17,11 @@ A variant module defines
                  on the CPU; ctx: campaign.quantize.variant.Context)
 and optionally
     CALIBRATION  True when apply() reads ctx.calibration (batches of the train split only)
-    TASKS        the model tasks it applies to (default: every task)
-    TASKS_NOTE   why it does not apply to the other tasks (appended to the skipped row's reason)
+    NEEDS        what the run's model must have for it to apply (default: nothing, every task):
+                 words a task's model offers (core/tasks.py TaskModule.model_offers), e.g.
+                 ("classification_head",) for an ONNX export, ("kv_cache",) for a KV-cache
+                 variant; it applies to the tasks whose model offers them all
+    NEEDS_NOTE   why it does not apply to the other tasks (appended to the skipped row's reason)
     ALSO_LIBRARIES  other packages whose installed versions are part of its key (and that must
                  be installed for it to run), e.g. onnx beside onnxruntime
     CACHE        for a KV-cache variant: the `cache_config` of transformers' quantized cache used

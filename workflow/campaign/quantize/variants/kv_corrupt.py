@@ -8,8 +8,8 @@ METHOD = "fp32 weights; a DynamicCache returning each stored value vector revers
 LIBRARY = "torch"
 DEVICES = ("cpu", "cuda")
 FORMAT = "safetensors"
-TASKS = ("generation",)
-TASKS_NOTE = "label scoring reads no KV cache, so a broken cache cannot show there"
+NEEDS = ("judged_on_generation",)  # scored on what it generates
+NEEDS_NOTE = "label scoring reads no KV cache, so a broken cache cannot show there"
 # Built to be rejected: never adopted, kept or priced; a canary the scores do not catch is a
 # finding (the metric cannot tell a broken model from a working one).
 CANARY = True

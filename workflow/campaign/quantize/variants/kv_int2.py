@@ -5,7 +5,7 @@ METHOD = "fp32 weights; transformers QuantizedCache(backend=quanto, nbits=2, q_g
 LIBRARY = "optimum-quanto"
 DEVICES = ("cpu", "cuda")
 FORMAT = "safetensors"
-TASKS = ("causal_lm", "generation")
+NEEDS = ("kv_cache",)  # a model that decodes through a KV cache
 CACHE = {"backend": "quanto", "nbits": 2, "q_group_size": 16, "residual_length": 4}
 
 

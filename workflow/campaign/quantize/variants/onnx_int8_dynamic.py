@@ -12,8 +12,8 @@ LIBRARY = "onnxruntime"
 ALSO_LIBRARIES = ("onnx",)
 DEVICES = ("cpu",)
 FORMAT = "onnx"
-TASKS = ("sequence_classification",)
-TASKS_NOTE = CAUSAL_NOTE
+NEEDS = ("classification_head",)
+NEEDS_NOTE = CAUSAL_NOTE
 
 
 def _quantize(source, target):

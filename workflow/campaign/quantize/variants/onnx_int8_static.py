@@ -14,8 +14,8 @@ ALSO_LIBRARIES = ("onnx",)
 DEVICES = ("cpu",)
 FORMAT = "onnx"
 CALIBRATION = True
-TASKS = ("sequence_classification",)
-TASKS_NOTE = CAUSAL_NOTE
+NEEDS = ("classification_head",)
+NEEDS_NOTE = CAUSAL_NOTE
 
 
 def apply(model, ctx):

@@ -9,6 +9,7 @@ inside the functions that need them."""
 
 from __future__ import annotations
 
+from campaign.core.defaults import GENERATION_DEFAULTS
 from campaign.core.tasks import TASKS, TaskModule
 from campaign.tasks.generation import chat, scoring
 
@@ -71,6 +72,24 @@ class Generation(TaskModule):
     # ------------------------------------------------------------------ end evaluate
 
     # ------------------------------------------------------------------ quantize
+    # Judged on what it generates, through a KV cache, formatted as conversations; its own
+    # settings are model.generation (metric scores only: in no run id).
+    model_offers = ("kv_cache", "judged_on_generation", "lm_harness", "chat_format")
+    settings_key = "generation"
+    scoring_only_settings = ("metric",)
+    settings_defaults = GENERATION_DEFAULTS
+
+    def selection_metric(self, metric, model: dict) -> str:
+        """model.generation.metric, whatever evaluation.metric says."""
+        return self.metric_of(model)
+
+    def quantized(self, job):
+        """A variant generates every validation and test answer (quantized.py; torch is
+        imported there, not when the DAG lists the tasks)."""
+        from campaign.tasks.generation.quantized import judged_variant
+
+        return judged_variant(job)
+
     # ------------------------------------------------------------------ end quantize
 
     # ------------------------------------------------------------------ init

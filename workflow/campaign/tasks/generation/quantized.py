@@ -189,3 +189,24 @@ def calibration_batches(spec: dict, inputs: dict, tok, template: str, device) ->
         batch = collate(rows[j : j + spec["batch_size"]], tok.pad_token_id)
         out.append({k: batch[k].to(device) for k in ("input_ids", "attention_mask")})
     return out
+
+
+def judged_variant(job) -> tuple:
+    """A generation run's variant in a quantize job (campaign.quantize's Job): it generates every
+    validation and test answer under the variant's inference context, its memory peak tracked
+    while it does; returns (frames, model, result fields, measurements fields). No score here:
+    the evaluation scores what the variant generated (chat.PREDICTION_COLUMNS)."""
+    from campaign.memory import track_peak
+
+    torch.manual_seed(0)
+    with job.inference(), track_peak(job.ctx.device, memory := {}, "generate"):
+        frames, model, fields, measured = generation_variant(
+            job.spec, job.inputs, job.ctx, job.variant, job.root
+        )
+    fields["accuracy"] = None
+    measured.update(
+        device=job.ctx.device.type,
+        memory=memory["generate"],
+        peak_memory_bytes=job.peak_bytes(memory["generate"]),
+    )
+    return frames, model, fields, measured
