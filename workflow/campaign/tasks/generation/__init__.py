@@ -9,7 +9,7 @@ inside the functions that need them."""
 from __future__ import annotations
 
 from campaign.core.tasks import TASKS, TaskModule
-from campaign.tasks.generation import chat
+from campaign.tasks.generation import chat, floor
 
 
 class Generation(TaskModule):
@@ -35,7 +35,7 @@ class Generation(TaskModule):
 
     # ------------------------------------------------------------------ evaluate
     metric_of = staticmethod(chat.metric_of)
-    floor_stage = staticmethod(chat.floor_stage)
+    floor_stage = staticmethod(floor.floor_stage)
     # ------------------------------------------------------------------ end evaluate
 
     # ------------------------------------------------------------------ quantize
