@@ -22,7 +22,8 @@ from campaign.evaluate.floor import Timings
 from campaign.evaluate.stage import stage_floor
 from campaign.tasks.generation import chat
 from campaign.tasks.generation.few_shot import FewShot, chooser, few_shot_floor, with_examples
-from campaign.tasks.generation.floor import BaseModel, EvalSet, base_model, base_generate
+from campaign.tasks.generation.floor import BaseModel, EvalSet, base_generate
+from campaign.tasks.generation.floor_stage import base_model
 from campaign.train import devices, models
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -230,9 +231,10 @@ def test_the_few_shot_floor_generates_from_training_examples_only():
         zero = [len(base.prompt_ids(c)) for c in data.conversations]
         assert all(f > z for f, z in zip(out["prompt_tokens"], zero, strict=True))
         assert out["prediction"].tolist() == base_generate(base, prompts).texts
-        for talk in talks:
-            shown = [m["content"] for m in talk[:-1]]
-            assert not {c[-1]["content"] for c in data.conversations} & set(shown[-1:])
+        taught = {m["content"] for c in TRAIN for m in c}
+        for talk, own in zip(talks, data.conversations, strict=True):
+            before = talk[: len(talk) - len([m for m in own if m["role"] != "system"])]
+            assert {m["content"] for m in before if m["role"] != "system"} <= taught
     assert frames["validation"]["examples"].tolist()[0] == "train1,train0"
     assert set(timings.as_dict()["floors"]) == {"floor/few_shot"}
 
@@ -276,6 +278,8 @@ def test_the_floor_stage_writes_the_few_shot_floor_beside_zero_shot(base, tmp_pa
     ctx.inputs = paths | {"base_model": []}
     ctx.outputs = {"floor": tmp_path / "skipped"}
     stage_floor(ctx)
-    assert (tmp_path / "skipped" / "few_shot" / "SKIPPED.txt").read_text().startswith(
-        "model.source is from_config"
+    assert (
+        (tmp_path / "skipped" / "few_shot" / "SKIPPED.txt")
+        .read_text()
+        .startswith("model.source is from_config")
     )

@@ -1,15 +1,16 @@
 """The generation task: prompt → free-form response, formatted with a chat template, trained with
 the loss on the assistant's tokens only, judged on what the model generates.
 
-Its parts: chat.py (templates, examples, the training hooks), floor.py (the zero-shot and
-retrieval floors), text_scores.py (the per-item metrics), errors.py (error analysis of generated
-text), quantized.py (generation by a quantized variant). transformers and torch are imported
+Its parts: chat.py (templates, examples, the training hooks), floor.py (the retrieval and
+zero-shot floors), few_shot.py (the few-shot floor), floor_stage.py (the floor stage),
+text_scores.py (the per-item metrics), errors.py (error analysis of generated text), quantized.py
+(generation by a quantized variant). transformers and torch are imported
 inside the functions that need them."""
 
 from __future__ import annotations
 
 from campaign.core.tasks import TASKS, TaskModule
-from campaign.tasks.generation import chat, floor
+from campaign.tasks.generation import chat, floor_stage
 
 
 class Generation(TaskModule):
@@ -35,7 +36,7 @@ class Generation(TaskModule):
 
     # ------------------------------------------------------------------ evaluate
     metric_of = staticmethod(chat.metric_of)
-    floor_stage = staticmethod(floor.floor_stage)
+    floor_stage = staticmethod(floor_stage.floor_stage)
     # ------------------------------------------------------------------ end evaluate
 
     # ------------------------------------------------------------------ quantize

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from campaign.core.errors import CampaignError
-from campaign.evaluate.floor import Timings
 from campaign.tasks.generation.floor import (
     BaseModel,
     EvalSet,
@@ -94,10 +93,11 @@ def few_shot_floor(
     train: EvalSet,
     evals: Mapping[str, EvalSet],
     settings: FewShot,
-    timings: Timings,
+    timings,
 ) -> dict:
     """{split: per-item frame} of the few-shot floor (the zero-shot frame's columns plus
-    prompt_tokens and examples). `train`: the train split's ids and conversations."""
+    prompt_tokens and examples). `train`: the train split's ids and conversations; `timings`:
+    the floor stage's (campaign.evaluate.floor.Timings)."""
     with timings.fit("few_shot"):
         choose = chooser([prompt_text(c) for c in train.conversations], settings)
     frames = {}

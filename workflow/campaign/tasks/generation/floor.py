@@ -12,9 +12,10 @@ text metric).
 - few_shot: the same base model with k training conversations as earlier turns of its prompt
   (few_shot.py). It answers "do a few examples in the prompt do as well as a fine-tune?".
 
-The base model the prompted floors generate with is the runs' base as the runs hold it (stage.py
-loads it): on the device the runs' jobs select, with the linear weights train.base_quantization
-gives the runs' frozen base, prompted with the template the runs are scored with.
+The base model the prompted floors generate with is the runs' base as the runs hold it (the
+floor stage, chat.py, loads it): on the device the runs' jobs select, with the linear weights
+train.base_quantization gives the runs' frozen base, prompted with the template the runs are
+scored with.
 
 A conversation here is the task's canonical record: a list of {"role", "content"} whose last
 entry is the assistant's reference response; its prompt text (for TF-IDF) is the content of the
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -163,13 +163,10 @@ def generation_floors(
     evals: Mapping[str, EvalSet],
     base: BaseModel | None = None,
     timings: Timings | None = None,
-    few_shot=None,
-    train_ids: Sequence[str] | None = None,
 ) -> dict[str, dict]:
     """{floor: {split: per-item frame}} for every floor that can run: retrieval always, the
-    zero-shot base model when `base` is given, the few-shot one when `few_shot` (a
-    few_shot.FewShot) is given too. `train`: the train split's conversations; `train_ids`:
-    their ids (default: their positions), which the few-shot frame names its examples by."""
+    zero-shot base model when `base` is given. `train`: the train split's conversations (the
+    few-shot floor is few_shot.few_shot_floor)."""
     timings = timings or Timings()
     out: dict[str, dict] = {"retrieval": {}}
     with timings.fit("retrieval"):
@@ -189,11 +186,6 @@ def generation_floors(
         )
     if base is not None:
         out["zero_shot"] = _zero_shot(base, evals, timings)
-    if base is not None and few_shot is not None:
-        from campaign.tasks.generation.few_shot import few_shot_floor
-
-        ids = [str(i) for i in range(len(train))] if train_ids is None else list(train_ids)
-        out["few_shot"] = few_shot_floor(base, EvalSet(ids, list(train)), evals, few_shot, timings)
     return out
 
 
@@ -248,92 +240,6 @@ def write_floors(frames: Mapping[str, Mapping], outputs: Mapping[str, str]) -> N
         # No pandas index, fixed writer options: the same frame gives the same bytes.
         frame.to_parquet(buffer, index=False, engine="pyarrow", compression="zstd")
         atomic_write_bytes(outputs[name], buffer.getvalue())
-
-
-# ------------------------------------------------------------------ the floor stage
-# Why a prompted floor cannot run, written to floor/<name>/SKIPPED.txt and listed with the skipped
-# variants: the evaluation weighs only floors that ran.
-FROM_CONFIG_SKIPPED = (
-    "model.source is from_config: the untrained model is random weights, no floor to beat"
-)
-
-
-def floor_stage(spec: dict, inputs: dict, folder: Path, root: Path, timings) -> None:
-    """The floors of a generation campaign (evaluation.floor: retrieval, zero_shot, few_shot),
-    each generated on validation and test into folder/<floor>/predictions_<split>.parquet with
-    the runs' columns (the evaluation scores them). The prompted floors use the pretrained base
-    as the runs hold it (base_model), prompted with the runs' template and decoded by the runs'
-    engine and settings."""
-    from campaign.tasks.generation.chat import read_conversations
-    from campaign.tasks.generation.few_shot import FewShot
-
-    train = read_conversations(inputs["train"], "train")
-    evals = {}
-    for split in ("validation", "test"):
-        talks = read_conversations(inputs[split], split)
-        evals[split] = EvalSet(talks.ids, talks.messages)
-    prompted = [f for f in PROMPTED if f in spec["floors"]]
-    base, skipped, few_shot = None, {}, None
-    if prompted and not inputs.get("base_model"):
-        skipped = dict.fromkeys(prompted, FROM_CONFIG_SKIPPED)
-    elif prompted:
-        base = base_model(spec, Path(inputs["base_model"][0]), root)
-        shown = {**evals, "train": EvalSet(train.ids, train.messages)}
-        _check_control_tokens(base, spec["model"], shown if "few_shot" in prompted else evals)
-        if "few_shot" in prompted:
-            few_shot = FewShot.of(spec["few_shot"])
-    frames = generation_floors(train.messages, evals, base, timings, few_shot, train.ids)
-    frames = {name: f for name, f in frames.items() if name in spec["floors"]}
-    outputs = {}
-    for name in frames:
-        (folder / name).mkdir(parents=True)
-        for split in evals:
-            outputs[f"{name}_{split}"] = folder / name / f"predictions_{split}.parquet"
-    write_floors(frames, outputs)
-    for name, reason in skipped.items():
-        (folder / name).mkdir(parents=True)
-        (folder / name / "SKIPPED.txt").write_text(reason + "\n", encoding="utf-8")
-
-
-def _check_control_tokens(base: BaseModel, model_spec: dict, splits: Mapping[str, EvalSet]):
-    """The prompts the base model sees spell no control token (data.special_tokens: refuse),
-    as the runs' training and scoring refuse them."""
-    from campaign.core.defaults import special_tokens_policy
-    from campaign.data import check_special_tokens
-
-    for name, e in splits.items():
-        where = [f"{name} record {i}" for i in e.ids]
-        talks = list(zip(where, e.conversations, strict=True))
-        check_special_tokens(base.tokenizer, talks, special_tokens_policy(model_spec))
-
-
-def base_model(spec: dict, source: Path, root: Path) -> BaseModel:
-    """The untuned pretrained model as the runs hold their base before training: fp32, with the
-    linear weights train.base_quantization gives the runs' frozen base (spec["base_quantization"]),
-    on the device the runs' jobs select (campaign.train.select_device, after a card is leased as
-    a training job leases one); with the runs' template and generation settings."""
-    import transformers as tf
-
-    from campaign.tasks.generation import chat
-    from campaign.train import lease_from_env, load_tokenizer, select_device
-
-    lease_from_env()  # a card by lock, like a training job; before anything touches CUDA
-    device = select_device()
-    tok = load_tokenizer(source, "generation")
-    run = chat.setup(spec["model"], tok, root)
-    import torch
-
-    model = tf.AutoModelForCausalLM.from_pretrained(str(source), dtype=torch.float32)
-    model = runs_base(model, spec.get("base_quantization"), device.type).to(device).eval()
-    return BaseModel(
-        model=model,
-        tokenizer=tok,
-        prompt_ids=lambda talk: chat.prompt_ids(tok, run.template, talk, run.escape),
-        max_new_tokens=run.max_new_tokens,
-        batch_size=run.batch_size,
-        eos_token_ids=chat.eos_token_ids(tok, model),
-        max_positions=getattr(model.config, "max_position_embeddings", None),
-    )
 
 
 def runs_base(model, method: str | None, device_type: str):
