@@ -283,3 +283,52 @@ def test_the_floor_stage_writes_the_few_shot_floor_beside_zero_shot(base, tmp_pa
         .read_text()
         .startswith("model.source is from_config")
     )
+
+
+# ------------------------------------------------------------------ the params
+def test_validate_takes_the_few_shot_floor_with_its_examples_and_refuses_it_without(
+    tmp_path, monkeypatch, capsys
+):
+    """evaluation.floor: few_shot needs evaluation.few_shot (k, choose: seeded | nearest):
+    `campaign validate` says so in one line, and refuses an unknown choice by its key."""
+    import yaml
+
+    from campaign.cli import main
+
+    params = yaml.safe_load(
+        (Path(__file__).parents[1] / "fixtures" / "tiny_params.yaml").read_text()
+    )
+    params["model"] = {
+        "task": "generation", "source": "from_config", "chat_template": "none",
+        "config": {
+            "architecture": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+            "max_position_embeddings": 128, "dropout": 0.0,
+        },
+        "tokenizer": {"source": "train_split", "vocab_size": 300, "min_frequency": 1,
+                      "lowercase": False},
+    }  # fmt: skip
+    params["data"]["fields"] |= {"text": None, "label": None, "messages": "messages"}
+    params["ablation"]["factors"] = {}
+    del params["evaluation"]["metric"]
+    params["data"]["sources"] = [
+        {"path": "talks.jsonl", "format": "jsonl", "licence": "CC0-1.0", "origin": "x"}
+    ]
+    talk = {"id": "q", "messages": TRAIN[0]}
+    (tmp_path / "talks.jsonl").write_text(json.dumps(talk) + "\n")
+    monkeypatch.chdir(tmp_path)
+
+    def validate(evaluation: dict) -> str | None:
+        p = {**params, "evaluation": {**params["evaluation"], **evaluation}}
+        (tmp_path / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
+        code = main(["validate", "--params", "params.yaml"])
+        err = capsys.readouterr().err
+        return None if code == 0 else err.strip()
+
+    floor = {"floor": ["retrieval", "zero_shot", "few_shot"]}
+    assert validate(floor | {"few_shot": {"k": 3, "choose": "nearest"}}) is None
+    assert validate(floor) == (
+        "error: params.yaml: evaluation.few_shot: required when evaluation.floor names few_shot "
+        "(e.g. {k: 3, choose: nearest})"
+    )
+    assert "evaluation.few_shot.choose" in validate(floor | {"few_shot": {"k": 3, "choose": "x"}})
