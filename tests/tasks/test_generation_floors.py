@@ -332,3 +332,82 @@ def test_validate_takes_the_few_shot_floor_with_its_examples_and_refuses_it_with
         "(e.g. {k: 3, choose: nearest})"
     )
     assert "evaluation.few_shot.choose" in validate(floor | {"few_shot": {"k": 3, "choose": "x"}})
+
+
+# ------------------------------------------------------------------ weighed as every floor
+def test_a_few_shot_floor_above_an_under_trained_fine_tune_is_kept(tmp_path):
+    """Planted per-item scores (read back by a user metric): a fine-tune at ~0.3 whose few-shot
+    floor answers at ~0.7. The evaluation weighs the few-shot floor as it weighs every floor:
+    the cell is below it, and the verdict keeps the prompt, not the fine-tune."""
+    import numpy as np
+    import yaml
+    from genkit import PLANTED_METRIC, planted_text
+
+    from campaign.evaluate.stage import stage_evaluate
+
+    n, rng = 120, np.random.default_rng(0)
+    splits, inputs = {}, {"predictions_validation": [], "predictions_test": []}
+    for split in ("train", "validation", "test"):
+        ids = [f"{split}-{i:03d}" for i in range(n)]
+        talks = [conv.from_prompt_response(f"what is {i}", f"answer {i}") for i in range(n)]
+        splits[split] = (ids, talks)
+        inputs[split] = write_conversations(tmp_path, split, ids, talks)
+
+    def planted(path: Path, ids, talks, mean: float) -> Path:
+        scores = np.clip(rng.beta(8 * mean, 8 * (1 - mean), len(ids)), 0, 1).round(3)
+        refs = [t[-1]["content"] for t in talks]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(
+            {
+                "id": ids,
+                "reference": refs,
+                "prediction": [planted_text("x", float(s)) for s in scores],
+                "new_tokens": 3,
+                "stopped_at_eos": True,
+                "nll": 1.0,
+                "tokens": 4,
+            }
+        ).to_parquet(path, index=False)
+        return path
+
+    lines = ["run\ttrain.lr\tseed\ttier\tprojected_hours\tcumulative_hours\tkept"]
+    for seed in (1, 2):
+        lines.append(f"r-{seed}\t0.001\t{seed}\tmain\t0.1\t0.1\ttrue")
+        for split in ("validation", "test"):
+            path = tmp_path / "runs" / f"r-{seed}" / f"predictions_{split}.parquet"
+            inputs[f"predictions_{split}"].append(planted(path, *splits[split], 0.3))
+    (tmp_path / "runs.tsv").write_text("\n".join(lines) + "\n")
+    for name, mean in (("retrieval", 0.1), ("few_shot", 0.7)):
+        for split in ("validation", "test"):
+            planted(
+                tmp_path / "floor" / name / f"predictions_{split}.parquet", *splits[split], mean
+            )
+    inputs |= {"runs": [tmp_path / "runs.tsv"], "floor": [tmp_path / "floor"]}
+    params = yaml.safe_load(
+        (Path(__file__).parents[1] / "fixtures" / "tiny_params.yaml").read_text()
+    )
+    evaluation = {**params["evaluation"], "floor": ["retrieval", "few_shot"]}
+    evaluation["few_shot"] = {"k": 3, "choose": "nearest"}
+    evaluation.pop("metric", None)
+    out = tmp_path / "out"
+    out.mkdir()
+    outputs = {
+        "metrics": out / "metrics.parquet",
+        "comparisons": out / "comparisons.parquet",
+        "scored_items": out / "items.parquet",
+        "decisions": out / "decisions.json",
+        "errors": out / "errors",
+        "summary": out / "summary.txt",
+    }
+    spec = {
+        "evaluation": evaluation,
+        "task": "generation",
+        "model": {"generation": {"metric": PLANTED_METRIC}},
+    }
+    stage_evaluate(SimpleNamespace(spec=spec, inputs=inputs, outputs=outputs))
+    decisions = json.loads(outputs["decisions"].read_text())
+    comparisons = pd.read_parquet(outputs["comparisons"])
+    floors = comparisons[(comparisons.kind == "floor") & (comparisons.split == "validation")]
+    assert set(floors.reference) == {"floor/few_shot"}
+    assert floors.decision.tolist() == ["below floor"]
+    assert decisions["verdict"]["keep"] == "floor/few_shot", decisions["verdict"]
