@@ -12,8 +12,8 @@ text metric).
 - few_shot: the same base model with k training conversations as earlier turns of its prompt
   (few_shot.py). It answers "do a few examples in the prompt do as well as a fine-tune?".
 
-The base model the prompted floors generate with is the runs' base as the runs hold it (the
-floor stage, chat.py, loads it): on the device the runs' jobs select, with the linear weights
+The base model the prompted floors generate with is the runs' base as the runs hold it
+(floor_stage.py loads it): on the device the runs' jobs select, with the linear weights
 train.base_quantization gives the runs' frozen base, prompted with the template the runs are
 scored with.
 
@@ -89,6 +89,8 @@ def tfidf_similarity(train_prompts: list[str]):
 def nearest(similarity: np.ndarray, k: int) -> np.ndarray:
     """(n_queries, k) indices of each query's k most similar training records, most similar
     first; ties go to the earliest record (a query with no known word: records 0..k-1)."""
+    if k == 1:  # argmax takes the first of tied maxima, in one pass over each row
+        return similarity.argmax(axis=1).astype(np.int64)[:, None]
     return np.argsort(-similarity, axis=1, kind="stable")[:, :k].astype(np.int64)
 
 
