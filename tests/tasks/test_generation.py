@@ -58,7 +58,7 @@ def tiny_llama(tokenizer):
 def test_the_task_is_registered_with_its_floors_and_no_label_stratification():
     task = get("generation")
     assert task.scoring == "generated_text"
-    assert task.floors == ("retrieval", "zero_shot")
+    assert task.floors == ("retrieval", "zero_shot", "few_shot")
     assert not task.stratify_by_label
     with pytest.raises(CampaignError, match=r"model.task: 'chat'.*generation"):
         get("chat")

@@ -64,7 +64,7 @@ TASKS: dict[str, Task] = {
             name="generation",
             module="campaign.tasks.generation",
             scoring="generated_text",
-            floors=("retrieval", "zero_shot"),
+            floors=("retrieval", "zero_shot", "few_shot"),
             stratify_by_label=False,
             # Not yet: packed conversations were never shown to train as they do unpacked.
             packs=False,

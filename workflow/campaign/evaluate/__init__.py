@@ -22,6 +22,7 @@ from campaign.core.stage import (
     Stage,
 )
 from campaign.data import SPLIT_FILES
+from campaign.train import EXECUTION
 
 _PUBLIC = {
     "ACT_PREFIX": "words",
@@ -105,7 +106,24 @@ def _floor_spec(params: dict) -> dict:
         # the evaluation scores every floor by the runs' metric).
         model = with_special_tokens(params["model"], params)
         spec["model"] = {"task": model["task"], "source": model["source"], **generating_keys(model)}
+        spec |= _prompted_floors(params, spec["floors"])
     return spec
+
+
+def _prompted_floors(params: dict, floors: list) -> dict:
+    """What the floors that prompt the base model add to the floor spec: the base as the runs
+    hold theirs (train.base_quantization) and the few-shot floor's examples (campaign.seed for
+    a seeded draw)."""
+    out = {}
+    method = params["train"].get("base_quantization")
+    if method is not None and {"zero_shot", "few_shot"} & set(floors):
+        out["base_quantization"] = method
+    if "few_shot" in floors:
+        few_shot = dict(params["evaluation"].get("few_shot") or {})
+        if few_shot.get("choose") == "seeded":
+            few_shot["seed"] = params["campaign"]["seed"]
+        out["few_shot"] = few_shot
+    return out
 
 
 def _floor_key(spec: dict) -> dict:
@@ -129,6 +147,13 @@ def _check_params(params: dict) -> None:
     from campaign.core.tasks import check_floors, module_of
 
     check_floors(params["model"]["task"], params["evaluation"]["floor"])
+    if "few_shot" in params["evaluation"]["floor"] and "few_shot" not in params["evaluation"]:
+        from campaign.core.errors import CampaignError
+
+        raise CampaignError(
+            "evaluation.few_shot: required when evaluation.floor names few_shot "
+            "(e.g. {k: 3, choose: nearest})"
+        )
     module_of(params["model"]["task"]).check_evaluation(params)
 
 
@@ -140,7 +165,8 @@ def floor_inputs(spec: dict, root) -> dict:
     from campaign.core.tasks import template_files
 
     model = spec.get("model")
-    if model is None or "zero_shot" not in spec["floors"] or model["source"] == "from_config":
+    prompted = {"zero_shot", "few_shot"} & set(spec["floors"])
+    if model is None or not prompted or model["source"] == "from_config":
         return {"base_model": [], "chat_template": []}
     return {
         "base_model": [Path(root) / model["source"]],
@@ -271,7 +297,7 @@ PHASE = Phase(
             name="floor",
             entry="campaign.evaluate.stage:stage_floor",
             help="score the reference floor (majority class, TF-IDF + logistic regression; "
-            "for generation: retrieval, the zero-shot base model)",
+            "for generation: retrieval, the zero-shot and few-shot base model)",
             inputs={**SPLIT_FILES, "base_model": Derived(), "chat_template": Derived()},
             derive_inputs="campaign.evaluate:floor_inputs",
             outputs={
@@ -283,6 +309,8 @@ PHASE = Phase(
             libraries=("scikit-learn", "numpy", "scipy", "torch", "transformers"),
             # The fit's and the predictions' seconds (the floor's cost, for the budget).
             volatile=("timings",),
+            # The prompted floors generate on the device a training job selects (in the key).
+            execution=EXECUTION,
         ),
         Stage(
             name="look",

@@ -62,6 +62,9 @@ _PUBLIC = {
     "base_quantization_method": "basequant",
     "quantized_linear_bytes": "basequant",
     "tensor_bytes": "basequant",
+    # the base a quantized-base run generates with (the generation task's prompted floors)
+    "quantize_base": "basequant",
+    "is_quantized": "basequant",
     # batches
     "IGNORE": "batches",
     "DataOrder": "batches",

@@ -576,8 +576,17 @@ def score(spec: dict, data, labels: list[str], folder: Path, base: Path | None, 
     from campaign.train.models import load_run_model, load_tokenizer
 
     tokenizer = load_tokenizer(folder, task_name)
-    model = _load(lambda: load_run_model(folder, task_name, base), folder).to(device)
     run = task.setup(spec["model"], tokenizer, root)
+    if base is not None:  # the template the run spec gave the command: the floors' and runs'
+        told = task.setup(spec["model"], load_tokenizer(base, task_name), root).template
+        if run.template != told:
+            raise CampaignError(
+                f"{folder}: the command saved a tokenizer whose chat template is not the run "
+                "spec's chat_template, which the floors and every other run are prompted with; "
+                "save the tokenizer with that template, or name your template's file in "
+                "model.chat_template"
+            )
+    model = _load(lambda: load_run_model(folder, task_name, base), folder).to(device)
     frames, validation = {}, None
     for split in EVAL_SPLITS:
         part = getattr(data, split)

@@ -1,10 +1,11 @@
 """The generation task: prompt → free-form response, formatted with a chat template, trained with
 the loss on the assistant's tokens only, judged on what the model generates.
 
-Its parts: chat.py (templates, examples, the training hooks), floor.py (the zero-shot and
-retrieval floors), scoring.py (the evaluation's Scorer and metric keys), text_scores.py (the
-per-item metrics), errors.py (error analysis of generated text), quantized.py (generation by a
-quantized variant). transformers and torch are imported
+Its parts: chat.py (templates, examples, the training hooks), floor.py (the retrieval and
+zero-shot floors), few_shot.py (the few-shot floor), floor_stage.py (the floor stage),
+scoring.py (the evaluation's Scorer and metric keys), text_scores.py (the per-item metrics),
+errors.py (error analysis of generated text), quantized.py (generation by a quantized variant).
+transformers and torch are imported
 inside the functions that need them."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from campaign.core.defaults import GENERATION_DEFAULTS
 from campaign.core.tasks import TASKS, TaskModule
 from campaign.tasks.generation import chat, scoring
+from campaign.tasks.generation import floor_stage as floors
 
 
 class Generation(TaskModule):
@@ -62,7 +64,7 @@ class Generation(TaskModule):
 
     # ------------------------------------------------------------------ evaluate
     metric_of = staticmethod(chat.metric_of)
-    floor_stage = staticmethod(chat.floor_stage)
+    floor_stage = staticmethod(floors.floor_stage)
     scorer = staticmethod(scoring.scorer)
     check_evaluation = staticmethod(scoring.check_evaluation)
     evaluation_model = staticmethod(scoring.evaluation_model)

@@ -9,6 +9,13 @@ text metric).
 - zero_shot: the base model without fine-tuning, prompted with the same template as the runs
   (the caller formats: the task module owns the template) and decoded by the same engine
   (campaign.train.engine). It answers "did fine-tuning add anything to the instruct model?".
+- few_shot: the same base model with k training conversations as earlier turns of its prompt
+  (few_shot.py). It answers "do a few examples in the prompt do as well as a fine-tune?".
+
+The base model the prompted floors generate with is the runs' base as the runs hold it
+(floor_stage.py loads it): on the device the runs' jobs select, with the linear weights
+train.base_quantization gives the runs' frozen base, prompted with the template the runs are
+scored with.
 
 A conversation here is the task's canonical record: a list of {"role", "content"} whose last
 entry is the assistant's reference response; its prompt text (for TF-IDF) is the content of the
@@ -30,7 +37,9 @@ import numpy as np
 from campaign.core.errors import CampaignError
 from campaign.evaluate import Timings
 
-FLOORS = ("retrieval", "zero_shot")
+FLOORS = ("retrieval", "zero_shot", "few_shot")
+# The floors that prompt the pretrained base model (none for a from_config model).
+PROMPTED = ("zero_shot", "few_shot")
 # TF-IDF as a practitioner would first try it for nearest-prompt lookup; min_df 1: a rare word
 # is what makes two prompts neighbours.
 TFIDF = {"ngram_range": (1, 2), "min_df": 1, "sublinear_tf": True, "max_features": 200_000}
@@ -55,15 +64,11 @@ class Retrieved:
     similarity: np.ndarray  # (n_queries,) cosine similarity in [0, 1]
 
 
-def retrieval_model(train_prompts: list[str], train_responses: list[str]):
-    """Fitted once on the train split: query prompts -> Retrieved."""
+def tfidf_similarity(train_prompts: list[str]):
+    """Fitted once on the train split's prompts: query prompts -> (n_queries, n_train) cosine
+    similarities in [0, 1] (the retrieval floor's, and the few-shot floor's nearest choice)."""
     from sklearn.feature_extraction.text import TfidfVectorizer
 
-    if not train_prompts or len(train_prompts) != len(train_responses):
-        raise CampaignError(
-            f"retrieval floor: {len(train_prompts)} training prompts for "
-            f"{len(train_responses)} responses (need the same number, at least one)"
-        )
     vectorizer = TfidfVectorizer(**TFIDF)
     try:
         train = vectorizer.fit_transform(train_prompts)
@@ -72,17 +77,41 @@ def retrieval_model(train_prompts: list[str], train_responses: list[str]):
             "retrieval floor: the training prompts hold no word TF-IDF can use"
         ) from None
 
+    def similarity(prompts: list[str]) -> np.ndarray:
+        if not prompts:
+            return np.zeros((0, train.shape[0]))
+        # Rows are L2-normalized, so the dot product is the cosine.
+        return (vectorizer.transform(prompts) @ train.T).toarray()
+
+    return similarity
+
+
+def nearest(similarity: np.ndarray, k: int) -> np.ndarray:
+    """(n_queries, k) indices of each query's k most similar training records, most similar
+    first; ties go to the earliest record (a query with no known word: records 0..k-1)."""
+    if k == 1:  # argmax takes the first of tied maxima, in one pass over each row
+        return similarity.argmax(axis=1).astype(np.int64)[:, None]
+    return np.argsort(-similarity, axis=1, kind="stable")[:, :k].astype(np.int64)
+
+
+def retrieval_model(train_prompts: list[str], train_responses: list[str]):
+    """Fitted once on the train split: query prompts -> Retrieved."""
+    if not train_prompts or len(train_prompts) != len(train_responses):
+        raise CampaignError(
+            f"retrieval floor: {len(train_prompts)} training prompts for "
+            f"{len(train_responses)} responses (need the same number, at least one)"
+        )
+    similarity = tfidf_similarity(train_prompts)
+
     def retrieve(prompts: list[str]) -> Retrieved:
         if not prompts:
             empty = np.zeros(0)
             return Retrieved([], empty.astype(np.int64), empty)
-        # Rows are L2-normalized, so the dot product is the cosine; argmax takes the first
-        # (earliest) of tied neighbours. A query with no known word ties everywhere: record 0.
-        sims = (vectorizer.transform(prompts) @ train.T).toarray()
-        best = sims.argmax(axis=1)
+        sims = similarity(prompts)
+        best = nearest(sims, 1)[:, 0]
         return Retrieved(
             [train_responses[i] for i in best],
-            best.astype(np.int64),
+            best,
             sims[np.arange(len(prompts)), best],
         )
 
@@ -99,12 +128,12 @@ class EvalSet:
 
 @dataclass(frozen=True)
 class BaseModel:
-    """The untuned base model for the zero-shot floor, with how the runs prompt and decode.
+    """The untuned base model for the prompted floors, with how the runs prompt and decode.
 
     prompt_ids: a whole conversation -> the ids of its prompt (every turn before the reference,
     formatted by the task's template with the generation prompt added): the same function the
     trained runs' evaluation uses (the generation task's prompt_ids with tokenizer and template
-    bound)."""
+    bound). max_positions: the model's max_position_embeddings (None: not bounded)."""
 
     model: object
     tokenizer: object
@@ -112,12 +141,14 @@ class BaseModel:
     max_new_tokens: int
     batch_size: int
     eos_token_ids: list[int]
+    max_positions: int | None = None
 
 
-def _frame(ids, references, predictions, **extra):
+def floor_frame(ids, references, predictions, **extra):
+    """A floor's per-item frame: id, reference, prediction, then `extra`'s columns."""
     import pandas as pd
 
-    frame = pd.DataFrame(
+    out = pd.DataFrame(
         {
             "id": pd.Series(ids, dtype="string"),
             "reference": pd.Series(references, dtype="string"),
@@ -125,8 +156,8 @@ def _frame(ids, references, predictions, **extra):
         }
     )
     for name, values in extra.items():
-        frame[name] = values
-    return frame
+        out[name] = values
+    return out
 
 
 def generation_floors(
@@ -136,7 +167,8 @@ def generation_floors(
     timings: Timings | None = None,
 ) -> dict[str, dict]:
     """{floor: {split: per-item frame}} for every floor that can run: retrieval always, the
-    zero-shot base model when `base` is given. `train`: the train split's conversations."""
+    zero-shot base model when `base` is given. `train`: the train split's conversations (the
+    few-shot floor is few_shot.few_shot_floor)."""
     timings = timings or Timings()
     out: dict[str, dict] = {"retrieval": {}}
     with timings.fit("retrieval"):
@@ -147,7 +179,7 @@ def generation_floors(
         refs = [reference_text(c) for c in data.conversations]
         with timings.predict("retrieval", split, len(data.ids)):
             got = retrieve([prompt_text(c) for c in data.conversations])
-        out["retrieval"][split] = _frame(
+        out["retrieval"][split] = floor_frame(
             data.ids,
             refs,
             got.responses,
@@ -159,9 +191,21 @@ def generation_floors(
     return out
 
 
-def _zero_shot(base: BaseModel, evals: Mapping[str, EvalSet], timings: Timings):
+def base_generate(base: BaseModel, prompts: list[list[int]]):
+    """The engine's greedy outputs of the base model on `prompts`, as the runs generate."""
     from campaign.train import generate
 
+    return generate(
+        base.model,
+        base.tokenizer,
+        prompts,
+        max_new_tokens=base.max_new_tokens,
+        batch_size=base.batch_size,
+        eos_token_ids=base.eos_token_ids,
+    )
+
+
+def _zero_shot(base: BaseModel, evals: Mapping[str, EvalSet], timings: Timings):
     frames = {}
     with timings.fit("zero_shot"):
         pass  # nothing is trained: the floor's training cost is zero by construction
@@ -169,15 +213,8 @@ def _zero_shot(base: BaseModel, evals: Mapping[str, EvalSet], timings: Timings):
         refs = [reference_text(c) for c in data.conversations]
         prompts = [base.prompt_ids(c) for c in data.conversations]
         with timings.predict("zero_shot", split, len(data.ids)):
-            got = generate(
-                base.model,
-                base.tokenizer,
-                prompts,
-                max_new_tokens=base.max_new_tokens,
-                batch_size=base.batch_size,
-                eos_token_ids=base.eos_token_ids,
-            )
-        frames[split] = _frame(
+            got = base_generate(base, prompts)
+        frames[split] = floor_frame(
             data.ids,
             refs,
             got.texts,
@@ -205,3 +242,23 @@ def write_floors(frames: Mapping[str, Mapping], outputs: Mapping[str, str]) -> N
         # No pandas index, fixed writer options: the same frame gives the same bytes.
         frame.to_parquet(buffer, index=False, engine="pyarrow", compression="zstd")
         atomic_write_bytes(outputs[name], buffer.getvalue())
+
+
+def runs_base(model, method: str | None, device_type: str):
+    """The base weights a run with train.base_quantization `method` generates with before its
+    adapters move them: each linear weight quantized as the run's frozen base is
+    (campaign.train.quantize_base), then dequantized to fp32 as the run's saved model is
+    (basequant.merge_dequantized). None: the model unchanged."""
+    if method is None:
+        return model
+    import torch
+
+    from campaign.train import is_quantized, quantize_base
+
+    model = quantize_base(model, method, device_type)
+    with torch.no_grad():
+        for module in model.modules():
+            weight = getattr(module, "weight", None)
+            if weight is not None and is_quantized(weight):
+                module.weight = torch.nn.Parameter(weight.dequantize(), requires_grad=False)
+    return model
