@@ -24,7 +24,6 @@ KNOWN = {
     "preflight/checks/resume.py:run": 99,
     "preflight/checks/tokenization.py:run": 94,
     "quantize/stage.py:quantize_run": 98,
-    "train/loop.py:__init__": 90,
 }
 
 
