@@ -154,7 +154,8 @@ def test_every_command_and_flag_shown_exists_in_the_parser():
 # ------------------------------------------------------------------ the run spec
 def run_spec_keys() -> set[str]:
     """The keys the run spec holds, read from the source of `campaign.train.command`: those
-    `run_spec` returns, and those a caller sets on its result (`body["chat_template"] = ...`)."""
+    `run_spec` returns, and those a caller sets on its result (`body["key"] = ...`); and those
+    a task's module adds (its command_fields)."""
     source = REPO / "workflow" / "campaign" / "train" / "command.py"
     tree = ast.parse(source.read_text(encoding="utf-8"))
     keys: set[str] = set()
@@ -175,6 +176,13 @@ def run_spec_keys() -> set[str]:
                     and isinstance(target.slice, ast.Constant)
                 ):
                     keys.add(target.slice.value)
+    # and what a task adds to it (TaskModule.command_fields: the dicts it returns)
+    for path in (REPO / "workflow" / "campaign" / "tasks").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and node.name == "command_fields":
+                for ret in (n.value for n in ast.walk(node) if isinstance(n, ast.Return)):
+                    if isinstance(ret, ast.Dict):
+                        keys |= {k.value for k in ret.keys if isinstance(k, ast.Constant)}
     assert keys, "no run_spec in campaign/train/command.py"
     return keys
 

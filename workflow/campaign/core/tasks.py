@@ -91,8 +91,71 @@ class TaskModule:
     # ------------------------------------------------------------------ end data
 
     # ------------------------------------------------------------------ train
-    def setup(self, model_spec: dict, tokenizer, root):
-        """What a run formats with (its template, its settings), once per run."""
+    # What the train phase (models, the loop, scoring, train.command) asks a task. The defaults
+    # are a decoder's: a causal LM trained on its target tokens (labels shifted by one).
+
+    # The train stage's name for a split's final score (its progress line): the label tasks'
+    # accuracy; a task scored on generated text has none at training time, only its loss.
+    score_name = "loss per answer token"
+    # Whether the model ends a response with EOS (a decoder): models.load_tokenizer then gives a
+    # tokenizer without one its separator token as EOS.
+    decoder = True
+    # Whether items carry a label from a closed set: the run spec and the run manifest of a
+    # train.command run name the labels (label ids), and its saved model is scored by
+    # train.SavedModel (what the quantize phase scores with); False: the task scores its items.
+    labeled = False
+    # Whether the model's head has one output per label (a classifier): a saved model's
+    # id2label and an adapter's head must match the run's labels (train.command's checks).
+    label_head = False
+    # The model a pretrained base is made into, as train.command's adapter check words it.
+    model_noun = "causal LM"
+
+    def check_architecture(self, architecture: str) -> None:
+        """Refuse a model.config.architecture (bert, gpt2, llama) the task cannot train, in one
+        line naming the key; train's check_model_spec calls it for a from_config model."""
+        if architecture == "bert":
+            raise CampaignError(
+                f"model.config.architecture: {self.info.name} needs gpt2 or llama (a decoder)"
+            )
+
+    def model_class(self):
+        """The transformers Auto class of the task's model (AutoModelForCausalLM by default):
+        train's builders pick its class for a config, its loaders and the command adapter's
+        check call its from_pretrained."""
+        import transformers
+
+        return transformers.AutoModelForCausalLM
+
+    def head_config(self, labels) -> dict:
+        """The model config's keys for a head over `labels` (label-id order): num_labels,
+        id2label, label2id for a classifier; {} for a model without a head of labels. train's
+        builders pass them to the config and to from_pretrained."""
+        return {}
+
+    def lora_task_type(self):
+        """peft's TaskType of the task's model (train.lora wraps it so; the adapter's base.json
+        names the head by it)."""
+        from peft import TaskType
+
+        return TaskType.CAUSAL_LM
+
+    def loss_sum(self, logits, labels):
+        """Sum (not mean) of per-target cross-entropies of one micro-batch (a scalar tensor):
+        train.steps.loss_sum calls it on the batch's logits (fp32) and labels. The default:
+        position t predicts token t+1, IGNORE labels skipped."""
+        import torch.nn.functional as F
+
+        return F.cross_entropy(
+            logits[:, :-1].reshape(-1, logits.shape[-1]),
+            labels[:, 1:].reshape(-1),
+            ignore_index=-100,  # train.IGNORE: the positions the loss skips
+            reduction="sum",
+        )
+
+    def setup(self, model_spec: dict, tokenizer, root, *, labels=(), max_length=None):
+        """What a run formats and scores with, once per run (the loop's run_setup; the label
+        tasks' names, label ids and format; the generation task's template and settings).
+        labels: the run's label names in label-id order; max_length: train.max_length."""
         self._unsupported("setup")
 
     def encode_split(self, run, tokenizer, split, max_length: int) -> list[dict]:
@@ -103,12 +166,32 @@ class TaskModule:
         """Refuse a train split the run cannot learn from (one line naming the key)."""
 
     def evaluate(self, model, tokenizer, run, split, examples, **kwargs):
-        """(loss per target, mean per-item score, predictions) on a split."""
+        """(loss per target, mean per-item score or None, what `predictions` makes the frame
+        of) on a non-empty split; the loop calls it at every evaluation and on the saved model
+        (kwargs: micro_batch, pad_id, device, final, autocast). The generation task's score
+        and frame come only when `final` (generating every eval_every steps would cost more
+        than training)."""
         self._unsupported("evaluate")
+
+    def scores(self, model, tokenizer, run, split, examples, **kwargs):
+        """(probabilities (n, n_labels), summed loss, target count) of a label task's model on
+        a split (kwargs: micro_batch, pad_id, device, autocast); Trainer.scores calls it."""
+        self._unsupported("scores")
+
+    def predictions(self, run, split, scored):
+        """The predictions frame of a split from evaluate's third value (None: the split is
+        empty); the train stage writes it. The default: the frame evaluate made, or the empty
+        one."""
+        return scored if scored is not None else self.empty_predictions()
 
     def empty_predictions(self):
         """The predictions frame of an empty split."""
         self._unsupported("empty_predictions")
+
+    def command_fields(self, model_spec: dict, tokenizer_folder, root) -> dict:
+        """What a train.command run spec holds for this task besides the common keys (the
+        generation task: the chat template the campaign formats and scores with); {} here."""
+        return {}
 
     # ------------------------------------------------------------------ end train
 

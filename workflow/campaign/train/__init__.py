@@ -47,6 +47,9 @@ _PUBLIC = {
     # scoring a finished run's model (the quantize phase scores its variants the same way)
     "SavedModel": "scoring",
     "prediction_frame": "scoring",
+    # the label tasks' scores (campaign.tasks picks one per task)
+    "classifier_scores": "scoring",
+    "causal_scores": "scoring",
     # models and tokenizers
     "check_model_spec": "models",
     "label_names": "models",
@@ -71,6 +74,10 @@ _PUBLIC = {
     "Split": "batches",
     "read_split": "batches",
     "causal_example": "batches",
+    # how the label tasks' records become examples (campaign.tasks picks one per task)
+    "CausalFormat": "batches",
+    "encode_causal": "batches",
+    "encode_classification": "batches",
     "collate": "batches",
     "count_targets": "batches",
     # checkpoints

@@ -370,7 +370,10 @@ def _load(load, folder: Path):
 
 
 def _check_labels(model, labels: list[str], task: str) -> None:
-    if task != "sequence_classification":
+    """A classifier's id2label (a head of the run's labels) is the run spec's labels."""
+    from campaign.core.tasks import module_of
+
+    if not module_of(task).label_head:
         return
     id2label = getattr(model.config, "id2label", None) or {}
     got = [id2label.get(i, id2label.get(str(i))) for i in range(len(id2label))]
@@ -463,14 +466,14 @@ def prepare(
     the inputs are a sample of its splits (the preflight's, whose few examples may lack some:
     the command must build, and its adapter be checked against, the head the run's job
     builds); else the train split's. Returns (spec path, data, labels)."""
-    from campaign.core.tasks import trainer_module
+    from campaign.core.tasks import module_of
     from campaign.train import models
     from campaign.train.loop import read_data
 
     data = read_data(inputs)
-    task = trainer_module(spec["model"]["task"])
-    # A task with its own module has no label ids (its items are scored by the task).
-    if task is not None:
+    task = module_of(spec["model"]["task"])
+    # A task without labels has no label ids (its items are scored by the task).
+    if not task.labeled:
         labels = []
     elif labels is None:
         labels = models.label_names(data.train.labels)
@@ -486,11 +489,7 @@ def prepare(
         os.replace(partial, work_dir / TOKENIZER)
     path = work_dir / SPEC_FILE
     body = run_spec(spec, inputs, outputs, work_dir, labels)
-    if task is not None:
-        # The chat template the campaign formats and scores with (model.chat_template
-        # resolved), so the command trains on the very text its model is judged on.
-        tok = models.load_tokenizer(Path(body["tokenizer"]), spec["model"]["task"])
-        body["chat_template"] = task.setup(spec["model"], tok, root).template
+    body.update(task.command_fields(spec["model"], body["tokenizer"], root))
     atomic_write_text(path, json.dumps(body, indent=2, sort_keys=True) + "\n")
     return path, data, labels
 
@@ -561,17 +560,18 @@ def train_with_command(
 
 def score(spec: dict, data, labels: list[str], folder: Path, base: Path | None, device, root):
     """The saved model scored on validation and test as the built-in loop scores its own runs:
-    a task module's way (the generation task generates and scores each item) or SavedModel's
-    label probabilities. Returns (model, tokenizer, {split: predictions}, validation), where
-    validation is (mean loss, accuracy or mean per-item score) or None for an empty split."""
-    from campaign.core.tasks import trainer_module
+    a label task's by SavedModel's label probabilities (the code the quantize phase scores
+    with), another task's through its module (the generation task generates and scores each
+    item). Returns (model, tokenizer, {split: predictions}, validation), where validation is
+    (mean loss, accuracy or mean per-item score) or None for an empty split."""
+    from campaign.core.tasks import module_of
     from campaign.train.loop import EVAL_SPLITS
     from campaign.train.recipe import Recipe
 
     recipe = Recipe.from_spec(spec["train"])
     task_name = spec["model"]["task"]
-    task = trainer_module(task_name)
-    if task is None:
+    task = module_of(task_name)
+    if task.labeled:
         return _score_labels(spec, data, labels, folder, base, device)
     from campaign.train.models import load_run_model, load_tokenizer
 
@@ -591,21 +591,21 @@ def score(spec: dict, data, labels: list[str], folder: Path, base: Path | None, 
     for split in EVAL_SPLITS:
         part = getattr(data, split)
         if not len(part):
-            frames[split] = task.empty_predictions()
+            frames[split] = task.predictions(run, part, None)
             continue
         examples = task.encode_split(run, tokenizer, part, recipe.max_length)
-        loss, mean_score, frames[split] = task.evaluate(
+        loss, mean_score, scored = task.evaluate(
             model, tokenizer, run, part, examples, micro_batch=recipe.micro_batch,
             pad_id=tokenizer.pad_token_id, device=device, final=True,
         )  # fmt: skip
+        frames[split] = task.predictions(run, part, scored)
         if split == "validation":
             validation = (loss, mean_score)
     return model, tokenizer, frames, validation
 
 
 def _score_labels(spec: dict, data, labels: list[str], folder: Path, base, device):
-    """A label-scoring task (sequence_classification, causal_lm): SavedModel's probabilities,
-    the code the quantize phase scores with."""
+    """A label task's: SavedModel's probabilities, the code the quantize phase scores with."""
     from campaign.train import devices
     from campaign.train.loop import EVAL_SPLITS
     from campaign.train.recipe import Recipe

@@ -68,12 +68,13 @@ def adopt_adapter(folder: Path, base: Path | None, labels: list[str], task: str)
     every reader (scoring, quantize, evaluate) checks before merging; the path the adapter names
     is cleared so the folder holds no machine's path."""
     from campaign.core.hashing import hash_tree
-    from campaign.train.models import ADAPTER_CONFIG, BASE_FILE
+    from campaign.core.tasks import module_of
+    from campaign.train.models import ADAPTER_CONFIG, BASE_FILE, head_task
 
     config = check_adapter(folder, base, labels, task)
     if config is None:
         return
-    kind = "sequence_classification" if task == "sequence_classification" else "causal_lm"
+    kind = head_task(module_of(task).lora_task_type())
     config["base_model_name_or_path"] = None  # the base is named by its hash, not a path
     info = {"base_hash": hash_tree(base), "base_quantization": None, "labels": list(labels),
             "task": kind}  # fmt: skip
@@ -118,15 +119,17 @@ class Reader:
 
 
 def reader(base: Path, labels: list[str], task: str) -> Reader:
-    """The model a reader makes of `base` for the task (a sequence classifier for `labels`, else a
-    causal LM), loaded as models._pretrained loads it but on the meta device, with transformers'
-    loading report."""
+    """The model a reader makes of `base` for the task (its model_class; a sequence classifier
+    for `labels`, a causal LM), loaded as models._pretrained loads it but on the meta device,
+    with transformers' loading report."""
     import torch
     import transformers as tf
 
-    classifies = task == "sequence_classification"
-    auto = tf.AutoModelForSequenceClassification if classifies else tf.AutoModelForCausalLM
-    extra = {"num_labels": len(labels), "ignore_mismatched_sizes": True} if classifies else {}
+    from campaign.core.tasks import module_of
+    from campaign.train.models import pretrained_options
+
+    auto = module_of(task).model_class()
+    extra = pretrained_options(task, labels)
     verbosity, bars = tf.logging.get_verbosity(), tf.logging.is_progress_bar_enabled()
     tf.logging.set_verbosity_error()  # its loading report is ours to word, not the log's
     tf.logging.disable_progress_bar()
@@ -134,9 +137,8 @@ def reader(base: Path, labels: list[str], task: str) -> Reader:
         model, info = auto.from_pretrained(str(base), dtype=torch.float32, device_map="meta",
                                            output_loading_info=True, **extra)  # fmt: skip
     except Exception as e:  # whatever transformers says of a base it cannot make this model of
-        kind = "sequence classifier" if classifies else "causal LM"
         raise CampaignError(
-            f"train.command: the run's base {base} makes no {kind} "
+            f"train.command: the run's base {base} makes no {module_of(task).model_noun} "
             f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
         ) from None
     finally:
@@ -240,11 +242,14 @@ def lora_fits(name: str, shape: tuple[int, ...], model: Reader) -> tuple[str, tu
 def check_shapes(path: Path, saved: dict, model: Reader, labels: list[str], task: str) -> None:
     """Each tensor of the adapter file of the scored model's shape (a head for other labels, or
     embeddings resized for added tokens, would crash scoring after the whole run)."""
+    from campaign.core.tasks import module_of
+
+    label_head = module_of(task).label_head
     for name, want in model.shapes.items():
         shape = saved.get(name)
         if shape is None or shape == want:
             continue
-        if task == "sequence_classification" and not name.startswith(model.prefix):
+        if label_head and not name.startswith(model.prefix):
             raise CampaignError(  # the head: what the labels size
                 f"train.command: {path} holds {name} of shape {list(shape)}, but the run's "
                 f"{len(labels)} labels need {list(want)}; train it with num_labels={len(labels)}"
@@ -292,9 +297,9 @@ def check_weights(folder: Path, base: Path, labels: list[str], config: dict, tas
         )
     needed = list(dict.fromkeys(model.module_of(n) for n in model.shapes
                                 if n in wrapped or n in model.fresh))  # fmt: skip
-    head = task == "sequence_classification" and not any(
-        n.startswith(model.prefix) for n in lacking
-    )
+    from campaign.core.tasks import module_of
+
+    head = module_of(task).label_head and not any(n.startswith(model.prefix) for n in lacking)
     what = f"the classification head's {modules}" if head else modules
     raise CampaignError(
         f"train.command: the peft adapter in {folder} lacks {what} (modules_to_save {listed}), "

@@ -25,22 +25,12 @@ import torch
 from campaign.core.errors import CampaignError, Preempted
 from campaign.core.hashing import hash_value
 from campaign.core.progress import job_progress
-from campaign.core.tasks import trainer_module
+from campaign.core.tasks import module_of
 from campaign.plan import identity, run_id
 from campaign.train import checkpoint, devices, distributed, models, optim
-from campaign.train.batches import (
-    CausalFormat,
-    DataOrder,
-    Split,
-    count_targets,
-    encode_causal,
-    encode_classification,
-    micro_batches,
-    read_split,
-)
+from campaign.train.batches import DataOrder, Split, count_targets, micro_batches, read_split
 from campaign.train.packing import check_packing
 from campaign.train.recipe import GROUP_MICRO_BATCHES, Recipe, lr_factor
-from campaign.train.scoring import causal_scores, classifier_scores, prediction_frame
 from campaign.train.steps import accumulate, param_groups
 
 EVAL_SPLITS = ("validation", "test")
@@ -79,7 +69,9 @@ class Data:
 
 
 class Trainer:
-    """One run: model, optimizer and data order, a step at a time, checkpointed in work_dir."""
+    """One run: model, optimizer and data order, a step at a time, checkpointed in work_dir.
+    What differs per task (its examples, head, loss and scores) is its module's
+    (campaign.core.tasks.module_of(model.task)): the loop calls it and never asks the name."""
 
     def __init__(
         self,
@@ -91,24 +83,8 @@ class Trainer:
         device=None,
         stream=None,
     ):
-        self.spec = spec
-        self.model_spec = spec["model"]
-        self.task = self.model_spec["task"]
-        self.recipe = Recipe.from_spec(spec["train"])
-        models.check_model_spec(self.model_spec)
-        self.seed = int(spec["seed"])
-        self.work_dir = Path(work_dir)
-        self.stream = sys.stderr if stream is None else stream
-        self.device = device if device is not None else devices.select_device()
-        devices.check_precision(self.device, self.recipe.precision)
-        # train.devices: this process's rank among the run's processes (distributed.py).
-        self.rank, self.world = distributed.rank_and_world()
-        if self.world != self.recipe.devices:
-            raise CampaignError(
-                f"train.devices: {self.recipe.devices}, but this process is one of {self.world} "
-                f"(the train stage launches the processes; run it with `campaign train`)"
-            )
-        distributed.init(self.device, self.rank, self.world)
+        self._read_spec(spec, work_dir, device, stream)
+        self._join_processes()
         self.data = data
         # A checkpoint belongs to the run's identity: changing checkpoint_every or
         # keep_checkpoints mid-campaign keeps every checkpoint usable.
@@ -128,7 +104,45 @@ class Trainer:
         self.label_ids = {name: i for i, name in enumerate(self.labels)}
         self._prepare_examples(data, root)
         self.pad_id = self.tokenizer.pad_token_id
+        self.model = self._build_model(spec, source)
+        self.trainable = [p for p in self.model.parameters() if p.requires_grad]
+        self._make_optimizer()
+        self.order = DataOrder(len(self.examples["train"]), self.seed, **self._grouping())
+        self.step = 0
+        self.history: list[dict] = []
+        self.train_seconds = 0.0
+        self.resumed_from: int | None = None
+        self.saved_step: int | None = None  # the step of the newest checkpoint in work_dir
+        self.stop_signal: int | None = None  # set by a PREEMPT_SIGNALS handler during run()
 
+    # -------------------------------------------------------------- setup
+    def _read_spec(self, spec: dict, work_dir: Path, device, stream) -> None:
+        """The run spec's recipe and task, checked; where the run writes and computes."""
+        self.spec = spec
+        self.model_spec = spec["model"]
+        self.task = self.model_spec["task"]
+        self.recipe = Recipe.from_spec(spec["train"])
+        models.check_model_spec(self.model_spec)
+        self.task_module = module_of(self.task)
+        self.seed = int(spec["seed"])
+        self.work_dir = Path(work_dir)
+        self.stream = sys.stderr if stream is None else stream
+        self.device = device if device is not None else devices.select_device()
+        devices.check_precision(self.device, self.recipe.precision)
+
+    def _join_processes(self) -> None:
+        """train.devices: this process's rank among the run's processes (distributed.py)."""
+        self.rank, self.world = distributed.rank_and_world()
+        if self.world != self.recipe.devices:
+            raise CampaignError(
+                f"train.devices: {self.recipe.devices}, but this process is one of {self.world} "
+                f"(the train stage launches the processes; run it with `campaign train`)"
+            )
+        distributed.init(self.device, self.rank, self.world)
+
+    def _build_model(self, spec: dict, source: Path | None):
+        """The task's model as the recipe trains it, on the device: base dropout and length
+        checked, the base quantized, packing checked, checkpointing on, LoRA wrapped."""
         model = models.build_model(self.model_spec, self.tokenizer, self.labels, self.seed, source)
         self._prepare_base(model)
         # train.base_quantization: the frozen base's linear weights quantized before LoRA.
@@ -140,54 +154,56 @@ class Trainer:
         self.quantized_base = models.has_quantized_base(model)
         if self.recipe.lora is not None:
             model = models.apply_lora(model, self.recipe.lora, self.task)
-        self.model = model.to(self.device)
-        self.trainable = [p for p in self.model.parameters() if p.requires_grad]
+        return model.to(self.device)
+
+    def _make_optimizer(self) -> None:
+        """The optimizer over the trainable parameters, its lr schedule, the fp16 loss scaler
+        and the autocast context of train.precision."""
+        r = self.recipe
         self.optimizer = optim.make_optimizer(
-            self.recipe.optimizer,
-            param_groups(self.model, self.recipe.weight_decay),
-            self.recipe.lr,
-            self.device.type,
+            r.optimizer, param_groups(self.model, r.weight_decay), r.lr, self.device.type
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer,
             functools.partial(
                 lr_factor,
-                schedule=self.recipe.schedule,
-                warmup_steps=self.recipe.warmup_steps,
-                max_steps=self.recipe.max_steps,
+                schedule=r.schedule,
+                warmup_steps=r.warmup_steps,
+                max_steps=r.max_steps,
             ),
         )
-        self.scaler = torch.amp.GradScaler(
-            self.device.type, enabled=self.recipe.precision == "fp16"
-        )
-        self.autocast = functools.partial(devices.autocast, self.device, self.recipe.precision)
-        self.order = DataOrder(len(self.examples["train"]), self.seed, **self._grouping())
-        self.step = 0
-        self.history: list[dict] = []
-        self.train_seconds = 0.0
-        self.resumed_from: int | None = None
-        self.saved_step: int | None = None  # the step of the newest checkpoint in work_dir
-        self.stop_signal: int | None = None  # set by a PREEMPT_SIGNALS handler during run()
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=r.precision == "fp16")
+        self.autocast = functools.partial(devices.autocast, self.device, r.precision)
 
     # -------------------------------------------------------------- data
     def _prepare_examples(self, data: Data, root: Path) -> None:
-        """The task's format and every split's examples. A task with its own module
-        (campaign/tasks/) formats, scores and predicts through its hooks."""
-        self.fmt = None
-        self.hooks = trainer_module(self.task)
-        self.run_setup = None
-        if self.hooks is not None:
-            self.run_setup = self.hooks.setup(self.model_spec, self.tokenizer, root)
-        elif self.task == "causal_lm":
-            self.fmt = CausalFormat.build(self.tokenizer, self.labels, self.recipe.max_length)
+        """The task's run setup (its format, labels, template) and every split's examples."""
+        self.run_setup = self.task_module.setup(
+            self.model_spec,
+            self.tokenizer,
+            root,
+            labels=self.labels,
+            max_length=self.recipe.max_length,
+        )
         self.examples = {
             name: self._encode(getattr(data, name)) for name in ("train", *EVAL_SPLITS)
         }
-        if self.hooks is not None:
-            self.hooks.check_train_examples(self.run_setup, self.examples["train"])
-        # What a split's final score is: accuracy, or for a task that generates none here (the
-        # evaluation scores the generated text) the loss per target token.
-        self.score_name = "accuracy" if self.run_setup is None else "loss per answer token"
+        self.task_module.check_train_examples(self.run_setup, self.examples["train"])
+        # What a split's final score is called: accuracy, or for a task that generates none
+        # here (the evaluation scores the generated text) the loss per target token.
+        self.score_name = self.task_module.score_name
+
+    @property
+    def fmt(self):
+        """The causal_lm task's prompt format (the preflight's checks read it); None for a
+        task without one."""
+        return getattr(self.run_setup, "fmt", None)
+
+    @property
+    def hooks(self):
+        """Transitional, for the preflight's checks until they call module_of(task): the task
+        module of a task without labels, None for the label tasks."""
+        return None if self.task_module.labeled else self.task_module
 
     def _prepare_base(self, model) -> None:
         """The base model as the recipe trains it: max_length within its positions, its own
@@ -210,15 +226,9 @@ class Trainer:
     def _encode(self, split: Split) -> list[dict]:
         if len(split) == 0:
             return []
-        if self.hooks is not None:
-            return self.hooks.encode_split(
-                self.run_setup, self.tokenizer, split, self.recipe.max_length
-            )
-        if self.task == "sequence_classification":
-            return encode_classification(
-                self.tokenizer, split.texts, split.labels, self.label_ids, self.recipe.max_length
-            )
-        return encode_causal(self.tokenizer, split.texts, split.labels, self.label_ids, self.fmt)
+        return self.task_module.encode_split(
+            self.run_setup, self.tokenizer, split, self.recipe.max_length
+        )
 
     def _grouping(self) -> dict:
         """DataOrder's length grouping (train.group_by_length), or none."""
@@ -489,69 +499,50 @@ class Trainer:
 
     @torch.no_grad()
     def scores(self, split: str) -> tuple[np.ndarray, float, int]:
-        """Class probabilities (n, n_labels) for a split, with the summed loss and target count.
-
-        causal_lm: every label's response is scored after the prompt; probabilities are the
-        softmax of the labels' total log-likelihoods, the loss is that of the true response.
-        """
-        examples = self.examples[split]
+        """Class probabilities (n, n_labels) for a split, with the summed loss and target count
+        (a label task's scores: for causal_lm every label's response is scored after the
+        prompt, probabilities the softmax of the labels' total log-likelihoods)."""
         self.model.eval()
-        if self.task == "sequence_classification":
-            return self._classifier_scores(examples)
-        return self._causal_scores(split)
-
-    def _classifier_scores(self, examples: list[dict]) -> tuple[np.ndarray, float, int]:
-        return classifier_scores(
-            self.model, examples, self.recipe.micro_batch, self.pad_id, self.device, self.autocast
-        )
-
-    def _causal_scores(self, split: str) -> tuple[np.ndarray, float, int]:
-        return causal_scores(
+        return self.task_module.scores(
             self.model,
             self.tokenizer,
-            self.fmt,
+            self.run_setup,
             getattr(self.data, split),
-            self.label_ids,
-            self.recipe.micro_batch,
-            self.pad_id,
-            self.device,
-            self.autocast,
+            self.examples[split],
+            micro_batch=self.recipe.micro_batch,
+            pad_id=self.pad_id,
+            device=self.device,
+            autocast=self.autocast,
         )
 
     def evaluate(self, split: str, final: bool = False) -> tuple[float, float, Any] | None:
-        """(mean loss per target, accuracy, probabilities) on a split; None when it is empty.
-        A task module's: (loss, mean per-item score, predictions frame), the last two only when
-        `final` (the saved model; generating at every evaluation would cost more than training)."""
+        """The task's (mean loss per target, score, scored items) on a split; None when it is
+        empty. A label task's: (loss, accuracy, probabilities); the generation task's: (loss,
+        None, predictions frame), the frame only when `final` (the saved model; generating
+        at every evaluation would cost more than training)."""
         if not self.examples[split]:
             return None
-        if self.hooks is not None:
-            return self.hooks.evaluate(
-                self.model,
-                self.tokenizer,
-                self.run_setup,
-                getattr(self.data, split),
-                self.examples[split],
-                micro_batch=self.recipe.micro_batch,
-                pad_id=self.pad_id,
-                device=self.device,
-                final=final,
-            )
-        probs, loss, count = self.scores(split)
-        truth = np.array([self.label_ids.get(v, -1) for v in getattr(self.data, split).labels])
-        accuracy = float((probs.argmax(axis=1) == truth).mean())
-        # Plain floats: rows go into checkpoints, which load with weights_only (no numpy types).
-        return (float(loss) / count if count else float("nan")), accuracy, probs
+        return self.task_module.evaluate(
+            self.model,
+            self.tokenizer,
+            self.run_setup,
+            getattr(self.data, split),
+            self.examples[split],
+            micro_batch=self.recipe.micro_batch,
+            pad_id=self.pad_id,
+            device=self.device,
+            final=final,
+            autocast=self.autocast,
+        )
 
     def predictions(self, split: str, result: tuple | None = None):
-        """DataFrame: id, label, prediction, then score_<label> (probability) per class.
-        result: the split's evaluate() on the current model, when the caller has it."""
+        """The split's predictions frame (a label task's: id, label, prediction, then
+        score_<label> per class). result: the split's evaluate() on the current model, when
+        the caller has it."""
         if result is None:
             result = self.evaluate(split, final=True)
-        if self.hooks is not None:
-            return result[2] if result is not None else self.hooks.empty_predictions()
-        return prediction_frame(
-            getattr(self.data, split), self.labels, result[2] if result is not None else None
-        )
+        scored = result[2] if result is not None else None
+        return self.task_module.predictions(self.run_setup, getattr(self.data, split), scored)
 
     def metrics_frame(self):
         import pandas as pd

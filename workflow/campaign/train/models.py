@@ -11,10 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from campaign.core.errors import CampaignError
-from campaign.core.tasks import template_files
+from campaign.core.tasks import TASKS, module_of, template_files
 
-TASKS = ("sequence_classification", "causal_lm", "generation")
-DECODER_TASKS = ("causal_lm", "generation")  # a causal LM head; the loss on response tokens
 ARCHITECTURES = ("bert", "gpt2", "llama")
 # llama: a decoder with grouped-query attention (num_key_value_heads < num_attention_heads), the
 # layout of today's instruct models, small enough from a config for tests on a CPU.
@@ -86,17 +84,8 @@ def check_model_spec(model_spec: dict) -> None:
                 f"{', '.join(ARCHITECTURES)}"
             )
         _need(config, CONFIG_KEYS + ARCH_KEYS.get(config["architecture"], ()), "model.config")
-        if task in DECODER_TASKS and config["architecture"] == "bert":
-            raise CampaignError(
-                f"model.config.architecture: {task} needs gpt2 or llama (a decoder)"
-            )
-        if task == "causal_lm" and config["architecture"] != "gpt2":
-            raise CampaignError("model.config.architecture: causal_lm needs gpt2 (a decoder)")
-        if config["architecture"] == "llama" and task != "generation":
-            raise CampaignError(
-                f"model.config.architecture: llama is a decoder for the generation task, not "
-                f"{task} (use bert or gpt2)"
-            )
+        # what the task trains (a classifier, a decoder) refuses the architectures it cannot use
+        module_of(task).check_architecture(config["architecture"])
         if tok["source"] != "train_split":
             raise CampaignError(
                 "model.tokenizer.source: a from_config model has no tokenizer of its own; "
@@ -213,7 +202,7 @@ def load_tokenizer(path: Path, task: str):
         if tok.eos_token_id is None:
             raise CampaignError(f"model.source: the tokenizer in {path} has no pad or EOS token")
         tok.pad_token = tok.eos_token
-    if task in DECODER_TASKS and tok.eos_token_id is None:
+    if module_of(task).decoder and tok.eos_token_id is None:
         # An encoder tokenizer ([SEP] ends every sequence) can still end a response.
         tok.eos_token = tok.sep_token
     return tok
@@ -239,14 +228,8 @@ def make_tokenizer(model_spec: dict, train_texts: Sequence[str], source: Path | 
 def _from_config(model_spec: dict, tokenizer, labels: list[str]):
     import transformers as tf
 
-    cfg, task = model_spec["config"], model_spec["task"]
-    label_map: dict[str, Any] = {}
-    if task == "sequence_classification":
-        label_map = dict(
-            num_labels=len(labels),
-            id2label=dict(enumerate(labels)),
-            label2id={name: i for i, name in enumerate(labels)},
-        )
+    cfg, task = model_spec["config"], module_of(model_spec["task"])
+    label_map: dict[str, Any] = task.head_config(labels)
     if cfg["architecture"] == "bert":
         config = tf.BertConfig(
             vocab_size=len(tokenizer),
@@ -260,9 +243,9 @@ def _from_config(model_spec: dict, tokenizer, labels: list[str]):
             pad_token_id=tokenizer.pad_token_id,
             **label_map,
         )
-        return tf.BertForSequenceClassification(config)
+        return _model_for(task, config)
     if cfg["architecture"] == "llama":
-        return tf.LlamaForCausalLM(llama_config(cfg, tokenizer))
+        return _model_for(task, llama_config(cfg, tokenizer))
     config = tf.GPT2Config(
         vocab_size=len(tokenizer),
         n_positions=cfg["max_position_embeddings"],
@@ -279,9 +262,14 @@ def _from_config(model_spec: dict, tokenizer, labels: list[str]):
         pad_token_id=tokenizer.pad_token_id,
         **label_map,
     )
-    if task in DECODER_TASKS:
-        return tf.GPT2LMHeadModel(config)
-    return tf.GPT2ForSequenceClassification(config)
+    return _model_for(task, config)
+
+
+def _model_for(task, config):
+    """A fresh model of the task's class for `config` (BertForSequenceClassification,
+    GPT2LMHeadModel, LlamaForCausalLM, ...): the class its Auto class maps the config to,
+    built directly (weights drawn from torch's RNG as the class's own __init__ draws them)."""
+    return task.model_class()._model_mapping[type(config)](config)
 
 
 def llama_config(cfg: dict, tokenizer):
@@ -311,23 +299,22 @@ def llama_config(cfg: dict, tokenizer):
     )
 
 
+def pretrained_options(task: str, labels: list[str]) -> dict:
+    """from_pretrained's keys for a base made into the task's model: a head of `labels`
+    (the task's head_config), if it has one."""
+    head = module_of(task).head_config(labels)
+    if not head:
+        return {}
+    # A checkpoint with a head for other labels (another task's classifier): the head is new,
+    # like any head a checkpoint lacks; every other weight is loaded.
+    return {**head, "ignore_mismatched_sizes": True}
+
+
 def _pretrained(path: Path, task: str, tokenizer, labels: list[str]):
     import torch
-    import transformers as tf
 
-    if task == "sequence_classification":
-        model = tf.AutoModelForSequenceClassification.from_pretrained(
-            str(path),
-            num_labels=len(labels),
-            id2label=dict(enumerate(labels)),
-            label2id={name: i for i, name in enumerate(labels)},
-            dtype=torch.float32,
-            # A checkpoint with a head for other labels (another task's classifier): the head is
-            # new, like any head a checkpoint lacks; every other weight is loaded.
-            ignore_mismatched_sizes=True,
-        )
-    else:
-        model = tf.AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
+    auto = module_of(task).model_class()
+    model = auto.from_pretrained(str(path), dtype=torch.float32, **pretrained_options(task, labels))
     if model.config.pad_token_id is None:
         model.config.pad_token_id = tokenizer.pad_token_id
     return model
@@ -378,12 +365,9 @@ def check_lora(lora: dict) -> None:
 
 
 def apply_lora(model, lora: dict, task: str):
-    """Wrap with LoRA adapters; only they (and a classification head) train.
-
-    For sequence classification peft also trains and saves the new head ("classifier" for
-    bert, "score" for gpt2), which starts random and must learn.
-    """
-    from peft import LoraConfig, TaskType, get_peft_model
+    """Wrap with LoRA adapters; only they (and a classification head) train. The task's
+    lora_task_type says what peft wraps (a classifier's new head trains and saves too)."""
+    from peft import LoraConfig, get_peft_model
 
     check_lora(lora)
     config = LoraConfig(
@@ -391,7 +375,7 @@ def apply_lora(model, lora: dict, task: str):
         lora_alpha=lora["alpha"],
         lora_dropout=lora["dropout"],
         target_modules=list(lora["target_modules"]),
-        task_type=TaskType.SEQ_CLS if task == "sequence_classification" else TaskType.CAUSAL_LM,
+        task_type=module_of(task).lora_task_type(),
         fan_in_fan_out=model.config.model_type == "gpt2",  # GPT-2 stores Conv1D weights (in, out)
     )
     try:
@@ -494,10 +478,17 @@ def save_adapter(model, tokenizer, folder: Path, base: Path, labels: list[str], 
         "base_hash": hash_tree(base),
         "base_quantization": method,
         "labels": list(labels),
-        "task": "causal_lm" if config["task_type"] == "CAUSAL_LM" else "sequence_classification",
+        "task": head_task(config["task_type"]),
     }
     (folder / BASE_FILE).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
     tokenizer.save_pretrained(str(folder))
+
+
+def head_task(task_type) -> str:
+    """The task BASE_FILE names an adapter's head by: the first task (in TASKS' order) whose
+    LoRA task type (peft's TaskType, or its string) is `task_type`; a generation run's adapter
+    is read as a causal LM's."""
+    return next(name for name in TASKS if module_of(name).lora_task_type() == task_type)
 
 
 def save_run_model(model, tokenizer, folder: Path, base: Path | None, labels, method=None):
@@ -550,15 +541,10 @@ def load_run_model(folder: Path, task: str, base: Path | None = None):
     """A run's model folder as a plain fp32 transformers model in eval mode: from_pretrained for
     a plain folder; for an adapter folder, the base (hash checked) with the adapter merged."""
     import torch
-    import transformers as tf
 
     info = check_base(folder, base)
     if info is None:
-        auto = (
-            tf.AutoModelForSequenceClassification
-            if task == "sequence_classification"
-            else tf.AutoModelForCausalLM
-        )
+        auto = module_of(task).model_class()
         return auto.from_pretrained(str(folder), dtype=torch.float32).eval()
     from peft import PeftModel
 

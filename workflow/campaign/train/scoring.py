@@ -8,6 +8,7 @@ come from the same code, op for op. `SavedModel` scores a finished run from its 
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from campaign.core.tasks import module_of
 from campaign.train.batches import (
     IGNORE,
     CausalFormat,
@@ -23,8 +25,6 @@ from campaign.train.batches import (
     causal_example,
     collate,
     count_targets,
-    encode_causal,
-    encode_classification,
 )
 from campaign.train.steps import logits_of
 
@@ -172,7 +172,9 @@ class SavedModel:
     `labels` are the classes in label-id order (the saved config's id2label for a classifier;
     for a causal LM the train split's sorted labels, given by the caller). `max_length` and
     `batch_size` are the run's train.max_length and train.micro_batch: the encoding and the
-    evaluation batches the run's own predictions were computed with.
+    evaluation batches the run's own predictions were computed with. The task's module
+    (campaign.core.tasks.module_of) says which model the folder holds and, for a label task,
+    how its items are encoded and scored.
     """
 
     folder: Path
@@ -186,12 +188,22 @@ class SavedModel:
     def __post_init__(self) -> None:
         from campaign.train.models import load_tokenizer
 
+        self.kind = module_of(self.task)
         self.tokenizer = load_tokenizer(self.folder, self.task)
         self.pad_id = self.tokenizer.pad_token_id
         self.label_ids = {name: i for i, name in enumerate(self.labels)}
-        self.fmt = None
-        if self.task == "causal_lm":
-            self.fmt = CausalFormat.build(self.tokenizer, self.labels, self.max_length)
+
+    @functools.cached_property
+    def run(self):
+        """The label task's setup for the run's labels (what encode and scores use)."""
+        return self.kind.setup(
+            None, self.tokenizer, None, labels=self.labels, max_length=self.max_length
+        )
+
+    @property
+    def fmt(self) -> CausalFormat | None:
+        """The causal_lm task's prompt format (None for a classifier)."""
+        return self.run.fmt
 
     def load(self, dtype=torch.float32, **kwargs):
         """A fresh copy of the model, in eval mode (on the CPU unless kwargs place it). An adapter
@@ -199,15 +211,9 @@ class SavedModel:
         quantization config then applies to the merged model, through a scratch folder."""
         import tempfile
 
-        import transformers as tf
-
         from campaign.train.models import adapter_info, load_run_model
 
-        auto = (
-            tf.AutoModelForSequenceClassification
-            if self.task == "sequence_classification"
-            else tf.AutoModelForCausalLM
-        )
+        auto = self.kind.model_class()
         if adapter_info(self.folder) is None:
             return auto.from_pretrained(str(self.folder), dtype=dtype, **kwargs).eval()
         merged = load_run_model(self.folder, self.task, self.base)
@@ -218,11 +224,7 @@ class SavedModel:
             return auto.from_pretrained(scratch, dtype=dtype, **kwargs).eval()
 
     def encode(self, split: Split) -> list[dict]:
-        if self.task == "sequence_classification":
-            return encode_classification(
-                self.tokenizer, split.texts, split.labels, self.label_ids, self.max_length
-            )
-        return encode_causal(self.tokenizer, split.texts, split.labels, self.label_ids, self.fmt)
+        return self.kind.encode_split(self.run, self.tokenizer, split, self.max_length)
 
     def scores(
         self, model, split: Split, device, autocast: Autocast = contextlib.nullcontext
@@ -230,21 +232,16 @@ class SavedModel:
         """Class probabilities (n, n_labels) of `model` on a split; None when it is empty."""
         if len(split) == 0:
             return None
-        if self.task == "sequence_classification":
-            probs, _, _ = classifier_scores(
-                model, self.encode(split), self.batch_size, self.pad_id, device, autocast
-            )
-            return probs
-        probs, _, _ = causal_scores(
+        probs, _, _ = self.kind.scores(
             model,
             self.tokenizer,
-            self.fmt,
+            self.run,
             split,
-            self.label_ids,
-            self.batch_size,
-            self.pad_id,
-            device,
-            autocast,
+            self.encode(split),
+            micro_batch=self.batch_size,
+            pad_id=self.pad_id,
+            device=device,
+            autocast=autocast,
         )
         return probs
 

@@ -7,10 +7,10 @@ import contextlib
 from collections.abc import Callable, Sequence
 
 import torch
-import torch.nn.functional as F
 
 from campaign.core.errors import CampaignError
-from campaign.train.batches import IGNORE, count_targets
+from campaign.core.tasks import module_of
+from campaign.train.batches import count_targets
 from campaign.train.packing import packed_logits
 
 
@@ -26,20 +26,12 @@ def logits_of(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
 
 
 def loss_sum(model, batch: dict[str, torch.Tensor], task: str) -> torch.Tensor:
-    """Sum (not mean) of per-target cross-entropies of one micro-batch, as a scalar tensor."""
+    """Sum (not mean) of per-target cross-entropies of one micro-batch, as a scalar tensor: the
+    task's loss_sum (a classifier's over its class logits, a decoder's over the next tokens)."""
     logits = logits_of(model, batch)
     if logits.dtype in (torch.float16, torch.bfloat16):
         logits = logits.float()  # the loss in fp32 even under autocast
-    labels = batch["labels"]
-    if task == "sequence_classification":
-        return F.cross_entropy(logits, labels, ignore_index=IGNORE, reduction="sum")
-    # Position t predicts token t+1.
-    return F.cross_entropy(
-        logits[:, :-1].reshape(-1, logits.shape[-1]),
-        labels[:, 1:].reshape(-1),
-        ignore_index=IGNORE,
-        reduction="sum",
-    )
+    return module_of(task).loss_sum(logits, batch["labels"])
 
 
 def accumulate(

@@ -23,11 +23,31 @@ class Generation(TaskModule):
     # ------------------------------------------------------------------ end data
 
     # ------------------------------------------------------------------ train
-    setup = staticmethod(chat.setup)
     encode_split = staticmethod(chat.encode_split)
     check_train_examples = staticmethod(chat.check_train_examples)
-    evaluate = staticmethod(chat.evaluate)
     empty_predictions = staticmethod(chat.empty_predictions)
+
+    def setup(self, model_spec: dict, tokenizer, root, *, labels=(), max_length=None):
+        """The template and generation settings (chat.setup); a generation run has no
+        labels, and its max_length is applied per split."""
+        return chat.setup(model_spec, tokenizer, root)
+
+    def evaluate(self, model, tokenizer, run, split, examples, **kwargs):
+        """chat.evaluate: the loss, then on the saved model the generated predictions; the
+        loop's autocast is not applied (scoring and generating in fp32)."""
+        kwargs.pop("autocast", None)
+        return chat.evaluate(model, tokenizer, run, split, examples, **kwargs)
+
+    def command_fields(self, model_spec: dict, tokenizer_folder, root) -> dict:
+        """The chat template the campaign formats and scores with (model.chat_template
+        resolved), so the command trains on the very text its model is judged on."""
+        from pathlib import Path
+
+        from campaign.train import load_tokenizer
+
+        tok = load_tokenizer(Path(tokenizer_folder), self.info.name)
+        return {"chat_template": self.setup(model_spec, tok, root).template}
+
     # The chat pieces other phases use through the task.
     prompt_ids = staticmethod(chat.prompt_ids)
     # ------------------------------------------------------------------ end train
