@@ -389,12 +389,6 @@ def discover_member(package: str, module: str):
     return import_module(module)
 
 
-def trainer_module(name: str):
-    """Transitional: the task module for generation, None for the label tasks (their phases
-    still branch; being replaced by module_of)."""
-    return module_of(name) if TASKS[name].scoring == "generated_text" else None
-
-
 def floors_of(name: str) -> tuple[str, ...]:
     """The floors a model of task `name` can be weighed against (evaluation.floor picks)."""
     return get(name).floors

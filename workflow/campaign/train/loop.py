@@ -199,12 +199,6 @@ class Trainer:
         task without one."""
         return getattr(self.run_setup, "fmt", None)
 
-    @property
-    def hooks(self):
-        """Transitional, for the preflight's checks until they call module_of(task): the task
-        module of a task without labels, None for the label tasks."""
-        return None if self.task_module.labeled else self.task_module
-
     def _prepare_base(self, model) -> None:
         """The base model as the recipe trains it: max_length within its positions, its own
         dropout as train.base_dropout says (before LoRA adds the adapters' dropout)."""

@@ -183,7 +183,7 @@ def _logits(model, batch):
 
 
 def _score_fn(task: str):
-    """The evaluation's scoring (train.loop: _classifier_scores, _causal_scores), op for op."""
+    """The evaluation's scoring (train.scoring: classifier_scores, causal_scores), op for op."""
 
     def classifier(model, batch):
         logits = _logits(model, batch)
