@@ -109,11 +109,16 @@ def _unknown_key(mapping: dict, where: str, keys: tuple[str, ...]) -> None:
             raise CampaignError(f"{where}.{key}: unknown key; expected {', '.join(keys)}")
 
 
+def _known_mapping(value: Any, where: str, keys: tuple[str, ...]) -> None:
+    """Refuse a `value` (at params key `where`) that is not a mapping of some of `keys`."""
+    if not isinstance(value, dict):
+        raise CampaignError(f"{where}: expected a mapping with {', '.join(keys)}")
+    _unknown_key(value, where, keys)
+
+
 def check_policy(policy: Any) -> None:
     """Raise CampaignError naming the ``split.audit.<key>`` unless policy is well formed."""
-    if not isinstance(policy, dict):
-        raise CampaignError(f"split.audit: expected a mapping with {', '.join(POLICY_KEYS)}")
-    _unknown_key(policy, "split.audit", POLICY_KEYS)
+    _known_mapping(policy, "split.audit", POLICY_KEYS)
     for key in POLICY_KEYS:
         if key not in policy:
             raise CampaignError(f"split.audit.{key}: missing")
@@ -142,9 +147,7 @@ def check_cfg(cfg: Any) -> None:
 def _check_keys(cfg: Any) -> None:
     """split is a mapping of CFG_KEYS (the optional ones may be left out) with a known
     method."""
-    if not isinstance(cfg, dict):
-        raise CampaignError(f"split: expected a mapping with {', '.join(CFG_KEYS)}")
-    _unknown_key(cfg, "split", CFG_KEYS)
+    _known_mapping(cfg, "split", CFG_KEYS)
     for key in CFG_KEYS:
         if key not in cfg and key not in OPTIONAL_DEFAULTS:
             hint = " (use null unless method is 'temporal')" if key == "temporal_cutoff" else ""
@@ -248,9 +251,7 @@ def check_assign(cfg: dict) -> None:
             "by the cutoff); use hash"
         )
     solve = solve_cfg(cfg)
-    if not isinstance(solve, dict):
-        raise CampaignError(f"split.solve: expected a mapping with {', '.join(SOLVE_KEYS)}")
-    _unknown_key(solve, "split.solve", SOLVE_KEYS)
+    _known_mapping(solve, "split.solve", SOLVE_KEYS)
     for key in SOLVE_KEYS:
         if key not in solve:
             raise CampaignError(f"split.solve.{key}: missing")
