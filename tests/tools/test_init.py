@@ -235,3 +235,27 @@ def test_paths_are_written_relative_to_the_project_and_bad_inputs_are_one_line(t
     (folder / "model.safetensors.index.json").write_text("[not json")
     with pytest.raises(CampaignError, match="not a safetensors index"):
         init_tool.weight_names(folder)
+
+
+def test_the_tools_reach_a_task_only_through_its_module():
+    """`campaign init` and the generated pages ask the task (core.tasks.module_of) for what
+    differs per task: no tool imports a module under campaign.tasks (an import cycle once the
+    tasks build on the tools' phases), and none names a task (tools/task_branches)."""
+    from campaign.core.code import module_imports, package_modules
+    from campaign.tools.task_branches import python_hits, task_words
+
+    tools = package_modules("campaign.tools")
+    imports = [
+        f"{module} imports {target}"
+        for module in tools
+        for target, _names, _top in module_imports(module)
+        if target.startswith("campaign.tasks")
+    ]
+    assert imports == []
+    folder = Path(init_tool.__file__).parent
+    named = {
+        path.name: python_hits(path, task_words())
+        for path in sorted(folder.glob("*.py"))
+        if path.name != "task_branches.py"
+    }
+    assert {name: lines for name, lines in named.items() if lines} == {}

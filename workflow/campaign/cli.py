@@ -303,38 +303,37 @@ def cmd_demo_data(args) -> int:
 
 
 # ------------------------------------------------------------------ parser
-def _add_user_tools(sub) -> None:
-    """`campaign init` (a params file for your own data and model) and `campaign compare`
-    (decisions on per-item results from lm-eval, Inspect or a table)."""
-    from campaign.compare import add_parser as add_compare
-    from campaign.tools.init import add_parser as add_init
-
-    add_init(sub)
-    add_compare(sub)
+# Each command registers its own parser (and its func); build_parser calls them in the order
+# `campaign --help` lists the commands.
+STATE_DIR_HELP = "store folder (default: campaign.state_dir)"
+KEY_HELP = (
+    "age identity file (AGE-SECRET-KEY-1...); default: the environment variable CAMPAIGN_BACKUP_KEY"
+)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="campaign",
-        description="Run an ML compute campaign as one reproducible Snakemake DAG.",
+def _with_params(p):
+    p.add_argument(
+        "--params",
+        default=os.environ.get("CAMPAIGN_PARAMS", "params.yaml"),
+        help="params file (default: $CAMPAIGN_PARAMS, else params.yaml; Snakemake reads the "
+        "same variable)",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    return p
 
-    def with_params(p):
-        p.add_argument(
-            "--params",
-            default=os.environ.get("CAMPAIGN_PARAMS", "params.yaml"),
-            help="params file (default: $CAMPAIGN_PARAMS, else params.yaml; Snakemake reads the "
-            "same variable)",
-        )
-        return p
 
+def _command(sub, name: str, text: str, params: bool = True, description: bool = True):
+    """A subcommand's parser, with --params unless `params` is False; its --help repeats the
+    one-line help as its description unless `description` is False."""
+    p = sub.add_parser(name, help=text, **({"description": text} if description else {}))
+    return _with_params(p) if params else p
+
+
+def _add_stages(sub) -> None:
+    """One subcommand per declared stage (what the rules run), in DAG order."""
     from campaign.core.registry import stages
 
-    # One subcommand per declared stage (what the rules run), in DAG order.
     for stage in stages().values():
-        text = f"stage: {stage.help}"
-        p = with_params(sub.add_parser(stage.command, help=text, description=text))
+        p = _command(sub, stage.command, f"stage: {stage.help}")
         p.add_argument("--spec", help="the stage's params subset as JSON (instead of --params)")
         p.add_argument("--run", help="run id (run-spec and train with --params)")
         p.add_argument(
@@ -346,7 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
             help="an input by name, one or more paths (`--in sources=a.csv b.csv`)",
         )
         p.add_argument("--out", action="append", metavar="NAME=PATH")
-        p.add_argument("--state-dir", help="store folder (default: campaign.state_dir)")
+        p.add_argument("--state-dir", help=STATE_DIR_HELP)
         p.add_argument(
             "--threads",
             type=int,
@@ -357,14 +356,28 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--log", help="write the stage's output here; errors also go to stderr")
         p.set_defaults(func=cmd_stage, stage=stage.name)
 
-    _add_user_tools(sub)  # `campaign init` and `campaign compare`
-    p = with_params(sub.add_parser("validate", help="check a params file against the schema"))
+
+def _add_user_tools(sub) -> None:
+    """`campaign init` (a params file for your own data and model) and `campaign compare`
+    (decisions on per-item results from lm-eval, Inspect or a table)."""
+    from campaign.compare import add_parser as add_compare
+    from campaign.tools.init import add_parser as add_init
+
+    add_init(sub)
+    add_compare(sub)
+
+
+def _add_validate(sub) -> None:
+    p = _command(sub, "validate", "check a params file against the schema", description=False)
     p.set_defaults(func=cmd_validate)
+
+
+def _add_plan(sub) -> None:
     text = (
         "print the planned runs in order (projected hours and the budget cut once the preflight "
         "has measured) and what the plan can estimate"
     )
-    p = with_params(sub.add_parser("plan", help=text, description=text))
+    p = _command(sub, "plan", text)
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.add_argument(
         "--preflight-report",
@@ -377,100 +390,159 @@ def build_parser() -> argparse.ArgumentParser:
         help="the preflight's measurements, for projected hours (default: %(default)s)",
     )
     p.set_defaults(func=cmd_plan)
-    for name, func, text in (
-        ("status", cmd_status, "which planned jobs are done, running, missing or failed"),
-        ("gc", cmd_gc, "drop store entries and leftovers the current plan does not reference"),
-    ):
-        p = with_params(sub.add_parser(name, help=text, description=text))
-        p.add_argument("--state-dir", help="store folder (default: campaign.state_dir)")
-        p.add_argument("--snakefile", default="Snakefile")
-        if name == "status":
-            p.add_argument(
-                "--plan-table",
-                default="results/plan/runs.tsv",
-                help="the plan's runs with projected hours (default: %(default)s)",
-            )
-            p.add_argument(
-                "--forecast",
-                default="results/budget/forecast.parquet",
-                help="the budget's calibrated forecast (default: %(default)s)",
-            )
-        if name == "gc":
-            p.add_argument("--dry-run", "-n", action="store_true", help="only list what would go")
-            p.add_argument(
-                "--force",
-                action="store_true",
-                help="collect even when some planned outputs have no file and no job record",
-            )
-            p.add_argument(
-                "--retention",
-                action="store_true",
-                help="keep what is inside the params `retention` windows (checkpoints of "
-                "completed runs, unreferenced entries); raw-data copies go once unreferenced",
-            )
-        p.set_defaults(func=func)
-    p = with_params(sub.add_parser("verify", help="re-hash every store entry; report corrupt ones"))
-    p.add_argument("--state-dir", help="store folder (default: campaign.state_dir)")
+
+
+def _with_snakefile(p):
+    """--state-dir and --snakefile: where the store and the DAG are."""
+    p.add_argument("--state-dir", help=STATE_DIR_HELP)
+    p.add_argument("--snakefile", default="Snakefile")
+    return p
+
+
+def _add_status(sub) -> None:
+    text = "which planned jobs are done, running, missing or failed"
+    p = _with_snakefile(_command(sub, "status", text))
+    p.add_argument(
+        "--plan-table",
+        default="results/plan/runs.tsv",
+        help="the plan's runs with projected hours (default: %(default)s)",
+    )
+    p.add_argument(
+        "--forecast",
+        default="results/budget/forecast.parquet",
+        help="the budget's calibrated forecast (default: %(default)s)",
+    )
+    p.set_defaults(func=cmd_status)
+
+
+def _add_gc(sub) -> None:
+    text = "drop store entries and leftovers the current plan does not reference"
+    p = _with_snakefile(_command(sub, "gc", text))
+    p.add_argument("--dry-run", "-n", action="store_true", help="only list what would go")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="collect even when some planned outputs have no file and no job record",
+    )
+    p.add_argument(
+        "--retention",
+        action="store_true",
+        help="keep what is inside the params `retention` windows (checkpoints of "
+        "completed runs, unreferenced entries); raw-data copies go once unreferenced",
+    )
+    p.set_defaults(func=cmd_gc)
+
+
+def _add_verify(sub) -> None:
+    text = "re-hash every store entry; report corrupt ones"
+    p = _command(sub, "verify", text, description=False)
+    p.add_argument("--state-dir", help=STATE_DIR_HELP)
     p.add_argument(
         "--remove",
         action="store_true",
         help="move corrupt entries out of the store (skipping keys a running job holds)",
     )
     p.set_defaults(func=cmd_verify)
-    p = with_params(sub.add_parser("reproduce", help="recompute a store entry; compare hashes"))
+
+
+def _add_reproduce(sub) -> None:
+    p = _command(sub, "reproduce", "recompute a store entry; compare hashes", description=False)
     p.add_argument("key", help="store key (or a unique prefix)")
-    p.add_argument("--state-dir", help="store folder (default: campaign.state_dir)")
+    p.add_argument("--state-dir", help=STATE_DIR_HELP)
     p.set_defaults(func=cmd_reproduce)
-    p = with_params(
-        sub.add_parser(
-            "split-salt",
-            help="keep split.salt if its split passes the audit's balance checks, else find the "
-            "best <split.salt>-N (label shares and split sizes within tolerance)",
-        )
+
+
+def _add_split_salt(sub) -> None:
+    text = (
+        "keep split.salt if its split passes the audit's balance checks, else find the "
+        "best <split.salt>-N (label shares and split sizes within tolerance)"
     )
+    p = _command(sub, "split-salt", text, description=False)
     p.add_argument("--tries", type=int, default=2000)
     p.set_defaults(func=cmd_split_salt)
-    key_help = (
-        "age identity file (AGE-SECRET-KEY-1...); default: the environment variable "
-        "CAMPAIGN_BACKUP_KEY"
-    )
+
+
+def _add_backup(sub) -> None:
     text = "write an encrypted archive (age) of results, logs, the store and snakemake metadata"
-    p = with_params(sub.add_parser("backup", help=text, description=text))
+    p = _command(sub, "backup", text)
     p.add_argument("--to", required=True, help="folder for the archive")
-    p.add_argument("--key-file", help=key_help)
+    p.add_argument("--key-file", help=KEY_HELP)
     p.add_argument(
         "--new-key", action="store_true", help="create --key-file first (must not exist)"
     )
-    p.add_argument("--state-dir", help="store folder (default: campaign.state_dir)")
+    p.add_argument("--state-dir", help=STATE_DIR_HELP)
     p.set_defaults(func=cmd_backup)
+
+
+def _add_restore(sub) -> None:
     text = "restore a `campaign backup` archive, checked file by file, replacing what is there"
-    p = with_params(sub.add_parser("restore", help=text, description=text))
+    p = _command(sub, "restore", text)
     p.add_argument("archive", help="the .tar.age archive")
-    p.add_argument("--key-file", help=key_help)
-    p.add_argument("--state-dir", help="store folder (default: campaign.state_dir)")
+    p.add_argument("--key-file", help=KEY_HELP)
+    p.add_argument("--state-dir", help=STATE_DIR_HELP)
     p.set_defaults(func=cmd_restore)
+
+
+def _add_findings(sub) -> None:
     text = (
         "what a user must act on (privacy findings, preflight failures and warnings, leakage "
         "audit problems, evaluation flags), from the phases' reports; the end of every "
         "snakemake run prints it"
     )
-    p = sub.add_parser("findings", help=text, description=text)
+    p = _command(sub, "findings", text, params=False)
     p.add_argument("--root", default=".", help="the project folder (default: %(default)s)")
     p.set_defaults(func=cmd_findings)
+
+
+def _add_scan_artifacts(sub) -> None:
     text = (
         "privacy scan of produced artifacts (tokenizer vocabularies, predictions, logs, "
         "reports): findings by kind and artifact path, never the secrets"
     )
-    p = sub.add_parser("scan-artifacts", help=text, description=text)
+    p = _command(sub, "scan-artifacts", text, params=False)
     p.add_argument("paths", nargs="*", default=["results", "logs"])
     p.add_argument("--out", default="results/privacy_artifacts.json")
     p.add_argument("--fail", action="store_true", help="exit 1 when any artifact holds findings")
     p.set_defaults(func=cmd_scan_artifacts)
-    p = sub.add_parser("demo-data", help="regenerate the embedded demo corpus")
+
+
+def _add_demo_data(sub) -> None:
+    p = _command(
+        sub, "demo-data", "regenerate the embedded demo corpus", params=False, description=False
+    )
     p.add_argument("--out", default="data/raw/demo.jsonl")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--n", type=int, default=None, help="number of records (default: the demo's)")
     p.set_defaults(func=cmd_demo_data)
+
+
+# In the order `campaign --help` lists them: the stages, the user's tools, then the house.
+COMMANDS = (
+    _add_stages,
+    _add_user_tools,
+    _add_validate,
+    _add_plan,
+    _add_status,
+    _add_gc,
+    _add_verify,
+    _add_reproduce,
+    _add_split_salt,
+    _add_backup,
+    _add_restore,
+    _add_findings,
+    _add_scan_artifacts,
+    _add_demo_data,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="campaign",
+        description="Run an ML compute campaign as one reproducible Snakemake DAG.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in COMMANDS:
+        add(sub)
     return parser
 
 

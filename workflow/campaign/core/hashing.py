@@ -41,8 +41,13 @@ def hash_file(path: str | os.PathLike) -> str:
     return blake3.blake3(max_threads=blake3.blake3.AUTO).update_mmap(path).hexdigest()
 
 
-def hash_tree(path: str | os.PathLike, file_hasher: Callable[[Path], str] = hash_file) -> str:
-    """Hash of a file, or of a folder as its sorted (relative path, file hash) list."""
+def hash_tree(
+    path: str | os.PathLike,
+    file_hasher: Callable[[Path], str] = hash_file,
+    skip: tuple[str, ...] = (),
+) -> str:
+    """Hash of a file, or of a folder as its sorted (relative path, file hash) list, leaving out
+    the files named in `skip` (a name, at any depth)."""
     path = Path(path)
     if path.is_file():
         return file_hasher(path)
@@ -50,6 +55,8 @@ def hash_tree(path: str | os.PathLike, file_hasher: Callable[[Path], str] = hash
     for root, dirs, files in os.walk(path):
         dirs.sort()
         for name in sorted(files):
+            if name in skip:
+                continue
             full = Path(root, name)
             entries.append([full.relative_to(path).as_posix(), file_hasher(full)])
     return hash_value({"tree": entries})

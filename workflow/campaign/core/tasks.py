@@ -367,6 +367,64 @@ class TaskModule:
     # ------------------------------------------------------------------ end quantize
 
     # ------------------------------------------------------------------ init
+    def init_family(self) -> str:
+        """The family of the small from_config model `campaign init` writes
+        (model.config.architecture: bert, gpt2 or llama), and whose LoRA targets it proposes
+        for it. Called by campaign.tools.init and campaign.tools.init_tokenizers."""
+        self._unsupported("campaign init")
+
+    def init_needs_lm_head(self) -> bool:
+        """Whether the task needs a language-model head: `campaign init` refuses an
+        encoder-only pretrained folder (bert, roberta, ...) for it. Called by
+        campaign.tools.init."""
+        return True
+
+    def init_fields(self, args, fields: dict) -> dict:
+        """data.fields from `campaign init`'s column flags: `fields` holds id, text, label,
+        group and timestamp as the flags gave them (None where not given); the task checks the
+        ones it needs and adds its own, refusing a missing or misplaced flag in one line. Called
+        by campaign.tools.init."""
+        self._unsupported("campaign init")
+
+    def init_check_labels(self, labels, args, data) -> None:
+        """Refuse, in one line naming --label-column, data whose distinct labels (`labels`:
+        the label column's value counts) the task cannot learn from; by default nothing is
+        refused. Called by campaign.tools.init."""
+
+    def init_config(self, config: dict) -> None:
+        """Adjust, in place, the small from_config model's config that `campaign init` writes
+        (by default nothing). Called by campaign.tools.init."""
+
+    def init_lowercase(self) -> bool:
+        """Whether a from_config tokenizer may lowercase the texts (the template's
+        model.tokenizer.lowercase applies); False where case is part of what is scored.
+        Called by campaign.tools.init_tokenizers."""
+        return True
+
+    def init_generation(self, records, folder, train_tokenizers, longest):
+        """What `campaign init` sizes a generating task's run with: None for a task that does
+        not generate (init sizes train.max_length on the text column), else (the task's keys of
+        the model section, the formatted examples' token lengths per tokenizer, the quantile of
+        them that train.max_length must reach). records: the data's records; folder: the
+        pretrained model folder, None for from_config; train_tokenizers(texts): the from_config
+        run's tokenizers as [(tokenizer, n)], each trained on the first n texts; longest(lengths):
+        the longest of token lengths, rounded up as init rounds lengths. Called by
+        campaign.tools.init."""
+        return None
+
+    def init_model_text(self, model: dict, flow) -> list[str]:
+        """The lines of the params file's model section for the task's own keys of `model`
+        (the model section `campaign init` writes), with their comments, each value written by
+        `flow` (YAML flow style); none by default. Called by campaign.tools.init."""
+        return []
+
+    def decision_key(self) -> str:
+        """The dotted params key that names the metric the task's decisions are made on:
+        `campaign init` writes evaluation.metric only where it is that key, and prints the
+        value at this key; docs/registries.md shows it. Called by campaign.tools.init and
+        campaign.tools.registries_doc."""
+        return "evaluation.metric"
+
     # ------------------------------------------------------------------ end init
 
     # ------------------------------------------------------------------ report

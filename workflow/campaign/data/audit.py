@@ -228,59 +228,17 @@ def audit(
     from the groups and duplicate pairs themselves, not from the units, so the audit checks
     the construction rather than restating it."""
     names = sorted(cfg["fractions"])
-    n = len(split)
-    records_in = Counter(split)
-    units_in: dict[str, set[str]] = defaultdict(set)
-    for key, s in zip(units.unit, split, strict=True):
-        units_in[s].add(key)
-    unit_sizes = Counter(units.unit)
-    largest_key, largest_size = min(unit_sizes.items(), key=lambda kv: (-kv[1], kv[0]))
-    conflicting = [c for c in units.clusters if c.conflicting]
-    labels = _label_shares(units.labels, split, names)
-    deviation = labels["max_deviation"]["value"]
     contrast = units if naive_units is None else naive_units
-
     out: dict[str, Any] = {
         "method": cfg["method"],
         "salt": cfg["salt"],
         "seed": seed,
         "fractions": {k: cfg["fractions"][k] for k in names},
-        "records": n,
-        "units": len(unit_sizes),
-        "largest_unit": {"unit": largest_key, "records": largest_size},
-        "splits": {
-            name: {
-                "records": records_in[name],
-                "units": len(units_in[name]),
-                "share": records_in[name] / n,
-                "target": cfg["fractions"][name],
-            }
-            for name in names
-        },
-        "sizes": _sizes(records_in, n, cfg),
-        "dedup": {
-            "policy": cfg["dedup"]["policy"],
-            "dropped": dropped,
-            "near": dict(cfg["dedup"]["near"]),
-            "exact_clusters": len(units.exact),
-            "records_in_exact_clusters": sum(len(c) for c in units.exact),
-            "near_pairs": len(units.near_pairs),
-            "near_clusters": sum(c.kind == "near" for c in units.clusters),
-        },
+        **_split_sections(units, split, cfg, names),
+        "dedup": _dedup_section(units, cfg, dropped),
         "leaks": _leaks(units, split, examples=True),
-        "label_conflicts": {
-            "clusters": len(conflicting),
-            "exact": sum(c.kind == "exact" for c in conflicting),
-            "near": sum(c.kind == "near" for c in conflicting),
-            "records": len({i for c in conflicting for i in c.ids}),
-            "examples": [c.to_json() for c in conflicting[:_EXAMPLES]],
-        },
-        "labels": {
-            **labels,
-            "tolerance": cfg["stratify_tolerance"],
-            "within_tolerance": deviation <= cfg["stratify_tolerance"],
-            "missing_from_train": labels["missing"][TRAIN],
-        },
+        "label_conflicts": _conflicts_section(units),
+        "labels": _labels_section(units, split, cfg, names),
         "naive_split": {
             "what": "per-record uniform split with the same fractions",
             "rng": f"numpy.random.default_rng([{seed}, {_NAIVE_STREAM}])",
@@ -302,17 +260,84 @@ def audit(
     if assignment is not None:
         out["assign"] = assignment
     if cfg["method"] == "temporal" and timestamps is not None:
-        cutoff = parse_cutoff(cfg["temporal_cutoff"])
-        train_times = [t for t, s in zip(timestamps, split, strict=True) if s == TRAIN]
-        eval_times = [t for t, s in zip(timestamps, split, strict=True) if s != TRAIN]
-        out["temporal"] = {
-            "cutoff": time_text(cutoff),
-            "train_latest": time_text(max(train_times)) if train_times else None,
-            "eval_earliest": time_text(min(eval_times)) if eval_times else None,
-            "train_records_at_or_after_cutoff": sum(t >= cutoff for t in train_times),
-            "eval_records_before_cutoff": sum(t < cutoff for t in eval_times),
-        }
+        out["temporal"] = _temporal_section(timestamps, split, cfg)
     return out
+
+
+def _split_sections(units: LeakUnits, split: Sequence[str], cfg: dict, names: list[str]) -> dict:
+    """The audit's records, units, largest unit, splits and sizes sections."""
+    n = len(split)
+    records_in = Counter(split)
+    units_in: dict[str, set[str]] = defaultdict(set)
+    for key, s in zip(units.unit, split, strict=True):
+        units_in[s].add(key)
+    unit_sizes = Counter(units.unit)
+    largest_key, largest_size = min(unit_sizes.items(), key=lambda kv: (-kv[1], kv[0]))
+    return {
+        "records": n,
+        "units": len(unit_sizes),
+        "largest_unit": {"unit": largest_key, "records": largest_size},
+        "splits": {
+            name: {
+                "records": records_in[name],
+                "units": len(units_in[name]),
+                "share": records_in[name] / n,
+                "target": cfg["fractions"][name],
+            }
+            for name in names
+        },
+        "sizes": _sizes(records_in, n, cfg),
+    }
+
+
+def _dedup_section(units: LeakUnits, cfg: dict, dropped: dict | None) -> dict:
+    """The duplicate policy, what it dropped, and the exact and near clusters found."""
+    return {
+        "policy": cfg["dedup"]["policy"],
+        "dropped": dropped,
+        "near": dict(cfg["dedup"]["near"]),
+        "exact_clusters": len(units.exact),
+        "records_in_exact_clusters": sum(len(c) for c in units.exact),
+        "near_pairs": len(units.near_pairs),
+        "near_clusters": sum(c.kind == "near" for c in units.clusters),
+    }
+
+
+def _conflicts_section(units: LeakUnits) -> dict:
+    """Duplicate clusters whose records carry different labels."""
+    conflicting = [c for c in units.clusters if c.conflicting]
+    return {
+        "clusters": len(conflicting),
+        "exact": sum(c.kind == "exact" for c in conflicting),
+        "near": sum(c.kind == "near" for c in conflicting),
+        "records": len({i for c in conflicting for i in c.ids}),
+        "examples": [c.to_json() for c in conflicting[:_EXAMPLES]],
+    }
+
+
+def _labels_section(units: LeakUnits, split: Sequence[str], cfg: dict, names: list[str]) -> dict:
+    """Label shares per split against split.stratify_tolerance, and labels missing from train."""
+    labels = _label_shares(units.labels, split, names)
+    return {
+        **labels,
+        "tolerance": cfg["stratify_tolerance"],
+        "within_tolerance": labels["max_deviation"]["value"] <= cfg["stratify_tolerance"],
+        "missing_from_train": labels["missing"][TRAIN],
+    }
+
+
+def _temporal_section(timestamps: Sequence[datetime], split: Sequence[str], cfg: dict) -> dict:
+    """The cutoff, and the records on the wrong side of it."""
+    cutoff = parse_cutoff(cfg["temporal_cutoff"])
+    train_times = [t for t, s in zip(timestamps, split, strict=True) if s == TRAIN]
+    eval_times = [t for t, s in zip(timestamps, split, strict=True) if s != TRAIN]
+    return {
+        "cutoff": time_text(cutoff),
+        "train_latest": time_text(max(train_times)) if train_times else None,
+        "eval_earliest": time_text(min(eval_times)) if eval_times else None,
+        "train_records_at_or_after_cutoff": sum(t >= cutoff for t in train_times),
+        "eval_records_before_cutoff": sum(t < cutoff for t in eval_times),
+    }
 
 
 def check_audit(audit: dict, policy: dict) -> None:
@@ -388,8 +413,21 @@ def _fmt(value: float) -> str:
 
 
 def audit_table(audit: dict) -> str:
-    """The audit as a readable text table (fixed-width columns)."""
-    names = list(audit["splits"])
+    """The audit as a readable text table (fixed-width columns): its sections in order."""
+    sections = (
+        _split_lines,
+        _leak_lines,
+        _dedup_lines,
+        _label_lines,
+        _temporal_lines,
+        _assign_lines,
+        _moved_lines,
+    )
+    return "\n".join(line for section in sections for line in section(audit)) + "\n"
+
+
+def _split_lines(audit: dict) -> list[str]:
+    """The header, each split's records, units and share, and the size check."""
     lines = [
         f"Split audit: method {audit['method']}, salt {audit['salt']!r}, seed {audit['seed']}, "
         f"{audit['records']} records in {audit['units']} units (largest "
@@ -397,7 +435,7 @@ def audit_table(audit: dict) -> str:
         "",
         f"  {'split':<14}{'records':>9}{'units':>8}{'share':>8}{'target':>8}",
     ]
-    for name in names:
+    for name in audit["splits"]:
         s = audit["splits"][name]
         lines.append(
             f"  {name:<14}{s['records']:>9}{s['units']:>8}{_fmt(s['share']):>8}"
@@ -413,21 +451,34 @@ def audit_table(audit: dict) -> str:
         f"  max |share - target| = {_fmt(sizes['max_deviation']['value'])} "
         f"({sizes['max_deviation']['split']}), {verdict}"
     )
+    return lines
+
+
+# The leak counts the table shows, this split beside the naive one: (title, key).
+_LEAK_ROWS = (
+    ("groups in more than one split", "groups_in_several_splits"),
+    ("same-group pairs across splits", "cross_split_group_pairs"),
+    ("exact duplicate pairs across", "cross_split_exact_pairs"),
+    ("near duplicate pairs across", "cross_split_near_pairs"),
+    ("leaking pairs, total", "leaking_pairs"),
+    ("eval records with a train partner", "eval_records_with_train_partner"),
+)
+
+
+def _leak_lines(audit: dict) -> list[str]:
+    """The leaks of this split beside the naive split's."""
     ours, naive = audit["leaks"], audit["naive_split"]["leaks"]
-    rows = [
-        ("groups in more than one split", "groups_in_several_splits"),
-        ("same-group pairs across splits", "cross_split_group_pairs"),
-        ("exact duplicate pairs across", "cross_split_exact_pairs"),
-        ("near duplicate pairs across", "cross_split_near_pairs"),
-        ("leaking pairs, total", "leaking_pairs"),
-        ("eval records with a train partner", "eval_records_with_train_partner"),
-    ]
-    lines += ["", f"  {'leaks':<36}{'this split':>12}{'naive split':>13}"]
-    for title, key in rows:
+    lines = ["", f"  {'leaks':<36}{'this split':>12}{'naive split':>13}"]
+    for title, key in _LEAK_ROWS:
         lines.append(f"  {title:<36}{ours[key]:>12}{naive[key]:>13}")
     lines.append(f"  (naive: {audit['naive_split']['what']}, {audit['naive_split']['rng']})")
+    return lines
+
+
+def _dedup_lines(audit: dict) -> list[str]:
+    """Duplicate clusters, the duplicate policy, what it dropped, and label conflicts."""
     d = audit["dedup"]
-    lines += [
+    lines = [
         "",
         f"Duplicates: {d['exact_clusters']} exact clusters ({d['records_in_exact_clusters']} "
         f"records), {d['near_pairs']} near pairs in {d['near_clusters']} near clusters "
@@ -450,9 +501,14 @@ def audit_table(audit: dict) -> str:
     for ex in c["examples"][:3]:
         pairs = ", ".join(f"{i}={lab}" for i, lab in zip(ex["ids"], ex["labels"], strict=True))
         lines.append(f"    {ex['kind']}: {pairs}")
+    return lines
 
+
+def _label_lines(audit: dict) -> list[str]:
+    """Each label's share overall and per split, the stratification check, and coverage."""
+    names = list(audit["splits"])
     labels = audit["labels"]
-    lines += ["", f"  {'label':<16}{'overall':>9}" + "".join(f"{n:>12}" for n in names)]
+    lines = ["", f"  {'label':<16}{'overall':>9}" + "".join(f"{n:>12}" for n in names)]
     for label in labels["classes"]:
         shares = "".join(f"{_fmt(labels['per_split'][n][label]):>12}" for n in names)
         lines.append(f"  {label:<16}{_fmt(labels['overall'][label]):>9}{shares}")
@@ -470,32 +526,48 @@ def audit_table(audit: dict) -> str:
         if not missing
         else "  classes missing: " + "; ".join(f"{n}: {', '.join(m)}" for n, m in missing.items())
     )
-    if audit["temporal"]:
-        t = audit["temporal"]
-        lines += [
-            "",
-            f"Temporal: cutoff {t['cutoff']}, train latest {t['train_latest']}, eval earliest "
-            f"{t['eval_earliest']}; {t['eval_records_before_cutoff']} pre-cutoff records went to "
-            f"evaluation with their unit, {t['train_records_at_or_after_cutoff']} train records at "
-            "or after the cutoff",
-        ]
-    if audit.get("assign"):
-        a = audit["assign"]
-        lines += ["", f"Assignment: {a['note']}"]
-        for mv in a.get("moved_units", [])[:5]:
-            lines.append(
-                f"    unit {mv['unit']!r} ({mv['records']} records): {mv['from']} -> {mv['to']}"
-                f" ({mv['reason']})"
-            )
-    if audit["moved"] is not None:
-        m = audit["moved"]
-        reasons = ", ".join(f"{k} {v}" for k, v in m["by_reason"].items()) or "none"
-        lines += [
-            "",
-            f"Moved since the previous assignment: {m['count']} of {m['compared']} records "
-            f"({reasons})",
-        ]
-        for ex in m["examples"][:3]:
-            unit = f" (unit {ex['unit']!r})" if "unit" in ex else ""
-            lines.append(f"    {ex['id']}: {ex['from']} -> {ex['to']}{unit}")
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def _temporal_lines(audit: dict) -> list[str]:
+    """The temporal cutoff and what crossed it (a temporal split only)."""
+    if not audit["temporal"]:
+        return []
+    t = audit["temporal"]
+    return [
+        "",
+        f"Temporal: cutoff {t['cutoff']}, train latest {t['train_latest']}, eval earliest "
+        f"{t['eval_earliest']}; {t['eval_records_before_cutoff']} pre-cutoff records went to "
+        f"evaluation with their unit, {t['train_records_at_or_after_cutoff']} train records at "
+        "or after the cutoff",
+    ]
+
+
+def _assign_lines(audit: dict) -> list[str]:
+    """What split.assign solve or auto did, and the units it moved (the first 5)."""
+    if not audit.get("assign"):
+        return []
+    a = audit["assign"]
+    lines = ["", f"Assignment: {a['note']}"]
+    for mv in a.get("moved_units", [])[:5]:
+        lines.append(
+            f"    unit {mv['unit']!r} ({mv['records']} records): {mv['from']} -> {mv['to']}"
+            f" ({mv['reason']})"
+        )
+    return lines
+
+
+def _moved_lines(audit: dict) -> list[str]:
+    """The records that moved since the previous assignment, by reason, with examples."""
+    if audit["moved"] is None:
+        return []
+    m = audit["moved"]
+    reasons = ", ".join(f"{k} {v}" for k, v in m["by_reason"].items()) or "none"
+    lines = [
+        "",
+        f"Moved since the previous assignment: {m['count']} of {m['compared']} records ({reasons})",
+    ]
+    for ex in m["examples"][:3]:
+        unit = f" (unit {ex['unit']!r})" if "unit" in ex else ""
+        lines.append(f"    {ex['id']}: {ex['from']} -> {ex['to']}{unit}")
+    return lines

@@ -102,15 +102,23 @@ def check_near_params(threshold: float, num_perm: int, shingle_size: int) -> Non
             raise CampaignError(f"{key}.{name}: expected a positive integer, got {value!r}")
 
 
+def _unknown_key(mapping: dict, where: str, keys: tuple[str, ...]) -> None:
+    """Refuse the first key of `mapping` (at params key `where`) that is not one of `keys`."""
+    for key in mapping:
+        if key not in keys:
+            raise CampaignError(f"{where}.{key}: unknown key; expected {', '.join(keys)}")
+
+
+def _known_mapping(value: Any, where: str, keys: tuple[str, ...]) -> None:
+    """Refuse a `value` (at params key `where`) that is not a mapping of some of `keys`."""
+    if not isinstance(value, dict):
+        raise CampaignError(f"{where}: expected a mapping with {', '.join(keys)}")
+    _unknown_key(value, where, keys)
+
+
 def check_policy(policy: Any) -> None:
     """Raise CampaignError naming the ``split.audit.<key>`` unless policy is well formed."""
-    if not isinstance(policy, dict):
-        raise CampaignError(f"split.audit: expected a mapping with {', '.join(POLICY_KEYS)}")
-    for key in policy:
-        if key not in POLICY_KEYS:
-            raise CampaignError(
-                f"split.audit.{key}: unknown key; expected {', '.join(POLICY_KEYS)}"
-            )
+    _known_mapping(policy, "split.audit", POLICY_KEYS)
     for key in POLICY_KEYS:
         if key not in policy:
             raise CampaignError(f"split.audit.{key}: missing")
@@ -128,11 +136,18 @@ def check_policy(policy: Any) -> None:
 def check_cfg(cfg: Any) -> None:
     """Raise CampaignError (one line naming the ``split.<key>``) unless cfg has the shape
     described in ``make_splits``."""
-    if not isinstance(cfg, dict):
-        raise CampaignError(f"split: expected a mapping with {', '.join(CFG_KEYS)}")
-    for key in cfg:
-        if key not in CFG_KEYS:
-            raise CampaignError(f"split.{key}: unknown key; expected {', '.join(CFG_KEYS)}")
+    _check_keys(cfg)
+    _check_fractions(cfg["fractions"])
+    _check_settings(cfg)
+    check_assign(cfg)
+    _check_dedup(cfg["dedup"])
+    check_policy(cfg["audit"])
+
+
+def _check_keys(cfg: Any) -> None:
+    """split is a mapping of CFG_KEYS (the optional ones may be left out) with a known
+    method."""
+    _known_mapping(cfg, "split", CFG_KEYS)
     for key in CFG_KEYS:
         if key not in cfg and key not in OPTIONAL_DEFAULTS:
             hint = " (use null unless method is 'temporal')" if key == "temporal_cutoff" else ""
@@ -140,7 +155,9 @@ def check_cfg(cfg: Any) -> None:
     if cfg["method"] not in METHODS:
         raise CampaignError(f"split.method: {cfg['method']!r} is not one of {', '.join(METHODS)}")
 
-    fractions = cfg["fractions"]
+
+def _check_fractions(fractions: Any) -> None:
+    """split.fractions: train and at least one other split, each > 0, summing to 1."""
     if not isinstance(fractions, dict) or len(fractions) < 2 or TRAIN not in fractions:
         raise CampaignError(
             "split.fractions: expected a mapping of split name to fraction with 'train' and at "
@@ -162,6 +179,10 @@ def check_cfg(cfg: Any) -> None:
             f"split.fractions: sum to {total:.12g}, expected 1 (within {FRACTION_SUM_TOLERANCE})"
         )
 
+
+def _check_settings(cfg: dict) -> None:
+    """split.salt, the two tolerances, split.previous, and a temporal cutoff exactly when the
+    method is temporal."""
     if not isinstance(cfg["salt"], str) or not cfg["salt"]:
         raise CampaignError(f"split.salt: expected a non-empty string, got {cfg['salt']!r}")
     for key in ("stratify_tolerance", "size_tolerance"):
@@ -186,32 +207,26 @@ def check_cfg(cfg: Any) -> None:
             f"{cfg['method']!r}); set it to null"
         )
 
-    check_assign(cfg)
-    dedup = cfg["dedup"]
+
+def _check_dedup(dedup: Any) -> None:
+    """split.dedup: a known policy and the near-duplicate search's settings."""
     if not isinstance(dedup, dict):
         raise CampaignError(f"split.dedup: expected a mapping with {', '.join(DEDUP_KEYS)}")
     for key in DEDUP_KEYS:
         if key not in dedup:
             raise CampaignError(f"split.dedup.{key}: missing")
-    for key in dedup:
-        if key not in DEDUP_KEYS:
-            raise CampaignError(f"split.dedup.{key}: unknown key; expected {', '.join(DEDUP_KEYS)}")
+    _unknown_key(dedup, "split.dedup", DEDUP_KEYS)
     if dedup["policy"] not in DEDUP_POLICIES:
         raise CampaignError(
             f"split.dedup.policy: {dedup['policy']!r} is not one of {', '.join(DEDUP_POLICIES)}"
         )
     if not isinstance(dedup["near"], dict):
         raise CampaignError("split.dedup.near: expected a mapping with threshold, num_perm, ...")
-    for key in dedup["near"]:
-        if key not in NEAR_KEYS:
-            raise CampaignError(
-                f"split.dedup.near.{key}: unknown key; expected {', '.join(NEAR_KEYS)}"
-            )
+    _unknown_key(dedup["near"], "split.dedup.near", NEAR_KEYS)
     for key in NEAR_KEYS:
         if key not in dedup["near"]:
             raise CampaignError(f"split.dedup.near.{key}: missing")
     check_near_params(**dedup["near"])
-    check_policy(cfg["audit"])
 
 
 def assign_mode(cfg: dict) -> str:
@@ -236,11 +251,7 @@ def check_assign(cfg: dict) -> None:
             "by the cutoff); use hash"
         )
     solve = solve_cfg(cfg)
-    if not isinstance(solve, dict):
-        raise CampaignError(f"split.solve: expected a mapping with {', '.join(SOLVE_KEYS)}")
-    for key in solve:
-        if key not in SOLVE_KEYS:
-            raise CampaignError(f"split.solve.{key}: unknown key; expected {', '.join(SOLVE_KEYS)}")
+    _known_mapping(solve, "split.solve", SOLVE_KEYS)
     for key in SOLVE_KEYS:
         if key not in solve:
             raise CampaignError(f"split.solve.{key}: missing")

@@ -214,15 +214,7 @@ def _solve_assign(
             f"{settings.max_units:,}; the units are placed by the salted hash instead"
         )
         return _assign(units, cfg, None), info
-    row = {k: i for i, k in enumerate(keys)}
-    classes = sorted(set(units.labels))
-    col = {c: j for j, c in enumerate(classes)}
-    counts = np.zeros((len(keys), len(classes)))  # (n_units, n_classes)
-    np.add.at(
-        counts,
-        (np.array([row[k] for k in units.unit]), np.array([col[c] for c in units.labels])),
-        1.0,
-    )
+    counts, classes = _unit_label_counts(units, keys)
     before = _previous_of_units(units, keys, names, previous)
     guide_salt = closest_salt(scorer, cfg["salt"], GUIDE_SALTS)
     hashed = assign_units(keys, cfg["fractions"], guide_salt)
@@ -247,6 +239,44 @@ def _solve_assign(
         }
         for u in np.flatnonzero(solution.moved)
     ]
+    info.update(
+        used="solve",
+        guide_salt=guide_salt,
+        label_deviation=solution.label_deviation,
+        size_deviation=solution.size_deviation,
+        proved_lower=solution.proved_lower,
+        proved_for=solution.proved_for or "any split",
+        fewest_moves_proved=solution.fewest_moves_proved,
+        earlier_units=int((before >= 0).sum()),
+        new_units=int((before < 0).sum()),
+        moved_units=moved,
+        node_limit=settings.node_limit,
+        note=_solve_note(mode, len(keys), units, previous, solution, settings, len(moved)),
+    )
+    split_of = {keys[u]: names[s] for u, s in enumerate(solution.split)}
+    return [split_of[k] for k in units.unit], info
+
+
+def _unit_label_counts(units: LeakUnits, keys: list[str]) -> tuple[np.ndarray, list[str]]:
+    """(counts: (n_units, n_classes) records of each label in each unit, in `keys` order;
+    the classes, sorted)."""
+    row = {k: i for i, k in enumerate(keys)}
+    classes = sorted(set(units.labels))
+    col = {c: j for j, c in enumerate(classes)}
+    counts = np.zeros((len(keys), len(classes)))  # (n_units, n_classes)
+    np.add.at(
+        counts,
+        (np.array([row[k] for k in units.unit]), np.array([col[c] for c in units.labels])),
+        1.0,
+    )
+    return counts, classes
+
+
+def _solve_note(
+    mode: str, n_units: int, units: LeakUnits, previous, solution, settings, n_moved: int
+) -> str:
+    """The audit's one line on what the integer program did: deviations, what is proved, the
+    earlier units it moved, and why none of split.previous matched."""
     given = f" with {solution.proved_for}" if solution.proved_for else ""
     unmatched = (
         f"; split.previous holds none of these {len(units.ids):,} records (an earlier split "
@@ -266,27 +296,12 @@ def _solve_assign(
         if solution.proved_lower > 0
         else ""
     )
-    info.update(
-        used="solve",
-        guide_salt=guide_salt,
-        label_deviation=solution.label_deviation,
-        size_deviation=solution.size_deviation,
-        proved_lower=solution.proved_lower,
-        proved_for=solution.proved_for or "any split",
-        fewest_moves_proved=solution.fewest_moves_proved,
-        earlier_units=int((before >= 0).sum()),
-        new_units=int((before < 0).sum()),
-        moved_units=moved,
-        node_limit=settings.node_limit,
-        note=(
-            f"split.assign {mode}: HiGHS placed {len(keys):,} units ({solution.nodes:,} nodes, "
-            f"{solution.solves} program(s)): label deviation {solution.label_deviation:.4f}, "
-            f"size deviation {solution.size_deviation:.4f}{proved}; {len(moved)} earlier "
-            f"unit(s) moved{fewest}{unmatched}"
-        ),
+    return (
+        f"split.assign {mode}: HiGHS placed {n_units:,} units ({solution.nodes:,} nodes, "
+        f"{solution.solves} program(s)): label deviation {solution.label_deviation:.4f}, "
+        f"size deviation {solution.size_deviation:.4f}{proved}; {n_moved} earlier "
+        f"unit(s) moved{fewest}{unmatched}"
     )
-    split_of = {keys[u]: names[s] for u, s in enumerate(solution.split)}
-    return [split_of[k] for k in units.unit], info
 
 
 def _check_nonempty(split: list[str], units: LeakUnits, cfg: dict) -> None:

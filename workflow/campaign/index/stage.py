@@ -34,12 +34,11 @@ A value no input records is null, with the reason in the matching *_reason colum
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from campaign.core.errors import CampaignError
-from campaign.core.hashing import ALGORITHM, hash_file, hash_value
+from campaign.core.hashing import ALGORITHM, hash_file, hash_tree, hash_value
 from campaign.core.io import get, number_or_none, read_json, read_table, resolve
 from campaign.core.io import read_plan as plan_table
 from campaign.evaluate import read_decisions
@@ -115,20 +114,9 @@ COMPARISON_COLUMNS = ("split", "kind", "subject", "cell_id", "reference", "decis
 
 
 def tree_hash(path: Path) -> str:
-    """A file's hash, or a folder's as the store records an output folder (hashing.hash_tree's
-    format) without the timestamp file Snakemake adds to directory outputs."""
-    path = Path(path)
-    if path.is_file():
-        return hash_file(path)
-    entries = []
-    for root, dirs, files in os.walk(path):
-        dirs.sort()
-        for name in sorted(files):
-            if name == SNAKEMAKE_STAMP:
-                continue
-            full = Path(root, name)
-            entries.append([full.relative_to(path).as_posix(), hash_file(full)])
-    return hash_value({"tree": entries})
+    """A file's hash, or a folder's as the store records an output folder (hashing.hash_tree)
+    without the timestamp file Snakemake adds to directory outputs."""
+    return hash_tree(path, skip=(SNAKEMAKE_STAMP,))
 
 
 def weights(model: Path) -> tuple[str | None, str | None]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from campaign.core.errors import CampaignError
 from campaign.core.tasks import TaskModule
 
 
@@ -132,6 +133,21 @@ class LabelTask(TaskModule):
     # ------------------------------------------------------------------ end quantize
 
     # ------------------------------------------------------------------ init
+    def init_fields(self, args, fields: dict) -> dict:
+        """The text and the label columns are required."""
+        for key in ("text", "label"):
+            if not fields[key]:
+                raise CampaignError(f"--{key}-column: required for --task {args.task}")
+        return fields
+
+    def init_check_labels(self, labels, args, data) -> None:
+        """A classifier needs at least 2 distinct labels."""
+        if len(labels) < 2:
+            raise CampaignError(
+                f"--label-column {args.label_column!r}: {data} has {len(labels)} distinct "
+                f"label(s) ({', '.join(map(str, labels.index))}); a classifier needs at least 2"
+            )
+
     # ------------------------------------------------------------------ end init
 
     # ------------------------------------------------------------------ report

@@ -22,9 +22,8 @@ from typing import Any
 
 import yaml
 
-from campaign.core.defaults import GENERATION_DEFAULTS
 from campaign.core.errors import CampaignError
-from campaign.core.tasks import floors_of
+from campaign.core.tasks import TASKS, floors_of, module_of
 from campaign.preflight import tokenizer_problem
 from campaign.tools.init_tokenizers import (
     from_config_architecture,
@@ -139,7 +138,8 @@ def model_config(folder: Path) -> dict:
 
 
 def check_task(folder: Path, config: dict, task: str) -> None:
-    if task in ("causal_lm", "generation") and config["model_type"] in ENCODERS:
+    """Refuse an encoder-only folder for a task that needs a language-model head."""
+    if module_of(task).init_needs_lm_head() and config["model_type"] in ENCODERS:
         raise CampaignError(
             f"--task {task}: {folder} is a {config['model_type']} model (an encoder, no "
             "language-model head); use a decoder (gpt2, llama, mistral, qwen2) or "
@@ -234,9 +234,9 @@ def max_positions_of(config: dict) -> int:
 
 
 def task_fields(args) -> dict:
-    """data.fields from the flags: text and label for the label tasks; for generation either
-    --messages-column or --prompt-column and --response-column (the label column, if any, only
-    stratifies the split)."""
+    """data.fields from the flags, as the task needs them (its init_fields): text and label for
+    the label tasks; for generation either --messages-column or --prompt-column and
+    --response-column (the label column, if any, only stratifies the split)."""
     fields = {
         "id": args.id_column,
         "text": args.text_column,
@@ -244,69 +244,7 @@ def task_fields(args) -> dict:
         "group": args.group_column,
         "timestamp": args.timestamp_column,
     }
-    if args.task != "generation":
-        for key in ("text", "label"):
-            if not fields[key]:
-                raise CampaignError(f"--{key}-column: required for --task {args.task}")
-        return fields
-    talk = {"prompt": args.prompt_column, "response": args.response_column}
-    if args.messages_column:
-        talk = {"messages": args.messages_column}
-    if not all(talk.values()) or (args.messages_column and args.prompt_column):
-        raise CampaignError(
-            "--task generation: name --messages-column, or both --prompt-column and "
-            "--response-column"
-        )
-    if args.text_column:
-        raise CampaignError("--text-column: not used by --task generation (the prompt is)")
-    return {**fields, **talk}
-
-
-def generation_choices(records, folder: Path | None, trained: list | None = None):
-    """(model.generation with model.chat_template, [the formatted conversations' token
-    lengths, per tokenizer]).
-
-    A pretrained folder: its tokenizer and its chat template (none when it has no template);
-    lengths are of the tokenized template, prompt and response. from_config: the plain template
-    and the tokenizers the run trains (`trained`: run_tokenizers), each on the conversations it
-    was trained on. max_new_tokens: the longest response's tokens plus EOS, rounded up to
-    LENGTH_STEP."""
-    from campaign.tasks.generation import chat as gen
-
-    talks = [json.loads(cell) for cell in records["messages"]]
-    tok = None
-    if folder is not None and (folder / "tokenizer_config.json").is_file():
-        from transformers import AutoTokenizer
-
-        tok = AutoTokenizer.from_pretrained(str(folder))
-    if tok is not None:
-        setting = "model" if getattr(tok, "chat_template", None) else "none"
-        pairs = [(tok, len(talks))]
-    else:
-        setting = "none"
-        pairs = trained or []
-    template = gen.resolve_template(setting, tok, Path(".")) if tok else gen.PLAIN_TEMPLATE
-    lengths = [[gen.full_length(t, template, talk) for talk in talks[:n]] for t, n in pairs]
-    answers = [gen.response_length(t, talk) for t, _n in pairs for talk in talks]
-    settings = {
-        **dict(GENERATION_DEFAULTS),
-        "chat_template": setting,
-        # The longest response: a cut generation scores lower for no fault of the model.
-        "max_new_tokens": choose_max_length(answers, 10**6, quantile=1.0),
-    }
-    return settings, lengths
-
-
-def generation_text(model: dict) -> list[str]:
-    """The generation task's keys of the model section (none for the label tasks)."""
-    if "generation" not in model:
-        return []
-    rows = [
-        f"  chat_template: {flow(model['chat_template'])}   # model | none | a Jinja file",
-        "  # Generation on validation and test at the end of each run, scored per item.",
-        "  generation:",
-    ]
-    return rows + [f"    {k}: {flow(v)}" for k, v in model["generation"].items()]
+    return module_of(args.task).init_fields(args, fields)
 
 
 # ------------------------------------------------------------------ the params
@@ -330,20 +268,20 @@ def model_section(template: dict, args, choices_in: dict) -> dict:
             dropout=config.get("dropout", 0.1),
             max_position_embeddings=max(128, choices_in["max_length"]),
         )
-        if task == "generation":  # a small Llama: grouped-query attention, 2 key/value heads
-            config.update(num_attention_heads=4, num_key_value_heads=2)
+        module_of(task).init_config(config)  # generation: grouped-query attention
         model["config"] = config
         model["tokenizer"] = from_config_tokenizer(template, task)
-    if choices_in.get("generation") is not None:
-        model["chat_template"] = choices_in["generation"].pop("chat_template")
-        model["generation"] = choices_in["generation"]
+    model.update(choices_in["model_keys"] or {})
     return model
 
 
+# The metric key of the label tasks (TaskModule.decision_key); a task decided on another key
+# has none.
+METRIC_KEY = "evaluation.metric"
 # What the written file says where build_params dropped a key of the template (by dotted key),
 # so the section keeps its comments and the reader learns where the setting went.
 DROPPED_NOTES = {
-    "evaluation.metric": "metric: none here: generated text is decided on model.generation.metric",
+    METRIC_KEY: "metric: none here: generated text is decided on model.generation.metric",
 }
 
 
@@ -395,7 +333,7 @@ def build_params(template: dict, args, records, choices_in: dict) -> dict:
 
     # One metric key per task: evaluation.metric for labels; a generation campaign is decided on
     # model.generation.metric and has none here (evaluate._check_params refuses one).
-    if choices_in.get("generation") is None:
+    if module_of(p["model"]["task"]).decision_key() == METRIC_KEY:
         p["evaluation"]["metric"] = choices_in["metric"]
     else:
         p["evaluation"].pop("metric", None)
@@ -460,7 +398,7 @@ def model_text(model: dict) -> list[str]:
     tok = model["tokenizer"]
     rows = [
         "model:",
-        f"  task: {model['task']}   # sequence_classification | causal_lm | generation",
+        f"  task: {model['task']}   # {' | '.join(TASKS)}",
         f"  source: {flow(model['source'])}",
     ]
     if pretrained:
@@ -469,7 +407,7 @@ def model_text(model: dict) -> list[str]:
             "  tokenizer:",
             "    source: model   # its own tokenizer: the embeddings are indexed by it",
         ]
-        return [*rows, *generation_text(model), ""]
+        return [*rows, *module_of(model["task"]).init_model_text(model, flow), ""]
     rows[-1] += "   # or a local folder with a pretrained model (config.json ...)"
     rows.append("  # The small transformers config of a from_config model (trained from scratch).")
     rows.append("  config:")
@@ -477,110 +415,45 @@ def model_text(model: dict) -> list[str]:
     rows.append("  # A tokenizer trained on the train split only.")
     rows.append("  tokenizer:")
     rows += [f"    {k}: {flow(v)}" for k, v in tok.items()]
-    return [*rows, *generation_text(model), ""]
+    return [*rows, *module_of(model["task"]).init_model_text(model, flow), ""]
 
 
 # ------------------------------------------------------------------ the command
 def init(args) -> int:
     """`campaign init`: check the inputs, choose, validate, write --out; print what it chose.
 
-    Long: the command's one pass in the order a user reads its output (refusals first, then each
-    choice with the line that prints it); the choices themselves are the named helpers above.
+    The steps in the order a user reads its output: refusals first (check_flags, then the data
+    and the model as they are read), then each choice with the line that prints it.
     """
     from campaign.core.fsutil import atomic_write_text
-    from campaign.core.params import validate
 
-    out = Path(args.out)
-    if out.is_dir():
-        raise CampaignError(f"--out {out}: is a folder; name the params file to write")
-    if out.exists() and not args.force:
-        raise CampaignError(f"--out {out}: exists; pass --force to replace it")
-    if not args.licence or not args.licence.strip():
-        raise CampaignError(
-            "--licence: required: say under which licence the data may be used (an SPDX id "
-            "such as CC-BY-4.0, or e.g. 'proprietary, internal use only')"
-        )
-    data = Path(args.data)
-    if not data.is_file():
-        raise CampaignError(f"--data {data}: no such file")
-    if not TEMPLATE.is_file():
-        raise CampaignError(
-            f"{TEMPLATE.name}: the template params file is missing from the project"
-        )
-    template_text = TEMPLATE.read_text(encoding="utf-8")
-    template = yaml.safe_load(template_text)
-
-    fmt = data_format(data, args.format)
-    source = {
-        "path": project_path(args.data),
-        "format": fmt,
-        "licence": args.licence.strip(),
-        "origin": (args.origin or f"local file {data.name} (campaign init)").strip(),
-    }
+    out, data = check_flags(args)
+    template_text, template = read_template()
+    task = module_of(args.task)
+    source = data_source(args, data)
     fields = task_fields(args)
-    flags = {k: f"--{k}-column" for k in fields}
     folder = None if args.model == "from_config" else Path(args.model)
     config = model_config(folder) if folder is not None else None
     if config is not None:
         check_task(folder, config, args.task)
-    records = read_records(source, fields, flags)
+    records = read_records(source, fields, {k: f"--{k}-column" for k in fields})
     labels = records["label"].value_counts().sort_index()
-    if len(labels) < 2 and args.task != "generation":
-        raise CampaignError(
-            f"--label-column {args.label_column!r}: {data} has {len(labels)} distinct label(s) "
-            f"({', '.join(map(str, labels.index))}); a classifier needs at least 2"
-        )
+    task.init_check_labels(labels, args, data)
 
-    use_lora = args.lora if args.lora is not None else folder is not None
-    given = (
-        [t.strip() for t in args.lora_targets.split(",") if t.strip()]
-        if args.lora_targets
-        else None
-    )
-    if use_lora:
-        if config is not None:
-            targets = lora_targets(folder, config, given)
-        else:
-            family = {"causal_lm": "gpt2", "generation": "llama"}.get(args.task, "bert")
-            targets = given or LORA_TARGETS[family]
-    else:
-        targets = None
-    max_positions = max_positions_of(config) if config is not None else FROM_CONFIG_MAX_POSITIONS
-    generation, quantile = None, LENGTH_QUANTILE
-    if args.task == "generation":
-        from campaign.data import dedup_text
-
-        texts = [dedup_text(json.loads(cell)) for cell in records["messages"]]
-        n_train = max(1, round(FRACTIONS["train"] * len(texts)))
-        trained = run_tokenizers(texts, template, args.task, n_train) if folder is None else None
-        generation, length_sets = generation_choices(records, folder, trained)
-        # A cut answer teaches the model to stop early: no more may be cut than training allows.
-        quantile = 1.0 - generation["max_truncated_share"]
-    else:
-        length_sets = [token_lengths(list(records["text"]), folder)]
-    max_length = max(choose_max_length(n, max_positions, quantile) for n in length_sets)
+    targets = choose_lora(args, folder, config)
+    model_keys, max_length, quantile = choose_lengths(args, records, folder, config, template)
     metric = choose_metric({str(k): int(v) for k, v in labels.items()})
-
     chosen = {
         "source": source,
         "fields": fields,
         "lora": targets,
         "max_length": max_length,
         "metric": metric,
-        "generation": generation,
+        "model_keys": model_keys,
     }
     params = build_params(template, args, records, chosen)
-    params["split"]["salt"] = params["campaign"]["name"]
-    params["split"]["assign"] = "hash"
-    salt, salt_note = choose_salt(records, params)
-    params["split"]["salt"] = salt
-    try:
-        validate(copy.deepcopy(params), source=str(out))
-    except CampaignError as e:
-        raise CampaignError(f"init: the params it would write are not valid: {e}") from None
-    text = render(template_text, template, params, model_text, DROPPED_NOTES)
-    if yaml.safe_load(text) != params:  # the rendering must say exactly what was validated
-        raise CampaignError("init: internal error: the written YAML differs from the params")
+    salt_note = place_split(records, params)
+    text = checked_text(template_text, template, params, out)
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, text, mode=0o644)
 
@@ -594,11 +467,123 @@ def init(args) -> int:
         quantile=quantile,
         lora_targets=targets,
         salt_note=salt_note,
-        # A generation campaign is judged on its per-item metric of the generated text.
-        metric=metric if generation is None else params["model"]["generation"]["metric"],
+        # The metric at the task's decision key: a generation campaign is judged on its
+        # per-item metric of the generated text.
+        metric=at_key(params, task.decision_key()),
     )
     print(summary(out, params, choices))
     return 0
+
+
+def check_flags(args) -> tuple[Path, Path]:
+    """(--out, --data) after refusing an --out that is a folder or exists (without --force), a
+    missing licence and a missing data file."""
+    out = Path(args.out)
+    if out.is_dir():
+        raise CampaignError(f"--out {out}: is a folder; name the params file to write")
+    if out.exists() and not args.force:
+        raise CampaignError(f"--out {out}: exists; pass --force to replace it")
+    if not args.licence or not args.licence.strip():
+        raise CampaignError(
+            "--licence: required: say under which licence the data may be used (an SPDX id "
+            "such as CC-BY-4.0, or e.g. 'proprietary, internal use only')"
+        )
+    data = Path(args.data)
+    if not data.is_file():
+        raise CampaignError(f"--data {data}: no such file")
+    return out, data
+
+
+def read_template() -> tuple[str, dict]:
+    """The project's params.yaml: (its text, its values)."""
+    if not TEMPLATE.is_file():
+        raise CampaignError(
+            f"{TEMPLATE.name}: the template params file is missing from the project"
+        )
+    template_text = TEMPLATE.read_text(encoding="utf-8")
+    return template_text, yaml.safe_load(template_text)
+
+
+def data_source(args, data: Path) -> dict:
+    """data.sources[0]: the file (project-relative), its format, licence and origin."""
+    return {
+        "path": project_path(args.data),
+        "format": data_format(data, args.format),
+        "licence": args.licence.strip(),
+        "origin": (args.origin or f"local file {data.name} (campaign init)").strip(),
+    }
+
+
+def choose_lora(args, folder: Path | None, config: dict | None) -> list[str] | None:
+    """The LoRA target modules (None: no LoRA; on by default for a pretrained model): the
+    folder's family's, checked against its weights, or from_config's family's."""
+    use_lora = args.lora if args.lora is not None else folder is not None
+    if not use_lora:
+        return None
+    given = (
+        [t.strip() for t in args.lora_targets.split(",") if t.strip()]
+        if args.lora_targets
+        else None
+    )
+    if config is not None:
+        return lora_targets(folder, config, given)
+    return given or LORA_TARGETS[module_of(args.task).init_family()]
+
+
+def choose_lengths(args, records, folder: Path | None, config: dict | None, template: dict):
+    """(the task's model keys or None, train.max_length, the quantile of token lengths it
+    reaches): sized on the formatted examples of a generating task (its init_generation), else
+    on the text column."""
+    max_positions = max_positions_of(config) if config is not None else FROM_CONFIG_MAX_POSITIONS
+    n_train = max(1, round(FRACTIONS["train"] * len(records)))
+
+    def train_tokenizers(texts: list[str]) -> list:
+        return run_tokenizers(texts, template, args.task, n_train)
+
+    def longest(lengths: list[int]) -> int:
+        return choose_max_length(lengths, 10**6, quantile=1.0)
+
+    generating = module_of(args.task).init_generation(records, folder, train_tokenizers, longest)
+    if generating is None:
+        model_keys, quantile = None, LENGTH_QUANTILE
+        length_sets = [token_lengths(list(records["text"]), folder)]
+    else:
+        model_keys, length_sets, quantile = generating
+    max_length = max(choose_max_length(n, max_positions, quantile) for n in length_sets)
+    return model_keys, max_length, quantile
+
+
+def place_split(records, params: dict) -> str:
+    """Set split.salt (and split.assign) to a salt that passes the audit's balance checks;
+    the note that says which."""
+    params["split"]["salt"] = params["campaign"]["name"]
+    params["split"]["assign"] = "hash"
+    salt, salt_note = choose_salt(records, params)
+    params["split"]["salt"] = salt
+    return salt_note
+
+
+def checked_text(template_text: str, template: dict, params: dict, out: Path) -> str:
+    """The params file's text, after `campaign validate`'s check of `params` and a check that
+    the text says exactly what was validated."""
+    from campaign.core.params import validate
+
+    try:
+        validate(copy.deepcopy(params), source=str(out))
+    except CampaignError as e:
+        raise CampaignError(f"init: the params it would write are not valid: {e}") from None
+    text = render(template_text, template, params, model_text, DROPPED_NOTES)
+    if yaml.safe_load(text) != params:  # the rendering must say exactly what was validated
+        raise CampaignError("init: internal error: the written YAML differs from the params")
+    return text
+
+
+def at_key(params: dict, dotted: str):
+    """The value at a dotted key of the params."""
+    value = params
+    for part in dotted.split("."):
+        value = value[part]
+    return value
 
 
 def summary(out: Path, params: dict, c: Choices) -> str:
@@ -663,8 +648,8 @@ def add_parser(sub) -> None:
     )
     p.add_argument(
         "--task",
-        choices=["sequence_classification", "causal_lm", "generation"],
-        default="sequence_classification",
+        choices=list(TASKS),
+        default=next(iter(TASKS)),  # the first task: the classifier
     )
     p.add_argument(
         "--lora",

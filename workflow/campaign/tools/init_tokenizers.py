@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from campaign.core.tasks import module_of
+
 
 def from_config_architecture(task: str) -> str:
-    """The small from_config model's family: a Llama for generation (grouped-query attention),
-    GPT-2 for label-scoring causal_lm, BERT for a classifier."""
-    return {"causal_lm": "gpt2", "generation": "llama"}.get(task, "bert")
+    """The small from_config model's family: the task's (a Llama for generation, with
+    grouped-query attention; GPT-2 for label-scoring causal_lm; BERT for a classifier)."""
+    return module_of(task).init_family()
 
 
 def from_config_tokenizer(template: dict, task: str) -> dict:
@@ -21,7 +23,7 @@ def from_config_tokenizer(template: dict, task: str) -> dict:
         "source": "train_split",
         "vocab_size": tokenizer.get("vocab_size", 2000),
         "min_frequency": tokenizer.get("min_frequency", 2),
-        "lowercase": tokenizer.get("lowercase", True) and task != "generation",
+        "lowercase": tokenizer.get("lowercase", True) and module_of(task).init_lowercase(),
     }
 
 

@@ -8,7 +8,6 @@ designs, variants) are named by their folder, not listed, so a new member stays 
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -24,11 +23,11 @@ from campaign.core.defaults import (
     TRAIN_DEFAULTS,
 )
 from campaign.core.errors import CampaignError
-from campaign.core.fsutil import atomic_write_text
 from campaign.core.params import REGISTRY_KEY, SCHEMA_PATH
+from campaign.tools.docgen import PARAMS_PATH, ROOT
+from campaign.tools.docgen import main as generate
+from campaign.tools.docgen import shown as _shown
 
-ROOT = SCHEMA_PATH.parents[2]
-PARAMS_PATH = ROOT / "params.yaml"
 DOC_PATH = ROOT / "docs" / "params.md"
 _SOURCE = "workflow/schemas/params.schema.yaml"
 
@@ -215,14 +214,6 @@ def render(schema: dict, params: dict | None) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def _shown(path: Path) -> str:
-    """A path as the user typed it from the project root, where it lies inside the project."""
-    try:
-        return str(Path(path).resolve().relative_to(ROOT))
-    except ValueError:
-        return str(path)
-
-
 def _load(path: Path) -> Any:
     try:
         with open(path, encoding="utf-8") as f:
@@ -247,31 +238,7 @@ def build(schema_path: Path = SCHEMA_PATH, params_path: Path = PARAMS_PATH) -> s
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m campaign.tools.params_doc", description=__doc__
-    )
-    parser.add_argument("--check", action="store_true", help="fail if the page is out of date")
-    parser.add_argument("--out", type=Path, default=DOC_PATH, help="the page (docs/params.md)")
-    args = parser.parse_args(argv)
-    try:
-        text = build()
-    except CampaignError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    if args.check:
-        current = args.out.read_text(encoding="utf-8") if args.out.exists() else ""
-        if current != text:
-            print(
-                f"error: {_shown(args.out)} is out of date with {_SOURCE}; "
-                "run `python -m campaign.tools.params_doc`",
-                file=sys.stderr,
-            )
-            return 1
-        return 0
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(args.out, text)
-    print(f"wrote {_shown(args.out)}")
-    return 0
+    return generate(build, DOC_PATH, "campaign.tools.params_doc", __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from campaign.core.params import SCHEMA_PATH
+from campaign.core.tasks import TASKS
 from campaign.tools.docgen import ROOT
 from campaign.tools.docgen import main as generate
 
@@ -95,13 +96,13 @@ def designs() -> list[str]:
 
 
 def tasks() -> list[str]:
-    from campaign.core.tasks import TASKS, floors_of, packing_refusal, scoring_of
+    from campaign.core.tasks import floors_of, module_of, packing_refusal, scoring_of
 
     schema = yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
     names = schema["properties"]["model"]["properties"]["task"]["enum"]
     rows = ["| task | scored by | floors | decided on | packs |", "| --- | --- | --- | --- | --- |"]
     for name in names:
-        metric = "`model.generation.metric`" if name in TASKS else "`evaluation.metric`"
+        metric = f"`{module_of(name).decision_key()}`"
         floors = ", ".join(f"`{f}`" for f in floors_of(name))
         packs = "no" if packing_refusal(name) else "yes"
         rows.append(f"| `{name}` | {scoring_of(name)} | {floors} | {metric} | {packs} |")
@@ -109,9 +110,13 @@ def tasks() -> list[str]:
 
 
 def text_metrics() -> tuple[list[str], dict]:
-    """The generation metrics (evaluate.text_scores's METRICS, in order) and the libraries in
-    their key, read from the module's source."""
-    path = PACKAGE / "tasks" / "generation" / "text_scores.py"
+    """The generated-text metrics (METRICS of the text_scores.py in a task's package, in
+    order) and the libraries in their key, read from the module's source."""
+    path = next(
+        folder / "text_scores.py"
+        for folder in (PACKAGE.parent.joinpath(*t.module.split(".")) for t in TASKS.values())
+        if (folder / "text_scores.py").is_file()
+    )
     names, libraries = [], constants(path).get("METRIC_LIBRARIES", {})
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
         if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == "METRICS":

@@ -10,7 +10,6 @@ Run `python -m campaign.tools.stages_doc` to rewrite it, `--check` to fail when 
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from collections.abc import Iterator, Mapping
@@ -18,9 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from campaign.core.errors import CampaignError
-from campaign.core.fsutil import atomic_write_text
-from campaign.core.params import SCHEMA_PATH, validate
+from campaign.core.params import validate
 from campaign.core.registry import phases, produced, stages
 from campaign.core.stage import (
     Derived,
@@ -36,9 +33,9 @@ from campaign.core.stage import (
     PreviousLook,
     Stage,
 )
+from campaign.tools.docgen import PARAMS_PATH, ROOT
+from campaign.tools.docgen import main as generate
 
-ROOT = SCHEMA_PATH.parents[2]
-PARAMS_PATH = ROOT / "params.yaml"
 RULES_DIR = ROOT / "workflow" / "rules"
 DOC_PATH = ROOT / "docs" / "stages.md"
 
@@ -172,26 +169,11 @@ def load_params(path: Path = PARAMS_PATH) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="fail when the page is stale")
-    args = parser.parse_args(argv)
-    try:
-        page = render(load_params())
-    except CampaignError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if args.check:
-        current = DOC_PATH.read_text(encoding="utf-8") if DOC_PATH.exists() else ""
-        if current != page:
-            print(
-                "docs/stages.md is out of date: run `python -m campaign.tools.stages_doc`",
-                file=sys.stderr,
-            )
-            return 1
-        return 0
-    atomic_write_text(DOC_PATH, page)
-    print(f"wrote {DOC_PATH.relative_to(ROOT)}")
-    return 0
+    def page() -> str:
+        return render(load_params())
+
+    doc = __doc__.split("\n\n")[0]
+    return generate(page, DOC_PATH, "campaign.tools.stages_doc", doc, argv)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,11 @@ inside the functions that need them."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from campaign.core.defaults import GENERATION_DEFAULTS
+from campaign.core.errors import CampaignError
 from campaign.core.tasks import TASKS, TaskModule
 from campaign.tasks.generation import chat, scoring
 from campaign.tasks.generation import floor_stage as floors
@@ -115,6 +119,75 @@ class Generation(TaskModule):
     # ------------------------------------------------------------------ end quantize
 
     # ------------------------------------------------------------------ init
+    def init_family(self) -> str:
+        """A small Llama: grouped-query attention (init_config)."""
+        return "llama"
+
+    def init_fields(self, args, fields: dict) -> dict:
+        """Either --messages-column or --prompt-column and --response-column (the label
+        column, if any, only stratifies the split); no --text-column."""
+        talk = {"prompt": args.prompt_column, "response": args.response_column}
+        if args.messages_column:
+            talk = {"messages": args.messages_column}
+        if not all(talk.values()) or (args.messages_column and args.prompt_column):
+            raise CampaignError(
+                "--task generation: name --messages-column, or both --prompt-column and "
+                "--response-column"
+            )
+        if args.text_column:
+            raise CampaignError("--text-column: not used by --task generation (the prompt is)")
+        return {**fields, **talk}
+
+    def init_config(self, config: dict) -> None:
+        """Grouped-query attention: 4 heads, 2 key/value heads."""
+        config.update(num_attention_heads=4, num_key_value_heads=2)
+
+    def init_lowercase(self) -> bool:
+        """An answer's capitals are part of it."""
+        return False
+
+    def init_generation(self, records, folder, train_tokenizers, longest):
+        """model.chat_template and model.generation, and the formatted conversations' token
+        lengths. A pretrained folder: its tokenizer and its chat template (none when it has no
+        template); lengths are of the tokenized template, prompt and response. from_config: the
+        plain template and the tokenizers the run trains, each on the conversations it was
+        trained on. max_new_tokens: the longest response's tokens plus EOS, rounded up; the
+        quantile: no more answers cut than model.generation.max_truncated_share allows (a cut
+        answer teaches the model to stop early)."""
+        from campaign.data import dedup_text
+
+        talks = [json.loads(cell) for cell in records["messages"]]
+        tok = None
+        if folder is not None and (folder / "tokenizer_config.json").is_file():
+            from transformers import AutoTokenizer
+
+            tok = AutoTokenizer.from_pretrained(str(folder))
+        if tok is not None:
+            setting = "model" if getattr(tok, "chat_template", None) else "none"
+            pairs = [(tok, len(talks))]
+        else:
+            setting = "none"
+            pairs = train_tokenizers([dedup_text(t) for t in talks]) if folder is None else []
+        template = chat.resolve_template(setting, tok, Path(".")) if tok else chat.PLAIN_TEMPLATE
+        lengths = [[chat.full_length(t, template, talk) for talk in talks[:n]] for t, n in pairs]
+        answers = [chat.response_length(t, talk) for t, _n in pairs for talk in talks]
+        # The longest response: a cut generation scores lower for no fault of the model.
+        settings = {**dict(GENERATION_DEFAULTS), "max_new_tokens": longest(answers)}
+        keys = {"chat_template": setting, "generation": settings}
+        return keys, lengths, 1.0 - settings["max_truncated_share"]
+
+    def init_model_text(self, model: dict, flow) -> list[str]:
+        """model.chat_template and model.generation's keys."""
+        rows = [
+            f"  chat_template: {flow(model['chat_template'])}   # model | none | a Jinja file",
+            "  # Generation on validation and test at the end of each run, scored per item.",
+            "  generation:",
+        ]
+        return rows + [f"    {k}: {flow(v)}" for k, v in model["generation"].items()]
+
+    def decision_key(self) -> str:
+        return "model.generation.metric"
+
     # ------------------------------------------------------------------ end init
 
     # ------------------------------------------------------------------ report
