@@ -55,7 +55,8 @@ def test_init_writes_a_generation_campaign_that_validates(tmp_path, messages, ca
     written = yaml.safe_load(out.read_text())
     validate(written)
     # the task's floors; the ONNX variant (no KV cache to generate with) is left out, and said
-    assert written["evaluation"]["floor"] == ["retrieval", "zero_shot"]
+    assert written["evaluation"]["floor"] == ["retrieval", "zero_shot", "few_shot"]
+    assert written["evaluation"]["few_shot"] == {"k": 3, "choose": "nearest"}
     assert written["quantization"]["variants"] == ["fp32", "int8_dynamic"]
     said = capsys.readouterr().out
     assert "variants not proposed for generation: onnx_int8_dynamic:" in said

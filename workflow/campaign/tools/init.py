@@ -33,6 +33,8 @@ from campaign.tools.init_tokenizers import (
 from campaign.tools.params_yaml import flow, render
 from campaign.train import safetensors_header
 
+# The few-shot floor campaign init writes: each item's 3 nearest training prompts.
+FEW_SHOT = {"k": 3, "choose": "nearest"}
 TEMPLATE = Path(__file__).resolve().parents[3] / "params.yaml"
 
 # LoRA target modules per config.json model_type: the attention projections of query and value
@@ -339,6 +341,8 @@ def build_params(template: dict, args, records, choices_in: dict) -> dict:
         p["evaluation"].pop("metric", None)
     # The task's floors (a TF-IDF classifier is no floor for free text, nor retrieval for a label).
     p["evaluation"]["floor"] = list(floors_of(p["model"]["task"]))
+    if "few_shot" in p["evaluation"]["floor"]:  # the base model with 3 similar training examples
+        p["evaluation"]["few_shot"] = dict(FEW_SHOT)
 
     preflight = p["preflight"]
     sample = preflight["sample"]

@@ -146,14 +146,27 @@ def _set(lines: list[str], path: list[str], value: Any, note: str | None = None)
     return True
 
 
+def _append(lines: list[str], path: list[str], value: Any) -> bool:
+    """Add a key the template's section lacks (directly below the section line) after the
+    section's last line, in flow style; False for a deeper key."""
+    if len(path) != 1 or _find(lines, path) is not None:
+        return False
+    end = len(lines)
+    while end > 1 and not lines[end - 1].strip():
+        end -= 1
+    lines.insert(end, f"  {path[0]}: {flow(value)}")
+    return True
+
+
 def _leaves(new: Any, old: Any, path: list[str]) -> list[tuple[list[str], Any]]:
     """The (path, value) pairs where `new` differs from `old`, as deep as both are mappings;
-    a key of `old` that `new` lacks is (path, REMOVED)."""
-    if isinstance(new, dict) and isinstance(old, dict) and new.keys() <= old.keys():
+    a key of `old` that `new` lacks is (path, REMOVED); a key of a section that `old` lacks is
+    (path, value) after the others (written at the section's end)."""
+    if isinstance(new, dict) and isinstance(old, dict) and (not path or new.keys() <= old.keys()):
         out = []
         for k in old:
             out += _leaves(new[k], old[k], [*path, k]) if k in new else [([*path, k], REMOVED)]
-        return out
+        return out + [([k], new[k]) for k in new if k not in old]
     return [] if new == old else [(path, new)]
 
 
@@ -180,7 +193,7 @@ def render(
         if edited:
             for path, leaf in _leaves(value, template[key], []):
                 note = notes.get(".".join([key, *path]))
-                if not path or not _set(lines, path, leaf, note):
+                if not path or not (_set(lines, path, leaf, note) or _append(lines, path, leaf)):
                     edited = False
                     break
         if edited:
