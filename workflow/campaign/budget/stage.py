@@ -144,8 +144,6 @@ def _check_measured(measured: list[str], plan: list[dict], not_asked: list[dict]
 
 
 def stage_budget(ctx) -> None:
-    import pandas as pd
-
     b = ctx.spec["budget"]
     recipes = ctx.spec["recipes"]
     campaign = campaign_runs(ctx.inputs["runs"][0], ctx.inputs.get("looks", []))
@@ -164,8 +162,39 @@ def stage_budget(ctx) -> None:
     disk = report.get("disk", {}).get("details", {})
     eval_examples = int(disk.get("validation_examples", 0)) + int(disk.get("test_examples", 0))
     cal, forecast = _forecast(plan, jobs, b, recipes, n_params, n_trainable, eval_examples)
-    peak_bytes = _peak_bytes(report)
+    offer_rows, plan_rows = _price_plans(forecast, jobs, offers, reference, _peak_bytes(report), b)
+    # The evaluation's decisions, read once (campaign.evaluate.records); None without one.
+    paths = ctx.inputs.get("decisions", [])
+    decisions = read_decisions(paths[0]) if paths else None
+    bar, equal = _equal_quality(ctx, decisions, jobs, b, reference)
+    to_decide = (
+        questions.price_to_decide(
+            decisions, forecast, {r["run"]: r["cell_id"] for r in plan}, jobs_price(reference), b
+        )
+        if decisions is not None
+        else []
+    )
+    _write_tables(
+        ctx,
+        {
+            "jobs": jobs,
+            "forecast": forecast,
+            "offers": offer_rows,
+            "plans": plan_rows,
+            "equal_quality": equal,
+            "to_decide": to_decide,
+        },
+    )
+    text = words.summary(b, reference, jobs, forecast, cal, plan_rows, offer_rows, bar, equal,
+                         to_decide, decisions,
+                         words.adaptive_words(campaign, not_asked))  # fmt: skip
+    block = _verdict_block(ctx, decisions, b, reference, equal, to_decide)
+    ctx.outputs["summary"].write_text("\n".join([*block, "", text]) if block else text)
 
+
+def _price_plans(forecast, jobs, offers, reference, peak_bytes, b) -> tuple[list, list]:
+    """(offers rows, plans rows): every way to buy the rest and the whole kept plan on every
+    offer whose card holds the preflight's peak memory, the cheapest of each scenario marked."""
     scenarios = {
         "rest": [r for r in forecast if not r["finished"]],
         "kept plan": [r for r in forecast if r["kept"]],
@@ -207,35 +236,17 @@ def stage_budget(ctx) -> None:
                 best.offer,
                 best.pricing,
             )
-    # The evaluation's decisions, read once (campaign.evaluate.records); None without one.
-    paths = ctx.inputs.get("decisions", [])
-    decisions = read_decisions(paths[0]) if paths else None
-    bar, equal = _equal_quality(ctx, decisions, jobs, b, reference)
-    to_decide = (
-        questions.price_to_decide(
-            decisions, forecast, {r["run"]: r["cell_id"] for r in plan}, jobs_price(reference), b
-        )
-        if decisions is not None
-        else []
-    )
+    return offer_rows, plan_rows
 
-    tables = {
-        "jobs": jobs,
-        "forecast": forecast,
-        "offers": offer_rows,
-        "plans": plan_rows,
-        "equal_quality": equal,
-        "to_decide": to_decide,
-    }
+
+def _write_tables(ctx, tables: dict[str, list[dict]]) -> None:
+    """Each table as CSV and Parquet, its columns in _COLUMNS' order."""
+    import pandas as pd
+
     for name, rows in tables.items():
         frame = pd.DataFrame(rows, columns=_COLUMNS[name])
         frame.to_csv(ctx.outputs[f"{name}_csv"], index=False, float_format="%.10g")
         frame.to_parquet(ctx.outputs[f"{name}_parquet"], index=False)
-    text = words.summary(b, reference, jobs, forecast, cal, plan_rows, offer_rows, bar, equal,
-                         to_decide, decisions,
-                         words.adaptive_words(campaign, not_asked))  # fmt: skip
-    block = _verdict_block(ctx, decisions, b, reference, equal, to_decide)
-    ctx.outputs["summary"].write_text("\n".join([*block, "", text]) if block else text)
 
 
 def _verdict_block(ctx, decisions, b, reference, equal, to_decide) -> list[str]:

@@ -306,10 +306,9 @@ def what_would_decide(
     se_now = math.sqrt((var_seeds if measured else 0.0) + max(var_items, 0.0))
     # Sized for the gap's lower bound, not the estimate (see ADVICE_QUANTILE, SEEDS_QUANTILE).
     distance = abs(estimate - min_useful_effect)
-    gap, gap_items = distance - seeds_z * se_now, distance - items_z * se_now
+    gap = distance - seeds_z * se_now
     z = float(stats.norm.ppf(1 - (1 - level) / 2) + stats.norm.ppf(power))
     target = (gap / z) ** 2 if gap > 0 else 0.0
-    items_target = (gap_items / z) ** 2 if gap_items > 0 else 0.0
     residual = min(max(var_residual, 0.0), var_items) if measured else 0.0
     items_only = var_items - residual  # what no number of seeds shrinks
     dominant = None if not measured else ("seeds" if var_seeds > var_items else "items")
@@ -319,30 +318,9 @@ def what_would_decide(
     elif measured and target > items_only:
         seeds = max(2, n_seeds)
     vs = var_seeds if measured else 0.0
-    note = None
-    if items_target > vs and var_items > 0 and seed_df and seed_df < ITEMS_MIN_SEED_DF:
-        # the seed part is read as known here: measured on few df it is low often enough that
-        # no number of items closes the real one (items advised so delivered 16-35 % against
-        # 80 %, bench_stats)
-        note = (
-            f"no number of items is sized: the seed spread, measured on {seed_df:g} df, may "
-            "alone be wider than the gap; more seeds measure it first"
-        )
-    elif items_target > vs and var_items > 0:
-        items = max(n_items, math.ceil(var_items * n_items / (items_target - vs)))
-        if items > MAX_ITEMS_FACTOR * max(n_items, 1):
-            # A number nobody can label is not advice: say that items alone do not decide it.
-            items = None
-            note = (
-                f"no number of items within {MAX_ITEMS_FACTOR} times these {n_items:,} decides this"
-            )
-    elif var_items > 0 and gap_items > 0:
-        note = "no number of items decides this (the seed spread alone is wider than the gap)"
-    elif var_items > 0 and gap > 0:
-        note = (
-            f"no number of items is sized yet: the estimate is within {items_z:.2f} standard "
-            "errors of the bar"
-        )
+    items, note = _items_advice(
+        distance, se_now, items_z, z, vs, var_items, n_items, seed_df, gap > 0
+    )
     ends = [None, None]
     if seeds is not None and seed_df > 0 and var_seeds > 0:
         for i, q in enumerate((0.975, 0.025)):  # the low variance end first
@@ -370,6 +348,40 @@ def what_would_decide(
         "items_note": note,
         "seeds_note": seeds_note,
     }
+
+
+def _items_advice(
+    distance, se_now, items_z, z, vs, var_items, n_items, seed_df, seeds_gap
+) -> tuple[int | None, str | None]:
+    """what_would_decide's items count and its note, sized for the gap's lower bound `items_z`
+    standard errors below `distance` (`seeds_gap`: whether the seeds' bound left a gap)."""
+    gap_items = distance - items_z * se_now
+    items_target = (gap_items / z) ** 2 if gap_items > 0 else 0.0
+    items = note = None
+    if items_target > vs and var_items > 0 and seed_df and seed_df < ITEMS_MIN_SEED_DF:
+        # the seed part is read as known here: measured on few df it is low often enough that
+        # no number of items closes the real one (items advised so delivered 16-35 % against
+        # 80 %, bench_stats)
+        note = (
+            f"no number of items is sized: the seed spread, measured on {seed_df:g} df, may "
+            "alone be wider than the gap; more seeds measure it first"
+        )
+    elif items_target > vs and var_items > 0:
+        items = max(n_items, math.ceil(var_items * n_items / (items_target - vs)))
+        if items > MAX_ITEMS_FACTOR * max(n_items, 1):
+            # A number nobody can label is not advice: say that items alone do not decide it.
+            items = None
+            note = (
+                f"no number of items within {MAX_ITEMS_FACTOR} times these {n_items:,} decides this"
+            )
+    elif var_items > 0 and gap_items > 0:
+        note = "no number of items decides this (the seed spread alone is wider than the gap)"
+    elif var_items > 0 and seeds_gap:
+        note = (
+            f"no number of items is sized yet: the estimate is within {items_z:.2f} standard "
+            "errors of the bar"
+        )
+    return items, note
 
 
 # Advice needs a seed spread measured on this many error df: below it the spread (2 df at 2
