@@ -23,6 +23,9 @@ beside each rate):
   advice followed (issue 44): the same campaigns extended with the advised seeds (same items,
         first runs kept) or items (same runs, more items): delivered power 75-85 % against
         the 80 % stated, or no count (seed sd 0.15 and 0.40 on the logit, k = 2 and 3)
+  labels printed where false: "too few items" where an outcome gaining on no item adopts,
+        "sits at the bar" half a standard error or more from it, "identical" where an item
+        differs, an interval for identical outputs                       0
   headline after selection (issue 44): control + 3 cells truly better (+6 points at seed sd
         0.40, +3 at 0.15; 3 and 5 seeds): the kept cell's truth below / above its reported
         interval                                                         <= 2.5 % each
