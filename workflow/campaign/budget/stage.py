@@ -217,6 +217,7 @@ def guard_jobs(forecast: list[dict], cal, jobs: list[dict], tasks: list[str]) ->
         hours = float(np.median(spare)) if spare else math.nan
     if not math.isfinite(hours):
         return []  # nothing measured yet to price a job by (guard_words says so)
+    hours = max(hours, 0.0)  # a calibrated overhead below zero prices a job at nothing
     base = {"run": "base", "kept": True, "finished": any(r["finished"] for r in forecast)}
     runs = [base, *({k: r[k] for k in ("run", "kept", "finished")} for r in forecast)]
     return [
