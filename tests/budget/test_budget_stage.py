@@ -509,3 +509,14 @@ def test_guard_benchmarks_are_priced_in_the_plans(tmp_path):
     assert "Guard benchmarks (1 task(s)" in outputs["summary"].read_text()
     forecast = pd.read_parquet(outputs["forecast_parquet"])
     assert len(forecast) == len(RUNS)  # the forecast stays the runs'
+
+
+def test_guard_jobs_before_any_job_finished_are_not_priced():
+    from campaign.budget import words
+    from campaign.budget.calibrate import NO_CALIBRATION
+    from campaign.budget.stage import guard_jobs
+
+    forecast = [{"run": "run-a", "kept": True, "finished": False}]
+    assert guard_jobs(forecast, NO_CALIBRATION, [], ["tiny_guard"]) == []
+    assert "not priced yet" in words.guard_words([], [], ["tiny_guard"])
+    assert words.guard_words([], [], []) == ""
