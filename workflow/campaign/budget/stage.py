@@ -210,7 +210,7 @@ def guard_jobs(forecast: list[dict], cal, jobs: list[dict], tasks: list[str]) ->
     evaluation waits for them); the base's with any run."""
     if not tasks:
         return []
-    hours = cal.overhead_hours.value
+    hours = cal.overhead_hours.value if cal.overhead_hours.n else math.nan
     if not math.isfinite(hours):
         spare = [j["wall_hours"] - j["train_hours"] for j in jobs]
         spare = [h for h in spare if math.isfinite(h)]
