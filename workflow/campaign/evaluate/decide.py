@@ -25,8 +25,9 @@ decisions.json
     seeds_needed_low, seeds_needed_high  NEW  int | null: seeds_needed at the ends of the seed
                              variance's 95 % chi-square interval (its uncertainty)
     seeds_note          NEW  str | null: why no count is given when the estimate is within
-                             ADVICE_Z standard errors of the bar (seeds_needed and items_needed
-                             are sized for the gap's lower ADVICE_QUANTILE bound)
+                             SEEDS_Z standard errors of the bar (seeds_needed is sized for the
+                             gap's lower SEEDS_QUANTILE bound, items_needed for its lower
+                             ADVICE_QUANTILE bound)
     cell_id             NEW  the plan table's cell id of a quantized variant's run's cell; null
                              for a main effect
     n_items, collapsed, collapse_low, collapse_high, collapse_items  NEW  quantized variants:
@@ -238,9 +239,10 @@ def minimum_detectable_effect(
 
 # items_needed beyond this many times the evaluation's items is not advice (what_would_decide).
 MAX_ITEMS_FACTOR = 100
-# The advice sizes seeds and items for the gap to the bar at its lower ADVICE_QUANTILE bound
-# (|estimate - bar| - ADVICE_Z * se), not at the estimate. Sized at the estimate, a count is too
-# small exactly when the estimate came out high: following it adopted a true +3 points in 53 %
+# The advice sizes items (seeds: SEEDS_QUANTILE, below) for the gap to the bar at its lower
+# ADVICE_QUANTILE bound (|estimate - bar| - ADVICE_Z * se), not at the estimate. Sized at the
+# estimate, a count is too small exactly when the estimate came out high: following it adopted
+# a true +3 points in 53 %
 # of simulated campaigns at 2 seeds x 300 items against the 80 % stated (its algebra is right:
 # the oracle count gives 81-85 %). At the lower 10 % bound: 77 % (benchmarks/bench_stats.py,
 # advice rows; 20 %: 67 %, 5 %: 82 % but a count in 9 % of campaigns). Where that bound reaches
