@@ -242,11 +242,10 @@ MAX_ITEMS_FACTOR = 100
 # The advice sizes items (seeds: SEEDS_QUANTILE, below) for the gap to the bar at its lower
 # ADVICE_QUANTILE bound (|estimate - bar| - ADVICE_Z * se), not at the estimate. Sized at the
 # estimate, a count is too small exactly when the estimate came out high: following it adopted
-# a true +3 points in 53 %
-# of simulated campaigns at 2 seeds x 300 items against the 80 % stated (its algebra is right:
-# the oracle count gives 81-85 %). At the lower 10 % bound: 77 % (benchmarks/bench_stats.py,
-# advice rows; 20 %: 67 %, 5 %: 82 % but a count in 9 % of campaigns). Where that bound reaches
-# the bar no count is given, and seeds_note says so.
+# a true +3 points in 53 % of simulated campaigns at 2 seeds x 300 items against the 80 %
+# stated (its algebra is right: the oracle count gives 81-85 %). At the lower 10 % bound: 77 %
+# (benchmarks/bench_stats.py, advice rows; 20 %: 67 %, 5 %: 82 % but a count in 9 % of
+# campaigns). Where that bound reaches the bar no count is given, and seeds_note says so.
 ADVICE_QUANTILE = 0.1
 ADVICE_Z = float(stats.norm.ppf(1 - ADVICE_QUANTILE))
 # The seeds count is sized at a higher bound, the lower SEEDS_QUANTILE one: where a count of
