@@ -478,3 +478,45 @@ def test_between_looks_an_appended_run_not_trained_is_the_rest(tmp_path):
     inputs = adaptive_inputs(tmp_path / "x", [ASKED], finished=("run-a", "run-f"))
     with pytest.raises(CampaignError, match=r"run run-f: measured but no look of the campaign"):
         run_stage(tmp_path / "x", inputs, runs=ADAPTIVE_RUNS)
+
+
+def test_guard_benchmarks_are_priced_in_the_plans(tmp_path):
+    """evaluation.guards adds one lm-eval job per run and guard task and one per task for the
+    base: each priced at one job's overhead (here 0.5 h: 2 h wall, 1.5 h of steps), in the
+    plans beside the runs. The rest (run-c, run-d) gains their 2 guard jobs: 6 h of runs and
+    2 x 0.5 h, +50 % margin: 7.5 card-hours, 15.00 at 2.00/h; the kept plan holds 4 (3 kept
+    runs and the base)."""
+    inputs = write_inputs(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    names = next(s for s in PHASE.stages if s.name == "budget").outputs
+    outputs = {
+        n: out / (n.rsplit("_", 1)[0] + "." + n.rsplit("_", 1)[1] if n != "summary" else n)
+        for n in names
+    }
+    spec = {
+        "budget": BUDGET,
+        "recipes": dict.fromkeys(RUNS, RECIPE | {"lora": None}),
+        "guards": ["tiny_guard"],
+    }
+    stage_budget(StageContext("budget", spec, inputs, outputs, tmp_path / "work", tmp_path))
+    plans = pd.read_csv(outputs["plans_csv"]).set_index(["scenario", "offer", "pricing"])
+    rest = plans.loc[("rest", "box", "hourly")]
+    assert (rest["runs"], rest["guard_jobs"], rest["guard_card_hours"]) == (2, 2, 1.5)
+    assert (rest["card_hours"], rest["cost"]) == (7.5, 15.0)
+    kept = plans.loc[("kept plan", "box", "hourly")]
+    assert (kept["runs"], kept["guard_jobs"]) == (3, 4)
+    assert "Guard benchmarks (1 task(s)" in outputs["summary"].read_text()
+    forecast = pd.read_parquet(outputs["forecast_parquet"])
+    assert len(forecast) == len(RUNS)  # the forecast stays the runs'
+
+
+def test_guard_jobs_before_any_job_finished_are_not_priced():
+    from campaign.budget import words
+    from campaign.budget.calibrate import NO_CALIBRATION
+    from campaign.budget.stage import guard_jobs
+
+    forecast = [{"run": "run-a", "kept": True, "finished": False}]
+    assert guard_jobs(forecast, NO_CALIBRATION, [], ["tiny_guard"]) == []
+    assert "not priced yet" in words.guard_words([], [], ["tiny_guard"])
+    assert words.guard_words([], [], []) == ""

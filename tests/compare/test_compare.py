@@ -273,3 +273,40 @@ def test_a_variant_with_several_runs_says_how_they_pair_with_its_sources(logs, t
     summary = (out / "summary.txt").read_text()
     assert "variant b: its runs are paired with a's by seed" in summary
     assert "position among the model's sources in the order given" in summary
+
+
+def test_a_variant_given_in_another_order_than_its_source_is_refused(tmp_path, capsys):
+    """A quantized copy of each of two fine-tunes, its seeds swapped: paired by seed, each copy
+    would be tested against the other fine-tune. The scores say which run each copy is of, so
+    the pairing is refused in one line naming the file; in the right order it decides."""
+    rng = np.random.default_rng(5)
+    runs = {s: (rng.random(200) < 0.7).astype(float) for s in (0, 1)}
+    rows = [{"model": "a", "seed": s, "task": "t", "item": f"i{k}", "score": runs[s][k]}
+            for s in (0, 1) for k in range(200)]  # fmt: skip
+    copy = {s: runs[s].copy() for s in (0, 1)}
+    for s in (0, 1):
+        copy[s][:3] = 1 - copy[s][:3]  # a copy differs from its run on 3 of 200 items
+    swapped = tmp_path / "swapped.csv"
+    pd.DataFrame(
+        rows
+        + [
+            {"model": "q", "seed": 1 - s, "task": "t", "item": f"i{k}", "score": copy[s][k]}
+            for s in (0, 1)
+            for k in range(200)
+        ]  # fmt: skip
+    ).to_csv(swapped, index=False)
+    out = tmp_path / "out"
+    rc, err = _compare(capsys, swapped, "--variant", "q=a", "--margin", "0.05", "--out", out)
+    _refused(rc, err, out, str(swapped), "is paired by seed with", "its scores are closest to",
+             "give q's sources in the order of its source's")  # fmt: skip
+    right = tmp_path / "right.csv"
+    pd.DataFrame(
+        rows
+        + [
+            {"model": "q", "seed": s, "task": "t", "item": f"i{k}", "score": copy[s][k]}
+            for s in (0, 1)
+            for k in range(200)
+        ]  # fmt: skip
+    ).to_csv(right, index=False)
+    rc, err = _compare(capsys, right, "--variant", "q=a", "--margin", "0.05", "--out", out)
+    assert rc == 0, err

@@ -12,7 +12,6 @@ PACKAGE = Path(__file__).resolve().parents[2] / "workflow" / "campaign"
 MAX_LINES = 80
 # "path relative to the package:function": code lines when the check was added.
 KNOWN = {
-    "budget/stage.py:stage_budget": 97,
     "evaluate/words.py:decisions": 122,
 }
 

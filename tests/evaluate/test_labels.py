@@ -2,6 +2,9 @@
 scores is "too few items" only where no outcome on its items could adopt it; the p a line names
 is the test's that gave it; "at the bar" only at the bar; identical outputs read identical."""
 
+import sys
+from pathlib import Path
+
 import numpy as np
 
 from campaign.evaluate import decide, questions, words
@@ -64,3 +67,15 @@ def test_identical_outputs_read_identical_not_plus_minus_ten_points():
         line = words.decision_line(row, "validation", "token_f1", S)
         assert "identical to run on all 33 validation items" in line
         assert "[" not in line
+
+
+def test_the_bench_row_finds_no_label_printed_where_false():
+    """bench_stats' label row on the shipped path: "too few items" only where no outcome that
+    gains on no item adopts, "identical" only where nothing differs, never an interval for
+    identical outputs; the binary generator at 300 items is rightly too few."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import bench_stats
+
+    claims = bench_stats.label_claims(40, 1)
+    assert all(false == 0 for _, false in claims.values())
+    assert claims["too few items (binary)"][0] > 0 and claims["identical"][0] > 0

@@ -42,7 +42,11 @@ def _budget_spec(params: dict) -> dict:
 
     # The runs an adaptive campaign's looks may append are priced as any planned run.
     runs = [*plan_index(params).values(), *adaptive_runs(params)]
-    return {
+    from campaign.guards import guard_names
+
+    # The guard tasks (evaluation.guards), only where set: a campaign without guards keeps its key.
+    guards = guard_names(params) if params["evaluation"].get("guards") else []
+    return ({"guards": guards} if guards else {}) | {
         "budget": params["budget"],
         "recipes": {
             run.run_id: {k: run.spec["train"][k] for k in RECIPE_KEYS} | _devices(run.spec["train"])

@@ -144,8 +144,6 @@ def _check_measured(measured: list[str], plan: list[dict], not_asked: list[dict]
 
 
 def stage_budget(ctx) -> None:
-    import pandas as pd
-
     b = ctx.spec["budget"]
     recipes = ctx.spec["recipes"]
     campaign = campaign_runs(ctx.inputs["runs"][0], ctx.inputs.get("looks", []))
@@ -164,8 +162,76 @@ def stage_budget(ctx) -> None:
     disk = report.get("disk", {}).get("details", {})
     eval_examples = int(disk.get("validation_examples", 0)) + int(disk.get("test_examples", 0))
     cal, forecast = _forecast(plan, jobs, b, recipes, n_params, n_trainable, eval_examples)
-    peak_bytes = _peak_bytes(report)
+    guards = guard_jobs(forecast, cal, jobs, ctx.spec.get("guards", []))
+    offer_rows, plan_rows = _price_plans(
+        forecast + guards, jobs, offers, reference, _peak_bytes(report), b
+    )
+    # The evaluation's decisions, read once (campaign.evaluate.records); None without one.
+    paths = ctx.inputs.get("decisions", [])
+    decisions = read_decisions(paths[0]) if paths else None
+    bar, equal = _equal_quality(ctx, decisions, jobs, b, reference)
+    to_decide = (
+        questions.price_to_decide(
+            decisions, forecast, {r["run"]: r["cell_id"] for r in plan}, jobs_price(reference), b
+        )
+        if decisions is not None
+        else []
+    )
+    _write_tables(
+        ctx,
+        {
+            "jobs": jobs,
+            "forecast": forecast,
+            "offers": offer_rows,
+            "plans": plan_rows,
+            "equal_quality": equal,
+            "to_decide": to_decide,
+        },
+    )
+    text = words.summary(b, reference, jobs, forecast, cal, plan_rows, offer_rows, bar, equal,
+                         to_decide, decisions,
+                         words.adaptive_words(campaign, not_asked))  # fmt: skip
+    block = _verdict_block(ctx, decisions, b, reference, equal, to_decide)
+    text += words.guard_words(guards, plan_rows, ctx.spec.get("guards", []))
+    ctx.outputs["summary"].write_text("\n".join([*block, "", text]) if block else text)
 
+
+GUARD = "guard"  # the tier of a guard job's row in the plans' scenarios (never in forecast)
+
+
+def guard_jobs(forecast: list[dict], cal, jobs: list[dict], tasks: list[str]) -> list[dict]:
+    """The guard benchmarks' jobs (evaluation.guards): one per planned run and guard task, and
+    one per task for the base model, as rows the plans price beside the runs. A guard job
+    loads a model and scores the guard's items, as a run's own wrap-up does (loading, the
+    validation and test predictions, saving): each is priced at one job's overhead, the
+    calibration's per-job overhead (wall - step hours), else the median of the finished
+    jobs' wall - train hours; none before a job finished. Its compute is in that overhead (flops
+    0), so every offer prices it alike. A run's guard jobs are finished with it (the
+    evaluation waits for them); the base's with any run."""
+    if not tasks:
+        return []
+    hours = cal.overhead_hours.value if cal.overhead_hours.n else math.nan
+    if not math.isfinite(hours):
+        spare = [j["wall_hours"] - j["train_hours"] for j in jobs]
+        spare = [h for h in spare if math.isfinite(h)]
+        hours = float(np.median(spare)) if spare else math.nan
+    if not math.isfinite(hours):
+        return []  # nothing measured yet to price a job by (guard_words says so)
+    hours = max(hours, 0.0)  # a calibrated overhead below zero prices a job at nothing
+    base = {"run": "base", "kept": True, "finished": any(r["finished"] for r in forecast)}
+    runs = [base, *({k: r[k] for k in ("run", "kept", "finished")} for r in forecast)]
+    return [
+        r | {"run": f"{r['run']} {GUARD} {task}", "tier": GUARD, "forecast_hours": hours,
+             "flops": 0.0, "overhead_hours": hours, "cards": 1}
+        for r in runs
+        for task in tasks
+    ]  # fmt: skip
+
+
+def _price_plans(forecast, jobs, offers, reference, peak_bytes, b) -> tuple[list, list]:
+    """(offers rows, plans rows): every way to buy the rest and the whole kept plan on every
+    offer whose card holds the preflight's peak memory, the cheapest of each scenario marked.
+    `forecast` holds the guard jobs' rows too (guard_jobs; counted apart in the plans)."""
     scenarios = {
         "rest": [r for r in forecast if not r["finished"]],
         "kept plan": [r for r in forecast if r["kept"]],
@@ -178,6 +244,7 @@ def stage_budget(ctx) -> None:
             hours, how = work_hours(rows, offer, measured, b["utilization"], b["margin"])
             cards = [r["cards"] for r in rows]
             opts = options(offer, hours, b["deadline_hours"], cards) if fits else []
+            guard = [h for h, r in zip(hours, rows, strict=True) if r.get("tier") == GUARD]
             for o in opts:
                 plan_rows.append(
                     {
@@ -185,7 +252,9 @@ def stage_budget(ctx) -> None:
                         "offer": o.offer,
                         "gpu": offer.gpu,
                         "pricing": o.pricing,
-                        "runs": len(hours),
+                        "runs": len(hours) - len(guard),
+                        "guard_jobs": len(guard),
+                        "guard_card_hours": sum(guard),
                         "card_hours": card_hours_of(hours, cards),
                         "hours_from": how,
                         "cost": o.cost,
@@ -207,35 +276,17 @@ def stage_budget(ctx) -> None:
                 best.offer,
                 best.pricing,
             )
-    # The evaluation's decisions, read once (campaign.evaluate.records); None without one.
-    paths = ctx.inputs.get("decisions", [])
-    decisions = read_decisions(paths[0]) if paths else None
-    bar, equal = _equal_quality(ctx, decisions, jobs, b, reference)
-    to_decide = (
-        questions.price_to_decide(
-            decisions, forecast, {r["run"]: r["cell_id"] for r in plan}, jobs_price(reference), b
-        )
-        if decisions is not None
-        else []
-    )
+    return offer_rows, plan_rows
 
-    tables = {
-        "jobs": jobs,
-        "forecast": forecast,
-        "offers": offer_rows,
-        "plans": plan_rows,
-        "equal_quality": equal,
-        "to_decide": to_decide,
-    }
+
+def _write_tables(ctx, tables: dict[str, list[dict]]) -> None:
+    """Each table as CSV and Parquet, its columns in _COLUMNS' order."""
+    import pandas as pd
+
     for name, rows in tables.items():
         frame = pd.DataFrame(rows, columns=_COLUMNS[name])
         frame.to_csv(ctx.outputs[f"{name}_csv"], index=False, float_format="%.10g")
         frame.to_parquet(ctx.outputs[f"{name}_parquet"], index=False)
-    text = words.summary(b, reference, jobs, forecast, cal, plan_rows, offer_rows, bar, equal,
-                         to_decide, decisions,
-                         words.adaptive_words(campaign, not_asked))  # fmt: skip
-    block = _verdict_block(ctx, decisions, b, reference, equal, to_decide)
-    ctx.outputs["summary"].write_text("\n".join([*block, "", text]) if block else text)
 
 
 def _verdict_block(ctx, decisions, b, reference, equal, to_decide) -> list[str]:
@@ -299,8 +350,9 @@ _COLUMNS = {
         "verdict", "currency",
     ],
     "plans": [
-        "scenario", "offer", "gpu", "pricing", "runs", "card_hours", "hours_from", "cost",
-        "currency", "wall_hours", "hourly_card_hours", "meets_deadline", "why_not", "cheapest",
+        "scenario", "offer", "gpu", "pricing", "runs", "guard_jobs", "guard_card_hours",
+        "card_hours", "hours_from", "cost", "currency", "wall_hours", "hourly_card_hours",
+        "meets_deadline", "why_not", "cheapest",
     ],
     "equal_quality": [
         "variant", "run", "kind", "decision", "quality_split", "quality", "quality_low",

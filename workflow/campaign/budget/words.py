@@ -333,3 +333,28 @@ def verdict_values(
         for q in values.open
     )
     return replace(values, open=opened)
+
+
+def guard_words(guards: list[dict], plans: list[dict], tasks: list[str]) -> str:
+    """The guard benchmarks' cost in one line (campaign.budget.stage.guard_jobs); "" without
+    evaluation.guards."""
+    if not tasks:
+        return ""
+    if not guards:
+        return (
+            f"Guard benchmarks ({len(tasks)} task(s)): not priced yet, no job has finished to "
+            "measure a job's overhead by.\n"
+        )
+    kept = next((p for p in plans if p["scenario"] == "kept plan"), None)
+    size = (
+        f"{kept['guard_jobs']} job(s) in the kept plan, {kept['guard_card_hours']:.3g} "
+        "card-hours with the margin, in the plans' costs"
+        if kept
+        else "no offer holds the work"
+    )
+    return (
+        f"Guard benchmarks ({len(tasks)} task(s): one lm-eval job per run and task, and one per "
+        f"task for the base): {size}; each priced at one job's overhead "
+        f"({format_hours(guards[0]['forecast_hours'])}: loading a model and scoring items, as "
+        "a run's wrap-up does).\n"
+    )

@@ -9,7 +9,7 @@ import math
 
 from campaign.core.wording import level_words, percent, points  # noqa: F401 (public here)
 from campaign.evaluate import decide
-from campaign.evaluate.decide import ADVICE_QUANTILE
+from campaign.evaluate.decide import ADVICE_QUANTILE, SEEDS_QUANTILE
 from campaign.evaluate.look_words import verdict_look_lines
 
 # The records (campaign.evaluate.records: Decisions, KeptCell, FloorComparison, OpenQuestion,
@@ -62,9 +62,9 @@ def _needs(r: dict) -> str:
     if r.get("items_note"):
         what += f"; {r['items_note']}"
     return (
-        f"{dominant} dominate its variance; to decide with at least evaluation.power (sized "
-        f"for the gap's lower {ADVICE_QUANTILE:.0%} bound): {what} (the price of the seeds: "
-        "budget phase)"
+        f"{dominant} dominate its variance; to decide with at least evaluation.power (seeds "
+        f"sized for the gap's lower {SEEDS_QUANTILE:.0%} bound, items for its lower "
+        f"{ADVICE_QUANTILE:.0%}): {what} (the price of the seeds: budget phase)"
     )
 
 
