@@ -133,7 +133,7 @@ def variants_of(table, design: Design) -> tuple[list[dict], list[str]]:
         key = [-1 if pd.isna(x) else int(x) for x in by_model[source][SEED]]
         ref = dict(zip(key, by_model[source][VARIANT], strict=True))
         if not one:
-            _check_pairing(table, v, by_model[v], ref)
+            assumed += _pairing_doubts(table, v, by_model[v], ref)
         for _, r in by_model[v].iterrows():
             seed = -1 if pd.isna(r[SEED]) else int(r[SEED])
             run = by_model[source][VARIANT].iloc[0] if one else ref[seed]
@@ -143,18 +143,21 @@ def variants_of(table, design: Design) -> tuple[list[dict], list[str]]:
     return out, assumed
 
 
-# A variant's run is refused as paired with its source's run of the same seed when another run
-# of the source differs from it on fewer than this share of the items the paired run does.
+# A variant's pairing is doubted, in the summary's assumptions, when another run of the source
+# differs from the variant's run on fewer than this share of the items its paired run does.
 PAIRING_RATIO = 0.5
 
 
-def _check_pairing(table, v: str, runs, ref: dict) -> None:
-    """Refuse, in one line naming the variant run's file, a pairing by seed that the scores
-    contradict: a compressed or merged copy of a run agrees with that run on more items than
-    with any other run of its source, so a variant run whose paired run differs from it on
-    over twice the items (mean absolute score difference) another run does was given in
-    another order (an lm-eval or Inspect source's seed is its position)."""
+def _pairing_doubts(table, v: str, runs, ref: dict) -> list[str]:
+    """Where the scores doubt a pairing by seed, a line saying so (the summary's assumptions):
+    a compressed or merged copy of a run usually agrees with that run on more items than with
+    any other run of its source, so a variant run whose paired run differs from it on over
+    twice the items (mean absolute score difference) another run does may have been given in
+    another order (an lm-eval or Inspect source's seed is its position). A doubt, not a
+    refusal: a copy that collapsed, beside a seed that diverged, is paired right and looks
+    like that too; and a copy that moved as many items as a seed does is not caught."""
     wide = table.pivot_table(index=[TASK, ITEM], columns=VARIANT, values=SCORE, aggfunc="first")
+    doubts = []
     for _, r in runs.iterrows():
         seed = -1 if r[SEED] != r[SEED] or r[SEED] is None else int(r[SEED])
         apart = {
@@ -162,12 +165,13 @@ def _check_pairing(table, v: str, runs, ref: dict) -> None:
         }
         closest = min(apart, key=lambda run: (apart[run], run))
         if apart[closest] < PAIRING_RATIO * apart[ref[seed]]:
-            raise CampaignError(
+            doubts.append(
                 f"{r[SOURCE]}: variant run {r[VARIANT]} is paired by seed with {ref[seed]} but "
                 f"its scores are closest to {closest} ({apart[closest]:.3f} against "
-                f"{apart[ref[seed]]:.3f} mean difference per item); give {v}'s sources in the "
-                "order of its source's, or a table with a seed column"
+                f"{apart[ref[seed]]:.3f} mean difference per item): if {v}'s sources were not "
+                "given in the order of its source's, give them so, or a table with a seed column"
             )
+    return doubts
 
 
 def _check_tasks(table) -> None:

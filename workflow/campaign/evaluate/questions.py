@@ -359,6 +359,7 @@ def decide_family(rows: list[dict], level: float, power: float, s: dict) -> None
                         r.get("var_residual", 0.0),
                     )
                 )
+                r.update(decide.FLOOR_UNSIZED)
                 continue
             if kind == "interaction":
                 r["decision"] = decide.interaction(r["p_holm"], alpha, r["n_seeds"])
