@@ -4,6 +4,7 @@ one per task for the base; one job then decides, per task, whether each cell los
 the margin against the base, by the paired non-inferiority test the evaluation gives a
 quantized variant against its run. The evaluation's verdict carries the guard lines."""
 
+from campaign.core.declare import files_in
 from campaign.core.lazy import exports
 from campaign.core.stage import Derived, EachGuard, File, From, Phase, Stage
 
@@ -103,11 +104,9 @@ PHASE = Phase(
                 "base_scores": EachGuard("guard_base", "scores"),
                 "run_scores": EachGuard("guard", "scores"),
             },
-            outputs={
-                "table": File("results/guards/items.parquet"),
-                "guards": File("results/guards/guards.json"),
-                "summary": File("results/guards/summary.txt"),
-            },
+            outputs=files_in(
+                "results/guards", table="items.parquet", guards="guards.json", summary="summary.txt"
+            ),
             final=guards_on,
             spec=_decide_spec,
             libraries=("numpy", "scipy", "pandas", "pyarrow"),
