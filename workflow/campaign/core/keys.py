@@ -41,14 +41,21 @@ def code_version(stage: Stage) -> str:
     return module_code_version(*stage.code_modules)
 
 
-def library_versions(stage: Stage) -> dict[str, str]:
+def installed_versions(names) -> dict[str, str]:
+    """{distribution: its installed version, or "absent"}: a stage's libraries (part of its
+    key), a train.command's packages (campaign.train.command), a run manifest's libraries
+    (campaign.train.stage)."""
     out = {}
-    for lib in stage.libraries:
+    for name in names:
         try:
-            out[lib] = importlib.metadata.version(lib)
+            out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
-            out[lib] = "absent"
+            out[name] = "absent"
     return out
+
+
+def library_versions(stage: Stage) -> dict[str, str]:
+    return installed_versions(stage.libraries)
 
 
 def execution_module(stage: Stage):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.metadata
 import json
 import os
 import resource
@@ -28,6 +27,7 @@ from pathlib import Path
 from campaign.core.errors import PREEMPTED_EXIT, CampaignError, Preempted
 from campaign.core.fsutil import atomic_write_text
 from campaign.core.hashing import hash_tree, hash_value
+from campaign.core.keys import installed_versions
 from campaign.core.progress import job_progress
 from campaign.plan import command_of, identity, run_id
 from campaign.train.command_adapter import adopt_adapter, is_adapter
@@ -85,13 +85,7 @@ class Command:
         )
 
     def package_versions(self) -> dict[str, str]:
-        out = {}
-        for name in self.packages:
-            try:
-                out[name] = importlib.metadata.version(name)
-            except importlib.metadata.PackageNotFoundError:
-                out[name] = "absent"
-        return out
+        return installed_versions(self.packages)
 
 
 def commands_of(train: dict) -> dict[str, tuple[Command, dict]]:
