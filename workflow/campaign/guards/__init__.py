@@ -67,6 +67,12 @@ def _check_params(params: dict) -> None:
 
 
 _TASK_FILES = {"base_model": Derived(), "task_yaml": Derived(), "task_data": Derived()}
+# How both scoring stages (a run's, the base model's) key, find their files and version.
+_SCORING = {
+    "key_view": _guard_key,
+    "derive_inputs": "campaign.guards.tasks:derive_inputs",
+    "libraries": LIBRARIES,
+}
 
 PHASE = Phase(
     name="guards",
@@ -79,9 +85,7 @@ PHASE = Phase(
             inputs={"model": From("train", "model"), **_TASK_FILES},
             outputs={"scores": File("results/guards/runs/{run}/{guard}.parquet")},
             spec=_guard_spec,
-            key_view=_guard_key,
-            derive_inputs="campaign.guards.tasks:derive_inputs",
-            libraries=LIBRARIES,
+            **_SCORING,
         ),
         Stage(
             name="guard_base",
@@ -90,9 +94,7 @@ PHASE = Phase(
             inputs=dict(_TASK_FILES),
             outputs={"scores": File("results/guards/base/{guard}.parquet")},
             spec=_base_spec,
-            key_view=_guard_key,
-            derive_inputs="campaign.guards.tasks:derive_inputs",
-            libraries=LIBRARIES,
+            **_SCORING,
         ),
         Stage(
             name="guards",

@@ -19,7 +19,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +31,7 @@ from campaign.core.progress import job_progress
 from campaign.plan import command_of, identity, run_id
 from campaign.train.command_adapter import adopt_adapter, is_adapter
 from campaign.train.launchers import command_argv, launcher_of
-from campaign.train.processes import Group, subreaper
+from campaign.train.processes import Group, signals_handled, subreaper
 
 SPEC_FORMAT = 1
 # In the job's work folder (.campaign/work/<key>/), which outlives a failed or preempted job.
@@ -206,17 +205,8 @@ class _Relay:
         with contextlib.suppress(ProcessLookupError):
             self.child.send_signal(signal.SIGTERM if self.launched else FORWARD[signum])
 
-    @contextlib.contextmanager
     def installed(self):
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        previous = {s: signal.signal(s, self) for s in FORWARD}
-        try:
-            yield
-        finally:
-            for s, handler in previous.items():
-                signal.signal(s, handler)
+        return signals_handled(FORWARD, self)
 
 
 def _child_env(spec_path: Path) -> dict:
