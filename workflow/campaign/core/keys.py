@@ -21,7 +21,6 @@ entry (and in a stage's volatile outputs) but are not part of the key.
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import os
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from campaign.core.hashcache import HashCache
 from campaign.core.hashing import ALGORITHM, hash_tree, hash_value
 from campaign.core.io import resolve
 from campaign.core.stage import EachLook, PreviousLook, Stage
+from campaign.core.versions import installed_versions
 
 KEY_FORMAT = 2
 
@@ -39,19 +39,6 @@ KEY_FORMAT = 2
 def code_version(stage: Stage) -> str:
     """The stage's import closure inside the package, docstrings and comments aside."""
     return module_code_version(*stage.code_modules)
-
-
-def installed_versions(names) -> dict[str, str]:
-    """{distribution: its installed version, or "absent"}: a stage's libraries (part of its
-    key), a train.command's packages (campaign.train.command), a run manifest's libraries
-    (campaign.train.stage)."""
-    out = {}
-    for name in names:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = "absent"
-    return out
 
 
 def library_versions(stage: Stage) -> dict[str, str]:

@@ -26,8 +26,8 @@ from pathlib import Path
 from campaign.core.errors import PREEMPTED_EXIT, CampaignError, Preempted
 from campaign.core.fsutil import atomic_write_text
 from campaign.core.hashing import hash_tree, hash_value
-from campaign.core.keys import installed_versions
 from campaign.core.progress import job_progress
+from campaign.core.versions import installed_versions
 from campaign.plan import command_of, identity, run_id
 from campaign.train.command_adapter import adopt_adapter, is_adapter
 from campaign.train.launchers import command_argv, launcher_of

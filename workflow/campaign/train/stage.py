@@ -19,7 +19,7 @@ from campaign.core.code import code_version, module_hashes
 from campaign.core.defaults import train_key
 from campaign.core.errors import CampaignError
 from campaign.core.hashing import hash_tree
-from campaign.core.keys import installed_versions
+from campaign.core.versions import installed_versions
 from campaign.plan import identity
 from campaign.train import devices, distributed, models
 from campaign.train.loop import EVAL_SPLITS, Trainer, read_data
