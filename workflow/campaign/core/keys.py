@@ -21,7 +21,6 @@ entry (and in a stage's volatile outputs) but are not part of the key.
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import os
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from campaign.core.hashcache import HashCache
 from campaign.core.hashing import ALGORITHM, hash_tree, hash_value
 from campaign.core.io import resolve
 from campaign.core.stage import EachLook, PreviousLook, Stage
+from campaign.core.versions import installed_versions
 
 KEY_FORMAT = 2
 
@@ -42,13 +42,7 @@ def code_version(stage: Stage) -> str:
 
 
 def library_versions(stage: Stage) -> dict[str, str]:
-    out = {}
-    for lib in stage.libraries:
-        try:
-            out[lib] = importlib.metadata.version(lib)
-        except importlib.metadata.PackageNotFoundError:
-            out[lib] = "absent"
-    return out
+    return installed_versions(stage.libraries)
 
 
 def execution_module(stage: Stage):

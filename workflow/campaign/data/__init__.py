@@ -1,6 +1,7 @@
 """The data phase: read and validate the sources (manifest); scan them for private data, find
 exact and near duplicates, join leak units and split them without leaks (split, audit)."""
 
+from campaign.core.declare import files_in, outputs_of
 from campaign.core.lazy import exports
 from campaign.core.stage import (
     Derived,
@@ -144,11 +145,12 @@ PHASE = Phase(
             entry="campaign.data.manifest:stage",
             help="read the data sources, validate them, write the manifest",
             inputs={"sources": Derived(), "previous": Derived()},
-            outputs={
-                "manifest": File("results/data/manifest.parquet"),
-                "summary": File("results/data/summary.json"),
-                "diff": File("results/data/manifest_diff.json"),
-            },
+            outputs=files_in(
+                "results/data",
+                "manifest.parquet",
+                "summary.json",
+                diff="manifest_diff.json",
+            ),
             final=True,
             spec=_manifest_spec,
             libraries=("pandas", "pyarrow", "blake3"),
@@ -165,12 +167,18 @@ PHASE = Phase(
             # split after it, so a bad record is reported once, by the manifest stage.
             after={"manifest": From("manifest", "manifest")},
             outputs={
-                "train": File("results/data/splits/train.parquet"),
-                "validation": File("results/data/splits/validation.parquet"),
-                "test": File("results/data/splits/test.parquet"),
-                "audit": File("results/data/leakage_audit.json"),
-                "audit_table": File("results/data/leakage_audit.txt"),
-                "privacy": File("results/data/privacy_report.json"),
+                **files_in(
+                    "results/data/splits",
+                    "train.parquet",
+                    "validation.parquet",
+                    "test.parquet",
+                ),
+                **files_in(
+                    "results/data",
+                    audit="leakage_audit.json",
+                    audit_table="leakage_audit.txt",
+                    privacy="privacy_report.json",
+                ),
             },
             final=True,
             spec=_split_spec,
@@ -188,8 +196,7 @@ PHASE = Phase(
             # scans them.
             inputs={
                 "models": EachRun("train", "model"),
-                "predictions_validation": EachRun("train", "predictions_validation"),
-                "predictions_test": EachRun("train", "predictions_test"),
+                **outputs_of("train", "predictions_validation", "predictions_test", each=EachRun),
                 "summary": From("evaluate", "summary"),
                 # every variant's and floor's answer (a retrieval floor quotes training records)
                 "scored_items": From("evaluate", "scored_items"),

@@ -256,9 +256,10 @@ def exact_clusters(ids: Sequence[str], texts: Sequence[str]) -> list[list[str]]:
 # Near duplicates: hashing
 
 
-def _splitmix64(z: np.ndarray) -> np.ndarray:
-    """(n,) uint64 -> (n,) uint64, the SplitMix64 finalizer (a bijection with full avalanche);
-    works on a copy, in place."""
+def splitmix64(z: np.ndarray) -> np.ndarray:
+    """uint64 array -> uint64 array of its shape, the SplitMix64 finalizer elementwise (a
+    bijection with full avalanche); works on a copy, in place. The near-duplicate shingles'
+    hashes here and the split's unit positions (campaign.data.units) use it."""
     z = np.array(z, dtype=np.uint64, copy=True)
     z ^= z >> np.uint64(30)
     z *= np.uint64(0xBF58476D1CE4E5B9)
@@ -328,14 +329,14 @@ def shingle_hashes(normalized: Sequence[str], shingle_size: int) -> ShingleHashe
     for j in range(1, shingle_size):
         h *= _FOLD
         h += token_hashes[np.minimum(starts + j, len(token_hashes) - 1)]
-        h = _splitmix64(h)
+        h = splitmix64(h)
     h ^= _width_key(shingle_size)
-    h = _splitmix64(h)
+    h = splitmix64(h)
     for d, at in zip(short.tolist(), short_at.tolist(), strict=True):
         value = token_hashes[doc_start[d] : doc_start[d] + 1].copy()
         for j in range(1, int(lengths[d])):
-            value = _splitmix64(value * _FOLD + token_hashes[doc_start[d] + j])
-        h[at] = _splitmix64(value ^ _width_key(int(lengths[d])))[0]
+            value = splitmix64(value * _FOLD + token_hashes[doc_start[d] + j])
+        h[at] = splitmix64(value ^ _width_key(int(lengths[d])))[0]
     return ShingleHashes(h, offsets)
 
 
@@ -360,7 +361,7 @@ def minhash_signatures(sets: ShingleHashes, num_perm: int, seed: int) -> np.ndar
     key, probe_key = (np.uint64(v) for v in rng.integers(0, 2**64, size=2, dtype=np.uint64))
     n_docs = len(sets.offsets) - 1
     sizes = np.diff(sets.offsets)
-    y = _splitmix64(sets.hashes ^ key)
+    y = splitmix64(sets.hashes ^ key)
     slot = np.repeat(np.arange(n_docs, dtype=np.int64) * num_perm, sizes) + _bins_of(y, num_perm)
     flat = np.full(n_docs * num_perm, 0xFFFFFFFF, dtype=np.uint32)
     np.minimum.at(flat, slot, (y & np.uint64(0xFFFFFFFF)).astype(np.uint32))
@@ -373,7 +374,7 @@ def minhash_signatures(sets: ShingleHashes, num_perm: int, seed: int) -> np.ndar
     attempt = 0
     while len(doc):
         attempt += 1
-        probe = _splitmix64(probe_key ^ ((empty.astype(np.uint64) << np.uint64(32)) + attempt))
+        probe = splitmix64(probe_key ^ ((empty.astype(np.uint64) << np.uint64(32)) + attempt))
         source = _bins_of(probe, num_perm)
         hit = filled[doc, source]
         # Only slots filled by a shingle are ever copied from, so the order of copies is moot.
@@ -401,7 +402,7 @@ def candidate_pairs(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray
         block = signatures[:, band * rows : (band + 1) * rows].astype(np.uint64)
         key = np.zeros(n_docs, dtype=np.uint64)
         for c in range(rows):
-            key = _splitmix64(key * _FOLD + block[:, c])
+            key = splitmix64(key * _FOLD + block[:, c])
         order = np.argsort(key, kind="stable")
         same = key[order[1:]] == key[order[:-1]]
         if not same.any():

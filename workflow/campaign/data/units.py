@@ -23,6 +23,7 @@ from campaign.data.dedup import (
     exact_groups,
     near_pairs_normalized,
     normalize,
+    splitmix64,
 )
 from campaign.data.settings import TRAIN, check_cfg, parse_cutoff
 
@@ -294,22 +295,11 @@ def salt_hash(salt: str) -> np.uint64:
     return np.uint64(_hash64(b"salt", salt))
 
 
-def _splitmix64(z: np.ndarray) -> np.ndarray:
-    """The SplitMix64 finalizer, elementwise (a bijection of uint64 with full avalanche)."""
-    z = np.array(z, dtype=np.uint64, copy=True)
-    z ^= z >> np.uint64(30)
-    z *= np.uint64(0xBF58476D1CE4E5B9)
-    z ^= z >> np.uint64(27)
-    z *= np.uint64(0x94D049BB133111EB)
-    z ^= z >> np.uint64(31)
-    return z
-
-
 def positions(salt_hashes: np.ndarray, unit_hashes: np.ndarray) -> np.ndarray:
     """(n_salts, n_units) positions in [0, 1): the top 53 bits of SplitMix64(unit ^ salt) /
     2^53. salt_hashes: (n_salts,) uint64; unit_hashes: (n_units,) uint64."""
     with np.errstate(over="ignore"):
-        mixed = _splitmix64(salt_hashes[:, None] ^ unit_hashes[None, :])
+        mixed = splitmix64(salt_hashes[:, None] ^ unit_hashes[None, :])
     return (mixed >> np.uint64(11)).astype(np.float64) * 2.0**-53
 
 

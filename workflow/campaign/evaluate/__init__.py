@@ -5,6 +5,7 @@ non-inferiority test, Holm per family (questions); decisions against
 `evaluation.min_useful_effect` and `evaluation.max_quality_loss` (decide); the verdict and words
 (words); error analysis (confusions, slices, items fixed and broken). stage.py wires them."""
 
+from campaign.core.declare import files_in, outputs_of
 from campaign.core.lazy import exports
 from campaign.core.stage import (
     Derived,
@@ -320,8 +321,9 @@ PHASE = Phase(
             inputs={
                 **SPLIT_FILES,
                 "runs": From("plan_table", "runs"),
-                "predictions_validation": EachLookRun("train", "predictions_validation"),
-                "predictions_test": EachLookRun("train", "predictions_test"),
+                **outputs_of(
+                    "train", "predictions_validation", "predictions_test", each=EachLookRun
+                ),
                 "floor": From("floor", "floor"),
                 "previous": PreviousLook("look", "look"),
             },
@@ -336,8 +338,7 @@ PHASE = Phase(
             inputs={
                 **SPLIT_FILES,
                 "runs": From("plan_table", "runs"),
-                "predictions_validation": EachRun("train", "predictions_validation"),
-                "predictions_test": EachRun("train", "predictions_test"),
+                **outputs_of("train", "predictions_validation", "predictions_test", each=EachRun),
                 "floor": From("floor", "floor"),
                 # Every quantized variant's result (status) and predictions.
                 "variants_result": EachJob("quantize", "result"),
@@ -353,12 +354,15 @@ PHASE = Phase(
             },
             derive_inputs="campaign.evaluate:evaluate_inputs",
             outputs={
-                "metrics": File("results/evaluation/metrics.parquet"),
-                "comparisons": File("results/evaluation/comparisons.parquet"),
-                # One row per variant x split x item: score, answer, metric (item_table);
-                # not named "items", a name Snakemake reserves.
-                "scored_items": File("results/evaluation/items.parquet"),
-                "decisions": File("results/evaluation/decisions.json"),
+                **files_in(
+                    "results/evaluation",
+                    metrics="metrics.parquet",
+                    comparisons="comparisons.parquet",
+                    # One row per variant x split x item: score, answer, metric (item_table);
+                    # not named "items", a name Snakemake reserves.
+                    scored_items="items.parquet",
+                    decisions="decisions.json",
+                ),
                 "errors": Folder("results/evaluation/errors"),
                 "summary": File("results/evaluation/summary.txt"),
             },

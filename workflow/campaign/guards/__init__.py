@@ -4,6 +4,7 @@ one per task for the base; one job then decides, per task, whether each cell los
 the margin against the base, by the paired non-inferiority test the evaluation gives a
 quantized variant against its run. The evaluation's verdict carries the guard lines."""
 
+from campaign.core.declare import files_in
 from campaign.core.lazy import exports
 from campaign.core.stage import Derived, EachGuard, File, From, Phase, Stage
 
@@ -66,6 +67,12 @@ def _check_params(params: dict) -> None:
 
 
 _TASK_FILES = {"base_model": Derived(), "task_yaml": Derived(), "task_data": Derived()}
+# How both scoring stages (a run's, the base model's) key, find their files and version.
+_SCORING = {
+    "key_view": _guard_key,
+    "derive_inputs": "campaign.guards.tasks:derive_inputs",
+    "libraries": LIBRARIES,
+}
 
 PHASE = Phase(
     name="guards",
@@ -78,9 +85,7 @@ PHASE = Phase(
             inputs={"model": From("train", "model"), **_TASK_FILES},
             outputs={"scores": File("results/guards/runs/{run}/{guard}.parquet")},
             spec=_guard_spec,
-            key_view=_guard_key,
-            derive_inputs="campaign.guards.tasks:derive_inputs",
-            libraries=LIBRARIES,
+            **_SCORING,
         ),
         Stage(
             name="guard_base",
@@ -89,9 +94,7 @@ PHASE = Phase(
             inputs=dict(_TASK_FILES),
             outputs={"scores": File("results/guards/base/{guard}.parquet")},
             spec=_base_spec,
-            key_view=_guard_key,
-            derive_inputs="campaign.guards.tasks:derive_inputs",
-            libraries=LIBRARIES,
+            **_SCORING,
         ),
         Stage(
             name="guards",
@@ -103,11 +106,9 @@ PHASE = Phase(
                 "base_scores": EachGuard("guard_base", "scores"),
                 "run_scores": EachGuard("guard", "scores"),
             },
-            outputs={
-                "table": File("results/guards/items.parquet"),
-                "guards": File("results/guards/guards.json"),
-                "summary": File("results/guards/summary.txt"),
-            },
+            outputs=files_in(
+                "results/guards", table="items.parquet", guards="guards.json", summary="summary.txt"
+            ),
             final=guards_on,
             spec=_decide_spec,
             libraries=("numpy", "scipy", "pandas", "pyarrow"),

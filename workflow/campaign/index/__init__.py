@@ -5,6 +5,7 @@ it cost, so a user answers questions about the campaign with one pandas query.""
 
 from dataclasses import replace
 
+from campaign.core.declare import outputs_of
 from campaign.core.errors import CampaignError
 from campaign.core.io import module_of
 from campaign.core.registry import merged_inputs
@@ -53,15 +54,12 @@ PHASE = Phase(
                 "runs": From("plan_table", "runs"),
                 "run_manifests": EachRun("train", "run_manifest"),
                 "models": EachRun("train", "model"),
-                "predictions_validation": EachRun("train", "predictions_validation"),
-                "predictions_test": EachRun("train", "predictions_test"),
+                **outputs_of("train", "predictions_validation", "predictions_test", each=EachRun),
                 "variants_result": EachJob("quantize", "result"),
                 "variants_model": EachJob("quantize", "model"),
                 "variants_validation": EachJob("quantize", "predictions_validation"),
                 "variants_test": EachJob("quantize", "predictions_test"),
-                "metrics": From("evaluate", "metrics"),
-                "comparisons": From("evaluate", "comparisons"),
-                "decisions": From("evaluate", "decisions"),
+                **outputs_of("evaluate", "metrics", "comparisons", "decisions"),
                 # An adaptive campaign's looks: which look appended each run.
                 "looks": EachLook("look", "look"),
             },

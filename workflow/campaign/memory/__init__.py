@@ -36,6 +36,7 @@ _PUBLIC = {
     "parameter_bytes": "measure",
     "step_peak": "measure",
     "track_peak": "measure",
+    "no_cycle_collection": "measure",
     "MEASURED_ASSUMPTIONS": "probe",
     "PROBE_BATCHES": "probe",
     "Subject": "probe",

@@ -69,11 +69,11 @@ def measure_steps(
     """{"peak_bytes", "optimizer_state_bytes", "step_peak_bytes", "seconds_per_step"} of a
     fresh trainer's first 1 + counted_steps + timed_steps steps (one untimed, then counted,
     then timed)."""
-    from campaign.memory.measure import LiveTensorBytes, _no_cycle_collection
+    from campaign.memory.measure import LiveTensorBytes, no_cycle_collection
 
     trainer.train_step()
     live = LiveTensorBytes()
-    with _no_cycle_collection(), live:
+    with no_cycle_collection(), live:
         for _ in range(counted_steps):
             trainer.train_step()
     step_peak = live.peak()

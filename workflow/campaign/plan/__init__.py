@@ -3,6 +3,7 @@ at every seed), each with an id derived from its resolved recipe, in the order t
 unit of cost; the plan table (projected hours, the budget cut) and its report (what the plan can
 estimate)."""
 
+from campaign.core.declare import files_in
 from campaign.core.lazy import exports
 from campaign.core.stage import File, From, Phase, Stage
 
@@ -168,10 +169,7 @@ PHASE = Phase(
                 "preflight_report": From("preflight", "report"),
                 "preflight_measurements": From("preflight", "measurements"),
             },
-            outputs={
-                "runs": File("results/plan/runs.tsv"),
-                "report": File("results/plan/report.txt"),
-            },
+            outputs=files_in("results/plan", "runs.tsv", "report.txt"),
             final=True,
             spec=_plan_spec,
         ),

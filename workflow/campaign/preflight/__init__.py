@@ -13,8 +13,9 @@ train_split) can hold fewer tokens than one trained on the full split, so the me
 uses the model actually built, and the fit table the configured vocabulary size.
 """
 
+from campaign.core.declare import files_in
 from campaign.core.lazy import exports
-from campaign.core.stage import Derived, File, Findings, From, Phase, ReportSection, Stage
+from campaign.core.stage import Derived, Findings, From, Phase, ReportSection, Stage
 from campaign.train import EXECUTION, TRAIN_INPUTS
 from campaign.train import INPUTS as TRAINING_INPUTS
 from campaign.train import LIBRARIES as TRAINING_LIBRARIES
@@ -109,11 +110,12 @@ PHASE = Phase(
             help="the checks that must pass before any training job runs",
             # command_files: what the commands it checks declare (campaign.train.command).
             inputs={**TRAINING_INPUTS, "command_files": Derived()},
-            outputs={
-                "report": File("results/preflight/report.json"),
-                "measurements": File("results/preflight/measurements.json"),
-                "report_text": File("results/preflight/report.txt"),
-            },
+            outputs=files_in(
+                "results/preflight",
+                "report.json",
+                "measurements.json",
+                report_text="report.txt",
+            ),
             final=True,
             spec=_preflight_spec,
             libraries=TRAINING_LIBRARIES,

@@ -4,6 +4,7 @@ peak, latency, throughput, agreement), and one table of them all. One job per (r
 a training change requantizes that run's jobs only, a library upgrade only its variants' jobs.
 """
 
+from campaign.core.declare import files_in, outputs_of
 from campaign.core.lazy import exports
 from campaign.core.stage import (
     Derived,
@@ -155,24 +156,22 @@ PHASE = Phase(
             entry="campaign.quantize.stage:stage",
             help="quantize one trained run with one variant; score, compare and measure it",
             inputs={
-                "model": From("train", "model"),
-                "run_manifest": From("train", "run_manifest"),
-                "predictions_validation": From("train", "predictions_validation"),
-                "predictions_test": From("train", "predictions_test"),
+                **outputs_of(
+                    "train", "model", "run_manifest", "predictions_validation", "predictions_test"
+                ),
                 **SPLIT_FILES,
                 "base_model": Derived(),
                 "chat_template": Derived(),
             },
             outputs={
                 "model": Folder("results/quantize/{run}/{variant}/model"),
-                "predictions_validation": File(
-                    "results/quantize/{run}/{variant}/predictions_validation.parquet"
+                **files_in(
+                    "results/quantize/{run}/{variant}",
+                    "predictions_validation.parquet",
+                    "predictions_test.parquet",
+                    "result.json",
+                    "measurements.json",
                 ),
-                "predictions_test": File(
-                    "results/quantize/{run}/{variant}/predictions_test.parquet"
-                ),
-                "result": File("results/quantize/{run}/{variant}/result.json"),
-                "measurements": File("results/quantize/{run}/{variant}/measurements.json"),
             },
             spec=quantize_spec,
             key_view=_key_view,
@@ -189,8 +188,7 @@ PHASE = Phase(
             # Both splits' predictions (one train job writes them): the stage scores the one
             # evaluation.decide_on names.
             inputs={
-                "predictions_validation": EachRun("train", "predictions_validation"),
-                "predictions_test": EachRun("train", "predictions_test"),
+                **outputs_of("train", "predictions_validation", "predictions_test", each=EachRun),
                 **SPLIT_FILES,
             },
             outputs={"selection": File("results/quantize/selection.json")},

@@ -9,7 +9,6 @@ disturbed pass does not move it. On CUDA every batch is synchronized before its 
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -122,17 +121,3 @@ def accuracy(frame) -> float | None:
     if len(frame) == 0:
         return None
     return float((frame["prediction"] == frame["label"]).mean())
-
-
-@contextlib.contextmanager
-def no_cycle_collection():
-    """Keep the garbage collector out of timed code."""
-    import gc
-
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()

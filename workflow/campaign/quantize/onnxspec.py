@@ -7,3 +7,12 @@ OPSET = 18
 INPUTS = ("input_ids", "attention_mask")
 # Why a causal LM row is skipped (campaign.quantize.variant: NEEDS_NOTE).
 CAUSAL_NOTE = "the ONNX export here has no KV-cache inputs/outputs (past_key_values) for generation"
+
+# What every ONNX Runtime variant declares (campaign.quantize.variants): the runtime and the
+# export's library, served on the CPU from an .onnx file, classifiers only.
+LIBRARY = "onnxruntime"
+ALSO_LIBRARIES = ("onnx",)
+DEVICES = ("cpu",)
+FORMAT = "onnx"
+NEEDS = ("classification_head",)
+NEEDS_NOTE = CAUSAL_NOTE

@@ -30,12 +30,11 @@ import torch
 from campaign.core.errors import CampaignError
 from campaign.core.hashing import hash_value
 from campaign.core.tasks import module_of
-from campaign.memory import track_peak
+from campaign.memory import no_cycle_collection, track_peak
 from campaign.quantize.measure import (
     accuracy,
     agreement,
     inference_context,
-    no_cycle_collection,
     state_bytes,
     time_batches,
 )

@@ -20,7 +20,8 @@ from pathlib import Path
 from campaign.core.errors import CampaignError
 from campaign.quantize.variant import WEIGHT_FILES
 
-COLUMNS = (
+# The leading columns: what the row is (text; string dtype in the table, as weight_file).
+TEXT_COLUMNS = (
     "run",
     "variant",
     "status",
@@ -29,6 +30,9 @@ COLUMNS = (
     "library",
     "library_version",
     "device",
+)
+COLUMNS = (
+    *TEXT_COLUMNS,
     "threads",
     "size_bytes",
     "state_bytes",
@@ -104,17 +108,7 @@ def variants_table(results: list[Path], measurements: list[Path]):
     base_latency = frame["run"].map(ref["latency_ms_p50"])
     frame["size_ratio"] = (base_size / frame["size_bytes"]).astype("float64")
     frame["speedup"] = (base_latency / frame["latency_ms_p50"]).astype("float64")
-    for name in (
-        "run",
-        "variant",
-        "status",
-        "reason",
-        "method",
-        "library",
-        "library_version",
-        "device",
-        "weight_file",
-    ):
+    for name in (*TEXT_COLUMNS, "weight_file"):
         frame[name] = frame[name].astype("string")
     for name in ("threads", "size_bytes", "state_bytes", "peak_memory_bytes"):
         frame[name] = frame[name].astype("Int64")

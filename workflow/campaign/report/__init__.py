@@ -3,6 +3,7 @@ reads instead of the logs (HTML and Markdown with figures, curves for `dvc plots
 
 from dataclasses import replace
 
+from campaign.core.declare import files_in
 from campaign.core.errors import CampaignError
 from campaign.core.io import module_of
 from campaign.core.lazy import exports
@@ -113,12 +114,13 @@ PHASE = Phase(
             # index.html (figures embedded), summary.md (linking figures/, so each figure is
             # written to results/report/figures/<section>.png), the training curves as CSV for
             # `dvc plots show`; `snakemake --report` shows the figures with their captions.
-            outputs={
-                "html": File("results/report/index.html"),
-                "markdown": File("results/report/summary.md"),
-                "train_curves": File("results/report/train_curves.csv"),
-                "validation_curves": File("results/report/validation_curves.csv"),
-            },
+            outputs=files_in(
+                "results/report",
+                html="index.html",
+                markdown="summary.md",
+                train_curves="train_curves.csv",
+                validation_curves="validation_curves.csv",
+            ),
             gather="campaign.report:gather",
             final=True,
             spec=_report_spec,

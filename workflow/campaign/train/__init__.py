@@ -2,8 +2,9 @@
 trained on the train split only, batches with loss masks, the loop with exact resume from
 checkpoints, and the device lease. The preflight phase runs the same machinery on a sample."""
 
+from campaign.core.declare import files_in
 from campaign.core.lazy import exports
-from campaign.core.stage import Derived, EachRun, File, Folder, From, Phase, ReportSection, Stage
+from campaign.core.stage import Derived, EachRun, Folder, From, Phase, ReportSection, Stage
 from campaign.data import SPLIT_FILES
 from campaign.plan import run_spec_of
 
@@ -173,11 +174,14 @@ PHASE = Phase(
             after={"plan": From("plan_table", "runs", ancient=True)},
             outputs={
                 "model": Folder("results/runs/{run}/model"),
-                "metrics": File("results/runs/{run}/metrics.parquet"),
-                "predictions_validation": File("results/runs/{run}/predictions_validation.parquet"),
-                "predictions_test": File("results/runs/{run}/predictions_test.parquet"),
-                "run_manifest": File("results/runs/{run}/run_manifest.json"),
-                "timings": File("results/runs/{run}/timings.json"),
+                **files_in(
+                    "results/runs/{run}",
+                    "metrics.parquet",
+                    "predictions_validation.parquet",
+                    "predictions_test.parquet",
+                    "run_manifest.json",
+                    "timings.json",
+                ),
             },
             final=True,
             spec=run_spec_of,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.metadata
 import json
 import os
 import resource
@@ -20,7 +19,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,10 +27,11 @@ from campaign.core.errors import PREEMPTED_EXIT, CampaignError, Preempted
 from campaign.core.fsutil import atomic_write_text
 from campaign.core.hashing import hash_tree, hash_value
 from campaign.core.progress import job_progress
+from campaign.core.versions import installed_versions
 from campaign.plan import command_of, identity, run_id
 from campaign.train.command_adapter import adopt_adapter, is_adapter
 from campaign.train.launchers import command_argv, launcher_of
-from campaign.train.processes import Group, subreaper
+from campaign.train.processes import Group, signals_handled, subreaper
 
 SPEC_FORMAT = 1
 # In the job's work folder (.campaign/work/<key>/), which outlives a failed or preempted job.
@@ -85,13 +84,7 @@ class Command:
         )
 
     def package_versions(self) -> dict[str, str]:
-        out = {}
-        for name in self.packages:
-            try:
-                out[name] = importlib.metadata.version(name)
-            except importlib.metadata.PackageNotFoundError:
-                out[name] = "absent"
-        return out
+        return installed_versions(self.packages)
 
 
 def commands_of(train: dict) -> dict[str, tuple[Command, dict]]:
@@ -212,17 +205,8 @@ class _Relay:
         with contextlib.suppress(ProcessLookupError):
             self.child.send_signal(signal.SIGTERM if self.launched else FORWARD[signum])
 
-    @contextlib.contextmanager
     def installed(self):
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        previous = {s: signal.signal(s, self) for s in FORWARD}
-        try:
-            yield
-        finally:
-            for s, handler in previous.items():
-                signal.signal(s, handler)
+        return signals_handled(FORWARD, self)
 
 
 def _child_env(spec_path: Path) -> dict:

@@ -12,7 +12,6 @@ import functools
 import random
 import signal
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from campaign.plan import identity, run_id
 from campaign.train import checkpoint, devices, distributed, models, optim
 from campaign.train.batches import DataOrder, Split, count_targets, micro_batches, read_split
 from campaign.train.packing import check_packing
+from campaign.train.processes import signals_handled
 from campaign.train.recipe import GROUP_MICRO_BATCHES, Recipe, lr_factor
 from campaign.train.steps import accumulate, param_groups
 
@@ -305,22 +305,13 @@ class Trainer:
         self.saved_step = self.step
         return path
 
-    @contextlib.contextmanager
     def _signals_deferred(self):
         """PREEMPT_SIGNALS only note themselves while the loop runs: a step is never cut."""
-        if threading.current_thread() is not threading.main_thread():
-            yield  # signal handlers belong to the main thread; a test's worker thread has none
-            return
 
         def note(signum, _frame):
             self.stop_signal = signum
 
-        previous = {s: signal.signal(s, note) for s in PREEMPT_SIGNALS}
-        try:
-            yield
-        finally:
-            for s, handler in previous.items():
-                signal.signal(s, handler)
+        return signals_handled(PREEMPT_SIGNALS, note)
 
     def _stop_if_signalled(self) -> None:
         """After a signal: checkpoint the finished step (unless it is saved) and stop. With
@@ -497,17 +488,7 @@ class Trainer:
         (a label task's scores: for causal_lm every label's response is scored after the
         prompt, probabilities the softmax of the labels' total log-likelihoods)."""
         self.model.eval()
-        return self.task_module.scores(
-            self.model,
-            self.tokenizer,
-            self.run_setup,
-            getattr(self.data, split),
-            self.examples[split],
-            micro_batch=self.recipe.micro_batch,
-            pad_id=self.pad_id,
-            device=self.device,
-            autocast=self.autocast,
-        )
+        return self._on_split(self.task_module.scores, split)
 
     def evaluate(self, split: str, final: bool = False) -> tuple[float, float, Any] | None:
         """The task's (mean loss per target, score, scored items) on a split; None when it is
@@ -516,7 +497,12 @@ class Trainer:
         at every evaluation would cost more than training)."""
         if not self.examples[split]:
             return None
-        return self.task_module.evaluate(
+        return self._on_split(self.task_module.evaluate, split, final=final)
+
+    def _on_split(self, method: Callable, split: str, **extra: Any) -> Any:
+        """The task module's `method` (scores, evaluate) on a split: the model, its tokenizer
+        and the run's setup, the split's rows and examples, and how to batch them here."""
+        return method(
             self.model,
             self.tokenizer,
             self.run_setup,
@@ -525,8 +511,8 @@ class Trainer:
             micro_batch=self.recipe.micro_batch,
             pad_id=self.pad_id,
             device=self.device,
-            final=final,
             autocast=self.autocast,
+            **extra,
         )
 
     def predictions(self, split: str, result: tuple | None = None):

@@ -225,41 +225,53 @@ def make_tokenizer(model_spec: dict, train_texts: Sequence[str], source: Path | 
 
 
 # ------------------------------------------------------------------ models
+# model.config's sizes, and each built-in architecture's transformers names for them (BERT's
+# are the same) and for its dropout probabilities (all set to model.config.dropout).
+_SIZE_KEYS = (
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+)
+_SIZE_NAMES = {
+    "bert": _SIZE_KEYS,
+    "gpt2": ("n_embd", "n_layer", "n_head", "n_inner", "n_positions"),
+}
+_DROPOUT_NAMES = {
+    "bert": ("hidden_dropout_prob", "attention_probs_dropout_prob"),
+    "gpt2": ("resid_pdrop", "embd_pdrop", "attn_pdrop", "summary_first_dropout"),
+}
+
+
+def _architecture_config(cfg: dict, architecture: str, tokenizer) -> dict[str, Any]:
+    """The config arguments BERT and GPT-2 take alike: the vocabulary, model.config's sizes and
+    dropout under the architecture's names, the pad token."""
+    names = _SIZE_NAMES[architecture]
+    sizes = {name: cfg[key] for name, key in zip(names, _SIZE_KEYS, strict=True)}
+    dropout = dict.fromkeys(_DROPOUT_NAMES[architecture], cfg["dropout"])
+    return {
+        "vocab_size": len(tokenizer),
+        **sizes,
+        **dropout,
+        "pad_token_id": tokenizer.pad_token_id,
+    }
+
+
 def _from_config(model_spec: dict, tokenizer, labels: list[str]):
     import transformers as tf
 
     cfg, task = model_spec["config"], module_of(model_spec["task"])
     label_map: dict[str, Any] = task.head_config(labels)
     if cfg["architecture"] == "bert":
-        config = tf.BertConfig(
-            vocab_size=len(tokenizer),
-            hidden_size=cfg["hidden_size"],
-            num_hidden_layers=cfg["num_hidden_layers"],
-            num_attention_heads=cfg["num_attention_heads"],
-            intermediate_size=cfg["intermediate_size"],
-            max_position_embeddings=cfg["max_position_embeddings"],
-            hidden_dropout_prob=cfg["dropout"],
-            attention_probs_dropout_prob=cfg["dropout"],
-            pad_token_id=tokenizer.pad_token_id,
-            **label_map,
-        )
+        config = tf.BertConfig(**_architecture_config(cfg, "bert", tokenizer), **label_map)
         return _model_for(task, config)
     if cfg["architecture"] == "llama":
         return _model_for(task, llama_config(cfg, tokenizer))
     config = tf.GPT2Config(
-        vocab_size=len(tokenizer),
-        n_positions=cfg["max_position_embeddings"],
-        n_embd=cfg["hidden_size"],
-        n_layer=cfg["num_hidden_layers"],
-        n_head=cfg["num_attention_heads"],
-        n_inner=cfg["intermediate_size"],
-        resid_pdrop=cfg["dropout"],
-        embd_pdrop=cfg["dropout"],
-        attn_pdrop=cfg["dropout"],
-        summary_first_dropout=cfg["dropout"],
+        **_architecture_config(cfg, "gpt2", tokenizer),
         bos_token_id=tokenizer.eos_token_id,
         eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
         **label_map,
     )
     return _model_for(task, config)

@@ -147,3 +147,22 @@ def describe(p) -> str:
     if len(line) > SHOWN_CHARS:
         line = line[: SHOWN_CHARS - 3] + "..."
     return f"pid {p.pid} ({line})"
+
+
+@contextlib.contextmanager
+def signals_handled(signals, handler):
+    """`handler` for `signals` inside the block, the previous handlers restored after it; a
+    no-op off the main thread (signal handlers belong to it; a test's worker thread has none).
+    The built-in loop notes a preemption with it, a train.command forwards signals to its
+    child."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, handler) for s in signals}
+    try:
+        yield
+    finally:
+        for s, old in previous.items():
+            signal.signal(s, old)

@@ -9,7 +9,6 @@ predictions_test (Parquet), run_manifest (JSON).
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import platform
 import time
@@ -20,6 +19,7 @@ from campaign.core.code import code_version, module_hashes
 from campaign.core.defaults import train_key
 from campaign.core.errors import CampaignError
 from campaign.core.hashing import hash_tree
+from campaign.core.versions import installed_versions
 from campaign.plan import identity
 from campaign.train import devices, distributed, models
 from campaign.train.loop import EVAL_SPLITS, Trainer, read_data
@@ -44,13 +44,7 @@ def library_versions(lora: bool) -> dict[str, str]:
     names = ["torch", "transformers", "tokenizers", "safetensors", "numpy", "pandas", "pyarrow"]
     if lora:
         names.append("peft")
-    out = {"python": platform.python_version()}
-    for name in names:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = "absent"
-    return out
+    return {"python": platform.python_version(), **installed_versions(names)}
 
 
 def run_manifest(

@@ -75,3 +75,40 @@ def linear_layers(model) -> None:
                     if child.bias is not None:
                         linear.bias.copy_(child.bias)
                 setattr(parent, child_name, linear)
+
+
+def on_device_linear(model, ctx):
+    """The model ready for a quantizer that acts on nn.Linear: GPT-2's Conv1D made nn.Linear
+    (linear_layers), then moved to ctx.device."""
+    linear_layers(model)
+    return model.to(ctx.device)
+
+
+def torchao_linear(config: str):
+    """apply(model, ctx) of a torchao variant: the model on the device with nn.Linear layers,
+    then torchao's quantize_(model, <config>()) (torchao imported when it runs)."""
+
+    def apply(model, ctx):
+        from torchao import quantization
+
+        model = on_device_linear(model, ctx)
+        quantization.quantize_(model, getattr(quantization, config)())
+        return model
+
+    return apply
+
+
+def quanto_weights(weights: str):
+    """apply(model, ctx) of an optimum-quanto weight-only variant: the model on the device with
+    nn.Linear layers, quantize(weights=<weights>), then frozen (the quantized weights
+    materialized, not re-quantized at every forward)."""
+
+    def apply(model, ctx):
+        from optimum import quanto
+
+        model = on_device_linear(model, ctx)
+        quanto.quantize(model, weights=getattr(quanto, weights))
+        quanto.freeze(model)
+        return model
+
+    return apply

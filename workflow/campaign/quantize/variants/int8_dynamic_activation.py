@@ -2,18 +2,11 @@
 per token at run time (W8A8 dynamic). On a CPU torchao has no fast kernel for it: it is correct
 and slow there (the table says how slow)."""
 
+from campaign.quantize.variants import torchao_linear
+
 METHOD = "torchao quantize_(Int8DynamicActivationInt8WeightConfig()) on nn.Linear"
 LIBRARY = "torchao"
 DEVICES = ("cpu", "cuda")
 FORMAT = "state_dict"
 
-
-def apply(model, ctx):
-    from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
-
-    from campaign.quantize.variants import linear_layers
-
-    linear_layers(model)
-    model = model.to(ctx.device)
-    quantize_(model, Int8DynamicActivationInt8WeightConfig())
-    return model
+apply = torchao_linear("Int8DynamicActivationInt8WeightConfig")

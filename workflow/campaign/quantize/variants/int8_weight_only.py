@@ -2,18 +2,11 @@
 channel; activations stay in the model's dtype. Also the base of `train.base_quantization:
 int8_weight_only` (LoRA adapters train on top of it)."""
 
+from campaign.quantize.variants import torchao_linear
+
 METHOD = "torchao quantize_(Int8WeightOnlyConfig()) on nn.Linear"
 LIBRARY = "torchao"
 DEVICES = ("cpu", "cuda")
 FORMAT = "state_dict"
 
-
-def apply(model, ctx):
-    from torchao.quantization import Int8WeightOnlyConfig, quantize_
-
-    from campaign.quantize.variants import linear_layers
-
-    linear_layers(model)
-    model = model.to(ctx.device)
-    quantize_(model, Int8WeightOnlyConfig())
-    return model
+apply = torchao_linear("Int8WeightOnlyConfig")

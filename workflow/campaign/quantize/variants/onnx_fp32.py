@@ -1,15 +1,16 @@
 """onnx_fp32: the trained model exported to ONNX and served by ONNX Runtime on the CPU, fp32
 (the ONNX reference: the speed of the runtime alone, no quantization)."""
 
-from campaign.quantize.onnxspec import CAUSAL_NOTE, OPSET
+# The declarations every ONNX Runtime variant shares (LIBRARY, DEVICES, FORMAT, NEEDS, ...).
+from campaign.quantize.onnxspec import ALSO_LIBRARIES as ALSO_LIBRARIES
+from campaign.quantize.onnxspec import DEVICES as DEVICES
+from campaign.quantize.onnxspec import FORMAT as FORMAT
+from campaign.quantize.onnxspec import LIBRARY as LIBRARY
+from campaign.quantize.onnxspec import NEEDS as NEEDS
+from campaign.quantize.onnxspec import NEEDS_NOTE as NEEDS_NOTE
+from campaign.quantize.onnxspec import OPSET
 
 METHOD = f"torch.onnx.export(dynamo=False, opset_version={OPSET}); onnxruntime CPU session, fp32"
-LIBRARY = "onnxruntime"
-ALSO_LIBRARIES = ("onnx",)
-DEVICES = ("cpu",)
-FORMAT = "onnx"
-NEEDS = ("classification_head",)
-NEEDS_NOTE = CAUSAL_NOTE
 
 
 def apply(model, ctx):

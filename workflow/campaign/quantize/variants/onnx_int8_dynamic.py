@@ -2,18 +2,19 @@
 MatMul and Gather weights int8 per tensor (the word embeddings too, which no torch variant
 quantizes), activations quantized per batch at run time."""
 
-from campaign.quantize.onnxspec import CAUSAL_NOTE, OPSET
+# The declarations every ONNX Runtime variant shares (LIBRARY, DEVICES, FORMAT, NEEDS, ...).
+from campaign.quantize.onnxspec import ALSO_LIBRARIES as ALSO_LIBRARIES
+from campaign.quantize.onnxspec import DEVICES as DEVICES
+from campaign.quantize.onnxspec import FORMAT as FORMAT
+from campaign.quantize.onnxspec import LIBRARY as LIBRARY
+from campaign.quantize.onnxspec import NEEDS as NEEDS
+from campaign.quantize.onnxspec import NEEDS_NOTE as NEEDS_NOTE
+from campaign.quantize.onnxspec import OPSET
 
 METHOD = (
     f"torch.onnx.export(dynamo=False, opset_version={OPSET}); "
     "onnxruntime.quantization.quantize_dynamic(weight_type=QInt8, per_channel=False)"
 )
-LIBRARY = "onnxruntime"
-ALSO_LIBRARIES = ("onnx",)
-DEVICES = ("cpu",)
-FORMAT = "onnx"
-NEEDS = ("classification_head",)
-NEEDS_NOTE = CAUSAL_NOTE
 
 
 def _quantize(source, target):

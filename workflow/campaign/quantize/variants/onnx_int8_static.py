@@ -2,20 +2,21 @@
 weights int8 per channel, activations uint8 with static scales from MinMax calibration on a
 sample of the train split (quantization.calibration; never evaluation data), QDQ format."""
 
-from campaign.quantize.onnxspec import CAUSAL_NOTE, OPSET
+# The declarations every ONNX Runtime variant shares (LIBRARY, DEVICES, FORMAT, NEEDS, ...).
+from campaign.quantize.onnxspec import ALSO_LIBRARIES as ALSO_LIBRARIES
+from campaign.quantize.onnxspec import DEVICES as DEVICES
+from campaign.quantize.onnxspec import FORMAT as FORMAT
+from campaign.quantize.onnxspec import LIBRARY as LIBRARY
+from campaign.quantize.onnxspec import NEEDS as NEEDS
+from campaign.quantize.onnxspec import NEEDS_NOTE as NEEDS_NOTE
+from campaign.quantize.onnxspec import OPSET
 
 METHOD = (
     f"torch.onnx.export(dynamo=False, opset_version={OPSET}); "
     "onnxruntime.quantization.quantize_static(QDQ, activations=QUInt8, weights=QInt8 "
     "per_channel, op_types=MatMul+Gemm, MinMax calibration)"
 )
-LIBRARY = "onnxruntime"
-ALSO_LIBRARIES = ("onnx",)
-DEVICES = ("cpu",)
-FORMAT = "onnx"
 CALIBRATION = True
-NEEDS = ("classification_head",)
-NEEDS_NOTE = CAUSAL_NOTE
 
 
 def apply(model, ctx):

@@ -2,20 +2,12 @@
 frozen. Predicts under torch.no_grad (quanto's int4 tensors fail under torch.inference_mode:
 "Cannot set version_counter")."""
 
+from campaign.quantize.variants import quanto_weights
+
 METHOD = "optimum.quanto quantize(weights=qint4) + freeze on nn.Linear"
 LIBRARY = "optimum-quanto"
 DEVICES = ("cpu", "cuda")
 FORMAT = "state_dict"
 INFERENCE = "no_grad"
 
-
-def apply(model, ctx):
-    from optimum.quanto import freeze, qint4, quantize
-
-    from campaign.quantize.variants import linear_layers
-
-    linear_layers(model)
-    model = model.to(ctx.device)
-    quantize(model, weights=qint4)
-    freeze(model)
-    return model
+apply = quanto_weights("qint4")

@@ -12,10 +12,9 @@ def apply(model, ctx):
     import torch
     from optimum.quanto import Calibration, freeze, qint8, quantize
 
-    from campaign.quantize.variants import linear_layers
+    from campaign.quantize.variants import on_device_linear
 
-    linear_layers(model)
-    model = model.to(ctx.device)
+    model = on_device_linear(model, ctx)
     quantize(model, weights=qint8, activations=qint8)
     with torch.no_grad(), Calibration():
         for batch in ctx.calibration:
