@@ -203,7 +203,9 @@ class TaskModule:
         (preflight/checks/tokenization.py) on the Trainer `trainer` built on the sample `split`:
         `inspect` examples shown, `full` the whole data (train, validation, test),
         `max_unknown_share` preflight.max_unknown_token_share (a task that spells its text
-        byte-level may ignore it)."""
+        byte-level may ignore it). details["inspected"]: one entry per example shown, as the
+        check's describe prints it: id, label, tokens, loss_positions, n_tokens, text_tokens,
+        truncated and loss_on (or a task module's view: marked, n_tokens, targets, truncated)."""
         self._unsupported("tokenization_check")
 
     def not_reproduced(self, trainer, split, n: int, details: dict):
@@ -265,8 +267,9 @@ class TaskModule:
     def scorer(self, evaluation: dict, model_spec: dict, train, evals):
         """The Scorer the evaluate stage (and quantize_select) scores every variant with
         (campaign.evaluate.scoring: items, point, score, decided_errors, error_files,
-        item_metric), from the evaluation settings, the evaluate spec's model part, the train
-        split file and the evaluation split files `evals`. Called by evaluate.scoring.scorer."""
+        metric (what decides), item_metric), from the evaluation settings, the evaluate spec's
+        model part, the train split file and the evaluation split files `evals`. Called by
+        evaluate.scoring.scorer."""
         self._unsupported("scorer")
 
     def check_evaluation(self, params: dict) -> None:
