@@ -1,6 +1,6 @@
 """Adding a task is one module, one line in TASKS and one value in the schema's enum: a
 throw-away task (a text -> a score in [0, 1], its own head, loss and per-item score), written
-into a copy of the project, goes through split, train, evaluate, the verdict and the report, and
+into a copy of the project, goes through split, preflight, train, quantize, evaluate, the verdict and the report, and
 the test lists every file it touched."""
 
 from __future__ import annotations
@@ -78,8 +78,7 @@ def add_campaign(project: Path) -> None:
     params["model"]["task"] = "score_regression"
     params["evaluation"].pop("metric")
     params["evaluation"]["floor"] = ["train_mean"]
-    # A variant the task's model cannot take (no classification head): a skipped row.
-    params["quantization"]["variants"] = ["onnx_fp32"]
+    params["quantization"]["variants"] = ["int8_dynamic"]
     # A squared error on scores in [0, 1] starts near 0.1: memorising shows well below it.
     params["preflight"]["overfit"]["max_final_loss"] = 0.005
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
@@ -123,9 +122,12 @@ def test_a_throwaway_task_reaches_the_report_from_one_module(tmp_path):
     verdict = summary.split("\n\n")[0]
     assert verdict.startswith("Verdict (") and "closeness" in verdict, summary
     assert "floor/train_mean" in verdict and "train.lr=" in verdict, summary
+    # quantize: the variant predicted the scores and was judged on closeness.
+    judged = [line for line in summary.splitlines() if "/int8_dynamic: " in line]
+    assert len(judged) == 1 and "validation closeness" in judged[0], summary
     # the report shows them.
     report = (project / "results" / "report" / "index.html").read_text(encoding="utf-8")
-    assert "closeness" in report and "train_mean" in report
+    assert "closeness" in report and "train_mean" in report and "int8_dynamic" in report
 
     # The run wrote results (and caches) only: the code the task touched is still three files.
     after = touched(plain, snapshot(project))
