@@ -1,7 +1,8 @@
-"""Adding a task is one module, one line in TASKS and one value in the schema's enum: a
-throw-away task (a text -> a score in [0, 1], its own head, loss and per-item score), written
-into a copy of the project, goes through split, preflight, train, quantize, evaluate, the verdict and the report, and
-the test lists every file it touched."""
+"""Adding a task is one module, one line in TASKS and its values in the schema (model.task's
+enum, and evaluation.floor's for a floor of its own): a throw-away task (a text -> a score in
+[0, 1], its own head, loss, per-item score and floor; tests/fixtures/score_regression_task.py),
+written into a copy of the project, goes through split, preflight, train, quantize, evaluate,
+the verdict and the report, and the test lists every file it touched."""
 
 from __future__ import annotations
 
