@@ -364,7 +364,9 @@ class TaskModule:
     def quantized(self, job):
         """Judge a quantized variant of one of the task's runs (campaign.quantize.stage calls
         it with its Job: spec, inputs, root, ctx, variant): ({split: predictions frame with the
-        run's columns}, the quantized model, result fields, measurements fields)."""
+        run's columns}, the quantized model, result fields, measurements fields). A label task
+        returns job.label_scores(); a task scored in one forward pass times its variant with
+        job.measured(model)."""
         self._unsupported("quantization")
 
     # ------------------------------------------------------------------ end quantize
