@@ -16,7 +16,7 @@ import yaml
 
 from conftest import FIXTURES, copy_project, snakemake
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(minutes=2)
 
 MODULE = Path("workflow/campaign/tasks/score_regression.py")
 TASKS_FILE = Path("workflow/campaign/core/tasks.py")
