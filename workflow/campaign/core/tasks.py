@@ -203,14 +203,16 @@ class TaskModule:
         (preflight/checks/tokenization.py) on the Trainer `trainer` built on the sample `split`:
         `inspect` examples shown, `full` the whole data (train, validation, test),
         `max_unknown_share` preflight.max_unknown_token_share (a task that spells its text
-        byte-level may ignore it)."""
+        byte-level may ignore it). details["inspected"]: one entry per example shown, as the
+        check's describe prints it: id, label, tokens, loss_positions, n_tokens, text_tokens,
+        truncated and loss_on (or a task module's view: marked, n_tokens, targets, truncated)."""
         self._unsupported("tokenization_check")
 
     def not_reproduced(self, trainer, split, n: int, details: dict):
         """Why the overfit check's memorised examples were not reproduced (None: they were),
         asked by preflight/checks/overfit.py once the loss is below its threshold; a task that
-        only checks the loss returns None at once (its answers are the loss's)."""
-        self._unsupported("not_reproduced")
+        only checks the loss returns None at once (its answers are the loss's): the default."""
+        return None
 
     def generates_text(self) -> bool:
         """Whether a run generates free text (model.generation): the memory check sizes its KV
@@ -265,8 +267,9 @@ class TaskModule:
     def scorer(self, evaluation: dict, model_spec: dict, train, evals):
         """The Scorer the evaluate stage (and quantize_select) scores every variant with
         (campaign.evaluate.scoring: items, point, score, decided_errors, error_files,
-        item_metric), from the evaluation settings, the evaluate spec's model part, the train
-        split file and the evaluation split files `evals`. Called by evaluate.scoring.scorer."""
+        metric (what decides), item_metric), from the evaluation settings, the evaluate spec's
+        model part, the train split file and the evaluation split files `evals`. Called by
+        evaluate.scoring.scorer."""
         self._unsupported("scorer")
 
     def check_evaluation(self, params: dict) -> None:
@@ -361,7 +364,9 @@ class TaskModule:
     def quantized(self, job):
         """Judge a quantized variant of one of the task's runs (campaign.quantize.stage calls
         it with its Job: spec, inputs, root, ctx, variant): ({split: predictions frame with the
-        run's columns}, the quantized model, result fields, measurements fields)."""
+        run's columns}, the quantized model, result fields, measurements fields). A label task
+        returns job.label_scores(); a task scored in one forward pass times its variant with
+        job.measured(model)."""
         self._unsupported("quantization")
 
     # ------------------------------------------------------------------ end quantize

@@ -158,10 +158,16 @@ class Job:
         }
         fields["accuracy"] = {n: accuracy(frames[n]) for n in EVAL_SPLITS}
         fields["reference_accuracy"] = {n: accuracy(refs[n]) for n in EVAL_SPLITS}
-        measured = measure(
-            model, ctx.saved, self.split("test"), spec["timing"], variant, ctx.device
+        return frames, model, fields, self.measured(model)
+
+    def measured(self, model) -> dict:
+        """The measurements of a variant that scores its items in one forward pass: latency,
+        throughput and the memory peak of `model` on the test split's first batches
+        (measure; the run's own encoding, quantization.timing)."""
+        ctx = self.ctx
+        return measure(
+            model, ctx.saved, self.split("test"), self.spec["timing"], self.variant, ctx.device
         )
-        return frames, model, fields, measured
 
 
 def _saved_run(spec: dict, inputs: dict[str, list[Path]]) -> SavedModel:

@@ -332,6 +332,14 @@ def run(bench: Bench) -> Result:
     return Result(True, _summary(details, target, fits), details)
 
 
+def _head_size(task: str, labels) -> int:
+    """The outputs of the task's head over `labels` (its TaskModule.head_config num_labels: a
+    classifier's one per label, a score's one), or one per label for a model without a head
+    of labels (a causal LM scores each label as a sequence)."""
+    labels = list(labels)
+    return module_of(task).head_config(labels).get("num_labels", len(labels))
+
+
 def _estimates(
     bench: Bench, trainer, here: dict, family, generating: Generating | None
 ) -> tuple[dict, dict, Subject | None]:
@@ -344,11 +352,15 @@ def _estimates(
     task = _memory_task(trainer)
     device = trainer.device
     attention = trainer.model.config._attn_implementation
-    n_labels = 0 if generating is not None else len(bench.label_names())
+    n_labels = 0 if generating is not None else _head_size(trainer.task, bench.label_names())
     if family is not None:
         common = dict(attention=attention, gradient_checkpointing=recipe.gradient_checkpointing)
         estimate = estimate_memory(
-            here, train_cfg, num_labels=len(trainer.labels), device=device.type, **common
+            here,
+            train_cfg,
+            num_labels=_head_size(trainer.task, trainer.labels),
+            device=device.type,
+            **common,
         )
         target = estimate_memory(
             configured_model(bench, trainer), train_cfg, num_labels=n_labels, device="cuda",
@@ -455,7 +467,7 @@ def _fit_table(
             variants = analytic_variants(
                 configured_model(bench, trainer),
                 train_cfg,
-                num_labels=len(bench.label_names()),
+                num_labels=_head_size(trainer.task, bench.label_names()),
                 device="cuda",
                 attention=trainer.model.config._attn_implementation,
             )

@@ -133,7 +133,10 @@ def _reload(bench: Bench, a: Trainer, folder: Path, details: dict) -> tuple[int,
     same_tokens = reloaded_tok(list(texts))["input_ids"] == a.tokenizer(list(texts))["input_ids"]
     a.model = reloaded
     got = a.predictions(split)
-    score_diff = float(np.abs(_scores(got) - _scores(expected)).max()) if len(got) else 0.0
+    # max(initial=0): a task whose predictions hold no score columns (its prediction is its
+    # score, compared below) has nothing more to differ.
+    diffs = np.abs(_scores(got) - _scores(expected))
+    score_diff = float(diffs.max(initial=0.0)) if len(got) else 0.0
     same_predictions = bool(
         (got["prediction"] == expected["prediction"]).all()
         and np.array_equal(_scores(got), _scores(expected))
