@@ -499,8 +499,10 @@ def save_adapter(model, tokenizer, folder: Path, base: Path, labels: list[str], 
 def head_task(task_type) -> str:
     """The task BASE_FILE names an adapter's head by: the first task (in TASKS' order) whose
     LoRA task type (peft's TaskType, or its string) is `task_type`; a generation run's adapter
-    is read as a causal LM's."""
-    return next(name for name in TASKS if module_of(name).lora_task_type() == task_type)
+    is read as a causal LM's. An adapter of another or no task type (a user's LoraConfig
+    without one) is read as a head over labels: the first task with one output per label."""
+    found = [name for name in TASKS if module_of(name).lora_task_type() == task_type]
+    return (found or [name for name in TASKS if module_of(name).label_head])[0]
 
 
 def save_run_model(model, tokenizer, folder: Path, base: Path | None, labels, method=None):
