@@ -411,3 +411,39 @@ def test_a_few_shot_floor_above_an_under_trained_fine_tune_is_kept(tmp_path):
     assert set(floors.reference) == {"floor/few_shot"}
     assert floors.decision.tolist() == ["below floor"]
     assert decisions["verdict"]["keep"] == "floor/few_shot", decisions["verdict"]
+
+
+def test_a_label_floor_spec_holds_only_its_floors_and_task():
+    """The majority and TF-IDF floors read only the split files: their spec (their key) holds
+    the floors' names and the task, not the model source, so switching model.source (from_config
+    to a pretrained folder) does not recompute them."""
+    params = {
+        "campaign": {"seed": 7},
+        "model": {"task": "sequence_classification", "source": "models/all-MiniLM-L6-v2"},
+        "train": {},
+        "evaluation": {"floor": ["majority", "tfidf_logreg"]},
+        "data": {},
+    }
+    spec = get_stage("floor").spec(params)
+    assert spec == {"floors": ["majority", "tfidf_logreg"], "task": "sequence_classification"}
+
+
+def test_few_shot_settings_go_with_the_few_shot_floor(tmp_path):
+    """evaluation.few_shot without the few_shot floor would be read by nothing: refused in one
+    line naming the key, as the floor without its settings is; a label task refuses it too."""
+    from campaign.evaluate import _check_params
+
+    base = {"model": {"task": "generation", "source": "from_config"}, "evaluation": {}}
+    for floor, extra, words in (
+        (["zero_shot"], {"few_shot": {"k": 2, "choose": "nearest"}}, "does not name few_shot"),
+        (["few_shot"], {}, "required when evaluation.floor names few_shot"),
+    ):
+        params = {**base, "evaluation": {"floor": floor, **extra}}
+        with pytest.raises(CampaignError, match=f"evaluation.few_shot: .*{words}"):
+            _check_params(params)
+    label = {
+        "model": {"task": "causal_lm"},
+        "evaluation": {"floor": ["majority"], "metric": "accuracy", "few_shot": {"k": 2}},
+    }
+    with pytest.raises(CampaignError, match="evaluation.few_shot: only read by a generation task"):
+        _check_params(label)

@@ -260,6 +260,12 @@ class TaskModule:
         """The per-item metric the task's decisions are made on."""
         self._unsupported("metric_of")
 
+    def floor_spec(self, params: dict) -> dict:
+        """What the floor stage's spec (its key) holds beyond the floors' names and the task:
+        the model the floors prompt and how. {} by default: floors that read only the split
+        files (the label floors) depend on nothing else."""
+        return {}
+
     def floor_stage(self, spec: dict, inputs: dict, folder, root, timings) -> None:
         """Score the task's floors (the floor stage)."""
         self._unsupported("floor_stage")

@@ -98,33 +98,12 @@ __getattr__, __dir__ = exports(__name__, _PUBLIC)
 
 
 def _floor_spec(params: dict) -> dict:
-    from campaign.core.tasks import TASKS
-    from campaign.plan import generating_keys, with_special_tokens
+    from campaign.core.tasks import module_of
 
     spec = {"floors": list(params["evaluation"]["floor"]), "task": params["model"]["task"]}
-    if params["model"]["task"] in TASKS:  # a task module's floors: which model, how prompted
-        # (generation: the zero-shot base model prompted with the runs' template and settings;
-        # the evaluation scores every floor by the runs' metric).
-        model = with_special_tokens(params["model"], params)
-        spec["model"] = {"task": model["task"], "source": model["source"], **generating_keys(model)}
-        spec |= _prompted_floors(params, spec["floors"])
-    return spec
-
-
-def _prompted_floors(params: dict, floors: list) -> dict:
-    """What the floors that prompt the base model add to the floor spec: the base as the runs
-    hold theirs (train.base_quantization) and the few-shot floor's examples (campaign.seed for
-    a seeded draw)."""
-    out = {}
-    method = params["train"].get("base_quantization")
-    if method is not None and {"zero_shot", "few_shot"} & set(floors):
-        out["base_quantization"] = method
-    if "few_shot" in floors:
-        few_shot = dict(params["evaluation"].get("few_shot") or {})
-        if few_shot.get("choose") == "seeded":
-            few_shot["seed"] = params["campaign"]["seed"]
-        out["few_shot"] = few_shot
-    return out
+    # The task's part: which model its floors prompt, and how ({} where they read only the
+    # split files, as the label floors do).
+    return spec | module_of(params["model"]["task"]).floor_spec(params)
 
 
 def _floor_key(spec: dict) -> dict:
@@ -148,13 +127,6 @@ def _check_params(params: dict) -> None:
     from campaign.core.tasks import check_floors, module_of
 
     check_floors(params["model"]["task"], params["evaluation"]["floor"])
-    if "few_shot" in params["evaluation"]["floor"] and "few_shot" not in params["evaluation"]:
-        from campaign.core.errors import CampaignError
-
-        raise CampaignError(
-            "evaluation.few_shot: required when evaluation.floor names few_shot "
-            "(e.g. {k: 3, choose: nearest})"
-        )
     module_of(params["model"]["task"]).check_evaluation(params)
 
 

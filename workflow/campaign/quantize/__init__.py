@@ -54,7 +54,7 @@ def quantize_spec(params: dict, run: str, variant: str) -> dict:
     section = params["quantization"]
     task = run_spec["model"]["task"]
     source = run_spec["model"]["source"]
-    from campaign.core.tasks import TASKS, module_of
+    from campaign.core.tasks import module_of
 
     # A task whose runs generate: the run's template and generation settings (its variants
     # generate as the run did; the evaluation scores them by the runs' metric, in no key here).
@@ -64,7 +64,7 @@ def quantize_spec(params: dict, run: str, variant: str) -> dict:
     return {
         "run": run,
         "task": task,
-        **({"model": generates} if task in TASKS else {}),
+        **({"model": generates} if module_of(task).generates_text() else {}),
         "max_length": run_spec["train"]["max_length"],
         "batch_size": run_spec["train"]["micro_batch"],
         "variant": key_info(variant),
@@ -114,10 +114,10 @@ def _select_spec(params: dict) -> dict:
         "metric": metric,
         "split": evaluation["decide_on"] if mode else None,
     }
-    from campaign.core.tasks import TASKS, module_of
+    from campaign.core.tasks import module_of
 
     task = params["model"]["task"]
-    if mode and task in TASKS:  # the task's own model settings name its per-item metric
+    if mode and module_of(task).settings_key:  # its own settings name its per-item metric
         spec |= {"task": task, "model": module_of(task).own_settings(params["model"])}
     return spec
 

@@ -121,6 +121,11 @@ class LabelTask(TaskModule):
             raise CampaignError(
                 f"evaluation.metric: required for model.task {task} ({' or '.join(LABEL_METRICS)})"
             )
+        if "few_shot" in params["evaluation"]:
+            raise CampaignError(
+                f"evaluation.few_shot: only read by a generation task's few_shot floor, not "
+                f"{task}; remove it"
+            )
 
     # ------------------------------------------------------------------ end evaluate
 

@@ -89,6 +89,7 @@ class Generation(TaskModule):
     # ------------------------------------------------------------------ evaluate
     metric_of = staticmethod(chat.metric_of)
     floor_stage = staticmethod(floors.floor_stage)
+    floor_spec = staticmethod(floors.floor_spec)
     scorer = staticmethod(scoring.scorer)
     check_evaluation = staticmethod(scoring.check_evaluation)
     evaluation_model = staticmethod(scoring.evaluation_model)

@@ -30,6 +30,27 @@ FROM_CONFIG_SKIPPED = (
 )
 
 
+def floor_spec(params: dict) -> dict:
+    """The generation floors' part of the floor spec: the zero-shot base model prompted with the
+    runs' template and settings (the evaluation scores every floor by the runs' metric), the
+    base as the runs hold theirs (train.base_quantization) and the few-shot floor's examples
+    (campaign.seed for a seeded draw)."""
+    from campaign.plan import generating_keys, with_special_tokens
+
+    model = with_special_tokens(params["model"], params)
+    out = {"model": {"task": model["task"], "source": model["source"], **generating_keys(model)}}
+    named = params["evaluation"]["floor"]
+    method = params["train"].get("base_quantization")
+    if method is not None and set(floors.PROMPTED) & set(named):
+        out["base_quantization"] = method
+    if "few_shot" in named:
+        few_shot = dict(params["evaluation"].get("few_shot") or {})
+        if few_shot.get("choose") == "seeded":
+            few_shot["seed"] = params["campaign"]["seed"]
+        out["few_shot"] = few_shot
+    return out
+
+
 def floor_stage(spec: dict, inputs: dict, folder: Path, root: Path, timings) -> None:
     """The floors of a generation campaign (evaluation.floor: retrieval, zero_shot, few_shot;
     floor.py and few_shot.py), each generated on validation and test into

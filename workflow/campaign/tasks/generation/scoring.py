@@ -140,9 +140,19 @@ def metric_of(model_spec: dict) -> str:
 
 def check_evaluation(params: dict) -> None:
     """model.generation.metric decides: evaluation.metric is refused, and so is a label metric
-    named as the generation metric."""
+    named as the generation metric; evaluation.few_shot goes with the few_shot floor, both or
+    neither."""
     from campaign.evaluate import LABEL_METRICS
 
+    evaluation = params["evaluation"]
+    if ("few_shot" in evaluation["floor"]) != ("few_shot" in evaluation):
+        raise CampaignError(
+            "evaluation.few_shot: required when evaluation.floor names few_shot "
+            "(e.g. {k: 3, choose: nearest})"
+            if "few_shot" in evaluation["floor"]
+            else "evaluation.few_shot: set, but evaluation.floor does not name few_shot; add "
+            "few_shot to evaluation.floor or remove evaluation.few_shot"
+        )
     task, metric = params["model"]["task"], params["evaluation"].get("metric")
     chosen = metric_of(params["model"])
     if metric is not None:
