@@ -49,8 +49,7 @@ def test_packing_row_by_hand():
     assert one["need_bytes"] == int(4.5 * GIB) and one["fits"] is False
     for packing, note in (
         ({"task": "sequence_classification", "enabled": False, "rows": None}, "examples only"),
-        # a causal LM to the memory model, but the params check refuses train.packing for it
-        ({"task": "generation", "enabled": False, "rows": 2}, "(model.task is generation)"),
+        ({"task": "sequence_classification", "enabled": False, "rows": 2}, "(model.task is seq"),
         ({"task": "causal_lm", "enabled": True, "rows": 2}, "already packs"),
         ({"task": "causal_lm", "enabled": False, "rows": 4}, "no fewer rows"),
         (None, "not known here"),
@@ -100,6 +99,6 @@ def test_the_preflight_measures_packing_on_a_causal_recipe_and_not_a_classifier(
     )
     assert row["peak_bytes"] is None
     assert row["note"] == (
-        "not measured here: train.packing packs causal_lm examples only (model.task is "
+        "not measured here: train.packing packs causal_lm, generation examples only (model.task is "
         "sequence_classification)"
     )

@@ -202,24 +202,29 @@ def test_a_train_command_run_generates_without_the_optimizer_state(roomy, splits
     )
 
 
-def test_the_packing_row_and_the_lever_costs_say_what_the_params_check_says(tight, roomy):
-    """train.packing is refused for a generation task at validation: the fit table offers no
-    packing setting for it (though its memory model is a causal LM's), and the measured lever
-    costs give the same reason."""
-    from campaign.core.errors import CampaignError
+def test_the_fit_table_sizes_packed_generation_and_the_params_check_takes_it(splits, tmp_path):
+    """train.packing packs a generation run's conversations: on a card nothing fits, the fit
+    table's packing row sizes the training step at the rows the sample's micro-batch of 6
+    conversations packs into at max_length 144, while the generate phase, which packing does not
+    move, stays the peak; the measured lever costs run real packed steps; and the params check
+    takes the key."""
     from campaign.train import PHASE
 
-    _, tight = tight
-    (row,) = tight["details"]["fit_table"]
-    lever = next(r for r in row["levers"] if r["lever"] == "packing")
-    assert lever["setting"] is None and lever["need_bytes"] is None
-    refusal = "train.packing packs causal_lm examples only (model.task is generation)"
-    assert lever["note"] == refusal
-    (cost,) = [c for c in roomy["details"]["lever_costs"] if c["lever"] == "packing"]
-    assert cost["note"] == f"not measured here: {refusal}" and cost["peak_bytes"] is None
     spec = _spec()
-    with pytest.raises(CampaignError, match=r"^train\.packing: packs causal_lm examples only"):
-        PHASE.check_params({"model": spec["model"], "train": {**spec["train"], "packing": True}})
+    spec["train"].update(micro_batch=6, max_length=3 * MAX_LENGTH)  # room for several a row
+    PHASE.check_params({"model": spec["model"], "train": {**spec["train"], "packing": True}})
+    check = _memory_check(spec, splits, tmp_path, memory_gib=0.001)
+    (row,) = check["details"]["fit_table"]
+    lever = next(r for r in row["levers"] if r["lever"] == "packing")
+    assert lever["setting"] == {"train.packing": True}, lever["note"]
+    rows = int(lever["change"].split("at most ")[1].split()[0])
+    assert lever["change"].startswith("6 examples in at most") and 1 <= rows < 6
+    phases = check["details"]["estimate_for_cards"]["phases"]
+    assert (lever["phase"], lever["need_bytes"]) == ("generate", phases["generate"]["bytes"])
+    step = phases["train_step"]
+    assert step["fixed_bytes"] + step["bytes_per_example"] * rows < step["bytes"]
+    (cost,) = [c for c in check["details"]["lever_costs"] if c["lever"] == "packing"]
+    assert cost["note"] is None and cost["peak_bytes"] > 0 and cost["step_time_ratio"] > 0
 
 
 def test_a_prompt_past_the_models_positions_fails_naming_it(splits, tmp_path):

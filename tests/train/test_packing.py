@@ -169,10 +169,14 @@ def test_packed_training_matches_unpacked_without_dropout(data, tmp_path):
 
 def test_packing_is_refused_in_one_line_for_a_classifier(data, tmp_path):
     spec = tiny_spec(packing=True)  # bert sequence_classification
-    with pytest.raises(CampaignError, match=r"^train\.packing: packs causal_lm examples only") as e:
+    with pytest.raises(
+        CampaignError, match=r"^train\.packing: packs causal_lm, generation examples only"
+    ) as e:
         Trainer(spec, data, tmp_path, root=REPO, stream=io.StringIO())
     assert "\n" not in str(e.value)
-    with pytest.raises(CampaignError, match=r"^train\.packing: packs causal_lm examples only"):
+    with pytest.raises(
+        CampaignError, match=r"^train\.packing: packs causal_lm, generation examples only"
+    ):
         PHASE.check_params({"model": spec["model"], "train": spec["train"]})  # at validation
     with pytest.raises(CampaignError, match=r"^train\.packing: expected true or false"):
         Recipe.from_spec({**spec["train"], "packing": "yes"})

@@ -66,8 +66,9 @@ TASKS: dict[str, Task] = {
             scoring="generated_text",
             floors=("retrieval", "zero_shot", "few_shot"),
             stratify_by_label=False,
-            # Not yet: packed conversations were never shown to train as they do unpacked.
-            packs=False,
+            # Each conversation keeps to itself in a packed row (train/packing.py): its loss
+            # on the assistant's tokens is the one it has alone.
+            packs=True,
         ),
     )
 }

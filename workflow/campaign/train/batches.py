@@ -4,11 +4,13 @@ order that resumes by position.
 An example is a dict of plain lists, so a whole split is encoded once up front:
     sequence_classification: {"input_ids": [int], "label": int}   (label -100: not a train label)
     causal_lm:               {"input_ids": [int], "labels": [int]} (-100 on prompt positions)
+    generation:              {"input_ids": [int], "labels": [int]} (-100 off the assistant turns)
 
-train.packing (causal_lm): a micro-batch's examples are packed into rows of at most max_length
-tokens, in as few token cells as first-fit decreasing finds (pack_rows, collate_packed); each row
-carries position ids that restart at every example and segment ids from which train/packing.py
-builds a block-diagonal causal mask. The micro-batch still holds the same examples, so the
+train.packing (causal_lm, generation): a micro-batch's examples are packed into rows of at most
+max_length tokens, in as few token cells as first-fit decreasing finds (pack_rows,
+collate_packed); each row carries position ids that restart at every example (a conversation's
+rotary positions are those it has alone) and segment ids from which train/packing.py builds a
+block-diagonal causal mask. The micro-batch still holds the same examples, so the
 effective batch and the loss normalization do not change.
 """
 
@@ -343,7 +345,8 @@ def pack_rows(lengths: Sequence[int], max_length: int) -> list[list[int]]:
 def collate_packed(
     examples: Sequence[dict], pad_id: int, max_length: int
 ) -> dict[str, torch.Tensor]:
-    """Causal examples packed into rows (pack_rows), right-padded to the fullest row.
+    """Causal examples (causal_lm, generation) packed into rows (pack_rows), right-padded to the
+    fullest row.
 
     Returns (R, W) int64 tensors, R rows of W <= max_length tokens: input_ids; attention_mask
     (1 on tokens, 0 on padding); labels (-100 on prompts, padding and every example's first
@@ -351,7 +354,7 @@ def collate_packed(
     each example (and at the padding); segment_ids, 1..k for the row's k examples, 0 on padding.
     """
     if "labels" not in examples[0]:
-        raise CampaignError("train.packing: packs causal_lm examples only")
+        raise CampaignError("train.packing: packs examples with token labels only")
     rows = pack_rows([len(e["input_ids"]) for e in examples], max_length)
     fields: dict[str, list[list[int]]] = {k: [] for k in ("ids", "mask", "labels", "pos", "seg")}
     for row in rows:

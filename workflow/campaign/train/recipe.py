@@ -42,8 +42,8 @@ class Recipe:
     gradient_checkpointing: bool
     # each epoch's order sorted by length within windows of GROUP_MICRO_BATCHES micro-batches;
     group_by_length: bool
-    # causal_lm: each micro-batch's examples packed into rows of max_length, every example
-    # attending only within itself (batches.collate_packed, packing.py); in a run's id;
+    # causal_lm, generation: each micro-batch's examples packed into rows of max_length, every
+    # example attending only within itself (batches.collate_packed, packing.py); in a run's id;
     packing: bool
     # torch AdamW or a low-bit AdamW (train/optim.py).
     optimizer: str
