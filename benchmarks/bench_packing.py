@@ -8,7 +8,7 @@ first 8 steps' micro-batches), the tensor bytes of the steps' peak (optimizer st
 LiveTensorBytes peak) and the seconds per step, with ratios packed / unpacked. Goals: packing
 holds fewer pad cells, and its step takes no longer (ratio <= 1.00); MISSED where not.
 
-    PYTHONPATH=workflow:tests .venv/bin/python benchmarks/bench_packing.py [generation]
+    PYTHONPATH=workflow:tests .venv/bin/python benchmarks/bench_packing.py [generation|smollm2]
 
 Measured on 2 CPU cores shared with other jobs (load average ~12: the step times are noise at
 this load; the pad shares and bytes are the same on every run):
@@ -37,6 +37,18 @@ unpacked run's. Two runs on 2 cores shared with a test suite (load average about
            512           16    False   16.0      36.4%    0.239     5,094        1.00
            512           16     True    3.4       2.4%    0.211     5,779        1.13
     (second run: 1.09x at 136, 1.21x at 512)
+
+`smollm2` as the argument (about 30 s, once the model folder is converted: the `bench` extra,
+scripts/models/smollm2.py) compares one micro-batch of 8 describe conversations (this machine's
+dpkg status, shaped as examples/smollm2-debian/describe.yaml shapes it) packed and unpacked on
+SmolLM2-135M-Instruct itself, fp32, SDPA, its own chat template:
+
+    SmolLM2-135M-Instruct fp32, sdpa, CPU (1 thread): 8 describe conversations of 64-96 tokens
+       batch      shape      loss sum  s fwd+bwd
+    unpacked       8x96    262.874695       7.41
+      packed      2x342    262.874695       5.69
+    loss sum |packed - unpacked| 0.00e+00; gradients max |packed - unpacked| 2.38e-06
+    (largest gradient 7.69e+00)
 
 At max_length 512 nearly all padding goes (36.4% -> 2.4%) but the step gains only 1.1-1.2x on
 this CPU: a packed row's block-diagonal mask is dense to SDPA, so attention costs the full row
@@ -202,9 +214,80 @@ def generation_table(folder: Path) -> bool:
     return missed
 
 
+def describe_examples(tokenizer, template: str, n: int, max_length: int) -> list[dict]:
+    """n describe records of this machine's dpkg status (the describe example's shaping: prompts
+    of at most 40 words, chosen by id hash), encoded with SmolLM2's chat template."""
+    sys.path.insert(0, str(REPO / "scripts" / "corpora"))
+    import debian_descriptions as corpus
+
+    from campaign.data import conversations as conv
+    from campaign.tasks.generation import chat
+
+    text = Path("/var/lib/dpkg/status").read_text(encoding="utf-8", errors="replace")
+    rows = corpus.sized(corpus.records(text, "describe"), max_words=40, limit=n)
+    out = []
+    for r in rows:
+        e = chat.encode(
+            tokenizer, template, conv.from_prompt_response(r["prompt"], r["response"]), max_length
+        )
+        out.append({"input_ids": e.input_ids, "labels": e.labels})
+    return out
+
+
+def smollm2_table(micro_batch: int = 8, max_length: int = 512) -> None:
+    """SmolLM2-135M-Instruct (fp32, SDPA, eval mode: no dropout), its own chat template, on
+    describe records: one micro-batch packed and unpacked, the loss sum and every weight's
+    gradient compared, and the seconds of forward + backward."""
+    import time
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from bench_generate import smollm2_folder
+
+    from campaign.train.batches import collate, collate_packed
+    from campaign.train.steps import accumulated_gradients, loss_sum
+
+    torch.set_num_threads(1)
+    folder = smollm2_folder(REPO / "models" / "SmolLM2-135M-Instruct")
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    examples = describe_examples(tok, tok.chat_template, micro_batch, max_length)
+    lengths = sorted(len(e["input_ids"]) for e in examples)
+    batches = {
+        "unpacked": collate(examples, tok.pad_token_id),
+        "packed": collate_packed(examples, tok.pad_token_id, max_length),
+    }
+    print(
+        f"\nSmolLM2-135M-Instruct fp32, {model.config._attn_implementation}, CPU (1 thread): "
+        f"{len(examples)} describe conversations of {lengths[0]}-{lengths[-1]} tokens, "
+        f"max_length {max_length}"
+    )
+    print(f"{'batch':>8}  {'shape':>9}  {'loss sum':>12}  {'s fwd+bwd':>9}")
+    losses, grads = {}, {}
+    for name, batch in batches.items():
+        with torch.no_grad():
+            losses[name] = float(loss_sum(model, batch, "generation"))
+        started = time.perf_counter()
+        grads[name] = accumulated_gradients(model, [batch], "generation")
+        seconds = time.perf_counter() - started
+        shape = "x".join(str(d) for d in batch["input_ids"].shape)
+        print(f"{name:>8}  {shape:>9}  {losses[name]:12.6f}  {seconds:9.2f}")
+    worst = max(float((grads["packed"][k] - g).abs().max()) for k, g in grads["unpacked"].items())
+    scale = max(float(g.abs().max()) for g in grads["unpacked"].values())
+    print(
+        f"loss sum |packed - unpacked| {abs(losses['packed'] - losses['unpacked']):.2e}; "
+        f"gradients max |packed - unpacked| {worst:.2e} (largest gradient {scale:.2e})"
+    )
+
+
 def main() -> None:
     only = sys.argv[1:] and sys.argv[1:][-1]
     folder = Path(tempfile.mkdtemp())
+    if only == "smollm2":
+        smollm2_table()
+        return
     if only == "generation":
         print("MISSED" if generation_table(folder) else "all goals met")
         return
