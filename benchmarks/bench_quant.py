@@ -348,7 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import transformers as tf
 
-    from campaign.quantize.measure import no_cycle_collection, time_batches
+    from campaign.memory import no_cycle_collection
+    from campaign.quantize.measure import time_batches
     from campaign.quantize.onnxrt import OnnxModel
     from campaign.quantize.stage import save_variant
     from campaign.quantize.variant import get_variant

@@ -5,6 +5,7 @@ section and its run. Shared by the train, checkpoint, memory, preflight and task
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -235,12 +236,32 @@ def context(spec: dict, inputs: dict, folder: Path) -> StageContext:
 
 # A training job (argv: spec JSON, inputs JSON, folder, step) that stops for good after `step`:
 # the tests kill it there with SIGKILL, then resume from its last checkpoint.
+def killed_job_env(path: str) -> dict:
+    """The environment of a KILLED_JOB subprocess: this checkout's package first, no GPU, and
+    this process's torch threads (a test process may have been pinned to fewer by a stage it
+    ran in process, and the job's steps must round as the in-process runs' do)."""
+    import torch
+
+    return {
+        **os.environ,
+        "PYTHONPATH": path,
+        "CUDA_VISIBLE_DEVICES": "",
+        "KILLED_JOB_THREADS": str(torch.get_num_threads()),
+    }
+
+
 KILLED_JOB = """
-import sys, time
+import os, sys, time
 from pathlib import Path
+import torch
 from campaign.train import run_training
 from trainkit import REPO, context, tiny_spec
 import json
+import os
+
+# The parent's intra-op threads (killed_job_env): a float sum over another number of threads
+# rounds otherwise, and the resumed run would not be bitwise the uninterrupted one.
+torch.set_num_threads(int(os.environ["KILLED_JOB_THREADS"]))
 
 spec = json.loads(sys.argv[1])
 inputs = {k: [Path(p) for p in v] for k, v in json.loads(sys.argv[2]).items()}

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from trainkit import KILLED_JOB, REPO, context, tiny_spec, write_splits
+from trainkit import KILLED_JOB, REPO, context, killed_job_env, tiny_spec, write_splits
 
 from campaign import memory
 from campaign.core.errors import CampaignError
@@ -136,7 +136,7 @@ def test_killed_run_resumes_bitwise_equal(reference, inputs, tmp_path):
     spec, folder, step = quant_spec(), tmp_path / "killed", 12
     # This checkout's package first: the virtual environment's install may point at another.
     path = os.pathsep.join([str(REPO / "workflow"), str(REPO / "tests")])
-    env = {**os.environ, "PYTHONPATH": path, "CUDA_VISIBLE_DEVICES": ""}
+    env = killed_job_env(path)
     args = [json.dumps(spec), json.dumps({k: [str(p) for p in v] for k, v in inputs.items()})]
     job = subprocess.Popen(
         [sys.executable, "-c", KILLED_JOB, *args, str(folder), str(step)],

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from trainkit import KILLED_JOB, REPO, context, tiny_spec, write_splits
+from trainkit import KILLED_JOB, REPO, context, killed_job_env, tiny_spec, write_splits
 
 from campaign.core.hashing import hash_tree
 from campaign.train import Trainer, checkpoint, read_data
@@ -170,7 +170,7 @@ def kill_at_step(spec: dict, inputs: dict, folder: Path, step: int) -> None:
 
     # This checkout's package first: the virtual environment's install may point at another.
     path = os.pathsep.join([str(REPO / "workflow"), str(REPO / "tests")])
-    env = {**os.environ, "PYTHONPATH": path, "CUDA_VISIBLE_DEVICES": ""}
+    env = killed_job_env(path)
     job = subprocess.Popen(
         [
             sys.executable,
