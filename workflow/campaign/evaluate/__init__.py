@@ -5,7 +5,7 @@ non-inferiority test, Holm per family (questions); decisions against
 `evaluation.min_useful_effect` and `evaluation.max_quality_loss` (decide); the verdict and words
 (words); error analysis (confusions, slices, items fixed and broken). stage.py wires them."""
 
-from campaign.core.declare import files_in, outputs_of
+from campaign.core.declare import files_in, outputs_of, sections_by
 from campaign.core.lazy import exports
 from campaign.core.stage import (
     Derived,
@@ -19,7 +19,6 @@ from campaign.core.stage import (
     From,
     Phase,
     PreviousLook,
-    ReportSection,
     Stage,
 )
 from campaign.data import SPLIT_FILES
@@ -203,60 +202,50 @@ def _look_spec(params: dict, look: str) -> dict:
     return look_spec(params, look)
 
 
+_SECTION = sections_by("campaign.evaluate.section", figure="4. Evaluation")
+
 PHASE = Phase(
     name="evaluate",
     order=60,
     report=(
-        ReportSection(
+        _SECTION(
             "effects",
             "Ablation effects",
             60,
-            "campaign.evaluate.section:render_effects",
             {
                 "comparisons": From("evaluate", "comparisons"),
                 "decisions": From("evaluate", "decisions"),
             },
-            figure="4. Evaluation",
         ),
-        ReportSection(
+        _SECTION(
             "seeds",
             "Seed spread and the reference floor",
             61,
-            "campaign.evaluate.section:render_seeds",
             {
                 "eval_metrics": From("evaluate", "metrics"),
                 "comparisons": From("evaluate", "comparisons"),
                 "decisions": From("evaluate", "decisions"),
             },
-            figure="4. Evaluation",
         ),
         # A generated-text campaign's outputs: samples, worst items, scores (none for labels).
-        ReportSection(
+        _SECTION(
             "samples",
             "Generated samples",
             62,
-            "campaign.evaluate.section:render_samples",
             {
                 "errors": From("evaluate", "errors"),
                 "eval_metrics": From("evaluate", "metrics"),
                 "decisions": From("evaluate", "decisions"),
             },
+            figure=None,
         ),
         # An adaptive campaign's looks, after the seed spread (a fixed campaign has none).
-        ReportSection(
-            "looks",
-            "Adaptive looks",
-            62,
-            "campaign.evaluate.section:render_looks",
-            {"decisions": From("evaluate", "decisions")},
+        _SECTION(
+            "looks", "Adaptive looks", 62, {"decisions": From("evaluate", "decisions")}, figure=None
         ),
         # Last in the report: every decision in words.
-        ReportSection(
-            "decisions",
-            "Decisions",
-            90,
-            "campaign.evaluate.section:render_decisions",
-            {"decisions": From("evaluate", "decisions")},
+        _SECTION(
+            "decisions", "Decisions", 90, {"decisions": From("evaluate", "decisions")}, figure=None
         ),
     ),
     findings=(

@@ -2,9 +2,9 @@
 trained on the train split only, batches with loss masks, the loop with exact resume from
 checkpoints, and the device lease. The preflight phase runs the same machinery on a sample."""
 
-from campaign.core.declare import files_in
+from campaign.core.declare import files_in, sections_by
 from campaign.core.lazy import exports
-from campaign.core.stage import Derived, EachRun, Folder, From, Phase, ReportSection, Stage
+from campaign.core.stage import Derived, EachRun, Folder, From, Phase, Stage
 from campaign.data import SPLIT_FILES
 from campaign.plan import run_spec_of
 
@@ -148,18 +148,13 @@ def _check_params(params: dict) -> None:
         )
 
 
+_SECTION = sections_by("campaign.train.section", figure="3. Training")
+
 PHASE = Phase(
     name="train",
     order=40,
     report=(
-        ReportSection(
-            "curves",
-            "Training curves",
-            40,
-            "campaign.train.section:render_curves",
-            {"run_metrics": EachRun("train", "metrics")},
-            figure="3. Training",
-        ),
+        _SECTION("curves", "Training curves", 40, {"run_metrics": EachRun("train", "metrics")}),
     ),
     stages=(
         Stage(
