@@ -39,6 +39,9 @@ class Task:
 
 # The floors of the label tasks (campaign.evaluate.floor).
 LABEL_FLOORS = ("majority", "tfidf_logreg")
+# What the label tasks share: each item scored by the probability of each label, weighed
+# against the label floors, the split balancing label shares.
+LABEL_TASK = {"scoring": "label_probability", "floors": LABEL_FLOORS, "stratify_by_label": True}
 
 TASKS: dict[str, Task] = {
     task.name: task
@@ -46,20 +49,11 @@ TASKS: dict[str, Task] = {
         Task(
             name="sequence_classification",
             module="campaign.tasks.sequence_classification",
-            scoring="label_probability",
-            floors=LABEL_FLOORS,
-            stratify_by_label=True,
+            **LABEL_TASK,
             # A classifier's example is one sequence with one label: nothing to pack it with.
             packs=False,
         ),
-        Task(
-            name="causal_lm",
-            module="campaign.tasks.causal_lm",
-            scoring="label_probability",
-            floors=LABEL_FLOORS,
-            stratify_by_label=True,
-            packs=True,
-        ),
+        Task(name="causal_lm", module="campaign.tasks.causal_lm", **LABEL_TASK, packs=True),
         Task(
             name="generation",
             module="campaign.tasks.generation",

@@ -9,7 +9,6 @@ from campaign.core.declare import files_in, outputs_of, sections_by
 from campaign.core.lazy import exports
 from campaign.core.stage import (
     Derived,
-    EachJob,
     EachLook,
     EachLookRun,
     EachRun,
@@ -22,7 +21,8 @@ from campaign.core.stage import (
     Stage,
 )
 from campaign.data import SPLIT_FILES
-from campaign.train import EXECUTION
+from campaign.quantize import VARIANT_FILES
+from campaign.train import EXECUTION, PREDICTIONS
 
 _PUBLIC = {
     "ACT_PREFIX": "words",
@@ -282,9 +282,7 @@ PHASE = Phase(
             inputs={
                 **SPLIT_FILES,
                 "runs": From("plan_table", "runs"),
-                **outputs_of(
-                    "train", "predictions_validation", "predictions_test", each=EachLookRun
-                ),
+                **outputs_of("train", *PREDICTIONS, each=EachLookRun),
                 "floor": From("floor", "floor"),
                 "previous": PreviousLook("look", "look"),
             },
@@ -299,12 +297,10 @@ PHASE = Phase(
             inputs={
                 **SPLIT_FILES,
                 "runs": From("plan_table", "runs"),
-                **outputs_of("train", "predictions_validation", "predictions_test", each=EachRun),
+                **outputs_of("train", *PREDICTIONS, each=EachRun),
                 "floor": From("floor", "floor"),
                 # Every quantized variant's result (status) and predictions.
-                "variants_result": EachJob("quantize", "result"),
-                "variants_validation": EachJob("quantize", "predictions_validation"),
-                "variants_test": EachJob("quantize", "predictions_test"),
+                **VARIANT_FILES,
                 # An adaptive campaign's looks: the last one's repeated intervals decide.
                 "looks": EachLook("look", "look"),
                 # A user metric's module (model.generation.metric): it computes the scores, so

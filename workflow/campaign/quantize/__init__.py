@@ -17,7 +17,7 @@ from campaign.core.stage import (
     Stage,
 )
 from campaign.data import SPLIT_FILES
-from campaign.train import EXECUTION
+from campaign.train import EXECUTION, PREDICTIONS
 
 _PUBLIC = {
     "get_variant": "variant",
@@ -35,6 +35,13 @@ _PUBLIC = {
     "COLUMNS": "table",
 }
 __getattr__, __dir__ = exports(__name__, _PUBLIC)
+
+# Every quantize job's result (status) and predictions, as the stages that read them name them.
+VARIANT_FILES = {
+    "variants_result": EachJob("quantize", "result"),
+    "variants_validation": EachJob("quantize", "predictions_validation"),
+    "variants_test": EachJob("quantize", "predictions_test"),
+}
 
 # Whose installed versions a quantize job's bytes depend on besides its variant's own library
 # (that one is in the job's spec: campaign.quantize.variant.key_info).
@@ -156,9 +163,7 @@ PHASE = Phase(
             entry="campaign.quantize.stage:stage",
             help="quantize one trained run with one variant; score, compare and measure it",
             inputs={
-                **outputs_of(
-                    "train", "model", "run_manifest", "predictions_validation", "predictions_test"
-                ),
+                **outputs_of("train", "model", "run_manifest", *PREDICTIONS),
                 **SPLIT_FILES,
                 "base_model": Derived(),
                 "chat_template": Derived(),
@@ -188,7 +193,7 @@ PHASE = Phase(
             # Both splits' predictions (one train job writes them): the stage scores the one
             # evaluation.decide_on names.
             inputs={
-                **outputs_of("train", "predictions_validation", "predictions_test", each=EachRun),
+                **outputs_of("train", *PREDICTIONS, each=EachRun),
                 **SPLIT_FILES,
             },
             outputs={"selection": File("results/quantize/selection.json")},

@@ -24,6 +24,9 @@ LIBRARIES = (
 # base_model: the pretrained folder model.source names (none for from_config).
 # chat_template: the Jinja file model.chat_template names (none for model or none).
 INPUTS = {**SPLIT_FILES, "base_model": Derived(), "chat_template": Derived()}
+# A run's predictions on the evaluation splits, as the stages that read them name them
+# (outputs_of("train", *PREDICTIONS, each=EachRun): every kept run's).
+PREDICTIONS = ("predictions_validation", "predictions_test")
 
 _PUBLIC = {
     "logits_of": "steps",
