@@ -15,7 +15,7 @@ uses the model actually built, and the fit table the configured vocabulary size.
 
 from campaign.core.declare import files_in, sections_by
 from campaign.core.lazy import exports
-from campaign.core.stage import Derived, Findings, From, Phase, Stage
+from campaign.core.stage import Findings, From, Phase, Stage
 from campaign.train import EXECUTION, TRAIN_INPUTS
 from campaign.train import INPUTS as TRAINING_INPUTS
 from campaign.train import LIBRARIES as TRAINING_LIBRARIES
@@ -108,8 +108,8 @@ PHASE = Phase(
             name="preflight",
             entry="campaign.preflight.stage:stage",
             help="the checks that must pass before any training job runs",
-            # command_files: what the commands it checks declare (campaign.train.command).
-            inputs={**TRAINING_INPUTS, "command_files": Derived()},
+            # What a training job reads (the commands it checks declare command_files).
+            inputs=TRAINING_INPUTS,
             outputs=files_in(
                 "results/preflight",
                 "report.json",

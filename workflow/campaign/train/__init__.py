@@ -23,7 +23,14 @@ LIBRARIES = (
 # Inputs of a training job (and of the preflight, which trains on a sample of the same splits).
 # base_model: the pretrained folder model.source names (none for from_config).
 # chat_template: the Jinja file model.chat_template names (none for model or none).
-INPUTS = {**SPLIT_FILES, "base_model": Derived(), "chat_template": Derived()}
+# command_files: what train.command declares (campaign.train.command; the preflight's command
+# check runs the same commands), hashed. All found by TRAIN_INPUTS.
+INPUTS = {
+    **SPLIT_FILES,
+    "base_model": Derived(),
+    "chat_template": Derived(),
+    "command_files": Derived(),
+}
 # A run's predictions on the evaluation splits, as the stages that read them name them
 # (outputs_of("train", *PREDICTIONS, each=EachRun): every kept run's).
 PREDICTIONS = ("predictions_validation", "predictions_test")
@@ -165,8 +172,7 @@ PHASE = Phase(
             # the built-in loop, or train.command's (campaign.train.command dispatches)
             entry="campaign.train.command:stage",
             help="fine-tune one planned run (resumes from its last checkpoint)",
-            # command_files: what train.command declares (campaign.train.command), hashed.
-            inputs={**INPUTS, "command_files": Derived()},
+            inputs=INPUTS,
             # Training waits for a passed preflight and a plan that fits its limits. ancient():
             # a plan table redone for a bigger plan does not make the runs already trained stale.
             after={"plan": From("plan_table", "runs", ancient=True)},
