@@ -9,6 +9,7 @@ from campaign.core.declare import files_in, outputs_of, sections_by
 from campaign.core.lazy import exports
 from campaign.core.stage import (
     Derived,
+    EachJob,
     EachLook,
     EachLookRun,
     EachRun,
@@ -21,8 +22,15 @@ from campaign.core.stage import (
     Stage,
 )
 from campaign.data import SPLIT_FILES
-from campaign.quantize import VARIANT_FILES
 from campaign.train import EXECUTION, PREDICTIONS
+
+# Every quantize job's result (status) and predictions, as the evaluation and the index read
+# them (the quantize phase imports this one: the names live here).
+VARIANT_FILES = {
+    "variants_result": EachJob("quantize", "result"),
+    "variants_validation": EachJob("quantize", "predictions_validation"),
+    "variants_test": EachJob("quantize", "predictions_test"),
+}
 
 _PUBLIC = {
     "ACT_PREFIX": "words",

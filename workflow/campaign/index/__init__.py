@@ -11,7 +11,7 @@ from campaign.core.io import module_of
 from campaign.core.registry import merged_inputs
 from campaign.core.stage import EachJob, EachLook, EachRun, File, From, IndexColumns, Phase, Stage
 from campaign.data import SPLIT_FILES
-from campaign.quantize import VARIANT_FILES
+from campaign.evaluate import VARIANT_FILES
 from campaign.train import PREDICTIONS
 
 

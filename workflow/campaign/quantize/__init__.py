@@ -36,13 +36,6 @@ _PUBLIC = {
 }
 __getattr__, __dir__ = exports(__name__, _PUBLIC)
 
-# Every quantize job's result (status) and predictions, as the stages that read them name them.
-VARIANT_FILES = {
-    "variants_result": EachJob("quantize", "result"),
-    "variants_validation": EachJob("quantize", "predictions_validation"),
-    "variants_test": EachJob("quantize", "predictions_test"),
-}
-
 # Whose installed versions a quantize job's bytes depend on besides its variant's own library
 # (that one is in the job's spec: campaign.quantize.variant.key_info).
 LIBRARIES = ("torch", "transformers", "safetensors", "numpy", "pandas", "pyarrow")
