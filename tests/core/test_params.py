@@ -243,3 +243,25 @@ def test_a_factor_on_the_generation_metric_is_refused_saying_it_rescores_only(pa
     message = error_for(params, cell)
     assert "ablation.explicit.cells[0].model.generation.metric: " in message
     assert "rescores only" in message
+
+
+@pytest.mark.parametrize(
+    ("rule", "value", "said"),
+    [
+        ({"minimum": 1}, 0, "x: must be >= 1; got 0"),
+        ({"exclusiveMinimum": 1}, 1, "x: must be > 1; got 1"),
+        ({"maximum": 1}, 2, "x: must be <= 1; got 2"),
+        ({"exclusiveMaximum": 1}, 1.0, "x: must be < 1; got 1.0"),
+        ({"minItems": 2}, [1], "x: must list at least 2 item(s)"),
+        ({"uniqueItems": True}, [1, 1], "x: values must be unique; got [1, 1]"),
+        ({"minLength": 1}, "", "x: must not be empty"),
+        ({"pattern": "^a"}, "b", "x: must match ^a; got string 'b'"),
+    ],
+)
+def test_a_value_outside_its_rule_is_one_line_naming_the_key_and_the_rule(rule, value, said):
+    import jsonschema
+
+    from campaign.core.params import format_error
+
+    (error,) = jsonschema.Draft7Validator({"properties": {"x": rule}}).iter_errors({"x": value})
+    assert format_error(error) == said

@@ -55,3 +55,25 @@ def test_a_task_without_an_analytic_model_is_refused_naming_those_that_have_one(
     refusal = r"model.task: 'generation' is not one of sequence_classification, causal_lm"
     with pytest.raises(CampaignError, match=refusal):
         memory.estimate_memory(model_spec("gpt2", "generation"), RECIPE)
+
+
+def test_the_probe_builds_the_model_class_the_task_trains(monkeypatch):
+    """A task with no analytic memory model of its own (memory_head None: the memory check
+    probes it) whose model is a classifier: the probe's exact parameter bytes are those of the
+    classifier the run trains (TaskModule.model_class, head_config, lora_task_type), not of a
+    causal LM chosen because the task has no analytic head."""
+    import transformers as tf
+
+    class Probed(SequenceClassification):
+        def memory_head(self):
+            return None
+
+    new_task(monkeypatch, "probed", "sequence_classification", Probed)
+    config = tf.GPT2Config(vocab_size=64, n_embd=16, n_layer=1, n_head=2, n_positions=32)
+    lora = {"r": 2, "target_modules": ["c_attn"]}
+    for adapter in (None, lora):
+        got = memory.meta_parameter_bytes(config, "probed", 3, adapter)
+        want = memory.meta_parameter_bytes(config, "sequence_classification", 3, adapter)
+        assert got == want, adapter
+    trained = tf.GPT2ForSequenceClassification(tf.GPT2Config(**config.to_dict(), num_labels=3))
+    assert memory.meta_parameter_bytes(config, "probed", 3) == memory.parameter_bytes(trained)

@@ -12,7 +12,17 @@ import pytest
 import yaml
 
 from campaign.core.registry import final_outputs, stages, wiring_problems
-from campaign.core.stage import Derived, EachJob, EachRun, Figure, File, Folder, From, Stage
+from campaign.core.stage import (
+    Derived,
+    EachJob,
+    EachRun,
+    Figure,
+    File,
+    Folder,
+    From,
+    PreviousLook,
+    Stage,
+)
 from conftest import FIXTURES, REPO
 
 RULES = REPO / "workflow" / "rules"
@@ -113,6 +123,24 @@ def test_a_broken_reference_is_one_line_naming_the_stage_and_input():
         "files",
         "stage 'jobs': final, but its outputs expand over {run, variant} (a target of "
         "`snakemake` expands over runs only)",
+    ]
+
+
+def test_a_previous_look_naming_a_missing_output_or_a_wildcard_the_look_lacks_is_a_problem():
+    """PreviousLook names another stage's output as From does: a typo, or a path in {run} read
+    by a job of {look} alone, is one line naming the stage and the input."""
+    declared = {
+        "look": _stage(
+            "look",
+            {"previous": PreviousLook("look", "lokk"), "run": PreviousLook("train", "model")},
+            {"look": File("results/adaptive/look_{look}.json")},
+        ),
+        "train": _stage("train", {}, {"model": Folder("results/runs/{run}/model")}),
+    }
+    assert wiring_problems(declared) == [
+        "stage 'look', input 'previous': stage 'look' has no output 'lokk' (it writes: look)",
+        "stage 'look', input 'run': results/runs/{run}/model holds {run}, which the stage's "
+        "jobs do not have (EachRun and EachJob expand them)",
     ]
 
 

@@ -136,29 +136,23 @@ def cmd_verify(args) -> int:
     return 1 if bad else 0
 
 
+def _dag(args) -> dict:
+    """What a command registered with _with_snakefile passes its tool: the params file, the
+    store and the Snakefile."""
+    return {"params_path": args.params, "store": _store(args), "snakefile": args.snakefile}
+
+
 def cmd_gc(args) -> int:
     from campaign.tools.status import garbage_collect
 
-    return garbage_collect(
-        args.params,
-        _store(args),
-        dry_run=args.dry_run,
-        snakefile=args.snakefile,
-        force=args.force,
-        retention=args.retention,
-    )
+    flags = {"dry_run": args.dry_run, "force": args.force, "retention": args.retention}
+    return garbage_collect(**_dag(args), **flags)
 
 
 def cmd_status(args) -> int:
     from campaign.tools.status import print_status
 
-    return print_status(
-        args.params,
-        _store(args),
-        snakefile=args.snakefile,
-        plan_table=args.plan_table,
-        forecast=args.forecast,
-    )
+    return print_status(**_dag(args), plan_table=args.plan_table, forecast=args.forecast)
 
 
 def cmd_findings(args) -> int:
@@ -246,8 +240,16 @@ def cmd_split_salt(args) -> int:
     return 0
 
 
+def _keyed(args, params: dict) -> tuple:
+    """What a command registered with _with_key reads: (the age identity of --key-file, the
+    store folder)."""
+    from campaign.tools.backup import load_identity
+
+    return load_identity(args.key_file), Path(_state_dir(args, params))
+
+
 def cmd_backup(args) -> int:
-    from campaign.tools.backup import backup, load_identity, new_identity
+    from campaign.tools.backup import backup, new_identity
 
     params = _load(args)
     if args.new_key:
@@ -255,20 +257,17 @@ def cmd_backup(args) -> int:
             raise CampaignError("--new-key: also pass --key-file FILE (where the key goes)")
         new_identity(Path(args.key_file))
         print(f"wrote a new key to {args.key_file}: keep a copy apart from the backups")
-    identity = load_identity(args.key_file)
-    state_dir = _state_dir(args, params)
-    out, n_files = backup(Path("."), Path(state_dir), Path(args.to), identity)
+    identity, state_dir = _keyed(args, params)
+    out, n_files = backup(Path("."), state_dir, Path(args.to), identity)
     print(f"backup: {n_files} files (results, logs, store, snakemake metadata) -> {out}")
     return 0
 
 
 def cmd_restore(args) -> int:
-    from campaign.tools.backup import load_identity, restore
+    from campaign.tools.backup import restore
 
-    params = _load(args)
-    identity = load_identity(args.key_file)
-    state_dir = _state_dir(args, params)
-    n_files = restore(Path(args.archive), Path("."), Path(state_dir), identity)
+    identity, state_dir = _keyed(args, _load(args))
+    n_files = restore(Path(args.archive), Path("."), state_dir, identity)
     print(f"restore: {n_files} files checked against the manifest and put in place")
     return 0
 
@@ -462,24 +461,27 @@ def _add_split_salt(sub) -> None:
     p.set_defaults(func=cmd_split_salt)
 
 
+def _with_key(p):
+    """--key-file and --state-dir: the archive's key and the store it holds (read by _keyed)."""
+    p.add_argument("--key-file", help=KEY_HELP)
+    p.add_argument("--state-dir", help=STATE_DIR_HELP)
+    return p
+
+
 def _add_backup(sub) -> None:
     text = "write an encrypted archive (age) of results, logs, the store and snakemake metadata"
     p = _command(sub, "backup", text)
     p.add_argument("--to", required=True, help="folder for the archive")
-    p.add_argument("--key-file", help=KEY_HELP)
-    p.add_argument(
+    _with_key(p).add_argument(
         "--new-key", action="store_true", help="create --key-file first (must not exist)"
     )
-    p.add_argument("--state-dir", help=STATE_DIR_HELP)
     p.set_defaults(func=cmd_backup)
 
 
 def _add_restore(sub) -> None:
     text = "restore a `campaign backup` archive, checked file by file, replacing what is there"
-    p = _command(sub, "restore", text)
+    p = _with_key(_command(sub, "restore", text))
     p.add_argument("archive", help="the .tar.age archive")
-    p.add_argument("--key-file", help=KEY_HELP)
-    p.add_argument("--state-dir", help=STATE_DIR_HELP)
     p.set_defaults(func=cmd_restore)
 
 

@@ -4,6 +4,7 @@ the cheapest offer or mix of packages that finishes the rest before the deadline
 train and serve each variant that reaches the quality bar, the reference floor included (its fit
 and predictions as the floor stage timed them)."""
 
+from campaign.core.declare import sections_by, tables_in
 from campaign.core.defaults import train_key
 from campaign.core.lazy import exports
 from campaign.core.stage import (
@@ -14,7 +15,6 @@ from campaign.core.stage import (
     IndexColumns,
     Nothing,
     Phase,
-    ReportSection,
     Stage,
 )
 
@@ -73,29 +73,24 @@ def _check_params(params: dict) -> None:
             raise CampaignError(f"budget.offers.{o['name']}: no hourly price and no package")
 
 
+_SECTION = sections_by("campaign.budget.section", figure="5. Budget")
+
 PHASE = Phase(
     name="budget",
     order=70,
     report=(
-        ReportSection(
+        _SECTION(
             "budget",
             "Budget and recommended offer",
             70,
-            "campaign.budget.section:render_budget",
             {
                 "plans": From("budget", "plans_parquet"),
                 "jobs": From("budget", "jobs_parquet"),
                 "budget_summary": From("budget", "summary"),
             },
-            figure="5. Budget",
         ),
-        ReportSection(
-            "forecast",
-            "Forecast vs actual",
-            71,
-            "campaign.budget.section:render_forecast",
-            {"forecast": From("budget", "forecast_parquet")},
-            figure="5. Budget",
+        _SECTION(
+            "forecast", "Forecast vs actual", 71, {"forecast": From("budget", "forecast_parquet")}
         ),
     ),
     # What each trained run cost, at the budget's reference offer.
@@ -138,18 +133,15 @@ PHASE = Phase(
                 "floor_timings": From("floor", "timings"),
             },
             outputs={
-                "jobs_csv": File("results/budget/jobs.csv"),
-                "jobs_parquet": File("results/budget/jobs.parquet"),
-                "forecast_csv": File("results/budget/forecast.csv"),
-                "forecast_parquet": File("results/budget/forecast.parquet"),
-                "offers_csv": File("results/budget/offers.csv"),
-                "offers_parquet": File("results/budget/offers.parquet"),
-                "plans_csv": File("results/budget/plans.csv"),
-                "plans_parquet": File("results/budget/plans.parquet"),
-                "equal_quality_csv": File("results/budget/equal_quality.csv"),
-                "equal_quality_parquet": File("results/budget/equal_quality.parquet"),
-                "to_decide_csv": File("results/budget/to_decide.csv"),
-                "to_decide_parquet": File("results/budget/to_decide.parquet"),
+                **tables_in(
+                    "results/budget",
+                    "jobs",
+                    "forecast",
+                    "offers",
+                    "plans",
+                    "equal_quality",
+                    "to_decide",
+                ),
                 "summary": File("results/budget/summary.txt"),
             },
             final=True,

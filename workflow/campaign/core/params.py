@@ -285,20 +285,24 @@ def format_error(error, text: str | None = None) -> str:
     if kind == "enum":
         options = ", ".join(str(o) for o in error.validator_value)
         return f"{where}: expected one of {options}; got {_describe(value)}"
-    if kind in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
-        op = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}[
-            kind
-        ]
-        return f"{where}: must be {op} {error.validator_value}; got {value}"
-    if kind == "minItems":
-        return f"{where}: must list at least {error.validator_value} item(s)"
-    if kind == "uniqueItems":
-        return f"{where}: values must be unique; got {value}"
-    if kind == "minLength":
-        return f"{where}: must not be empty"
-    if kind == "pattern":
-        return f"{where}: must match {error.validator_value}; got {_describe(value)}"
+    if kind in _SAID:
+        said = _SAID[kind].format(bound=error.validator_value, value=value, got=_describe(value))
+        return f"{where}: {said}"
     return f"{where}: {error.message}"
+
+
+# What the validators that judge the value alone say after the key path: `bound` is the
+# schema's value for the validator, `value` the value found, `got` the value described.
+_SAID = {
+    "minimum": "must be >= {bound}; got {value}",
+    "exclusiveMinimum": "must be > {bound}; got {value}",
+    "maximum": "must be <= {bound}; got {value}",
+    "exclusiveMaximum": "must be < {bound}; got {value}",
+    "minItems": "must list at least {bound} item(s)",
+    "uniqueItems": "values must be unique; got {value}",
+    "minLength": "must not be empty",
+    "pattern": "must match {bound}; got {got}",
+}
 
 
 def validate(params: Any, source: str = "params", text: str | None = None) -> dict:

@@ -20,16 +20,14 @@ import campaign
 from campaign.core.errors import CampaignError
 from campaign.core.io import resolve
 from campaign.core.stage import (
+    REFERENCES,
     Derived,
     EachGuard,
-    EachJob,
-    EachLook,
-    EachLookRun,
-    EachRun,
     From,
     Input,
     Output,
     Phase,
+    PreviousLook,
     Stage,
     wildcards_of,
 )
@@ -92,7 +90,7 @@ def get_stage(name: str) -> Stage:
         raise CampaignError(f"unknown stage '{name}' (known: {known})") from None
 
 
-def produced(ref: From | EachRun | EachJob, declared: Mapping[str, Stage] | None = None) -> Output:
+def produced(ref: Input, declared: Mapping[str, Stage] | None = None) -> Output:
     """The output an input reference names (its producer's declaration); `declared`: the stages
     to look in (default: the registry's)."""
     declared = stages() if declared is None else declared
@@ -108,13 +106,6 @@ def produced(ref: From | EachRun | EachJob, declared: Mapping[str, Stage] | None
         ) from None
 
 
-# The wildcards each kind of reference expands over; From keeps the consumer's own.
-EXPANDS = {
-    EachRun: ("run",),
-    EachLookRun: ("run",),
-    EachLook: ("look",),
-    EachJob: ("run", "variant"),
-}
 # EachGuard expands {guard}, and {run} where its path holds one (a base job has none).
 GUARD_EXPANDS = ({"guard"}, {"guard", "run"})
 
@@ -145,22 +136,20 @@ def wiring_problems(declared: Mapping[str, Stage] | None = None) -> list[str]:
                     f"stage '{stage.name}', input '{name}': Derived, but the stage has no "
                     "derive_inputs to find its files"
                 )
-            if isinstance(ref, (From, EachRun, EachLookRun, EachLook, EachJob, EachGuard)):
+            if isinstance(ref, REFERENCES):
                 problem = _reference_problem(stage, ref, declared)
                 if problem:
                     problems.append(f"stage '{stage.name}', input '{name}': {problem}")
     return problems
 
 
-def _reference_problem(
-    stage: Stage, ref: From | EachRun | EachJob, declared: Mapping[str, Stage]
-) -> str | None:
+def _reference_problem(stage: Stage, ref: Input, declared: Mapping[str, Stage]) -> str | None:
     try:
         path = produced(ref, declared).path
     except CampaignError as e:
         return str(e)
     held = set(wildcards_of(path))
-    if isinstance(ref, From):
+    if isinstance(ref, From | PreviousLook):  # the consumer's own wildcards
         extra = held - set(stage.wildcards)
         if extra:
             return (
@@ -170,8 +159,8 @@ def _reference_problem(
     elif isinstance(ref, EachGuard):
         if held not in GUARD_EXPANDS:
             return f"EachGuard needs a path in {{guard}} or {{guard, run}}: {path}"
-    elif held != set(EXPANDS[type(ref)]):
-        want = ", ".join(EXPANDS[type(ref)])
+    elif held != set(ref.expands):
+        want = ", ".join(ref.expands)
         return f"{type(ref).__name__} needs a path in {{{want}}}: {path}"
     return None
 

@@ -90,23 +90,13 @@ def _peak_rss_bytes() -> int:
     return max(self_kib, child_kib) * 1024
 
 
-def execute(
-    stage: Stage,
-    spec: Any,
-    inputs: dict[str, list[Path]],
-    outputs: dict[str, Path],
-    work_dir: Path,
-    root: Path,
-    execution: dict | None = None,
-    key: str | None = None,
-    code: str | None = None,
-) -> None:
-    """Run a stage function into the given output paths, and check it wrote all of them."""
-    if execution is not None:
-        execution_module(stage).pin(execution)
-    ctx = StageContext(stage.name, spec, inputs, outputs, work_dir, root, execution, key, code)
+def execute(stage: Stage, ctx: StageContext) -> None:
+    """Run the stage's function with `ctx` (its execution settings pinned first), and check it
+    wrote all of ctx.outputs."""
+    if ctx.execution is not None:
+        execution_module(stage).pin(ctx.execution)
     resolve(stage.entry)(ctx)
-    missing = [name for name, path in outputs.items() if not path.exists()]
+    missing = [name for name, path in ctx.outputs.items() if not path.exists()]
     if missing:
         raise CampaignError(f"stage {stage.name} did not write output(s): {', '.join(missing)}")
 
@@ -201,17 +191,10 @@ def _compute(store: Store, job: _Job, staging: Path) -> float:
     """Run the stage into the staging folder (its work folder is the key's); wall seconds."""
     staged = {name: staging / "outputs" / name for name in job.outputs}
     t0 = time.time()
-    execute(
-        job.stage,
-        job.spec,
-        job.resolved,
-        staged,
-        store.work_dir(job.key),
-        job.root,
-        job.execution,
-        job.key,
-        job.material["code"],
-    )
+    work_dir, code = store.work_dir(job.key), job.material["code"]
+    ctx = StageContext(job.stage.name, job.spec, job.resolved, staged, work_dir, job.root)
+    ctx.execution, ctx.key, ctx.code_version = job.execution, job.key, code
+    execute(job.stage, ctx)
     return time.time() - t0
 
 
@@ -525,17 +508,11 @@ def reproduce(store: Store, key: str, scratch: Path, root: Path = Path(".")) -> 
     work_dir = scratch / "work"
     work_dir.mkdir(exist_ok=True)
     with contextlib.chdir(root):
-        execute(
-            stage,
-            meta.get("spec", material["params"]),
-            {n: [_under(p, root) for p in ps] for n, ps in inputs.items()},
-            outputs,
-            work_dir,
-            Path("."),
-            execution,
-            key,
-            material["code"],
-        )
+        inputs = {n: [_under(p, root) for p in ps] for n, ps in inputs.items()}
+        spec = meta.get("spec", material["params"])
+        ctx = StageContext(stage.name, spec, inputs, outputs, work_dir, Path("."), execution, key)
+        ctx.code_version = material["code"]
+        execute(stage, ctx)
     volatile = set(meta.get("volatile", ()))
     rows = []
     for name, info in sorted(meta["outputs"].items()):

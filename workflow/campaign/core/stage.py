@@ -49,7 +49,7 @@ import importlib
 import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,9 @@ class EachRun:
 
     stage: str
     output: str
+    # The wildcards it expands (its path holds exactly these; the registry checks it); the
+    # consumer's own wildcards stay. Likewise EachLookRun, EachLook and EachJob.
+    expands: ClassVar[tuple[str, ...]] = ("run",)
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,7 @@ class EachLookRun:
 
     stage: str
     output: str
+    expands: ClassVar[tuple[str, ...]] = ("run",)
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,7 @@ class EachLook:
 
     stage: str
     output: str
+    expands: ClassVar[tuple[str, ...]] = ("look",)
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,7 @@ class EachJob:
 
     stage: str
     output: str
+    expands: ClassVar[tuple[str, ...]] = ("run", "variant")
 
 
 @dataclass(frozen=True)
@@ -157,6 +163,10 @@ class Nothing:
 Input = (
     From | EachRun | EachLookRun | EachLook | PreviousLook | EachJob | EachGuard | Derived | Nothing
 )
+# The input kinds that name another stage's output (the registry checks each against its
+# producer's declaration), and all of them.
+REFERENCES = (From, EachRun, EachLookRun, EachLook, PreviousLook, EachJob, EachGuard)
+INPUT_KINDS = (*REFERENCES, Derived, Nothing)
 
 
 def wildcards_of(pattern: str) -> tuple[str, ...]:
@@ -220,20 +230,7 @@ class Stage:
         # A tuple of names (the declarations' old form) would pass for names and break the
         # rules: one line naming the stage instead.
         for what, kinds in (
-            (
-                "inputs",
-                (
-                    From,
-                    EachRun,
-                    EachLookRun,
-                    EachLook,
-                    PreviousLook,
-                    EachJob,
-                    EachGuard,
-                    Derived,
-                    Nothing,
-                ),
-            ),
+            ("inputs", INPUT_KINDS),
             ("after", (From, EachRun, EachJob)),
             ("outputs", (File, Folder, Figure)),
         ):

@@ -39,6 +39,9 @@ class Task:
 
 # The floors of the label tasks (campaign.evaluate.floor).
 LABEL_FLOORS = ("majority", "tfidf_logreg")
+# What the label tasks share: each item scored by the probability of each label, weighed
+# against the label floors, the split balancing label shares.
+LABEL_TASK = {"scoring": "label_probability", "floors": LABEL_FLOORS, "stratify_by_label": True}
 
 TASKS: dict[str, Task] = {
     task.name: task
@@ -46,20 +49,11 @@ TASKS: dict[str, Task] = {
         Task(
             name="sequence_classification",
             module="campaign.tasks.sequence_classification",
-            scoring="label_probability",
-            floors=LABEL_FLOORS,
-            stratify_by_label=True,
+            **LABEL_TASK,
             # A classifier's example is one sequence with one label: nothing to pack it with.
             packs=False,
         ),
-        Task(
-            name="causal_lm",
-            module="campaign.tasks.causal_lm",
-            scoring="label_probability",
-            floors=LABEL_FLOORS,
-            stratify_by_label=True,
-            packs=True,
-        ),
+        Task(name="causal_lm", module="campaign.tasks.causal_lm", **LABEL_TASK, packs=True),
         Task(
             name="generation",
             module="campaign.tasks.generation",
@@ -87,6 +81,14 @@ class TaskModule:
 
     def _unsupported(self, what: str):
         raise CampaignError(f"model.task: {self.info.name} does not support {what}")
+
+    def _undecided(self, method: str):
+        """A method every task must define for itself (no default a new task would inherit
+        unawares): the error names the task, its class and the method."""
+        raise NotImplementedError(
+            f"task {self.info.name}: {type(self).__name__} must define {method} "
+            f"(TaskModule.{method} has no default; see its docstring)"
+        )
 
     # ------------------------------------------------------------------ data
     # ------------------------------------------------------------------ end data
@@ -357,16 +359,18 @@ class TaskModule:
         return out
 
     def quantize_settings(self, section: dict) -> dict:
-        """The task's part of a quantize job's spec, from the `quantization` section: the
-        sample generation a job shows ("generation": quantization.generation, or None where
-        the task's runs show none)."""
-        return {"generation": None}
+        """The task's part of a quantize job's spec (hashed into its key), from the
+        `quantization` section: e.g. the label tasks' sample generation a job shows
+        ("generation": quantization.generation, or None where the task's runs show none); {}
+        for a task that reads nothing there. No default: every task says what it reads."""
+        self._undecided("quantize_settings")
 
     def selection_metric(self, metric: str | None, model: dict) -> str | None:
         """The metric the quantize selection (quantization.runs representative or best_seed)
-        ranks runs by: evaluation.metric (`metric`) by default; a task decided on its own
-        settings names its per-item metric from `model` (its metric_of)."""
-        return metric
+        ranks runs by: evaluation.metric (`metric`) for a task decided on it (the label
+        tasks); a task decided on its own settings names its per-item metric from `model`
+        (its metric_of). No default: every task says which metric decides it."""
+        self._undecided("selection_metric")
 
     def quantized(self, job):
         """Judge a quantized variant of one of the task's runs (campaign.quantize.stage calls
@@ -409,9 +413,10 @@ class TaskModule:
 
     def init_lowercase(self) -> bool:
         """Whether a from_config tokenizer may lowercase the texts (the template's
-        model.tokenizer.lowercase applies); False where case is part of what is scored.
-        Called by campaign.tools.init_tokenizers."""
-        return True
+        model.tokenizer.lowercase applies); False where case is part of what is scored. No
+        default: a task `campaign init` supports says whether case counts. Called by
+        campaign.tools.init_tokenizers."""
+        self._undecided("init_lowercase")
 
     def init_generation(self, records, folder, train_tokenizers, longest):
         """What `campaign init` sizes a generating task's run with: None for a task that does

@@ -1,7 +1,7 @@
 """The data phase: read and validate the sources (manifest); scan them for private data, find
 exact and near duplicates, join leak units and split them without leaks (split, audit)."""
 
-from campaign.core.declare import files_in, outputs_of
+from campaign.core.declare import files_in, outputs_of, sections_by
 from campaign.core.lazy import exports
 from campaign.core.stage import (
     Derived,
@@ -10,7 +10,6 @@ from campaign.core.stage import (
     Findings,
     From,
     Phase,
-    ReportSection,
     Stage,
 )
 
@@ -101,15 +100,16 @@ def _check_params(params: dict) -> None:
     check_cfg(params["split"])  # fractions sum to 1, a cutoff only with method temporal, ...
 
 
+_SECTION = sections_by("campaign.data.section", figure="1. Data")
+
 PHASE = Phase(
     name="data",
     order=10,
     report=(
-        ReportSection(
+        _SECTION(
             "data",
             "Data",
             10,
-            "campaign.data.section:render_data",
             {
                 "manifest": From("manifest", "manifest"),
                 "privacy": From("split", "privacy"),
@@ -118,16 +118,8 @@ PHASE = Phase(
                 # preflight's tokenization check found them (the first stage that has one)
                 "preflight_report": From("preflight", "report"),
             },
-            figure="1. Data",
         ),
-        ReportSection(
-            "leakage",
-            "Leakage audit",
-            11,
-            "campaign.data.section:render_leakage",
-            {"leakage_audit": From("split", "audit")},
-            figure="1. Data",
-        ),
+        _SECTION("leakage", "Leakage audit", 11, {"leakage_audit": From("split", "audit")}),
     ),
     findings=(
         Findings({"privacy": From("split", "privacy")}, "campaign.data.findings:privacy_findings"),

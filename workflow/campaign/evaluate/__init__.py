@@ -5,7 +5,7 @@ non-inferiority test, Holm per family (questions); decisions against
 `evaluation.min_useful_effect` and `evaluation.max_quality_loss` (decide); the verdict and words
 (words); error analysis (confusions, slices, items fixed and broken). stage.py wires them."""
 
-from campaign.core.declare import files_in, outputs_of
+from campaign.core.declare import files_in, outputs_of, sections_by
 from campaign.core.lazy import exports
 from campaign.core.stage import (
     Derived,
@@ -19,11 +19,18 @@ from campaign.core.stage import (
     From,
     Phase,
     PreviousLook,
-    ReportSection,
     Stage,
 )
 from campaign.data import SPLIT_FILES
-from campaign.train import EXECUTION
+from campaign.train import EXECUTION, PREDICTIONS
+
+# Every quantize job's result (status) and predictions, as the evaluation and the index read
+# them (the quantize phase imports this one: the names live here).
+VARIANT_FILES = {
+    "variants_result": EachJob("quantize", "result"),
+    "variants_validation": EachJob("quantize", "predictions_validation"),
+    "variants_test": EachJob("quantize", "predictions_test"),
+}
 
 _PUBLIC = {
     "ACT_PREFIX": "words",
@@ -203,60 +210,50 @@ def _look_spec(params: dict, look: str) -> dict:
     return look_spec(params, look)
 
 
+_SECTION = sections_by("campaign.evaluate.section", figure="4. Evaluation")
+
 PHASE = Phase(
     name="evaluate",
     order=60,
     report=(
-        ReportSection(
+        _SECTION(
             "effects",
             "Ablation effects",
             60,
-            "campaign.evaluate.section:render_effects",
             {
                 "comparisons": From("evaluate", "comparisons"),
                 "decisions": From("evaluate", "decisions"),
             },
-            figure="4. Evaluation",
         ),
-        ReportSection(
+        _SECTION(
             "seeds",
             "Seed spread and the reference floor",
             61,
-            "campaign.evaluate.section:render_seeds",
             {
                 "eval_metrics": From("evaluate", "metrics"),
                 "comparisons": From("evaluate", "comparisons"),
                 "decisions": From("evaluate", "decisions"),
             },
-            figure="4. Evaluation",
         ),
         # A generated-text campaign's outputs: samples, worst items, scores (none for labels).
-        ReportSection(
+        _SECTION(
             "samples",
             "Generated samples",
             62,
-            "campaign.evaluate.section:render_samples",
             {
                 "errors": From("evaluate", "errors"),
                 "eval_metrics": From("evaluate", "metrics"),
                 "decisions": From("evaluate", "decisions"),
             },
+            figure=None,
         ),
         # An adaptive campaign's looks, after the seed spread (a fixed campaign has none).
-        ReportSection(
-            "looks",
-            "Adaptive looks",
-            62,
-            "campaign.evaluate.section:render_looks",
-            {"decisions": From("evaluate", "decisions")},
+        _SECTION(
+            "looks", "Adaptive looks", 62, {"decisions": From("evaluate", "decisions")}, figure=None
         ),
         # Last in the report: every decision in words.
-        ReportSection(
-            "decisions",
-            "Decisions",
-            90,
-            "campaign.evaluate.section:render_decisions",
-            {"decisions": From("evaluate", "decisions")},
+        _SECTION(
+            "decisions", "Decisions", 90, {"decisions": From("evaluate", "decisions")}, figure=None
         ),
     ),
     findings=(
@@ -293,9 +290,7 @@ PHASE = Phase(
             inputs={
                 **SPLIT_FILES,
                 "runs": From("plan_table", "runs"),
-                **outputs_of(
-                    "train", "predictions_validation", "predictions_test", each=EachLookRun
-                ),
+                **outputs_of("train", *PREDICTIONS, each=EachLookRun),
                 "floor": From("floor", "floor"),
                 "previous": PreviousLook("look", "look"),
             },
@@ -310,12 +305,10 @@ PHASE = Phase(
             inputs={
                 **SPLIT_FILES,
                 "runs": From("plan_table", "runs"),
-                **outputs_of("train", "predictions_validation", "predictions_test", each=EachRun),
+                **outputs_of("train", *PREDICTIONS, each=EachRun),
                 "floor": From("floor", "floor"),
                 # Every quantized variant's result (status) and predictions.
-                "variants_result": EachJob("quantize", "result"),
-                "variants_validation": EachJob("quantize", "predictions_validation"),
-                "variants_test": EachJob("quantize", "predictions_test"),
+                **VARIANT_FILES,
                 # An adaptive campaign's looks: the last one's repeated intervals decide.
                 "looks": EachLook("look", "look"),
                 # A user metric's module (model.generation.metric): it computes the scores, so

@@ -11,6 +11,8 @@ from campaign.core.io import module_of
 from campaign.core.registry import merged_inputs
 from campaign.core.stage import EachJob, EachLook, EachRun, File, From, IndexColumns, Phase, Stage
 from campaign.data import SPLIT_FILES
+from campaign.evaluate import VARIANT_FILES
+from campaign.train import PREDICTIONS
 
 
 def _no_spec(params: dict) -> None:
@@ -54,11 +56,9 @@ PHASE = Phase(
                 "runs": From("plan_table", "runs"),
                 "run_manifests": EachRun("train", "run_manifest"),
                 "models": EachRun("train", "model"),
-                **outputs_of("train", "predictions_validation", "predictions_test", each=EachRun),
-                "variants_result": EachJob("quantize", "result"),
+                **outputs_of("train", *PREDICTIONS, each=EachRun),
+                **VARIANT_FILES,
                 "variants_model": EachJob("quantize", "model"),
-                "variants_validation": EachJob("quantize", "predictions_validation"),
-                "variants_test": EachJob("quantize", "predictions_test"),
                 **outputs_of("evaluate", "metrics", "comparisons", "decisions"),
                 # An adaptive campaign's looks: which look appended each run.
                 "looks": EachLook("look", "look"),

@@ -27,6 +27,7 @@ from typing import Any
 
 from campaign.core.defaults import train_key
 from campaign.core.errors import CampaignError
+from campaign.core.tasks import module_of
 from campaign.memory.estimate import MemoryEstimate
 from campaign.memory.measure import eval_peak, measure_kv_cache, parameter_bytes, step_peak
 from campaign.memory.shape import head_of
@@ -264,15 +265,16 @@ def default_lora_targets(model: Any) -> list[str]:
 
 
 def wrap_lora(model: Any, lora: dict, task: str) -> Any:
-    """`model` with LoRA adapters, as the campaign's training builds it (peft, in place)."""
-    from peft import LoraConfig, TaskType, get_peft_model
+    """`model` with LoRA adapters, as the campaign's training builds it (peft, in place, with
+    the task's TaskModule.lora_task_type)."""
+    from peft import LoraConfig, get_peft_model
 
     config = LoraConfig(
         r=lora["r"],
         lora_alpha=lora.get("alpha", 2 * lora["r"]),
         lora_dropout=lora.get("dropout", 0.0),
         target_modules=list(lora["target_modules"]),
-        task_type=TaskType.SEQ_CLS if head_of(task) == "classifier" else TaskType.CAUSAL_LM,
+        task_type=module_of(task).lora_task_type(),
         fan_in_fan_out=getattr(model.config, "model_type", None) == "gpt2",
     )
     try:
@@ -284,19 +286,18 @@ def wrap_lora(model: Any, lora: dict, task: str) -> Any:
 def meta_parameter_bytes(
     config: Any, task: str, num_labels: int | None = None, lora: dict | None = None
 ) -> dict[str, int]:
-    """`parameter_bytes` of the model `config` builds for `task` (with `num_labels` classes and
-    LoRA `lora`), instantiated on the meta device: exact, whatever its size, no memory used."""
+    """`parameter_bytes` of the model `config` builds for `task` (its TaskModule.model_class,
+    with the head_config of `num_labels` labels, and LoRA `lora`), instantiated on the meta
+    device: exact, whatever its size, no memory used."""
     import torch
-    import transformers as tf
 
+    task_module = module_of(task)
     config = copy.deepcopy(config)
+    if num_labels is not None:
+        for key, value in task_module.head_config(list(range(num_labels))).items():
+            setattr(config, key, value)
     with torch.device("meta"):
-        if head_of(task) == "classifier":
-            if num_labels is not None:
-                config.num_labels = num_labels
-            model = tf.AutoModelForSequenceClassification.from_config(config)
-        else:
-            model = tf.AutoModelForCausalLM.from_config(config)
+        model = task_module.model_class().from_config(config)
         model = model.float()  # the campaign trains fp32 weights (autocast for bf16/fp16)
         if lora:
             model = wrap_lora(model, lora, task)

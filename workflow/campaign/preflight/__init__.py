@@ -13,9 +13,9 @@ train_split) can hold fewer tokens than one trained on the full split, so the me
 uses the model actually built, and the fit table the configured vocabulary size.
 """
 
-from campaign.core.declare import files_in
+from campaign.core.declare import files_in, sections_by
 from campaign.core.lazy import exports
-from campaign.core.stage import Derived, Findings, From, Phase, ReportSection, Stage
+from campaign.core.stage import Findings, From, Phase, Stage
 from campaign.train import EXECUTION, TRAIN_INPUTS
 from campaign.train import INPUTS as TRAINING_INPUTS
 from campaign.train import LIBRARIES as TRAINING_LIBRARIES
@@ -81,17 +81,17 @@ def _commands(train: dict) -> dict:
     }
 
 
+_SECTION = sections_by("campaign.preflight.section", figure="2. Preflight")
+
 PHASE = Phase(
     name="preflight",
     order=20,
     report=(
-        ReportSection(
+        _SECTION(
             "preflight",
             "Preflight and memory fit",
             20,
-            "campaign.preflight.section:render_preflight",
             {"preflight_report": From("preflight", "report")},
-            figure="2. Preflight",
         ),
     ),
     findings=(
@@ -108,8 +108,8 @@ PHASE = Phase(
             name="preflight",
             entry="campaign.preflight.stage:stage",
             help="the checks that must pass before any training job runs",
-            # command_files: what the commands it checks declare (campaign.train.command).
-            inputs={**TRAINING_INPUTS, "command_files": Derived()},
+            # What a training job reads (the commands it checks declare command_files).
+            inputs=TRAINING_INPUTS,
             outputs=files_in(
                 "results/preflight",
                 "report.json",

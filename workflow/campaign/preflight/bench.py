@@ -90,6 +90,14 @@ class Result:
     summary: str
     details: dict = field(default_factory=dict)
 
+    @classmethod
+    def of(cls, problems: list[str], details: dict, summary: Callable[[], str]) -> Result:
+        """A check's result from its problems: failed with every problem in one line ("; "
+        between them), else passed with summary() (computed only then)."""
+        if problems:
+            return cls(False, "; ".join(problems), details)
+        return cls(True, summary(), details)
+
 
 class Bench:
     """What every check shares: the spec, the sample, a scratch folder, fresh Trainers."""

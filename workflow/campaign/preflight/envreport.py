@@ -80,33 +80,16 @@ def cpu_bf16_works() -> bool:
 
 
 def attention_implementations(architectures: tuple[str, ...] = ATTENTION_PROBES) -> dict:
-    """{architecture: "sdpa" | "eager" | ...}: what transformers sets for a default tiny model."""
+    """{architecture: "sdpa" | "eager" | ...}: what transformers sets for the architecture's
+    default model (its AutoModel for its default config, built on the meta device: no memory)."""
+    import torch
     import transformers as tf
 
-    configs = {
-        "bert": lambda: tf.BertConfig(
-            vocab_size=8,
-            hidden_size=8,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            intermediate_size=8,
-            max_position_embeddings=8,
-        ),
-        "gpt2": lambda: tf.GPT2Config(
-            vocab_size=8,
-            n_embd=8,
-            n_layer=1,
-            n_head=2,
-            n_positions=8,
-            bos_token_id=0,
-            eos_token_id=0,
-        ),
-    }
-    classes = {"bert": "BertModel", "gpt2": "GPT2Model"}
     out: dict[str, str | None] = {}
     for arch in architectures:
         try:
-            model = getattr(tf, classes[arch])(configs[arch]())
+            with torch.device("meta"):
+                model = tf.AutoModel.from_config(tf.AutoConfig.for_model(arch))
             out[arch] = model.config._attn_implementation
         except Exception:  # a report field: never a failure
             out[arch] = None

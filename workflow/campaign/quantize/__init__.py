@@ -4,7 +4,7 @@ peak, latency, throughput, agreement), and one table of them all. One job per (r
 a training change requantizes that run's jobs only, a library upgrade only its variants' jobs.
 """
 
-from campaign.core.declare import files_in, outputs_of
+from campaign.core.declare import files_in, outputs_of, sections_by
 from campaign.core.lazy import exports
 from campaign.core.stage import (
     Derived,
@@ -14,11 +14,10 @@ from campaign.core.stage import (
     Folder,
     From,
     Phase,
-    ReportSection,
     Stage,
 )
 from campaign.data import SPLIT_FILES
-from campaign.train import EXECUTION
+from campaign.train import EXECUTION, PREDICTIONS
 
 _PUBLIC = {
     "get_variant": "variant",
@@ -132,22 +131,23 @@ def _check_params(params: dict) -> None:
     check_runs(params)
 
 
+# Filed with the evaluation's figures: its quality numbers come from there.
+_SECTION = sections_by("campaign.quantize.section", figure="4. Evaluation")
+
 PHASE = Phase(
     name="quantize",
     order=50,
     # After the evaluation's sections: its quality numbers come from there.
     report=(
-        ReportSection(
+        _SECTION(
             "quantize",
             "Quantization trade-off",
             62,
-            "campaign.quantize.section:render_quantize",
             {
                 "variants": From("quantize_table", "table"),
                 "eval_metrics": From("evaluate", "metrics"),
                 "decisions": From("evaluate", "decisions"),
             },
-            figure="4. Evaluation",
         ),
     ),
     stages=(
@@ -156,9 +156,7 @@ PHASE = Phase(
             entry="campaign.quantize.stage:stage",
             help="quantize one trained run with one variant; score, compare and measure it",
             inputs={
-                **outputs_of(
-                    "train", "model", "run_manifest", "predictions_validation", "predictions_test"
-                ),
+                **outputs_of("train", "model", "run_manifest", *PREDICTIONS),
                 **SPLIT_FILES,
                 "base_model": Derived(),
                 "chat_template": Derived(),
@@ -188,7 +186,7 @@ PHASE = Phase(
             # Both splits' predictions (one train job writes them): the stage scores the one
             # evaluation.decide_on names.
             inputs={
-                **outputs_of("train", "predictions_validation", "predictions_test", each=EachRun),
+                **outputs_of("train", *PREDICTIONS, each=EachRun),
                 **SPLIT_FILES,
             },
             outputs={"selection": File("results/quantize/selection.json")},

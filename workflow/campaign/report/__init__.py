@@ -3,7 +3,7 @@ reads instead of the logs (HTML and Markdown with figures, curves for `dvc plots
 
 from dataclasses import replace
 
-from campaign.core.declare import files_in
+from campaign.core.declare import files_in, sections_by
 from campaign.core.errors import CampaignError
 from campaign.core.io import module_of
 from campaign.core.lazy import exports
@@ -34,6 +34,7 @@ def _report_spec(params: dict) -> dict:
 
 FIGURE_PATH = "results/report/figures/{key}.png"  # the Markdown links figures/<key>.png
 SECTIONS = "campaign.report.render"  # the renderers of the sections the phases declare
+_SECTION = sections_by(SECTIONS)  # the verdict's, among them
 
 
 def sections_of(phases) -> list[ReportSection]:
@@ -77,11 +78,10 @@ PHASE = Phase(
     order=80,
     # The verdict opens the report: the budget's block, with every phase's findings.
     report=(
-        ReportSection(
+        _SECTION(
             "verdict",
             "Verdict",
             0,
-            f"{SECTIONS}:render_verdict",
             {
                 "budget_summary": From("budget", "summary"),
                 "decisions": From("evaluate", "decisions"),

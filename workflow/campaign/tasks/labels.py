@@ -130,6 +130,15 @@ class LabelTask(TaskModule):
     # ------------------------------------------------------------------ end evaluate
 
     # ------------------------------------------------------------------ quantize
+    def quantize_settings(self, section: dict) -> dict:
+        """No sample generation (a classifier's job shows none; causal_lm's reads
+        quantization.generation)."""
+        return {"generation": None}
+
+    def selection_metric(self, metric: str | None, model: dict) -> str | None:
+        """evaluation.metric decides a label task."""
+        return metric
+
     def quantized(self, job):
         """A label task's variant scores the labels as its run did (campaign.quantize's Job:
         agreement with the run's predictions, accuracy, the timed forward passes)."""
@@ -138,6 +147,10 @@ class LabelTask(TaskModule):
     # ------------------------------------------------------------------ end quantize
 
     # ------------------------------------------------------------------ init
+    def init_lowercase(self) -> bool:
+        """A label's text may be lowercased (model.tokenizer.lowercase decides)."""
+        return True
+
     def init_fields(self, args, fields: dict) -> dict:
         """The text and the label columns are required."""
         for key in ("text", "label"):

@@ -2,9 +2,9 @@
 trained on the train split only, batches with loss masks, the loop with exact resume from
 checkpoints, and the device lease. The preflight phase runs the same machinery on a sample."""
 
-from campaign.core.declare import files_in
+from campaign.core.declare import files_in, sections_by
 from campaign.core.lazy import exports
-from campaign.core.stage import Derived, EachRun, Folder, From, Phase, ReportSection, Stage
+from campaign.core.stage import Derived, EachRun, Folder, From, Phase, Stage
 from campaign.data import SPLIT_FILES
 from campaign.plan import run_spec_of
 
@@ -23,7 +23,17 @@ LIBRARIES = (
 # Inputs of a training job (and of the preflight, which trains on a sample of the same splits).
 # base_model: the pretrained folder model.source names (none for from_config).
 # chat_template: the Jinja file model.chat_template names (none for model or none).
-INPUTS = {**SPLIT_FILES, "base_model": Derived(), "chat_template": Derived()}
+# command_files: what train.command declares (campaign.train.command; the preflight's command
+# check runs the same commands), hashed. All found by TRAIN_INPUTS.
+INPUTS = {
+    **SPLIT_FILES,
+    "base_model": Derived(),
+    "chat_template": Derived(),
+    "command_files": Derived(),
+}
+# A run's predictions on the evaluation splits, as the stages that read them name them
+# (outputs_of("train", *PREDICTIONS, each=EachRun): every kept run's).
+PREDICTIONS = ("predictions_validation", "predictions_test")
 
 _PUBLIC = {
     "logits_of": "steps",
@@ -148,18 +158,13 @@ def _check_params(params: dict) -> None:
         )
 
 
+_SECTION = sections_by("campaign.train.section", figure="3. Training")
+
 PHASE = Phase(
     name="train",
     order=40,
     report=(
-        ReportSection(
-            "curves",
-            "Training curves",
-            40,
-            "campaign.train.section:render_curves",
-            {"run_metrics": EachRun("train", "metrics")},
-            figure="3. Training",
-        ),
+        _SECTION("curves", "Training curves", 40, {"run_metrics": EachRun("train", "metrics")}),
     ),
     stages=(
         Stage(
@@ -167,8 +172,7 @@ PHASE = Phase(
             # the built-in loop, or train.command's (campaign.train.command dispatches)
             entry="campaign.train.command:stage",
             help="fine-tune one planned run (resumes from its last checkpoint)",
-            # command_files: what train.command declares (campaign.train.command), hashed.
-            inputs={**INPUTS, "command_files": Derived()},
+            inputs=INPUTS,
             # Training waits for a passed preflight and a plan that fits its limits. ancient():
             # a plan table redone for a bigger plan does not make the runs already trained stale.
             after={"plan": From("plan_table", "runs", ancient=True)},

@@ -64,13 +64,13 @@ def run(bench: Bench) -> Result:
         "problems": problems,
         "report": report,
     }
-    if problems:
-        return Result(False, "; ".join(problems), details)
-    return Result(
-        True,
-        f"{precision} runs on {device.type} ({info.get('name')}); torch {report.get('torch')}, "
-        f"transformers {report.get('transformers')}",
+    return Result.of(
+        problems,
         details,
+        lambda: (
+            f"{precision} runs on {device.type} ({info.get('name')}); torch "
+            f"{report.get('torch')}, transformers {report.get('transformers')}"
+        ),
     )
 
 

@@ -327,9 +327,7 @@ def run(bench: Bench) -> Result:
         "fits": fitting,
         "problems": problems,
     }
-    if problems:
-        return Result(False, "; ".join(problems), details)
-    return Result(True, _summary(details, target, fits), details)
+    return Result.of(problems, details, lambda: _summary(details, target, fits))
 
 
 def _head_size(task: str, labels) -> int:

@@ -62,14 +62,14 @@ def run(bench: Bench) -> Result:
         )
     if details["generation_identical"] is False:
         problems.append("the reloaded model generates other tokens")
-    if problems:
-        return Result(False, "; ".join(problems), details)
     what = "predictions" + (" and generations" if generates else "")
-    return Result(
-        True,
-        f"resumed at step {before}: weights bitwise equal after {after} more steps; the saved "
-        f"model reloads with identical {what} on {n} examples",
+    return Result.of(
+        problems,
         details,
+        lambda: (
+            f"resumed at step {before}: weights bitwise equal after {after} more steps; the "
+            f"saved model reloads with identical {what} on {n} examples"
+        ),
     )
 
 

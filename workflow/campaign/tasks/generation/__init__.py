@@ -106,6 +106,10 @@ class Generation(TaskModule):
     scoring_only_settings = ("metric",)
     settings_defaults = GENERATION_DEFAULTS
 
+    def quantize_settings(self, section: dict) -> dict:
+        """No sample generation beside the scores: its variants generate every answer."""
+        return {"generation": None}
+
     def selection_metric(self, metric, model: dict) -> str:
         """model.generation.metric, whatever evaluation.metric says."""
         return self.metric_of(model)
