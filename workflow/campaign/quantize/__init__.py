@@ -116,7 +116,7 @@ def _select_spec(params: dict) -> dict:
     from campaign.core.tasks import module_of
 
     task = params["model"]["task"]
-    if mode and module_of(task).settings_key:  # its own settings name its per-item metric
+    if mode:  # the task ranks the runs; its own settings may name its per-item metric
         spec |= {"task": task, "model": module_of(task).own_settings(params["model"])}
     return spec
 

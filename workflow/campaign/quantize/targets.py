@@ -111,7 +111,7 @@ def run_scores(
     (None: the first of TASKS, the label task a selection spec named before it held the task)."""
     from campaign.evaluate import scorer
 
-    task = task or next(iter(TASKS))
+    task = task or next(iter(TASKS))  # a caller that names no task: the classifier
 
     evals = [splits["validation"], splits["test"]]
     settings = {"metric": metric, "slices": _NO_SLICES}
@@ -191,7 +191,7 @@ def stage_select(ctx) -> None:
     task, model = spec.get("task"), spec.get("model")
     scores = run_scores(predictions, splits, spec["split"], spec["metric"], task, model)
     # evaluation.metric, or the per-item metric the task names (generation: its own settings')
-    metric = module_of(task or next(iter(TASKS))).selection_metric(spec["metric"], model)
+    metric = module_of(task).selection_metric(spec["metric"], model)
     by = criterion(spec["split"], metric)
     if spec["mode"] == "best_seed":
         selection = select_best_seed(scores, by)
