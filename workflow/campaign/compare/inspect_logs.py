@@ -29,7 +29,7 @@ from campaign.compare.table import (
     SPLIT,
     TASK,
     VARIANT,
-    run_name,
+    numbered_runs,
 )
 from campaign.core.errors import CampaignError
 
@@ -118,25 +118,15 @@ def read(sources: list[tuple[str | None, Path]], metric: str | None):
     same weights, not seeds (a seed is another training run; only logs are runs)."""
     import pandas as pd
 
-    frames, count, reducers = [], {}, {}
+    frames, reducers = [], {}
     for name, path in sources:
         for log in log_files(path):
-            rows = pd.DataFrame(read_log(log, metric, name))
+            frames.append(pd.DataFrame(read_log(log, metric, name)).assign(**{SOURCE: str(log)}))
             reducers[str(log)] = _header(log).eval.config.epochs_reducer
-            key = (rows[CELL].iloc[0], rows[TASK].iloc[0])
-            seed = count.get(key, 0)
-            count[key] = seed + 1
-            rows[SEED] = seed
-            rows[SOURCE] = str(log)
-            frames.append(rows)
-    table = pd.concat(frames, ignore_index=True)
+    table = numbered_runs(frames, lambda frame: (frame[CELL].iloc[0], frame[TASK].iloc[0]))
     _check_epochs(table)
     notes = epoch_notes(table, reducers)
-    once = {k for k, n in count.items() if n == 1}
-    single = [(c, t) in once for c, t in zip(table[CELL], table[TASK], strict=True)]
-    table[SEED] = pd.array(table[SEED].where(~pd.Series(single)), dtype="Int64")
     keys = [VARIANT, CELL, SEED, TASK, ITEM, METRIC, SOURCE]
-    table[VARIANT] = [run_name(c, s) for c, s in zip(table[CELL], table[SEED], strict=True)]
     table = (
         table.groupby(keys, dropna=False, sort=True)
         .agg({SCORE: "mean", PREDICTION: "first"})
