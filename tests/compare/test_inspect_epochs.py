@@ -20,7 +20,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
-def _inspect(model: Path, tasks: Path, epochs: int, logs: Path) -> Path:
+def _inspect(model: Path, tasks: Path, epochs, logs: Path) -> Path:
     from inspect_ai import Task, eval
     from inspect_ai.dataset import Sample
     from inspect_ai.scorer import exact
@@ -39,8 +39,9 @@ def _inspect(model: Path, tasks: Path, epochs: int, logs: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def epoch_logs(tmp_path_factory) -> dict[str, Path]:
-    """Inspect logs: model a and model b over 2 epochs, b over 1."""
+    """Inspect logs: model a and model b over 2 epochs, b over 1, a over 2 reduced by max."""
     import logkit
+    from inspect_ai import Epochs
 
     root = tmp_path_factory.mktemp("epochs")
     tasks = logkit.write_tasks(root / "tasks")
@@ -50,6 +51,7 @@ def epoch_logs(tmp_path_factory) -> dict[str, Path]:
         "a2": _inspect(a, tasks, 2, root / "a2"),
         "b2": _inspect(b, tasks, 2, root / "b2"),
         "b1": _inspect(b, tasks, 1, root / "b1"),
+        "a2max": _inspect(a, tasks, Epochs(2, "max"), root / "a2max"),
     }
 
 
@@ -104,3 +106,20 @@ def test_models_scored_over_different_epochs_are_refused_naming_the_log(
     assert rc == 2 and "\n" not in err and "Traceback" not in err
     assert f"{b}: task tiny_epochs: 1 epoch(s) per sample, {a} has 2" in err
     assert not out.exists()
+
+
+def test_a_log_reduced_otherwise_than_by_the_mean_is_named_in_the_assumptions(
+    epoch_logs, tmp_path, capsys
+):
+    a, b, out = epoch_logs["a2max"], epoch_logs["b2"], tmp_path / "out"
+    rc, err = _compare(capsys, f"a={a}", f"b={b}", "--variant", "b=a", "--out", out)
+    assert rc == 0, err
+    meta, scopes = read_compare(out / "decisions.json")
+    (note,) = [line for line in meta["assumed"] if line.startswith("tiny_epochs: 2 epochs")]
+    assert note.endswith(f"the logs' own reducer differs: {a.name} (max)")
+    # The score is still the mean over the epochs, whatever the log's headline metric is.
+    mean = {m: _item_means(p) for m, p in (("a", a), ("b", b))}
+    (variant,) = scopes["tiny_epochs"].of_kind("quantized")
+    assert variant.estimate == pytest.approx(
+        np.mean([mean["b"][k] - mean["a"][k] for k in mean["a"]])
+    )
