@@ -5,6 +5,7 @@ YAML in one line naming the key."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections import Counter
 
@@ -59,3 +60,17 @@ def test_validate_refuses_a_missing_guard_task_yaml_naming_the_key(guarded_proje
     assert proc.returncode != 0
     (line,) = proc.stderr.strip().splitlines()
     assert "evaluation.guards[0].include: " in line and "no such task YAML" in line
+
+
+def test_campaign_plan_lists_the_guard_jobs_beside_the_runs(guarded_project):
+    out = campaign(guarded_project, "plan").stdout
+    lines = out.splitlines()
+    # One job per (run, guard task) and one for the base model, under the runs they guard.
+    assert "guard jobs (evaluation.guards): 5 = 1 task × (4 kept runs + the base model)" in lines
+    header = lines.index(next(x for x in lines if x.split()[:2] == ["guard", "tier"]))
+    assert lines[header].split() == ["guard", "tier", "jobs"]
+    assert lines[header + 2].split() == ["tiny_guard", "guard", "5"]
+    rows = json.loads(campaign(guarded_project, "plan", "--format", "json").stdout)
+    runs = [r["run"] for r in rows if r["tier"] != "guard"]
+    guards = [(r["run"], r["guard"], r["kept"]) for r in rows if r["tier"] == "guard"]
+    assert guards == [(r, "tiny_guard", True) for r in ["base", *runs]]

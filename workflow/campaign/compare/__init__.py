@@ -122,8 +122,9 @@ def _sources(texts: list[str]) -> list[tuple[str | None, Path]]:
 
 
 def read_sources(sources: list[tuple[str | None, Path]], metric: str | None):
-    """The scored-items table of every source, each read by its tool's reader; and the
-    sources' identities (lm-eval's task versions and model arguments)."""
+    """The scored-items table of every source, each read by its tool's reader; the sources'
+    identities (lm-eval's task versions and model arguments); and what reading assumed, in
+    words (Inspect's epochs averaged)."""
     import pandas as pd
 
     from campaign.compare import inspect_logs, lm_eval_logs
@@ -142,14 +143,15 @@ def read_sources(sources: list[tuple[str | None, Path]], metric: str | None):
                 f"{path}: neither an lm-eval output folder (results_*.json), an Inspect log nor "
                 "a table"
             )
-    frames, identities = [], []
+    frames, identities, notes = [], [], []
     if lm:
         table, identities = lm_eval_logs.read(lm, metric)
         frames.append(table)
     if insp:
-        frames.append(inspect_logs.read(insp, metric))
+        table, notes = inspect_logs.read(insp, metric)
+        frames.append(table)
     frames += [read_plain(path, name) for name, path in plain]
-    return pd.concat(frames, ignore_index=True), identities
+    return pd.concat(frames, ignore_index=True), identities, notes
 
 
 def compare(sources, out: Path, design, split: str | None = None, metric: str | None = None):
@@ -158,13 +160,14 @@ def compare(sources, out: Path, design, split: str | None = None, metric: str | 
     from campaign.compare.outputs import write_all
     from campaign.compare.table import CELL, SOURCE, SPLIT, VARIANT, check_table
 
-    table, identities = read_sources(sources, metric)
+    table, identities, notes = read_sources(sources, metric)
     if split is not None:
         if split not in set(table[SPLIT]):
             raise CampaignError(f"--split {split}: the inputs hold {', '.join(set(table[SPLIT]))}")
         table = table[table[SPLIT] == split]
     check_table(table)
     scopes, assumed = decide(table, design)
+    assumed = [*notes, *assumed]
     names = [s.name for s in scopes]
     primary = POOLED if POOLED in names else (names[0] if len(names) == 1 else None)
     files = table.groupby(VARIANT)[SOURCE].agg(lambda x: sorted(set(x)))

@@ -3,7 +3,9 @@
 Read with Inspect's own readers: `inspect_ai.log.read_eval_log` (header: the task, the model)
 and `read_eval_log_samples` (one sample at a time). An item is a sample's id; a sample scored
 over several epochs is matched by id and epoch across models, and its item score is the mean
-over its epochs (Inspect's `mean` reducer). A score becomes a number in [0, 1] the way Inspect
+over its epochs (Inspect's `mean` reducer): epochs are one item's repeated answers from the same
+weights, not seeds (a model's runs are its logs), and models scored over different epochs are
+refused. A score becomes a number in [0, 1] the way Inspect
 converts it, `inspect_ai.scorer.value_to_float` (C/I/P/N -> 1/0/0.5/0, yes/no, booleans,
 numbers); a value it cannot convert, or a number outside [0, 1], is refused in one line naming
 the file and the sample. The scorer is `--metric NAME` (a scorer's name) or the log's only one.
@@ -27,7 +29,7 @@ from campaign.compare.table import (
     SPLIT,
     TASK,
     VARIANT,
-    run_name,
+    numbered_runs,
 )
 from campaign.core.errors import CampaignError
 
@@ -109,28 +111,22 @@ def read_log(path: Path, metric: str | None, name: str | None) -> list[dict]:
 
 
 def read(sources: list[tuple[str | None, Path]], metric: str | None):
-    """The scored-items table of Inspect logs (`sources: [(name or None, log file or folder)]`).
-    Logs of one model and task are its runs (seeds 0, 1, ... in the order given). Items are
-    matched by (id, epoch) across every run of a task before the epochs are averaged."""
+    """(the scored-items table, the assumptions made, in words) of Inspect logs (`sources:
+    [(name or None, log file or folder)]`). Logs of one model and task are its runs (seeds 0,
+    1, ... in the order given). Items are matched by (id, epoch) across every run of a task
+    before the epochs are averaged: a sample's epochs are one item's repeated answers from the
+    same weights, not seeds (a seed is another training run; only logs are runs)."""
     import pandas as pd
 
-    frames, count = [], {}
+    frames, reducers = [], {}
     for name, path in sources:
         for log in log_files(path):
-            rows = pd.DataFrame(read_log(log, metric, name))
-            key = (rows[CELL].iloc[0], rows[TASK].iloc[0])
-            seed = count.get(key, 0)
-            count[key] = seed + 1
-            rows[SEED] = seed
-            rows[SOURCE] = str(log)
-            frames.append(rows)
-    table = pd.concat(frames, ignore_index=True)
+            frames.append(pd.DataFrame(read_log(log, metric, name)).assign(**{SOURCE: str(log)}))
+            reducers[str(log)] = _header(log).eval.config.epochs_reducer
+    table = numbered_runs(frames, lambda frame: (frame[CELL].iloc[0], frame[TASK].iloc[0]))
     _check_epochs(table)
-    once = {k for k, n in count.items() if n == 1}
-    single = [(c, t) in once for c, t in zip(table[CELL], table[TASK], strict=True)]
-    table[SEED] = pd.array(table[SEED].where(~pd.Series(single)), dtype="Int64")
+    notes = epoch_notes(table, reducers)
     keys = [VARIANT, CELL, SEED, TASK, ITEM, METRIC, SOURCE]
-    table[VARIANT] = [run_name(c, s) for c, s in zip(table[CELL], table[SEED], strict=True)]
     table = (
         table.groupby(keys, dropna=False, sort=True)
         .agg({SCORE: "mean", PREDICTION: "first"})
@@ -138,11 +134,33 @@ def read(sources: list[tuple[str | None, Path]], metric: str | None):
     )
     table[SEED] = pd.array(table[SEED], dtype="Int64")
     table[SPLIT] = "test"
-    return table[[*COLUMNS, SOURCE]]
+    return table[[*COLUMNS, SOURCE]], notes
+
+
+def epoch_notes(table, reducers: dict[str, list[str] | None]) -> list[str]:
+    """One line per task scored over several epochs: the item score is their mean, and the
+    logs whose own epochs reducer is another (Inspect's headline metric then is not the mean)."""
+    notes = []
+    for task, rows in table.groupby(TASK, sort=True):
+        n = rows.groupby(SOURCE)["epoch"].nunique().max()
+        if n < 2:
+            continue
+        other = sorted({f"{Path(log).name} ({', '.join(r)})"
+                        for log, r in reducers.items()
+                        if log in set(rows[SOURCE]) and r and list(r) != ["mean"]})  # fmt: skip
+        notes.append(
+            f"{task}: {n} epochs per sample; a sample's score is the mean over its epochs "
+            "(one item, its epochs repeated answers of the same weights, not seeds: a model's "
+            "runs are its logs)"
+            + (f"; the logs' own reducer differs: {'; '.join(other)}" if other else "")
+        )
+    return notes
 
 
 def _check_epochs(table) -> None:
-    """Every run of a task scored on the same (id, epoch) pairs, else one line naming the log."""
+    """Every run of a task scored on the same (id, epoch) pairs, else one line naming the log:
+    the epochs of each when only they differ (an item's mean over 1 epoch and over 4 are not
+    one measurement: the paired test would read the difference in their noise as the models')."""
     for task, rows in table.groupby(TASK):
         pairs = {}
         for source, r in rows.groupby(SOURCE):
@@ -150,6 +168,13 @@ def _check_epochs(table) -> None:
         first, *rest = sorted(pairs)
         for other in rest:
             a, b = pairs[first], pairs[other]
+            if a != b and {i for i, _ in a} == {i for i, _ in b}:
+                n_a, n_b = (len({e for _, e in x}) for x in (a, b))
+                raise CampaignError(
+                    f"{other}: task {task}: {n_b} epoch(s) per sample, {first} has {n_a}; "
+                    "compare needs the same epochs for every model (run each with the same "
+                    "--epochs)"
+                )
             if a != b:
                 diff = sorted((b - a) or (a - b))[0]
                 raise CampaignError(

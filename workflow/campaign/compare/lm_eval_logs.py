@@ -32,6 +32,7 @@ from campaign.compare.table import (
     TASK,
     VARIANT,
     check_table,
+    numbered_runs,
 )
 from campaign.core.errors import CampaignError
 
@@ -216,9 +217,8 @@ def read(sources: list[tuple[str | None, Path]], metric: str | None):
     """The scored-items table of lm-eval output folders (`sources: [(name or None, folder)]`;
     a folder may hold several models' folders). Runs of one model (the same name) are its
     seeds, numbered 0, 1, ... in the order given."""
-    import pandas as pd
 
-    frames, identities, count = [], [], {}
+    frames, identities = [], []
     for name, path in sources:
         folders = model_folders(path)
         if name is not None and len(folders) > 1:
@@ -227,18 +227,9 @@ def read(sources: list[tuple[str | None, Path]], metric: str | None):
             )
         for folder in folders:
             frame, ident = read_folder(folder, metric, name, None)
-            cell = ident["model"]
-            seed = count.get(cell, 0)
-            count[cell] = seed + 1
-            frame[SEED] = pd.array([seed] * len(frame), dtype="Int64")
-            identities.append((cell, ident))
+            identities.append((ident["model"], ident))
             frames.append(frame)
-    table = pd.concat(frames, ignore_index=True)
-    once = {c for c, n in count.items() if n == 1}
-    table.loc[table[CELL].isin(once), SEED] = pd.NA
-    from campaign.compare.table import run_name
-
-    table[VARIANT] = [run_name(c, s) for c, s in zip(table[CELL], table[SEED], strict=True)]
+    table = numbered_runs(frames, lambda frame: frame[CELL].iloc[0])
     check_identities(identities)
     check_table(table)
     return table[[*COLUMNS, SOURCE]], identities

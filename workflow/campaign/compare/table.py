@@ -33,6 +33,25 @@ def run_name(cell: str, seed) -> str:
     return cell if seed is None or pd.isna(seed) else f"{cell}@{int(seed)}"
 
 
+def numbered_runs(frames: list, key):
+    """One table of the frames, each one run's rows (a tool's log or output folder), the runs of
+    one `key(frame)` (a model, or a model and task) numbered in the order given: seed 0, 1, ...,
+    and no seed (NA) where the key has one run, whose seed spread cannot be measured; `variant`
+    each run's name (run_name)."""
+    import pandas as pd
+
+    keys = [key(f) for f in frames]
+    runs = {k: keys.count(k) for k in keys}
+    seen: dict = {}
+    for frame, k in zip(frames, keys, strict=True):
+        seed = seen.setdefault(k, [0])[0]
+        seen[k][0] += 1
+        frame[SEED] = pd.array([seed if runs[k] > 1 else pd.NA] * len(frame), dtype="Int64")
+    table = pd.concat(frames, ignore_index=True)
+    table[VARIANT] = [run_name(c, s) for c, s in zip(table[CELL], table[SEED], strict=True)]
+    return table
+
+
 def read_plain(path: Path, name: str | None = None):
     """A plain per-item table (columns model, task, item, score in [0, 1]; optional seed,
     split, metric, prediction) as the scored-items table. `name`: the model of every row

@@ -25,6 +25,7 @@ from campaign.core.io import cell_id, read_json
 from campaign.core.params import get_key
 from campaign.plan import designs
 from campaign.plan.columns import in_order, tsv_text
+from campaign.plan.guard_jobs import guard_tasks, plan_guards
 from campaign.plan.ids import BUILTIN_TRAINER, RUN_ID_PATTERN, identity, resolved_spec, run_id
 from campaign.plan.order import tier_cells
 
@@ -308,7 +309,9 @@ def table_spec(params: dict) -> dict:
     rows = plan_rows(runs)
     for row, run in zip(rows, runs, strict=True):
         row["kept"] = run.kept
-    return {
+    # The guard tasks (evaluation.guards), only where set: a campaign without guards keeps its key.
+    guards = guard_tasks(params)
+    return ({"guards": guards} if guards else {}) | {
         "design": {
             "name": ablation["design"],
             "factors": keys,
@@ -340,15 +343,18 @@ def stage_plan_table(ctx) -> None:
     # decides only whether the plan fits, never a byte of the table, so it stays out of the key.
     free = free_disk_bytes(ctx.work_dir)
     rows = in_order(project(ctx.spec, report, measured, free), ctx.spec["design"]["factors"])
-    ctx.outputs["runs"].write_text(tsv_text(rows))
-    ctx.outputs["report"].write_text("\n".join(report_lines(ctx.spec, rows)) + "\n")
+    guards = plan_guards(ctx.spec, rows, report, measured)
+    ctx.outputs["runs"].write_text(tsv_text(rows))  # runs only: a row there is a run to train
+    ctx.outputs["report"].write_text("\n".join(report_lines(ctx.spec, rows, guards=guards)) + "\n")
 
 
 def plan_report(
     params: dict, report_path: Path, measurements_path: Path
 ) -> tuple[list[dict], list[str]]:
     """(rows, report lines) of the current plan: projected and cut by budget_hours when the
-    preflight's report and measurements exist, else in order with the max_runs cut only."""
+    preflight's report and measurements exist, else in order with the max_runs cut only. The
+    rows end with the guard jobs' (tier "guard", campaign.plan.guard_jobs) where
+    evaluation.guards is set."""
     from campaign.core.diskspace import free_disk_bytes
     from campaign.plan.projection import project
     from campaign.plan.summary import report_lines
@@ -360,12 +366,14 @@ def plan_report(
         measured = read_json(measurements_path)
         free = free_disk_bytes(params["campaign"]["state_dir"])
         rows = in_order(project(spec, report, measured, free), factors)
+        guards = plan_guards(spec, rows, report, measured)
         note = f"(hours projected from {measurements_path})"
     else:
         rows = in_order(spec["rows"], factors)
+        guards = plan_guards(spec, rows)
         note = (
             f"(projected hours need the preflight's measurements, {measurements_path}: run "
             f"`snakemake {report_path}` first"
             + ("; the budget_hours cut waits for them too)" if spec["budget_hours"] else ")")
         )
-    return rows, report_lines(spec, rows, note)
+    return rows + guards, report_lines(spec, rows, note, guards)

@@ -87,6 +87,25 @@ def command_sizes(sizes: dict, trainer: dict) -> dict:
     }
 
 
+def run_costs(spec: dict, report: dict, measurements: dict) -> list[dict]:
+    """run_cost of each row of spec["rows"], in order: the built-in loop's runs at the
+    throughput check's rates, a command's at the steps/s and sizes its own check measured."""
+    rates = measurements["throughput"]["details"]["rates"]
+    # The preflight's command check: each outside trainer's own steps/s (absent: not measured).
+    trainers = (measurements.get("command") or {}).get("details", {}).get("runs") or {}
+    sizes = report["disk"]["details"]
+    timings_bytes = measurements["disk"]["details"].get("timings_bytes", 0)
+    costs = []
+    for row in spec["rows"]:
+        recipe = spec["recipes"][row["run"]]
+        trainer = trainers.get(recipe.get("trainer")) or {}
+        own = trainer.get("steps_per_s")
+        run_rates = rates if not own else {**rates, "steps_per_s": own}
+        costs.append(run_cost(recipe, spec["baseline"], run_rates,
+                              command_sizes(sizes, trainer), timings_bytes))  # fmt: skip
+    return costs
+
+
 def project(
     spec: dict,
     report: dict,
@@ -100,21 +119,10 @@ def project(
 
     Raises CampaignError (one line) when the budget does not hold even the control, or the kept
     runs exceed preflight.max_hours or `free_bytes` (the free disk now) with its margin."""
-    rates = measurements["throughput"]["details"]["rates"]
-    # The preflight's command check: each outside trainer's own steps/s (absent: not measured).
-    trainers = (measurements.get("command") or {}).get("details", {}).get("runs") or {}
-    sizes = report["disk"]["details"]
-    timings_bytes = measurements["disk"]["details"].get("timings_bytes", 0)
     budget = spec.get("budget_hours")
     rows, total_s = [], 0.0
     kept_s, kept_bytes = 0.0, 0
-    for row in spec["rows"]:
-        recipe = spec["recipes"][row["run"]]
-        trainer = trainers.get(recipe.get("trainer")) or {}
-        own = trainer.get("steps_per_s")
-        run_rates = rates if not own else {**rates, "steps_per_s": own}
-        cost = run_cost(recipe, spec["baseline"], run_rates, command_sizes(sizes, trainer),
-                        timings_bytes)  # fmt: skip
+    for row, cost in zip(spec["rows"], run_costs(spec, report, measurements), strict=True):
         total_s += cost["seconds"]
         kept = bool(row.get("kept", True)) and (budget is None or total_s / HOUR_S <= budget)
         if kept:

@@ -10,6 +10,7 @@ from typing import Any
 from campaign.core.defaults import train_key
 from campaign.plan.columns import format_table
 from campaign.plan.estimability import analyse, cut_costs, sentence
+from campaign.plan.guard_jobs import guard_lines
 from campaign.plan.words import plural, short_names
 
 
@@ -39,9 +40,12 @@ def _display(rows: list[dict]) -> list[dict]:
     return out
 
 
-def report_lines(spec: dict, rows: list[dict], note: str = "") -> list[str]:
+def report_lines(
+    spec: dict, rows: list[dict], note: str = "", guards: list[dict] = ()
+) -> list[str]:
     """The report of a plan table (spec: campaign.plan.planner.table_spec; rows: the projected
-    rows, or the spec's own rows when nothing is measured yet)."""
+    rows, or the spec's own rows when nothing is measured yet; guards: the guard jobs' rows,
+    campaign.plan.guard_jobs.plan_guards)."""
     adaptive = [r for r in rows if r.get("tier") == "adaptive"]
     rows = [r for r in rows if r.get("tier") != "adaptive"]
     design = spec["design"]
@@ -86,6 +90,7 @@ def report_lines(spec: dict, rows: list[dict], note: str = "") -> list[str]:
         if "projected_hours" in adaptive[0]:
             line += f"; {sum(r['projected_hours'] for r in adaptive):.4g} h if all were"
         lines.append(line)
+    lines += guard_lines(list(guards))
     if note:
         lines.append(note)
 
