@@ -150,6 +150,10 @@ PHASE = Phase(
                 "equal_quality_parquet": File("results/budget/equal_quality.parquet"),
                 "to_decide_csv": File("results/budget/to_decide.csv"),
                 "to_decide_parquet": File("results/budget/to_decide.parquet"),
+                # Each option priced per request (tokens in and out, measured speed, cost per
+                # million requests) and the fine-tune's break-even against each floor.
+                "serving_csv": File("results/budget/serving.csv"),
+                "serving_parquet": File("results/budget/serving.parquet"),
                 "summary": File("results/budget/summary.txt"),
             },
             final=True,
