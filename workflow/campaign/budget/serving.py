@@ -196,8 +196,10 @@ def serving_rows(decisions, equal: list[dict], floor_rows: list[dict]) -> list[d
     and the fine-tune's break-even against it."""
     tuned = tuned_option(decisions, equal)
     rows = []
+    verdict = decisions.verdict if decisions is not None else None
     if tuned is not None:
-        rows.append(tuned | {"verdict": "kept" if tuned["kind"] != "floor" else "",
+        kept = "kept" if verdict is None or verdict.kind != "floor" else f"not kept: {verdict.keep}"
+        rows.append(tuned | {"verdict": kept,
                              "verdict_words": "", "against": "", "break_even": "",
                              "break_even_requests": math.nan})  # fmt: skip
     for f in floor_rows:

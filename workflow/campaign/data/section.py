@@ -267,8 +267,9 @@ def lengths_figure(lengths: pd.DataFrame, privacy_kinds: pd.DataFrame):
         [f"{s}\n{n:,} records" for s, n in zip(lengths["split"], lengths["records"], strict=True)],
     )
     left.set_ylabel("tokens")
-    left.set_title("Tokens per split (bar median, dash p95, triangle max)")
+    left.set_title("Tokens per split (bar: median; dash: p95; triangle: max)", fontsize="small")
     left.legend(fontsize="small")
+    fig.tight_layout()
     return fig
 
 
