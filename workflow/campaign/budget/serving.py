@@ -85,8 +85,10 @@ def frame_tokens(paths: list[Path]) -> float:
 
     for path in paths:
         if path.is_file():
-            frame = pd.read_parquet(path, columns=["new_tokens"])
-            return float(frame["new_tokens"].mean()) if len(frame) else math.nan
+            frame = pd.read_parquet(path)
+            if "new_tokens" not in frame.columns or not len(frame):
+                return math.nan  # a label task's predictions: no generated tokens
+            return float(frame["new_tokens"].mean())
     return math.nan
 
 
@@ -223,19 +225,21 @@ def serving_lines(rows: list[dict], offer: str, gpu: str, metric: str, currency:
     money = lambda x: format_money(x, currency)  # noqa: E731
     out = [f"Serving one request at the offer '{offer}' ({gpu}), as measured:"]
     for r in rows:
-        tokens = (
-            f"{_tokens(r['prompt_tokens'])} prompt + {_tokens(r['generated_tokens'])} generated "
-            "tokens"
-        )
-        if r["variant"] == "floor/retrieval":
-            tokens = "a lookup, no model"
-        speed = f"{r['throughput']:.3g} requests/s"
+        tokens = ""
+        if math.isfinite(r["generated_tokens"]):
+            tokens = (
+                f"{_tokens(r['prompt_tokens'])} prompt + {r['generated_tokens']:.1f} generated "
+                "tokens; "
+            )
+        speed = "speed not measured"
+        if math.isfinite(r["throughput"]):
+            speed = f"{r['throughput']:.3g} requests/s"
         if math.isfinite(r["generated_tokens_per_s"]):
             where = f" on {r['device']}" if r["device"] else ""
             speed += f", {r['generated_tokens_per_s']:.3g} generated tokens/s{where}"
         level = level_words(r["quality"], r["quality_low"], r["quality_high"])
         out.append(
-            f"  {r['variant']}: {tokens}; {speed}; {money(r['cost_per_million_requests'])} per "
+            f"  {r['variant']}: {tokens}{speed}; {money(r['cost_per_million_requests'])} per "
             f"million requests; {r['quality_split']} {metric} {level}."
         )
     for r in rows:
