@@ -253,6 +253,8 @@ def _tokens(x: float) -> str:
 
 
 def _pays(r: dict, money) -> str:
+    if not r["against"]:
+        return "no fine-tune at the bar has a measured serving cost to weigh it against"
     who = f"the fine-tune {r['against']}"
     n = r["break_even_requests"]
     if r["break_even"] == "after":
