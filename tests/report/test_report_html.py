@@ -168,6 +168,10 @@ def test_a_garbled_input_stops_the_stage_with_one_line_and_no_output(finished, t
         "plans": results / "budget/plans.parquet",
         "forecast": results / "budget/forecast.parquet",
         "budget_summary": results / "budget/summary.txt",
+        **{
+            f"split_{s}": results / f"data/splits/{s}.parquet"
+            for s in ("train", "validation", "test")
+        },
     }
     out = tmp_path / "out"
     argv = [str(BIN / "python"), "-m", "campaign", "report", "--params", "params.yaml"]
@@ -175,6 +179,8 @@ def test_a_garbled_input_stops_the_stage_with_one_line_and_no_output(finished, t
         argv += ["--in", f"{name}={path}"]
     for path in sorted(results.glob("runs/*/metrics.parquet")):
         argv += ["--in", f"run_metrics={path}"]
+        argv += ["--in", f"run_models={path.parent / 'model'}"]
+        argv += ["--in", f"run_specs={path.parent / 'spec.json'}"]
     argv += ["--out", f"html={out}/index.html", "--out", f"markdown={out}/summary.md"]
     argv += ["--out", f"train_curves={out}/t.csv", "--out", f"validation_curves={out}/v.csv"]
     argv += [a for name in FIGURES for a in ("--out", f"fig_{name}={out}/{name}.png")]

@@ -271,9 +271,23 @@ def test_the_floor_stage_writes_the_few_shot_floor_beside_zero_shot(base, tmp_pa
     assert list(few.columns[:3]) == ["id", "reference", "prediction"]
     assert {"prompt_tokens", "examples", "new_tokens"} <= set(few.columns)
     zero = pd.read_parquet(tmp_path / "floor" / "zero_shot" / "predictions_test.parquet")
-    assert "prompt_tokens" not in zero.columns and not (tmp_path / "floor" / "retrieval").exists()
+    assert not (tmp_path / "floor" / "retrieval").exists()
     timings = json.loads((tmp_path / "timings.json").read_text())
     assert timings["floors"]["floor/few_shot"]["predict_items"] == 3
+    # What a request holds, beside the time it took (the budget prices a request by them): the
+    # tokens of each prompted floor's prompts and answers, summed over the split's items, the
+    # zero-shot prompt being the runs' (the template alone), the few-shot one longer by its
+    # examples; and the device they were measured on.
+    for name, frame in (("zero_shot", zero), ("few_shot", few)):
+        timed = timings["floors"][f"floor/{name}"]
+        assert timed["predict"]["test"]["prompt_tokens"] == int(frame["prompt_tokens"].sum())
+        assert timed["predict"]["test"]["new_tokens"] == int(frame["new_tokens"].sum())
+        assert timed["device"] == "cpu"
+    runs_prompt = chat.prompt_ids(
+        tiny_tokenizer(), chat.PLAIN_TEMPLATE, EVALS["test"].conversations[0]
+    )
+    assert zero["prompt_tokens"].tolist() == [len(runs_prompt)]
+    assert few["prompt_tokens"].iloc[0] > len(runs_prompt)
     # from_config: both prompted floors are skipped with the reason
     ctx.inputs = paths | {"base_model": []}
     ctx.outputs = {"floor": tmp_path / "skipped"}

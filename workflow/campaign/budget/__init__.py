@@ -4,7 +4,7 @@ the cheapest offer or mix of packages that finishes the rest before the deadline
 train and serve each variant that reaches the quality bar, the reference floor included (its fit
 and predictions as the floor stage timed them)."""
 
-from campaign.core.declare import sections_by, tables_in
+from campaign.core.declare import outputs_of, sections_by, tables_in
 from campaign.core.defaults import train_key
 from campaign.core.lazy import exports
 from campaign.core.stage import (
@@ -17,6 +17,8 @@ from campaign.core.stage import (
     Phase,
     Stage,
 )
+from campaign.evaluate import VARIANT_FILES
+from campaign.train import PREDICTIONS
 
 _PUBLIC = {
     "split_verdict": "section",
@@ -131,6 +133,10 @@ PHASE = Phase(
                 "looks": EachLook("look", "look"),
                 "variants": From("quantize_table", "table"),
                 "floor_timings": From("floor", "timings"),
+                # The serving table's generated tokens per request: each run's predictions and
+                # each quantize job's (campaign.budget.serving reads them beside the timings).
+                **outputs_of("train", *PREDICTIONS, each=EachRun),
+                **VARIANT_FILES,
             },
             outputs={
                 **tables_in(
@@ -141,6 +147,9 @@ PHASE = Phase(
                     "plans",
                     "equal_quality",
                     "to_decide",
+                    # Each option priced per request (tokens in and out, measured speed, cost
+                    # per million requests) and the fine-tune's break-even against each floor.
+                    "serving",
                 ),
                 "summary": File("results/budget/summary.txt"),
             },

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from campaign.budget import calibrate, questions, words
+from campaign.budget import calibrate, questions, serving, words
 from campaign.budget.money import format_money
 from campaign.budget.offers import (
     Offer,
@@ -170,6 +170,10 @@ def stage_budget(ctx) -> None:
     paths = ctx.inputs.get("decisions", [])
     decisions = read_decisions(paths[0]) if paths else None
     bar, equal = _equal_quality(ctx, decisions, jobs, b, reference)
+    price = reference.hourly if reference.hourly is not None else math.nan
+    metric = bar["metric"] if bar is not None else None
+    quality = _quality(ctx.inputs.get("metrics", []), metric, bar and bar["split"])
+    requests = serving.price_requests(ctx.inputs, decisions, bar, equal, b, price, quality)
     to_decide = (
         questions.price_to_decide(
             decisions, forecast, {r["run"]: r["cell_id"] for r in plan}, jobs_price(reference), b
@@ -186,11 +190,12 @@ def stage_budget(ctx) -> None:
             "plans": plan_rows,
             "equal_quality": equal,
             "to_decide": to_decide,
+            "serving": requests,
         },
     )
     text = words.summary(b, reference, jobs, forecast, cal, plan_rows, offer_rows, bar, equal,
                          to_decide, decisions,
-                         words.adaptive_words(campaign, not_asked))  # fmt: skip
+                         words.adaptive_words(campaign, not_asked), requests)  # fmt: skip
     block = _verdict_block(ctx, decisions, b, reference, equal, to_decide)
     text += words.guard_words(guards, plan_rows, ctx.spec.get("guards", []))
     ctx.outputs["summary"].write_text("\n".join([*block, "", text]) if block else text)
@@ -357,8 +362,9 @@ _COLUMNS = {
     "equal_quality": [
         "variant", "run", "kind", "decision", "quality_split", "quality", "quality_low",
         "quality_high", "train_hours", "train_cost", "throughput", "throughput_of",
-        "serve_hours", "serve_cost", "total_cost", "currency", "cheapest",
+        "serve_hours", "serve_cost", "total_cost", "currency", "cheapest", *serving.TOKENS,
     ],
+    "serving": serving.COLUMNS,
     "to_decide": [
         "subject", "decision", "dominant", "n_seeds", "seeds_needed", "seeds_needed_low",
         "seeds_needed_high", "cells", "extra_runs", "hours_per_run", "extra_hours", "cost",
@@ -564,7 +570,8 @@ def _equal_quality(
     if bar is None:
         return None, []
     best_runs = list(decisions.best_cell.runs)
-    serving = _serving(ctx.inputs.get("variants", []))
+    speeds = _serving(ctx.inputs.get("variants", []))
+    split = bar["split"]
     floor_paths = ctx.inputs.get("floor_timings", [])
     floor_cost = read_json(floor_paths[0]).get("floors", {}) if floor_paths else {}
     quality = _quality(ctx.inputs.get("metrics", []), bar["metric"], bar["split"])
@@ -581,24 +588,21 @@ def _equal_quality(
         if kind == "quantized" and decision != ADOPT:
             continue  # not shown within evaluation.max_quality_loss of its run
         if kind == "floor":
-            timed = floor_cost.get(name, {})
-            train_hours = timed.get("fit_seconds", math.nan) / HOUR_S
-            train_cost = train_hours * price
-            throughput = _number(timed.get("throughput"))
-            measured_on_run = "floor_timings.json"
-        else:
-            variant = name.partition("/")[2] if kind == "quantized" else "fp32"
-            throughput, measured_on_run = serving.get((run, variant), math.nan), run
-            if not math.isfinite(throughput):
-                # Serving speed is the model's shape and the variant's, not the seed's: another
-                # run of the chosen cell measured with this variant stands in.
-                others = [(serving[(r, variant)], r) for r in best_runs if (r, variant) in serving]
-                if others:
-                    throughput, measured_on_run = sorted(others)[len(others) // 2]
-            measured_on_run = f"{measured_on_run}/{variant}"
-            job = cost.get(run, {})
-            train_hours = job.get("wall_hours", math.nan)
-            train_cost = job.get("cost", math.nan)
+            row = serving.floor_option(name, floor_cost.get(name, {}), price, b, quality, split)
+            rows.append(row | {"decision": decision})
+            continue
+        variant = name.partition("/")[2] if kind == "quantized" else "fp32"
+        throughput, measured_on_run = speeds.get((run, variant), math.nan), run
+        if not math.isfinite(throughput):
+            # Serving speed is the model's shape and the variant's, not the seed's: another
+            # run of the chosen cell measured with this variant stands in.
+            others = [(speeds[(r, variant)], r) for r in best_runs if (r, variant) in speeds]
+            if others:
+                throughput, measured_on_run = sorted(others)[len(others) // 2]
+        measured_on_run = f"{measured_on_run}/{variant}"
+        job = cost.get(run, {})
+        train_hours = job.get("wall_hours", math.nan)
+        train_cost = job.get("cost", math.nan)
         serve_hours = b["predictions"] / throughput / HOUR_S if throughput > 0 else math.nan
         q = quality.get(name, (math.nan, math.nan, math.nan))
         rows.append(

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from campaign.budget.calibrate import Calibration, error_summary
 from campaign.budget.money import format_hours, format_money
+from campaign.budget.serving import serving_lines
 from campaign.evaluate import (
     NOT_SHOWN,
     Cost,
@@ -188,14 +189,17 @@ def adaptive_words(campaign, not_asked: list[dict]) -> str | None:
 
 def summary(b, reference, jobs, forecast, cal: Calibration, plans, offers, bar, equal,
             to_decide=(), decisions: Decisions | None = None,
-            adaptive: str | None = None) -> str:  # fmt: skip
+            adaptive: str | None = None, requests=()) -> str:  # fmt: skip
     """summary.txt after the verdict block. `decisions`: the evaluation's records, so
     that the option kept here is the verdict's; `adaptive`: adaptive_words' line, before the
-    rest's."""
+    rest's; `requests`: the serving table's rows (campaign.budget.serving), their lines after
+    the quality bar's."""
     cur = b["currency"]
     money = lambda x: format_money(x, cur)  # noqa: E731
     lines = [headline(bar, equal, b["predictions"], money, decisions)]
     lines += bar_lines(bar, equal, decisions, money)
+    if bar is not None:
+        lines += serving_lines(list(requests), reference.name, reference.gpu, bar["metric"], cur)
     lines.append(
         f"Budget in {cur}; the jobs ran on the offer '{reference.name}' ({reference.gpu})."
     )

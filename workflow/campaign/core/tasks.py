@@ -445,6 +445,15 @@ class TaskModule:
     # ------------------------------------------------------------------ end init
 
     # ------------------------------------------------------------------ report
+    def report_data(self, splits: dict, model_folder, specs: list, root):
+        """The report's data facts this task shows instead of the records per label, as a
+        pandas frame with one row per split (a task without labels: records, prompt and
+        response lengths in tokens, the truncated share at train.max_length), or None: the
+        data section draws the records per label. splits: {split: its split file}; model_folder:
+        a finished run's model folder (its saved tokenizer); specs: the runs' spec.json
+        contents; root: the repository root. Called by campaign.data.section."""
+        return None
+
     # ------------------------------------------------------------------ end report
 
 

@@ -117,6 +117,13 @@ PHASE = Phase(
                 # the records that spell a special token of the run's tokenizer, as the
                 # preflight's tokenization check found them (the first stage that has one)
                 "preflight_report": From("preflight", "report"),
+                # a task without labels (its report_data) shows each split's prompt and
+                # response lengths with the tokenizer a run saved and the runs' specs
+                "split_train": From("split", "train"),
+                "split_validation": From("split", "validation"),
+                "split_test": From("split", "test"),
+                "run_models": EachRun("train", "model"),
+                "run_specs": EachRun("run_spec", "spec"),
             },
         ),
         _SECTION("leakage", "Leakage audit", 11, {"leakage_audit": From("split", "audit")}),

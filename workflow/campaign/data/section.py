@@ -18,10 +18,13 @@ def data_section(
     privacy_path: Path,
     artifacts_path: Path | None = None,
     preflight_path: Path | None = None,
+    lengths: pd.DataFrame | None = None,
 ) -> Section:
     """Records, licences, the privacy scan of the text and, given the artifact scan's findings
     (results/data/artifact_findings.json), of what the campaign produced from it; given the
-    preflight's report, the records that spell a special token of the run's tokenizer."""
+    preflight's report, the records that spell a special token of the run's tokenizer. Given
+    `lengths` (the task's report_data: a task without labels), its lengths per split stand
+    where the labels' count and chart stand."""
     manifest = read_table(manifest_path, ("id", "source", "licence", "label"))
     privacy = read_json(privacy_path, ("kinds", "n_flagged", "n_records"))
     sources = (
@@ -46,9 +49,12 @@ def data_section(
         columns=["kind", "records", "findings"],
     )
     found = kinds[kinds["records"] > 0]
+    what = f"{manifest['label'].nunique()} labels"
+    if lengths is not None:
+        sources = sources.drop(columns="labels")
+        what = ", ".join(f"{r.split} {r.records:,}" for r in lengths.itertuples())
     lines = [
-        f"{len(manifest):,} records from {len(sources)} source(s), "
-        f"{manifest['label'].nunique()} labels.",
+        f"{len(manifest):,} records from {len(sources)} source(s), {what}.",
         "Licence per source: "
         + "; ".join(f"{r.source}: {r.licence}" for r in sources.itertuples())
         + ".",
@@ -83,7 +89,28 @@ def data_section(
             tables.append(("Findings in the campaign's artifacts", flagged))
     if preflight_path is not None:
         _special_tokens(read_json(preflight_path), lines, tables)
+    if lengths is not None:
+        lines += length_lines(lengths)
+        tables.insert(1, ("Tokens per split (prompt, response)", lengths))
+        return Section(lines, tables, (lengths_figure, (lengths, kinds)))
     return Section(lines, tables, (data_figure, (per_label, kinds)))
+
+
+def length_lines(lengths: pd.DataFrame) -> list[str]:
+    """The lengths in words: each split's median and longest prompt and response, and the
+    share of answers each max_length cuts."""
+    cuts = [c for c in lengths.columns if c.startswith("truncated_at_")]
+    out = []
+    for r in lengths.to_dict("records"):
+        sample = "" if r["measured"] == r["records"] else f" ({r['measured']:,} sampled)"
+        cut = ", ".join(f"{r[c]:.1%} at max_length {c.rsplit('_', 1)[1]}" for c in cuts)
+        out.append(
+            f"{r['split']}{sample}: prompts {r['prompt_median']:.0f} tokens median, "
+            f"{r['prompt_p95']:.0f} p95, {r['prompt_max']} max; responses "
+            f"{r['response_median']:.0f} median, {r['response_p95']:.0f} p95, "
+            f"{r['response_max']} max; answers cut: {cut or 'not measured'}."
+        )
+    return out
 
 
 LEAKS = (
@@ -162,7 +189,25 @@ def render_data(inputs) -> Section:
         inputs.one("privacy"),
         inputs.optional("artifact_findings"),
         inputs.optional("preflight_report"),
+        token_lengths(inputs),
     )
+
+
+def token_lengths(inputs) -> pd.DataFrame | None:
+    """The task's report_data (campaign.core.tasks) for the split files, with the first
+    finished run's saved tokenizer and every run's spec; None before a run finished, or for a
+    task that draws records per label."""
+    from campaign.core.tasks import module_of
+
+    models = {p.parent.name: p for p in inputs.paths("run_models")}
+    specs = {p.parent.name: p for p in inputs.paths("run_specs")}
+    runs = sorted(set(models) & set(specs))
+    splits = {s: inputs.optional(f"split_{s}") for s in ("train", "validation", "test")}
+    if not runs or None in splits.values():
+        return None
+    spec = [read_json(specs[r], ("model", "train")) for r in runs]
+    task = module_of(spec[0]["model"]["task"])
+    return task.report_data(splits, models[runs[0]], spec, Path.cwd())
 
 
 def render_leakage(inputs) -> Section:
@@ -200,6 +245,30 @@ def data_figure(per_source_label: pd.DataFrame, privacy_kinds: pd.DataFrame):
         right.set_xlabel("records flagged")
         right.set_title("Privacy findings per kind")
         right.set_xlim(0, max(1, kinds["records"].max()) * 1.2)
+    fig.tight_layout()
+    return fig
+
+
+def lengths_figure(lengths: pd.DataFrame, privacy_kinds: pd.DataFrame):
+    """Left: prompt and response tokens per split (median bar, p95 and max marks). Right:
+    privacy findings per kind (as data_figure)."""
+    import numpy as np
+
+    fig = data_figure(pd.DataFrame(columns=["source", "label", "records"]), privacy_kinds)
+    left = fig.axes[0]
+    left.clear()
+    x = np.arange(len(lengths))
+    for offset, what in ((-0.2, "prompt"), (0.2, "response")):
+        left.bar(x + offset, lengths[f"{what}_median"], width=0.4, label=f"{what} (median)")
+        left.scatter(x + offset, lengths[f"{what}_p95"], marker="_", s=200, color="black")
+        left.scatter(x + offset, lengths[f"{what}_max"], marker="v", color="black")
+    left.set_xticks(
+        x,
+        [f"{s}\n{n:,} records" for s, n in zip(lengths["split"], lengths["records"], strict=True)],
+    )
+    left.set_ylabel("tokens")
+    left.set_title("Tokens per split (bar: median; dash: p95; triangle: max)", fontsize="small")
+    left.legend(fontsize="small")
     fig.tight_layout()
     return fig
 

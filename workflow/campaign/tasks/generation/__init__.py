@@ -196,6 +196,13 @@ class Generation(TaskModule):
     # ------------------------------------------------------------------ end init
 
     # ------------------------------------------------------------------ report
+    def report_data(self, splits, model_folder, specs, root):
+        """Per split: records, prompt and response tokens (median, p95, max) with the runs'
+        tokenizer and template, the share of answers each train.max_length cuts (lengths.py)."""
+        from campaign.tasks.generation.lengths import report_data
+
+        return report_data(splits, model_folder, specs, root)
+
     # ------------------------------------------------------------------ end report
 
 

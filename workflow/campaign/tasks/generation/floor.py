@@ -23,8 +23,10 @@ turns before it, one per line.
 
 Each floor's per-item frame has the columns the generation runs' predictions have (id, reference,
 prediction) plus what explains it (the retrieval's neighbour and similarity; the zero-shot
-run's generated tokens and whether it stopped at EOS), and each is timed (fit, predict) as the
-classification floors are (campaign.evaluate.floor.Timings).
+run's prompt and generated tokens, prompt_tokens and new_tokens, and whether it stopped at EOS),
+and each is timed (fit, predict) as the classification floors are
+(campaign.evaluate.floor.Timings); the floor stage adds each prompted floor's tokens to its
+timings (floor_stage.record_tokens), so the budget can price a request.
 """
 
 from __future__ import annotations
@@ -220,6 +222,7 @@ def _zero_shot(base: BaseModel, evals: Mapping[str, EvalSet], timings: Timings):
             got.texts,
             new_tokens=[len(t) for t in got.new_tokens],
             stopped_at_eos=got.stopped_at_eos,
+            prompt_tokens=np.array([len(p) for p in prompts], dtype=np.int64),
         )
     return frames
 

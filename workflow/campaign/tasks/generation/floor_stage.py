@@ -78,6 +78,7 @@ def floor_stage(spec: dict, inputs: dict, folder: Path, root: Path, timings) -> 
             base, train, evals, FewShot.of(spec["few_shot"]), timings
         )
     frames = {name: f for name, f in frames.items() if name in spec["floors"]}
+    record_tokens(timings, frames, base)
     outputs = {}
     for name in frames:
         (folder / name).mkdir(parents=True)
@@ -87,6 +88,25 @@ def floor_stage(spec: dict, inputs: dict, folder: Path, root: Path, timings) -> 
     for name, reason in skipped.items():
         (folder / name).mkdir(parents=True)
         (folder / name / "SKIPPED.txt").write_text(reason + "\n", encoding="utf-8")
+
+
+def record_tokens(timings, frames: dict, base) -> None:
+    """Each prompted floor's tokens beside its timings (floor_timings.json), what a request
+    costs to serve: per split, `prompt_tokens` and `new_tokens` (the sums over its items, from
+    its frame's columns), and the floor's `device` (the base model's, where the timings were
+    measured). A floor without those columns (retrieval: a lookup, no model) gets none."""
+    for name, by_split in frames.items():
+        timed = timings.floors.get(f"floor/{name}")
+        if timed is None:
+            continue
+        for split, frame in by_split.items():
+            if {"prompt_tokens", "new_tokens"} <= set(frame.columns) and split in timed["predict"]:
+                timed["predict"][split] |= {
+                    "prompt_tokens": int(frame["prompt_tokens"].sum()),
+                    "new_tokens": int(frame["new_tokens"].sum()),
+                }
+        if base is not None and any("new_tokens" in p for p in timed["predict"].values()):
+            timed["device"] = str(next(base.model.parameters()).device.type)
 
 
 def _check_control_tokens(base, model_spec: dict, splits: dict) -> None:
