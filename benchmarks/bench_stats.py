@@ -34,6 +34,9 @@ beside each rate):
   2 x 2 with equal cells: an interaction claimed, a main effect adopted  <= 5 %
   non-inferiority reject at a loss equal to the margin, exact enumeration <= 2.5 %
   macro-F1 (3 classes, the stage's draws path): cell and effect coverage 93-97 %, A/A <= 5 %
+  checkpoint choice (train.select: best_generated, issue 48; bench_stats_select): each run
+        keeps the step chosen_step picks on a fixed validation subsample, the kept cell's
+        test headline; the truth (the recipe with selection) below / above it  <= 2.5 % each
   a run's or a slice's share of 0/1 items (stats.score_interval): coverage >= 95 %
   known limit, no goal: non-inferiority adoption on [0, 1] scores when 0.55 % of items
         collapse to 0 (true loss 1.05 x the margin), n = 300 and 1,000: a loss on too few
@@ -769,12 +772,23 @@ def main() -> int:
         help="only the non-inferiority rows on scores in [0, 1], at --reps campaigns each",
     )
     parser.add_argument("--compare", action="store_true", help="campaign compare's path only")
+    parser.add_argument(
+        "--select-only",
+        action="store_true",
+        help="only the checkpoint-choice rows (train.select), at --reps campaigns each",
+    )
     args = parser.parse_args()
     start = time.perf_counter()
     if args.compare:  # imported per-item scores, several tasks (bench_stats_compare.run)
         import bench_stats_compare as bsc
 
         return 1 if bsc.print_rows(bsc.run(args.reps, args.seed), args.reps) else 0
+    if args.select_only:  # checkpoint choice's headline (bench_stats_select)
+        import bench_stats_select as bss
+
+        missed = bss.select_table(args.reps, args.seed)
+        print(f"{args.reps} campaigns per row, {time.perf_counter() - start:.0f} s")
+        return 1 if missed else 0
     if args.ni_only:
         missed = ni_table(args.reps, args.seed)
         print(f"{args.reps} campaigns per row, {time.perf_counter() - start:.0f} s")
@@ -799,6 +813,9 @@ def main() -> int:
         what = f"power at the median seeds-needed ({k_need or 'none: no count given'})"
         print(f"{k:>5} {n:>5}  {what:<46} {rate * 100:7.1f}%  (no goal; power {POWER:.0%})")
     missed |= verdict_table(max(1, args.reps // args.verdict_divisor), args.seed)
+    import bench_stats_select as bss  # checkpoint choice: cheap, the floor rows' campaigns
+
+    missed |= bss.select_table(max(1, args.reps // args.verdict_divisor) * FLOOR_FACTOR, args.seed)
     print(f"{args.reps} replications per setting, {time.perf_counter() - start:.0f} s")
     return 1 if missed else 0
 
