@@ -53,12 +53,12 @@ SETTINGS = ((0.30, 2, 64), (0.30, 3, 64), (0.15, 3, 32))
 
 
 @functools.cache
-def _population_f(draws: int = 400_000):
+def _population_f(draws: int = 200_000):
     """f(q) = E_items expit(a + g + q) over the item and item x cell populations, as an
     interpolating function on a grid."""
     rng = np.random.default_rng(777)
     x = logit(bs.BASE) + math.hypot(bs.ITEM_SD, bs.INTERACTION_SD) * rng.standard_normal(draws)
-    grid = np.linspace(-4, 4, 401)
+    grid = np.linspace(-4, 4, 161)
     values = np.array([expit(x + q).mean() for q in grid])
     return lambda q: np.interp(q, grid, values)
 
@@ -132,11 +132,13 @@ def select_campaign(
     return variants, scored, naive
 
 
-def select_rows(reps: int, seed: int, run_sd: float, k: int, m_sub: int = SUBSAMPLE) -> dict:
+def select_rows(
+    reps: int, seed: int, run_sd: float, k: int, m_sub: int = SUBSAMPLE, runs: int = TRUTH_RUNS
+) -> dict:
     """{goal: (rate, low, high)} and the truths: the kept cell's truth below / above its
     reported test interval, and the naive headline's (the chosen steps' subsample scores)."""
-    truth = {c: select_truth(c, run_sd, m_sub=m_sub) for c in CURVES}
-    last = {c: select_truth(c, run_sd, "last", m_sub) for c in CURVES}
+    truth = {c: select_truth(c, run_sd, m_sub=m_sub, runs=runs) for c in CURVES}
+    last = {c: select_truth(c, run_sd, "last", m_sub, runs) for c in CURVES}
     rng = np.random.default_rng([seed, k, int(run_sd * 100), m_sub, 48])
     below = above = naive_below = naive_above = 0
     for r in range(reps):
