@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from campaign.budget.money import format_money
-from campaign.core.figures import BAD, GOOD, NEUTRAL, empty_axes, figure_axes
+from campaign.core.figures import BAD, GOOD, NEUTRAL, empty_figure, figure_axes
 from campaign.core.io import read_table, read_text
 from campaign.core.stage import Section
 from campaign.evaluate import VERDICT_TITLE
@@ -144,9 +144,7 @@ def budget_figure(plans: pd.DataFrame, currency: str):
     """
     fig, (ax,) = figure_axes(height_in=max(2.5, 0.32 * len(plans) + 1.4))
     if plans.empty:
-        empty_axes(ax, "no plan")
-        fig.tight_layout()
-        return fig
+        return empty_figure(fig, "no plan")
     y = list(range(len(plans)))
     colors = [GOOD if c else NEUTRAL for c in plans["cheapest"]]
     bars = ax.barh(y, plans["cost"], color=colors)
@@ -181,16 +179,12 @@ def forecast_figure(forecast: pd.DataFrame):
     fig, (ax,) = figure_axes()
     done = forecast.dropna(subset=["actual_hours"])
     if done.empty:
-        empty_axes(ax, "no run finished")
-        fig.tight_layout()
-        return fig
+        return empty_figure(fig, "no run finished")
     columns = ["actual_hours", "projected_hours", "forecast_from_earlier_hours"]
     hours = done[columns].to_numpy(dtype=float)
     positive = hours[(hours > 0) & pd.notna(hours)]
     if positive.size == 0:
-        empty_axes(ax, "no positive durations")
-        fig.tight_layout()
-        return fig
+        return empty_figure(fig, "no positive durations")
     # Seconds for short campaigns (the tiny demo's runs take seconds), hours otherwise.
     unit, scale = ("seconds", 3600.0) if positive.max() < 0.5 else ("hours", 1.0)
     actual = done["actual_hours"] * scale

@@ -40,3 +40,11 @@ def empty_axes(ax, message: str) -> None:
     ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, color=NEUTRAL)
     ax.set_xticks([])
     ax.set_yticks([])
+
+
+def empty_figure(fig, message: str):
+    """`fig` with nothing to draw: `message` on each of its panels; laid out and returned."""
+    for ax in fig.axes:
+        empty_axes(ax, message)
+    fig.tight_layout()
+    return fig

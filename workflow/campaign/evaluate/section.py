@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from campaign.core.figures import ACCENT, BAD, GOOD, NEUTRAL, empty_axes, figure_axes
+from campaign.core.figures import ACCENT, BAD, GOOD, NEUTRAL, empty_axes, empty_figure, figure_axes
 from campaign.core.io import read_table
 from campaign.core.stage import Section
 from campaign.core.wording import level_words
@@ -241,9 +241,7 @@ def effects_figure(effects: pd.DataFrame, min_useful: float, metric: str):
     """
     fig, (ax,) = figure_axes(height_in=max(2.5, 0.55 * len(effects) + 1.4))
     if effects.empty:
-        empty_axes(ax, "no comparisons")
-        fig.tight_layout()
-        return fig
+        return empty_figure(fig, "no comparisons")
     y = list(range(len(effects)))
     est = effects["estimate"] * 100
     low = (effects["estimate"] - effects["ci_low"]) * 100

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from campaign.core.figures import empty_axes, figure_axes
+from campaign.core.figures import empty_axes, empty_figure, figure_axes
 from campaign.core.io import read_table
 from campaign.core.stage import Section
 
@@ -100,10 +100,7 @@ def quantize_figure(points: pd.DataFrame, metric: str):
     """
     fig, (left, right) = figure_axes(2)
     if points.empty:
-        empty_axes(left, "no quantized variant")
-        empty_axes(right, "no quantized variant")
-        fig.tight_layout()
-        return fig
+        return empty_figure(fig, "no quantized variant")
     markers = ("o", "s", "^", "D", "v", "P", "X", "*")
     labels = list(dict.fromkeys(points["label"]))
     style = {
