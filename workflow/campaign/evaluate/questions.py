@@ -300,6 +300,23 @@ def settle_canaries(rows: list[dict]) -> None:
             r["decision"] = decide.CANARY_CAUGHT if caught else decide.CANARY_MISSED
 
 
+def _what_would_decide(r: dict, level: float, power: float, bar: float) -> dict:
+    """decide.what_would_decide for row `r` (its estimate, variance parts, seeds and items) at the
+    family-adjusted `level`: the seeds or items that would take its interval past `bar`."""
+    return decide.what_would_decide(
+        r["estimate"],
+        r["var_seeds"],
+        r["var_items"],
+        r["n_seeds"],
+        r["n_items"] if math.isfinite(r["n_items"]) else 0,
+        level,
+        power,
+        bar,
+        r.get("seed_df", 0),
+        r.get("var_residual", 0.0),
+    )
+
+
 def decide_family(rows: list[dict], level: float, power: float, s: dict) -> None:
     """Holm within each family of `rows` (one split), the family-adjusted interval, the decision,
     the minimum detectable effect and what would decide an open question; in place."""
@@ -345,20 +362,7 @@ def decide_family(rows: list[dict], level: float, power: float, s: dict) -> None
                 r["decision"] = decide.against_floor(r["estimate"], r["p_holm"], alpha)
                 # The bar is the floor itself (zero points): the seeds per cell or the items
                 # that would show a cell above or below it, were the estimate the truth.
-                r.update(
-                    decide.what_would_decide(
-                        r["estimate"],
-                        r["var_seeds"],
-                        r["var_items"],
-                        r["n_seeds"],
-                        r["n_items"] if math.isfinite(r["n_items"]) else 0,
-                        adj_level,
-                        power,
-                        0.0,
-                        r.get("seed_df", 0),
-                        r.get("var_residual", 0.0),
-                    )
-                )
+                r.update(_what_would_decide(r, adj_level, power, 0.0))
                 r.update(decide.FLOOR_UNSIZED)
                 continue
             if kind == "interaction":
@@ -366,19 +370,7 @@ def decide_family(rows: list[dict], level: float, power: float, s: dict) -> None
             else:
                 r["decision"] = decide.effect(r["adj_low"], r["adj_high"], r["n_seeds"], useful)
             r["mde"] = decide.minimum_detectable_effect(r["se"], r["df"], adj_level, power, useful)
-            wanted = decide.what_would_decide(
-                r["estimate"],
-                r["var_seeds"],
-                r["var_items"],
-                r["n_seeds"],
-                r["n_items"] if math.isfinite(r["n_items"]) else 0,
-                adj_level,
-                power,
-                useful,
-                r.get("seed_df", 0),
-                r.get("var_residual", 0.0),
-            )
-            r.update(wanted)
+            r.update(_what_would_decide(r, adj_level, power, useful))
     for r in rows:
         r.setdefault("p_holm", math.nan)
 
