@@ -80,37 +80,34 @@ def cell_rows(
         every = decide.adjusted_level(level, len(design))
         for cell, y in design.items():
             e = cmp.contrast(design, {cell: 1.0}, moments=moments)
-            (low, high), over = _cell_interval(e, y, level)
-            (sel_low, sel_high), _ = _cell_interval(e, y, every)
-            out[cell] = {
-                "value": e.estimate,
-                "ci_low": low,
-                "ci_high": high,
-                "sel_low": sel_low,
-                "sel_high": sel_high,
-                "interval_over": over,
-                "n_seeds": y.shape[0],
-                "se": e.se,
-                "df": e.df,
-            }
+            interval, over = _cell_interval(e, y, level)
+            selected, _ = _cell_interval(e, y, every)
+            out[cell] = _cell_row(e, interval, selected, over, y.shape[0])
         return out
     every = decide.adjusted_level(level, len(draws))
     for cell in draws:
         e = cmp.draws_estimate(draws, points, {cell: 1.0}, n_items or 0)
-        low, high = e.interval(level, 0.0, 1.0)
-        sel_low, sel_high = e.interval(every, 0.0, 1.0)
-        out[cell] = {
-            "value": e.estimate,
-            "ci_low": low,
-            "ci_high": high,
-            "sel_low": sel_low,
-            "sel_high": sel_high,
-            "interval_over": TWO_WAY if e.seed_df else ITEMS_ONLY,
-            "n_seeds": len(points[cell]),
-            "se": e.se,
-            "df": e.df,
-        }
+        interval, selected = e.interval(level, 0.0, 1.0), e.interval(every, 0.0, 1.0)
+        over = TWO_WAY if e.seed_df else ITEMS_ONLY
+        out[cell] = _cell_row(e, interval, selected, over, len(points[cell]))
     return out
+
+
+def _cell_row(e: cmp.Estimate, interval: tuple, selected: tuple, over: str, n_seeds: int) -> dict:
+    """One cell's row of cell_rows: its level `e`, its interval (low, high) at the level and at
+    the level every cell shares (`selected`), what the interval is over, and its seeds."""
+    (low, high), (sel_low, sel_high) = interval, selected
+    return {
+        "value": e.estimate,
+        "ci_low": low,
+        "ci_high": high,
+        "sel_low": sel_low,
+        "sel_high": sel_high,
+        "interval_over": over,
+        "n_seeds": n_seeds,
+        "se": e.se,
+        "df": e.df,
+    }
 
 
 def _cell_interval(e: cmp.Estimate, y: np.ndarray, level: float) -> tuple:
