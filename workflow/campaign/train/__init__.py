@@ -79,6 +79,7 @@ _PUBLIC = {
     # the base a quantized-base run generates with (the generation task's prompted floors)
     "quantize_base": "basequant",
     "is_quantized": "basequant",
+    "dequantize_all": "basequant",
     # batches
     "IGNORE": "batches",
     "DataOrder": "batches",

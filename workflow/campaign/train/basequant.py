@@ -178,13 +178,20 @@ def merge_dequantized(model):
                 if adapter in module.lora_A:
                     dense += module.get_delta_weight(adapter).to(dense.dtype)
             base.weight = torch.nn.Parameter(dense, requires_grad=False)
-    plain = model.unload()
+    return dequantize_all(model.unload())
+
+
+def dequantize_all(model):
+    """`model` with each quantized weight replaced, in place, by its fp32 dequantization (the
+    saved model of a quantized-base run, and the zero-shot floor's copy of that base)."""
+    import torch
+
     with torch.no_grad():
-        for module in plain.modules():
+        for module in model.modules():
             weight = getattr(module, "weight", None)
             if weight is not None and is_quantized(weight):
                 module.weight = torch.nn.Parameter(weight.dequantize(), requires_grad=False)
-    return plain
+    return model
 
 
 def quantized_weight_names(model) -> Iterable[str]:

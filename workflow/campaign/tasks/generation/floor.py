@@ -254,14 +254,6 @@ def runs_base(model, method: str | None, device_type: str):
     (basequant.merge_dequantized). None: the model unchanged."""
     if method is None:
         return model
-    import torch
+    from campaign.train import dequantize_all, quantize_base
 
-    from campaign.train import is_quantized, quantize_base
-
-    model = quantize_base(model, method, device_type)
-    with torch.no_grad():
-        for module in model.modules():
-            weight = getattr(module, "weight", None)
-            if weight is not None and is_quantized(weight):
-                module.weight = torch.nn.Parameter(weight.dequantize(), requires_grad=False)
-    return model
+    return dequantize_all(quantize_base(model, method, device_type))
