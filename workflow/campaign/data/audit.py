@@ -454,8 +454,9 @@ def _split_lines(audit: dict) -> list[str]:
     return lines
 
 
-# The leak counts the table shows, this split beside the naive one: (title, key).
-_LEAK_ROWS = (
+# The leak counts the audit's table and the report's leakage section show, this split beside
+# the naive one: (title, key).
+LEAK_ROWS = (
     ("groups in more than one split", "groups_in_several_splits"),
     ("same-group pairs across splits", "cross_split_group_pairs"),
     ("exact duplicate pairs across", "cross_split_exact_pairs"),
@@ -469,7 +470,7 @@ def _leak_lines(audit: dict) -> list[str]:
     """The leaks of this split beside the naive split's."""
     ours, naive = audit["leaks"], audit["naive_split"]["leaks"]
     lines = ["", f"  {'leaks':<36}{'this split':>12}{'naive split':>13}"]
-    for title, key in _LEAK_ROWS:
+    for title, key in LEAK_ROWS:
         lines.append(f"  {title:<36}{ours[key]:>12}{naive[key]:>13}")
     lines.append(f"  (naive: {audit['naive_split']['what']}, {audit['naive_split']['rng']})")
     return lines

@@ -11,6 +11,7 @@ import pandas as pd
 from campaign.core.figures import BAD, GOOD, NEUTRAL, empty_axes, figure_axes
 from campaign.core.io import get, read_json, read_table
 from campaign.core.stage import Section
+from campaign.data.audit import LEAK_ROWS
 
 
 def data_section(
@@ -113,16 +114,6 @@ def length_lines(lengths: pd.DataFrame) -> list[str]:
     return out
 
 
-LEAKS = (
-    ("groups_in_several_splits", "groups in several splits"),
-    ("cross_split_group_pairs", "same-group pairs across splits"),
-    ("cross_split_exact_pairs", "exact duplicate pairs across"),
-    ("cross_split_near_pairs", "near duplicate pairs across"),
-    ("eval_records_with_train_partner", "eval records with a train partner"),
-    ("leaking_pairs", "leaking pairs, total"),
-)
-
-
 def leakage_section(audit_path: Path) -> Section:
     audit = read_json(audit_path, ("leaks", "splits", "method", "records"))
     naive = (audit.get("naive_split") or {}).get("leaks") or {}
@@ -133,7 +124,7 @@ def leakage_section(audit_path: Path) -> Section:
                 "this_split": int(get(audit, ("leaks", key), audit_path)),
                 "naive_split": int(naive.get(key, 0)),
             }
-            for key, label in LEAKS
+            for label, key in LEAK_ROWS
         ]
     )
     splits = pd.DataFrame(
