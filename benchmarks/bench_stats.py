@@ -5,12 +5,12 @@ Each replication draws a crossed seed x item campaign: item difficulty a_i ~ N(l
 a per-item interaction with each treatment g_ci ~ N(0, 0.4), run-level noise u_cs ~ N(0, 0.15)
 (logit scale), and Bernoulli correctness per run and item: the per-item correctness matrices
 the stage builds from prediction tables. The truth is the mean over the item population and the
-seed population (Monte Carlo over 400,000 draws). Goals (issue 17):
+seed population (Monte Carlo over 400,000 draws). Goals:
   cell coverage and effect coverage of 95 % intervals   93-97 %
   A/A family-wise false adoption (3 cells vs control)   <= 5 %   (any decision "adopt...")
   non-inferiority adoption at a true loss = the margin  <= 2.5 %
   power at the reported minimum detectable effect       70-90 %
-Then the verdict path (issue 33), whole campaigns through stage._comparisons, stage._decide and
+Then the verdict path, whole campaigns through stage._comparisons, stage._decide and
 records.build (verdict_table; reps / --verdict-divisor campaigns per row, Monte Carlo error
 beside each rate):
   keep: a non-control cell kept with four equal cells; a worse cell kept
@@ -20,7 +20,7 @@ beside each rate):
   floor: a control-against-floor claim, all equal, k = 2, 3, 5           2.5-5 %
   per-item scores in [0, 1]: coverage 93-97 %, A/A <= 5 %, non-inferiority adoption and
         rejection at a loss equal to the margin                          <= 2.5 %
-  advice followed (issue 44): the same campaigns extended with the advised seeds (same items,
+  advice followed: the same campaigns extended with the advised seeds (same items,
         first runs kept) or items (same runs, more items): delivered power 75-85 % against
         the 80 % stated, or no count (seed sd 0.15 and 0.40 on the logit, k = 2 and 3); the
         items advice at >= 10 seed df (6 and 8 seeds, seed sd 0.15 and 0.05) followed on the
@@ -29,7 +29,7 @@ beside each rate):
   labels printed where false: "too few items" where an outcome gaining on no item adopts,
         "sits at the bar" half a standard error or more from it, "identical" where an item
         differs, an interval for identical outputs                       0
-  headline after selection (issue 44): control + 3 cells truly better (+6 points at seed sd
+  headline after selection: control + 3 cells truly better (+6 points at seed sd
         0.40, +3 at 0.15; 3 and 5 seeds): the kept cell's truth below / above its reported
         interval                                                         <= 2.5 % each
   [0, 1] non-inferiority with ~89 % of items unmoved, n = 300, 500, 1,000   <= 2.5 %
@@ -37,7 +37,7 @@ beside each rate):
   2 x 2 with equal cells: an interaction claimed, a main effect adopted  <= 5 %
   non-inferiority reject at a loss equal to the margin, exact enumeration <= 2.5 %
   macro-F1 (3 classes, the stage's draws path): cell and effect coverage 93-97 %, A/A <= 5 %
-  checkpoint choice (train.select: best_generated, issue 48; bench_stats_select): each run
+  checkpoint choice (train.select: best_generated; bench_stats_select): each run
         keeps the step chosen_step picks on a fixed validation subsample, the kept cell's
         test headline; the truth (the recipe with selection) below / above it  <= 2.5 % each
   a run's or a slice's share of 0/1 items (stats.score_interval): coverage >= 95 %
@@ -201,7 +201,7 @@ def seeds_needed_power(k: int, n: int, reps: int, seed: int, effect: float = 0.0
     return k_need, sum(d == "adopt" for d in made) / reps
 
 
-# The verdict path (issue 33): whole campaigns through the stage's own comparison rows
+# The verdict path: whole campaigns through the stage's own comparison rows
 # (stage._comparisons, stage._decide) and the verdict (records.build), on a seed-dominated
 # generator: seed sd of a run's accuracy about 4.8 points (run noise 0.32 on the logit), a
 # validation and a test split scored by the same runs (the same run noise), and a floor whose
@@ -314,7 +314,7 @@ def verdict_of(variants: list, scored: dict, seed: int) -> records.Decisions:
 
 
 def verdict_goals(reps: int, seed: int, k: int = 2) -> dict:
-    """The verdict's goals (issue 33) at k seeds, 1,000 items per split, seed sd ~4.8 points:
+    """The verdict's goals at k seeds, 1,000 items per split, seed sd ~4.8 points:
     keep under four equal cells and under a control truly min_useful_effect better, the kept
     cell's headline tails, and the cell-against-floor claims at 2, 3 and 5 seeds."""
     rng = np.random.default_rng([seed, k, 33])
@@ -352,7 +352,7 @@ def verdict_goals(reps: int, seed: int, k: int = 2) -> dict:
     return out
 
 
-# The headline of a cell kept because it was shown better (issue 44): control + 3 cells truly
+# The headline of a cell kept because it was shown better: control + 3 cells truly
 # `gain` better, seed sd `run_sd` on the logit (0.40: about 6 points of a run's accuracy),
 # k seeds; the kept cell's truth against its reported (other-split) interval.
 HEADLINE_SELECTED = ((0.40, 0.06, 3), (0.40, 0.06, 5), (0.15, 0.03, 3), (0.15, 0.03, 5))
@@ -519,7 +519,7 @@ def continuous_noninferiority(n: int, reps: int, seed: int, loss_share: float = 
     }
 
 
-# Token-F1-like scores with most items unmoved (issue 44): 40 % of items at 0 for every model,
+# Token-F1-like scores with most items unmoved: 40 % of items at 0 for every model,
 # the rest at 1 (35 %) or Beta(2, 1.5); UNMOVED_REGEN of those regenerate (a fresh score from the
 # same law, 0 with the probability that makes the population's loss the margin): about 89 % of
 # per-item differences exactly 0.
@@ -558,7 +558,7 @@ RARE_LOSS_SHARE = 1.05  # its true mean loss, as a share of the margin
 
 def rare_collapse_noninferiority(n: int, reps: int, seed: int) -> tuple[float, float, float]:
     """Non-inferiority adoption through quantized_row and decide_family when the loss sits on
-    few items (issue 33's review): a variant that scores 0 on RARE_COLLAPSE of the items and
+    few items (a review): a variant that scores 0 on RARE_COLLAPSE of the items and
     shrinks the rest slightly, its true mean loss RARE_LOSS_SHARE x the margin. At 300 items
     about a fifth of samples hold no collapsed item, so no test on the mean can see the loss:
     a known limit of the paired t (a bound free of the loss's shape would put a one-point
@@ -928,7 +928,7 @@ def ni_table(ni: int, seed: int) -> bool:
     return missed
 
 
-# The advice rows (issue 44): (seed sd on the logit, true gain) x seeds x (seeds | items).
+# The advice rows: (seed sd on the logit, true gain) x seeds x (seeds | items).
 ADVICE_SETTINGS = ((0.15, 0.03), (0.40, 0.06))
 
 
@@ -1001,7 +1001,7 @@ def items_advice_table(reps: int, seed: int) -> bool:
     return missed
 
 
-# The labels (issue 44): how often each is printed where it is false, on the shipped path
+# The labels: how often each is printed where it is false, on the shipped path
 # (questions.quantized_row / contrast_row, decide_family, words.decision_line).
 LABEL_ITEMS = 300
 LABEL_KINDS = ("unmoved", "sparse", "binary")  # _label_pairs
@@ -1099,7 +1099,7 @@ def label_table(reps: int, seed: int) -> bool:
 
 
 def verdict_table(reps: int, seed: int) -> bool:
-    """Print the verdict's goals (issue 33) with their Monte Carlo error, and the exact
+    """Print the verdict's goals with their Monte Carlo error, and the exact
     non-inferiority reject rows; True where a goal is MISSED."""
     missed = False
     print(f"\nThe verdict path, {reps} simulated campaigns per row, the floor rows "

@@ -47,7 +47,7 @@ CURVES = {
     0: -1.2 + 1.2 * (1 - np.exp(-_t / 3)),
     1: -1.2 + 1.6 * (1 - np.exp(-_t / 2)) - 0.06 * _t,
 }
-# (seed sd on the logit, seeds, subsample items): the 2 and 3 seeds, seed sd about 4.5
+# (seed sd on the logit, seeds, subsample items): 2 and 3 seeds, seed sd about 4.5
 # points (0.30) and 2.3 (0.15), 64 and 32 items judged at each step
 SETTINGS = ((0.30, 2, 64), (0.30, 3, 64), (0.15, 3, 32))
 

@@ -1,8 +1,8 @@
 """The items advice ("N more evaluation items would decide this") reads the seed part of the
 variance at its upper chi-square bound: the runs keep their seed effects when more items are
 scored, so a seed part measured at 0 (truncated) must not be read as none. Read as measured,
-the counts followed on the same runs delivered 42-64 % against the 80 % stated (bench_stats'
-items advice rows)."""
+the counts followed on the same runs delivered 50 and 60 % against the 80 % stated
+(bench_stats' items advice rows)."""
 
 from __future__ import annotations
 
@@ -44,10 +44,15 @@ def test_an_items_count_is_still_given_where_the_bound_is_below_the_gap():
     assert need["items_note"] is None
 
 
-def test_bench_rows_run_on_a_few_campaigns():
+def test_bench_rows_run_on_a_few_campaigns(capsys):
     import bench_stats
     import bench_stats_select
 
-    assert not bench_stats.items_advice_table(5, 0)
+    missed = bench_stats.items_advice_table(5, 0)
+    shipped = [line for line in capsys.readouterr().out.splitlines() if "k=6" in line]
+    # the shipped rule gives no count at 10 df on 0/1 scores (docs/statistics.md says so);
+    # a count given here would need the row's goal judged, and the docs changed
+    assert shipped and all("no count given in 5 campaigns" in line for line in shipped)
+    assert missed is False
     out = bench_stats_select.select_rows(3, 0, 0.30, 2, 16, runs=500)
     assert set(out["truth"]) == {0, 1} and len(out["rows"]) == 2

@@ -2,7 +2,7 @@
 it reads, the metric the quantize selection ranks by, whether `campaign init` may lowercase its
 texts. A new task that leaves one out fails naming the task, its class and the method, instead
 of inheriting a label task's answer unawares; the shipped tasks answer as they always have (their
-quantize keys unchanged)."""
+quantize job specs unchanged)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,25 @@ def test_a_task_that_leaves_a_decision_out_fails_naming_it(method):
     assert str(caught.value) == (
         f"task ranking: Ranking must define {method} (TaskModule.{method} has no default; "
         "see its docstring)"
+    )
+
+
+def test_a_registered_task_that_leaves_a_decision_out_is_refused_when_looked_up(monkeypatch):
+    import sys
+    import types
+
+    from campaign.core import tasks
+    from campaign.core.errors import CampaignError
+
+    module = types.ModuleType("campaign.tasks.ranking")
+    module.TASK = Ranking()
+    monkeypatch.setitem(sys.modules, "campaign.tasks.ranking", module)
+    monkeypatch.setitem(tasks.TASKS, "ranking", Ranking.info)
+    with pytest.raises(CampaignError) as caught:
+        module_of("ranking")
+    assert str(caught.value) == (
+        "task ranking: Ranking must define quantize_settings, selection_metric, init_lowercase "
+        "(TaskModule has no default for them; see their docstrings)"
     )
 
 

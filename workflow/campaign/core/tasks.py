@@ -461,7 +461,18 @@ def module_of(name: str) -> TaskModule:
     """The TaskModule of task `name` (its module's TASK), or a one-line error naming the known
     tasks. Every module under campaign.tasks counts in the code version of a stage that can call
     this (core/code.py follows `discover_member`), so editing a task's module reruns its stages."""
-    return discover_member("campaign.tasks", get(name).module).TASK
+    task = discover_member("campaign.tasks", get(name).module).TASK
+    undecided = [m for m in UNDECIDED if getattr(type(task), m) is getattr(TaskModule, m)]
+    if undecided:  # when the DAG is built or the params validated, not after the runs trained
+        raise CampaignError(
+            f"task {name}: {type(task).__name__} must define {', '.join(undecided)} "
+            "(TaskModule has no default for them; see their docstrings)"
+        )
+    return task
+
+
+# The TaskModule methods without a default: every task decides them (module_of checks).
+UNDECIDED = ("quantize_settings", "selection_metric", "init_lowercase")
 
 
 def discover_member(package: str, module: str):

@@ -361,7 +361,7 @@ def seed_upper(var_seeds: float, residual: float, seed_df: float) -> float:
     run means' mean square (var_seeds + the residual it holds, comparison.contrast's `a`;
     the residual alone where var_seeds was truncated at 0, which bounds `a` from above) at its
     chi-square bound on seed_df df, less the residual. A seed part measured at 0 is so bounded
-    above 0 (read as 0, the counts delivered 42-64 % against 80 %: ITEMS_SEED_QUANTILE)."""
+    above 0 (read as measured, the counts delivered 50-60 % against 80 %: ITEMS_SEED_QUANTILE)."""
     run_means = var_seeds + residual
     return max(
         run_means * seed_df / float(stats.chi2.ppf(ITEMS_SEED_QUANTILE, seed_df)) - residual, 0.0
@@ -437,9 +437,10 @@ ITEMS_MIN_SEED_DF = 10
 # ... and reads it at its upper (1 - ITEMS_SEED_QUANTILE) chi-square bound (seed_upper): the
 # runs keep their seed effects when more items are scored, so a seed part measured low (often
 # at 0, truncated) stays in every later estimate. Read as measured, items counts followed on the
-# same runs delivered 42-64 % at 10-14 df (seed sd 0.15 on the logit, 300 items, +3 points)
-# against the 80 % stated; at the median of the variance's distribution (quantile 0.5) 21-50 %;
-# at the 90 % bound no count is given in those campaigns (bench_stats' items advice rows).
+# same runs delivered 50 and 60 % at 10 and 14 df (seed sd 0.15 on the logit, 300 items, +3
+# points) against the 80 % stated; at the median of the variance's distribution (quantile 0.5)
+# 21-50 % on a few dozen campaigns; at the 90 % bound no count is given in those campaigns
+# (bench_stats' items advice rows), nor on 0/1 scores up to 31 seeds and 1,000 items.
 ITEMS_SEED_QUANTILE = 0.1
 
 
