@@ -12,6 +12,7 @@ import pytest
 from test_budget_stage import after_verdict, run_stage, write_inputs
 
 from campaign.budget.serving import break_even
+from campaign.core.errors import CampaignError
 
 
 def test_the_break_even_is_the_extra_training_over_the_saving_per_request():
@@ -179,3 +180,12 @@ def test_against_a_floor_the_cell_is_not_shown_above_the_break_even_says_so(tmp_
         "shown the fine-tune above this floor — the fine-tune run-a/int8_dynamic pays back after "
         "36,447 requests."
     ) in after_verdict(out["summary"].read_text()).splitlines()
+
+
+def test_a_damaged_predictions_frame_is_one_line_naming_the_file(tmp_path):
+    inputs = prompted_floors(tmp_path)
+    damaged = tmp_path / "run-a" / "int8_dynamic" / "predictions_test.parquet"
+    damaged.write_bytes(b"not a parquet file")
+    with pytest.raises(CampaignError, match=r"predictions_test.parquet: not a readable Parquet"):
+        run_stage(tmp_path, inputs)
+    assert not (tmp_path / "out" / "serving.parquet").exists()

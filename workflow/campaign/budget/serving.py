@@ -90,12 +90,10 @@ def floor_tokens(timed: dict, split: str) -> tuple[float, float]:
 
 def frame_tokens(paths: list[Path]) -> float:
     """The mean generated tokens per item (new_tokens) of the first predictions frame that
-    exists among `paths`; nan without one."""
-    import pandas as pd
-
+    exists among `paths`; nan without one. A damaged frame: one line naming it."""
     for path in paths:
         if path.is_file():
-            frame = pd.read_parquet(path)
+            frame = read_table(path)
             if "new_tokens" not in frame.columns or not len(frame):
                 return math.nan  # a label task's predictions: no generated tokens
             return float(frame["new_tokens"].mean())
