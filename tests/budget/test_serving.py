@@ -12,6 +12,7 @@ import pytest
 from test_budget_stage import after_verdict, run_stage, write_inputs
 
 from campaign.budget.serving import break_even
+from campaign.core.errors import CampaignError
 
 
 def test_the_break_even_is_the_extra_training_over_the_saving_per_request():
@@ -28,6 +29,12 @@ def test_the_break_even_is_the_extra_training_over_the_saving_per_request():
     # Cheaper to train, dearer to serve: ahead until the floor's saving catches up.
     assert break_even(-1.0, 0.0002, 0.0012) == ("until", 1000.0)
     assert break_even(math.nan, 0.0002, 0.0001)[0] == "unknown"
+    # The same training cost and a dearer request: never ahead, not "cheaper until 0 requests".
+    words, n = break_even(0.0, 1e-7, 0.001)
+    assert words == "never" and math.isnan(n)
+    # 0.3 / (0.3 - 0.2) is 3 requests exactly: a float's last bit does not make it 4.
+    assert break_even(0.3, 0.3, 0.2) == ("after", 3.0)
+    assert break_even(-0.3, 0.2, 0.3) == ("until", 3.0)
     for extra in (-2.0, -1e-9, 0.0, 1e-9, 3.0):
         for floor in (0.0, 1e-7, 0.001):
             for tuned in (0.0, 1e-7, 0.001):
@@ -43,13 +50,15 @@ FEW_SHOT_VS_CELL = {
 }  # fmt: skip
 
 
-def prompted_floors(root, zero_shot_speed: float = 1000.0) -> dict:
+def prompted_floors(
+    root, zero_shot_speed: float = 1000.0, few_shot_speed: float = 5.0, verdict=None
+) -> dict:
     """write_inputs' campaign with the generation floors' timings and frames as the floor stage
     and the quantize phase write them: a few-shot floor (1.8 s to fit its nearest choice, 5
     requests/s; on test 300 prompt + 15 generated tokens a request) and a zero-shot one (50 +
     20 tokens: the runs' prompt); run-a's variants generated 12 (int8) and 16 (fp32) tokens a
-    test item."""
-    inputs = write_inputs(root, verdict=FEW_SHOT_VS_CELL)
+    test item. `verdict`: the evaluation's (FEW_SHOT_VS_CELL unless given)."""
+    inputs = write_inputs(root, verdict=verdict or FEW_SHOT_VS_CELL)
 
     def timed(fit, speed, prompt, new):
         split = {"items": 2, "seconds": 2 / speed, "prompt_tokens": prompt, "new_tokens": new}
@@ -57,7 +66,7 @@ def prompted_floors(root, zero_shot_speed: float = 1000.0) -> dict:
                 "predict_items": 4, "predict_seconds": 4 / speed, "throughput": speed,
                 "device": "cpu"}  # fmt: skip
 
-    floors = {"floors": {"floor/few_shot": timed(1.8, 5.0, 600, 30),
+    floors = {"floors": {"floor/few_shot": timed(1.8, few_shot_speed, 600, 30),
                          "floor/zero_shot": timed(0.0, zero_shot_speed, 100, 40)},
               "threads": 1}  # fmt: skip
     (root / "floor_timings.json").write_text(json.dumps(floors))
@@ -97,10 +106,11 @@ def test_each_option_is_priced_per_request_with_the_fine_tunes_break_even(tmp_pa
     assert (tuned["prompt_tokens"], tuned["generated_tokens"]) == (50.0, 12.0)
     assert tuned["generated_tokens_per_s"] == pytest.approx(400 * 12.0)
     assert (few["generated_tokens_per_s"], few["device"]) == (75.0, "cpu")
-    # The zero-shot floor serves 1,000 requests/s, cheaper than the fine-tune: never.
+    # The zero-shot floor (1,000 requests/s) is not weighed by the evaluation: its quality is
+    # not shown equal to the fine-tune's, so its costs stand without a break-even.
     zero = rows.loc["floor/zero_shot"]
-    assert zero["break_even"] == "never" and pd.isna(zero["break_even_requests"])
-    assert zero["verdict"] == "not weighed"
+    assert pd.isna(zero["break_even"]) and pd.isna(zero["break_even_requests"])
+    assert zero["verdict"] == "not weighed" and tuned["verdict"] == "kept"
     # The equal-quality table carries the same per-request figures, a column each.
     eq = pd.read_csv(out["equal_quality_csv"]).set_index("variant")
     assert eq.loc["run-a", "generated_tokens"] == 16.0
@@ -117,15 +127,65 @@ def test_each_option_is_priced_per_request_with_the_fine_tunes_break_even(tmp_pa
     ) in lines
     assert (
         "  Against floor/zero_shot: not weighed against the kept cell (the evaluation weighs "
-        "the best floor); the fine-tune run-a/int8_dynamic never pays back (the floor costs no "
-        "more per request)."
+        "the best floor); cost only: 1.39 EUR per million requests for the fine-tune "
+        "run-a/int8_dynamic, 0.56 EUR per million requests for this floor (no break-even: the "
+        "evaluation has not weighed their quality)."
     ) in lines
     assert "match" not in out["summary"].read_text()
+    assert "never pays back" not in out["summary"].read_text()
 
 
 def test_a_floor_as_cheap_per_request_as_the_fine_tune_never_divides_by_zero(tmp_path):
-    # The zero-shot floor at int8's 400 requests/s: the same cost a request, no saving.
-    out = run_stage(tmp_path, prompted_floors(tmp_path, zero_shot_speed=400.0))
-    zero = pd.read_parquet(out["serving_parquet"]).set_index("variant").loc["floor/zero_shot"]
-    assert zero["break_even"] == "never" and pd.isna(zero["break_even_requests"])
+    # The few-shot floor at int8's 400 requests/s: the same cost a request, no saving.
+    out = run_stage(tmp_path, prompted_floors(tmp_path, few_shot_speed=400.0))
+    few = pd.read_parquet(out["serving_parquet"]).set_index("variant").loc["floor/few_shot"]
+    assert few["break_even"] == "never" and pd.isna(few["break_even_requests"])
     assert "never pays back" in out["summary"].read_text()
+
+
+def floor_kept(decision: str, estimate: float, low: float, high: float) -> dict:
+    """The verdict keeps the few-shot floor; the best cell against it: `decision`."""
+    against = {"floor": "floor/few_shot", "decision": decision, "split": "validation",
+               "estimate": estimate, "ci_low": low, "ci_high": high}  # fmt: skip
+    return {"keep": "floor/few_shot", "kind": "floor", "against_floor": against}
+
+
+def test_against_a_floor_above_the_cell_the_costs_stand_without_a_break_even(tmp_path):
+    verdict = floor_kept("below floor", -0.10, -0.14, -0.06)
+    out = run_stage(tmp_path, prompted_floors(tmp_path, verdict=verdict))
+    rows = pd.read_parquet(out["serving_parquet"]).set_index("variant")
+    few, tuned = rows.loc["floor/few_shot"], rows.loc["run-a/int8_dynamic"]
+    # The floor is 10 points above the cell: no count of requests makes a worse model pay back.
+    assert few["verdict"] == "below floor"
+    assert pd.isna(few["break_even"]) and pd.isna(few["break_even_requests"])
+    assert tuned["verdict"] == "not kept: floor/few_shot"
+    summary = out["summary"].read_text()
+    assert (
+        "  Against floor/few_shot: the best cell train.lr=0.001: below floor (-10.0 points "
+        "[-14.0, -6.0] on validation); cost only: 1.39 EUR per million requests for the "
+        "fine-tune run-a/int8_dynamic, 111.11 EUR per million requests for this floor (no "
+        "break-even: their quality differs, the cell is below floor)."
+    ) in after_verdict(summary).splitlines()
+    assert "pays back" not in summary and "the kept cell" not in after_verdict(summary)
+
+
+def test_against_a_floor_the_cell_is_not_shown_above_the_break_even_says_so(tmp_path):
+    verdict = floor_kept("not shown above floor", 0.02, -0.03, 0.07)
+    out = run_stage(tmp_path, prompted_floors(tmp_path, verdict=verdict))
+    few = pd.read_parquet(out["serving_parquet"]).set_index("variant").loc["floor/few_shot"]
+    assert (few["break_even"], few["break_even_requests"]) == ("after", 36447.0)
+    assert (
+        "  Against floor/few_shot: the best cell train.lr=0.001: not shown above floor (+2.0 "
+        "points [-3.0, +7.0] on validation); if their quality is equal — the evaluation has not "
+        "shown the fine-tune above this floor — the fine-tune run-a/int8_dynamic pays back after "
+        "36,447 requests."
+    ) in after_verdict(out["summary"].read_text()).splitlines()
+
+
+def test_a_damaged_predictions_frame_is_one_line_naming_the_file(tmp_path):
+    inputs = prompted_floors(tmp_path)
+    damaged = tmp_path / "run-a" / "int8_dynamic" / "predictions_test.parquet"
+    damaged.write_bytes(b"not a parquet file")
+    with pytest.raises(CampaignError, match=r"predictions_test.parquet: not a readable Parquet"):
+        run_stage(tmp_path, inputs)
+    assert not (tmp_path / "out" / "serving.parquet").exists()

@@ -108,6 +108,27 @@ def test_models_scored_over_different_epochs_are_refused_naming_the_log(
     assert not out.exists()
 
 
+def test_a_log_missing_one_sample_epoch_is_refused_naming_the_pair(epoch_logs, tmp_path, capsys):
+    # b over the same samples and the same 2 epochs, its sample g3's second epoch left out (as
+    # an interrupted run leaves it): not an epoch count that differs, one pair missing.
+    from inspect_ai.log import read_eval_log, write_eval_log
+
+    log = read_eval_log(str(epoch_logs["b2"]))
+    log.samples = [s for s in log.samples if (str(s.id), s.epoch) != ("g3", 2)]
+    gap = tmp_path / "gap" / epoch_logs["b2"].name
+    gap.parent.mkdir()
+    write_eval_log(log, str(gap))
+    a, out = epoch_logs["a2"], tmp_path / "out"
+    rc, err = _compare(capsys, f"a={a}", f"b={gap}", "--variant", "b=a", "--out", out)
+    assert rc == 2 and "\n" not in err and "Traceback" not in err
+    assert "epoch(s) per sample" not in err
+    assert (
+        f"{gap}: task tiny_epochs: 0 (sample, epoch) pairs are not in {a} and 1 of its are "
+        "missing (e.g. sample 'g3' epoch 2)"
+    ) in err
+    assert not out.exists()
+
+
 def test_a_log_reduced_otherwise_than_by_the_mean_is_named_in_the_assumptions(
     epoch_logs, tmp_path, capsys
 ):

@@ -8,7 +8,7 @@ import pytest
 from test_projection import plan
 
 from campaign.plan.guard_jobs import guard_lines, plan_guards
-from campaign.plan.planner import plan_report
+from campaign.plan.planner import plan_report, table_spec
 from campaign.plan.projection import project
 from campaign.plan.summary import report_lines
 
@@ -46,11 +46,21 @@ def test_a_guard_job_is_projected_at_a_runs_hours_beyond_its_steps():
 
 
 def test_without_guards_the_plan_has_no_guard_jobs_and_its_key():
+    from campaign.core.params import load_params
+
     spec, report, measurements, free = guarded(tasks=())
     spec.pop("guards")
     rows = project(spec, report, measurements, free)
     assert plan_guards(spec, rows, report, measurements) == []
     assert guard_lines([]) == []
+    # The plan table's spec (its store key) of a campaign without guards is the one it had before
+    # guards existed: no "guards" entry, so nothing of it reruns; with guards, the tasks in order.
+    params = load_params("params.yaml")
+    params["evaluation"].pop("guards", None)
+    assert "guards" not in table_spec(params)
+    params["evaluation"]["guards"] = [{"task": "g", "include": "guards/g.yaml"},
+                                      {"task": "h", "include": "guards/h.yaml"}]  # fmt: skip
+    assert table_spec(params)["guards"] == ["g", "h"]
 
 
 def test_before_the_preflight_the_guard_jobs_are_counted_without_hours(tmp_path):

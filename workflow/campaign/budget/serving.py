@@ -15,8 +15,12 @@ The break-even of a fine-tune against a floor (floor_vs_tuned): the requests aft
 its training cost more than the floor's fit is paid back by what it saves on each request,
 ceil((fine-tune training - floor fit) / (floor per request - fine-tune per request)):
 "immediately" when the fine-tune costs no more to train and no more per request, "never" when the
-floor costs no more per request (a zero difference included: no division by zero), "until" when
-the fine-tune costs less to train but more per request (it is ahead until that count).
+floor costs no more per request (a zero difference included: no division by zero) or the same to
+train, "until" when the fine-tune costs less to train but more per request (it is ahead until that
+count). A break-even is a cost figure for options of equal quality: it is given only against a
+floor the kept cell is shown above, or not shown above (then the words say it holds if their
+quality is equal); against a floor shown above the cell, or one the evaluation did not weigh, the
+costs per request only ("cost only"), and the table's break_even columns are empty.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from pathlib import Path
 
 from campaign.budget.money import format_money
 from campaign.core.io import read_table
-from campaign.evaluate import Decisions, level_words
+from campaign.evaluate import BELOW, NOT_SHOWN, Decisions, level_words
 
 HOUR_S = 3600.0
 MILLION = 1_000_000
@@ -39,7 +43,10 @@ COLUMNS = [
     "verdict_words", *TOKENS, "throughput", "throughput_of", "train_cost", "against",
     "break_even", "break_even_requests", "currency",
 ]  # fmt: skip
-NOT_COMPARED = "not weighed against the kept cell (the evaluation weighs the best floor)"
+NOT_WEIGHED = "not weighed"
+# The verdicts against a floor under which a break-even means nothing: the floor's quality shown
+# above the cell's, or not weighed (above floor and not shown above floor leave one).
+COST_ONLY = (BELOW, NOT_WEIGHED)
 
 
 def break_even(extra_train: float, floor_request: float, tuned_request: float) -> tuple[str, float]:
@@ -48,17 +55,20 @@ def break_even(extra_train: float, floor_request: float, tuned_request: float) -
     own). ("after", N): N requests, N >= 1; ("immediately", 0): cheaper or equal on both;
     ("never", nan): the floor costs no more per request while the fine-tune costs more to
     train; ("until", N): cheaper to train, dearer per request, ahead for N requests;
-    ("unknown", nan): a cost not measured."""
+    ("unknown", nan): a cost not measured. An equal training cost and a dearer request:
+    "never". The ratio is rounded to 9 significant digits before it is rounded to a count, so
+    that a float's last bit does not add a request (0.3 / (0.3 - 0.2) is 3, not 4)."""
     if not all(math.isfinite(x) for x in (extra_train, floor_request, tuned_request)):
         return "unknown", math.nan
     saving = floor_request - tuned_request
     if extra_train <= 0 and saving >= 0:
         return "immediately", 0.0
-    if saving == 0 or (saving < 0 and extra_train > 0):
+    if saving == 0 or (saving < 0 and extra_train >= 0):
         return "never", math.nan
+    ratio = float(f"{extra_train / saving:.9g}")
     if saving < 0:  # cheaper to train, dearer to serve
-        return "until", float(math.floor(extra_train / saving))
-    return "after", float(max(1, math.ceil(extra_train / saving)))
+        return "until", float(math.floor(ratio))
+    return "after", float(max(1, math.ceil(ratio)))
 
 
 def per_request(throughput: float, price_per_hour: float) -> float:
@@ -80,12 +90,10 @@ def floor_tokens(timed: dict, split: str) -> tuple[float, float]:
 
 def frame_tokens(paths: list[Path]) -> float:
     """The mean generated tokens per item (new_tokens) of the first predictions frame that
-    exists among `paths`; nan without one."""
-    import pandas as pd
-
+    exists among `paths`; nan without one. A damaged frame: one line naming it."""
     for path in paths:
         if path.is_file():
-            frame = pd.read_parquet(path)
+            frame = read_table(path)
             if "new_tokens" not in frame.columns or not len(frame):
                 return math.nan  # a label task's predictions: no generated tokens
             return float(frame["new_tokens"].mean())
@@ -115,22 +123,25 @@ def tuned_option(decisions: Decisions | None, equal: list[dict]) -> dict | None:
 
 
 def floor_verdict(decisions: Decisions, floor: str) -> tuple[str, str]:
-    """(decision, words) of the kept cell against `floor`, in the evaluation's words: its
-    verdict's comparison with the best floor, or a below_floor flag of the kept cell; else
-    not weighed."""
+    """(decision, words) of the best cell against `floor`, in the evaluation's words: its
+    verdict's comparison with the best floor ("above floor", "not shown above floor", "below
+    floor"), or a below_floor flag of the cell ("not shown above floor", "below floor"); else
+    "not weighed". The cell is "the kept cell" unless the verdict keeps a floor."""
     cell = decisions.best_cell.cell if decisions.best_cell is not None else None
-    against = decisions.verdict.against_floor if decisions.verdict is not None else None
+    verdict = decisions.verdict
+    noun = "the best cell" if verdict is not None and verdict.kind == "floor" else "the kept cell"
+    against = verdict.against_floor if verdict is not None else None
     if against is not None and against.floor == floor:
         how = ""
         if against.estimate is not None:
             low, high = against.ci_low, against.ci_high
             span = f" [{100 * low:+.1f}, {100 * high:+.1f}]" if low is not None else ""
             how = f" ({100 * against.estimate:+.1f} points{span} on {against.split})"
-        return against.decision, f"the kept cell {cell}: {against.decision}{how}"
+        return against.decision, f"{noun} {cell}: {against.decision}{how}"
     for f in decisions.below_floor:
         if f.cell == cell and f.floor == floor:
-            return f.verdict, f"the kept cell {cell}: {f.verdict}"
-    return "not weighed", NOT_COMPARED
+            return f.verdict, f"{noun} {cell}: {f.verdict}"
+    return NOT_WEIGHED, f"not weighed against {noun} (the evaluation weighs the best floor)"
 
 
 def floor_option(name: str, timed: dict, price: float, b: dict, quality: dict, split) -> dict:
@@ -195,7 +206,9 @@ def serving_rows(decisions, equal: list[dict], floor_rows: list[dict]) -> list[d
     """One row per option priced per request: the fine-tune the floors are weighed against
     (tuned_option) and every floor that ran (floor_rows, equal_quality's row shape with
     add_tokens' columns), each floor with the evaluation's words about the kept cell against it
-    and the fine-tune's break-even against it."""
+    and the fine-tune's break-even against it where their quality is not shown different in the
+    floor's favour; against the others (COST_ONLY) break_even is None, break_even_requests
+    nan."""
     tuned = tuned_option(decisions, equal)
     rows = []
     verdict = decisions.verdict if decisions is not None else None
@@ -207,7 +220,9 @@ def serving_rows(decisions, equal: list[dict], floor_rows: list[dict]) -> list[d
     for f in floor_rows:
         decision, said = floor_verdict(decisions, f["variant"])
         words, n = "unknown", math.nan
-        if tuned is not None:
+        if decision in COST_ONLY:
+            words = None  # cost only: no break-even between options of different quality
+        elif tuned is not None:
             extra = tuned["train_cost"] - (f["train_cost"] if math.isfinite(f["train_cost"]) else 0)
             words, n = break_even(extra, f["cost_per_request"], tuned["cost_per_request"])
         rows.append(f | {"verdict": decision, "verdict_words": said,
@@ -242,10 +257,31 @@ def serving_lines(rows: list[dict], offer: str, gpu: str, metric: str, currency:
             f"  {r['variant']}: {tokens}{speed}; {money(r['cost_per_million_requests'])} per "
             f"million requests; {r['quality_split']} {metric} {level}."
         )
+    tuned = next((r for r in rows if r["kind"] != "floor"), None)
     for r in rows:
         if r["kind"] == "floor":
-            out.append(f"  Against {r['variant']}: {r['verdict_words']}; {_pays(r, money)}.")
+            pays = _pays(r, money) if r["break_even"] is not None else _costs(r, tuned, money)
+            if r["verdict"] == NOT_SHOWN and r["against"]:
+                pays = (
+                    "if their quality is equal — the evaluation has not shown the fine-tune "
+                    f"above this floor — {pays}"
+                )
+            out.append(f"  Against {r['variant']}: {r['verdict_words']}; {pays}.")
     return out
+
+
+def _costs(r: dict, tuned: dict | None, money) -> str:
+    """A floor's line without a break-even: the two costs per million requests, and why."""
+    why = "the evaluation has not weighed their quality"
+    if r["verdict"] != NOT_WEIGHED:
+        why = f"their quality differs, the cell is {r['verdict']}"
+    mine = f"{money(r['cost_per_million_requests'])} per million requests for this floor"
+    if tuned is None:
+        return f"cost only: {mine} (no break-even: {why})"
+    return (
+        f"cost only: {money(tuned['cost_per_million_requests'])} per million requests for the "
+        f"fine-tune {tuned['variant']}, {mine} (no break-even: {why})"
+    )
 
 
 def _tokens(x: float) -> str:

@@ -157,10 +157,20 @@ def epoch_notes(table, reducers: dict[str, list[str] | None]) -> list[str]:
     return notes
 
 
+def _epochs_per_sample(pairs: set) -> int | None:
+    """How many epochs every sample of a log has, where each has the same epochs; else None."""
+    by_item: dict = {}
+    for item, epoch in pairs:
+        by_item.setdefault(item, set()).add(epoch)
+    sets = {frozenset(e) for e in by_item.values()}
+    return len(next(iter(sets))) if len(sets) == 1 else None
+
+
 def _check_epochs(table) -> None:
     """Every run of a task scored on the same (id, epoch) pairs, else one line naming the log:
-    the epochs of each when only they differ (an item's mean over 1 epoch and over 4 are not
-    one measurement: the paired test would read the difference in their noise as the models')."""
+    the epochs of each when only they differ, every sample of each log over the same epochs (an
+    item's mean over 1 epoch and over 4 are not one measurement: the paired test would read the
+    difference in their noise as the models'); else how many pairs differ, and one."""
     for task, rows in table.groupby(TASK):
         pairs = {}
         for source, r in rows.groupby(SOURCE):
@@ -168,8 +178,9 @@ def _check_epochs(table) -> None:
         first, *rest = sorted(pairs)
         for other in rest:
             a, b = pairs[first], pairs[other]
-            if a != b and {i for i, _ in a} == {i for i, _ in b}:
-                n_a, n_b = (len({e for _, e in x}) for x in (a, b))
+            n_a, n_b = _epochs_per_sample(a), _epochs_per_sample(b)
+            same_items = {i for i, _ in a} == {i for i, _ in b}
+            if a != b and same_items and None not in (n_a, n_b) and n_a != n_b:
                 raise CampaignError(
                     f"{other}: task {task}: {n_b} epoch(s) per sample, {first} has {n_a}; "
                     "compare needs the same epochs for every model (run each with the same "
