@@ -52,6 +52,16 @@ class Generation(TaskModule):
         tok = load_tokenizer(Path(tokenizer_folder), self.info.name)
         return {"chat_template": self.setup(model_spec, tok, root).template}
 
+    def eval_items(self, model_spec: dict) -> int | None:
+        """model.generation.eval_items (None: off)."""
+        from campaign.core.defaults import generation_settings
+
+        return generation_settings(model_spec)["eval_items"]
+
+    def generated_score(self, model, tokenizer, run, split) -> float:
+        """chat.generated_score: greedy generations scored by model.generation.metric."""
+        return chat.generated_score(model, tokenizer, run, split)
+
     # The chat pieces other phases use through the task.
     prompt_ids = staticmethod(chat.prompt_ids)
     # ------------------------------------------------------------------ end train
