@@ -159,6 +159,29 @@ def test_best_generated_keeps_an_earlier_step_and_survives_a_kill(splits, tmp_pa
         assert hash_tree(again.outputs[name]) == hash_tree(ref.outputs[name]), name
 
 
+def test_eval_items_and_the_metric_it_scores_by_are_in_the_run_id():
+    """eval_items set (and the metric then: the train stage scores with it) makes another run;
+    absent and null are one run, and without eval_items the metric stays scoring only."""
+    from campaign.plan import identity
+
+    def ident(**generation):
+        spec = _spec(eval_items=None)
+        spec["model"]["generation"] = {**spec["model"]["generation"], **generation}
+        return identity(spec)
+
+    off = ident()
+    assert ident(eval_items=None) == off
+    assert "eval_items" not in off["model"].get("generation", {})
+    assert ident(metric="exact_match") == off
+    assert ident(eval_items=4) != off
+    assert ident(eval_items=4, metric="exact_match") != ident(eval_items=4)
+    assert ident(eval_items=4)["train"] == off["train"]
+    assert "select" not in off["train"]
+    last = _spec(select="last")
+    assert identity(last) == identity(_spec())
+    assert identity(_spec(select="best_generated")) != identity(_spec())
+
+
 def test_best_generated_without_eval_items_is_refused_in_one_line(splits, tmp_path):
     spec = _spec(eval_items=None, select="best_generated")
     want = r"^train.select: best_generated needs model.generation.eval_items"
@@ -174,4 +197,36 @@ def test_best_generated_without_eval_items_is_refused_in_one_line(splits, tmp_pa
         PHASE.check_params(params)
     PHASE.check_params(
         {"model": _spec()["model"], "train": _spec(select="best_generated")["train"]}
+    )
+
+
+def test_the_forecast_counts_the_generated_scores(splits, tmp_path):
+    """The throughput check times the judged items' generation and puts it in each
+    evaluation's time: the projected run costs more with eval_items than without, by about
+    evaluations x eval_items x the measured seconds per judged item."""
+    from trainkit import preflight_config, run_preflight
+
+    from campaign.plan.projection import evaluations_per_run, run_cost
+
+    config = preflight_config(["throughput"])
+    rates = {}
+    for items in (None, 4):
+        report = run_preflight(_spec(eval_items=items), splits, config, tmp_path / str(items))
+        assert report["throughput"]["passed"], report["throughput"]
+        rates[items] = report["throughput"]["details"]["rates"]
+    off, on = rates[None], rates[4]
+    assert off["judged_seconds_per_evaluation"] == 0.0
+    assert on["generate_seconds_per_item"] > 0
+    assert on["judged_seconds_per_evaluation"] == pytest.approx(4 * on["generate_seconds_per_item"])
+    n_val = 4
+    assert on["eval_seconds_per_example"] == pytest.approx(
+        on["loss_seconds_per_example"] + on["judged_seconds_per_evaluation"] / n_val
+    )
+    recipe = _spec()["train"]
+    sizes = {"validation_examples": n_val, "test_examples": 2, "checkpoint_bytes": 0,
+             "model_bytes": 0, "prediction_bytes": 0, "log_bytes": 0}  # fmt: skip
+    evaluation = run_cost(recipe, recipe, on, sizes)["parts"]["evaluation"]
+    judged = evaluations_per_run(40, 4) * on["judged_seconds_per_evaluation"]
+    assert evaluation == pytest.approx(
+        evaluations_per_run(40, 4) * n_val * on["loss_seconds_per_example"] + judged
     )

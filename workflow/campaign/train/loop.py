@@ -512,7 +512,7 @@ class Trainer:
         result = self.evaluate("validation", final=final)
         if result is not None:
             loss, accuracy, _ = result
-            generated = self._judge()
+            generated = self.judge()
             seconds = time.perf_counter() - t0
             self.history.append(
                 {
@@ -531,7 +531,7 @@ class Trainer:
         return result
 
     # -------------------------------------------------------------- generated scores, select
-    def _judge(self) -> float | None:
+    def judge(self) -> float | None:
         """The model's mean generated score on the judged subsample now (None: eval_items off)."""
         if self.judged is None:
             return None

@@ -116,6 +116,13 @@ class Generation(TaskModule):
     scoring_only_settings = ("metric",)
     settings_defaults = GENERATION_DEFAULTS
 
+    def own_settings(self, model: dict, scoring: bool = True) -> dict:
+        """TaskModule.own_settings, but the metric is kept when model.generation.eval_items is
+        set: the train stage then scores with it (the generated-score curve, train.select's
+        choice), so it is in the run spec and its id."""
+        judged = (model.get(self.settings_key) or {}).get("eval_items") is not None
+        return super().own_settings(model, scoring=scoring or judged)
+
     def selection_metric(self, metric, model: dict) -> str:
         """model.generation.metric, whatever evaluation.metric says."""
         return self.metric_of(model)
