@@ -18,7 +18,7 @@ from campaign.core.hashing import hash_tree
 from campaign.data import conversations as conv
 from campaign.train import PHASE, Trainer, checkpoint, read_data, run_training
 from campaign.train.batches import Split
-from campaign.train.loop import judged_subsample
+from campaign.train.judged import judged_subsample
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -144,7 +144,7 @@ def _check_params(params: dict) -> None:
     # train.select: best_generated needs generated scores (model.generation.eval_items), in the
     # baseline and in every level an ablation gives it.
     from campaign.core.tasks import module_of
-    from campaign.train.loop import check_select
+    from campaign.train.judged import check_select
 
     factors = ((params.get("ablation") or {}).get("factors") or {}).get("train") or {}
     eval_items = module_of(params["model"]["task"]).eval_items(params["model"])

@@ -28,6 +28,7 @@ from campaign.core.tasks import module_of
 from campaign.plan import identity, run_id
 from campaign.train import checkpoint, devices, distributed, models, optim
 from campaign.train.batches import DataOrder, Split, count_targets, micro_batches, read_split
+from campaign.train.judged import check_select, judged_subsample
 from campaign.train.packing import check_packing
 from campaign.train.processes import signals_handled
 from campaign.train.recipe import GROUP_MICRO_BATCHES, Recipe, lr_factor
@@ -52,10 +53,6 @@ METRIC_DTYPES = {
     "kept": "boolean",
 }
 METRIC_COLUMNS = tuple(METRIC_DTYPES)
-# The fixed validation subsample generated on during training: the eval_items records whose
-# hash_value([JUDGED_SALT, id]) come first, kept in file order. It depends on the validation
-# split's ids alone (not on a run's seed), so every run of a campaign is judged on the same items.
-JUDGED_SALT = "eval_items"
 # timings.json: how long each took (a run's volatile output: recorded, not compared).
 TIMING_COLUMNS = ("step", "split", "seconds", "tokens_per_s", "samples_per_s")
 # A scheduler's warning before the time limit and its cancellation: the loop finishes the step,
@@ -69,24 +66,6 @@ def dropout_seed(seed: int, step: int, micro_batch: int) -> int:
     """The torch seed before micro-batch `micro_batch` of optimizer step `step` (0-based): the
     dropout masks of a run do not depend on which device runs which micro-batch."""
     return int(hash_value(["dropout", seed, step, micro_batch])[:15], 16)
-
-
-def judged_subsample(split: Split, n: int) -> Split:
-    """The split's n records whose hash_value([JUDGED_SALT, id]) come first, in file order (all
-    of them when n >= its size): the same records for every run with the same split."""
-    ranked = sorted(range(len(split)), key=lambda i: hash_value([JUDGED_SALT, split.ids[i]]))
-    keep = sorted(ranked[:n])
-
-    def pick(values):
-        return None if values is None else [values[i] for i in keep]
-
-    return Split(
-        ids=pick(split.ids),
-        texts=pick(split.texts),
-        labels=pick(split.labels),
-        messages=pick(split.messages),
-        sources=pick(split.sources),
-    )
 
 
 class _NoProgress:
@@ -676,15 +655,6 @@ def metrics_table(rows: list[dict]):
     if frame.empty:
         frame = pd.DataFrame(columns=list(METRIC_COLUMNS))
     return frame.astype(METRIC_DTYPES)
-
-
-def check_select(select: str, eval_items: int | None) -> None:
-    """train.select: best_generated chooses by generated scores, so it needs eval_items."""
-    if select == "best_generated" and eval_items is None:
-        raise CampaignError(
-            "train.select: best_generated needs model.generation.eval_items (the validation "
-            "items it chooses by); set eval_items, or select last"
-        )
 
 
 def read_data(inputs: dict[str, list[Path]]) -> Data:

@@ -35,7 +35,7 @@ def read_curves(paths: list[Path]) -> pd.DataFrame:
         return pd.DataFrame(columns=columns)
     curves = pd.concat(frames, ignore_index=True)[columns]
     curves["step"] = curves["step"].astype("int64")
-    curves[KEPT] = curves[KEPT].fillna(False).astype(bool)
+    curves[KEPT] = curves[KEPT].astype(object).eq(True)  # missing: not kept
     return curves.astype({"loss": "float64", "accuracy": "float64", GENERATED: "float64"})
 
 
