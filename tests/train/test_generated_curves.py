@@ -41,8 +41,11 @@ def test_the_report_names_the_kept_step_and_draws_the_generated_curve(paths):
     curves = read_curves(paths)
     section = curves_section(curves)
     text = "\n".join(section.lines)
-    assert "run-a: kept step 16 of 24: best generated score on validation (45.0 %" in text
-    assert "run-b: kept step 24 of 24 (41.0 %" in text
+    assert (
+        "run-a: kept step 16 of 24: best generated score on validation "
+        "(45.0 %; the last step's 38.0 %)."
+    ) in text
+    assert "run-b: kept step 24 of 24 (41.0 %)." in text
     assert "the test split, which the choice never saw, is the headline" in text
     table = section.tables[0][1]
     assert table["kept_step"].tolist() == [16, 24]

@@ -12,7 +12,7 @@ import pandas as pd
 from campaign.core.figures import empty_axes, figure_axes
 from campaign.core.io import read_table
 from campaign.core.stage import Section
-from campaign.core.wording import level_words
+from campaign.core.wording import level_words, percent
 
 # metrics.parquet's columns the curves read; GENERATED and KEPT are absent from a table
 # written before generated scores (read as missing and False).
@@ -99,9 +99,9 @@ def kept_lines(table: pd.DataFrame) -> list[str]:
     score the choice was made on: optimistic; the test split is the headline)."""
     lines = []
     for row in table.itertuples(index=False):
-        score = level_words(row.kept_generated, None, None)
+        score = percent(row.kept_generated)
         if row.kept_step < row.steps:
-            last = level_words(row.last_generated, None, None)
+            last = percent(row.last_generated)
             lines.append(
                 f"{row.run}: kept step {row.kept_step} of {row.steps}: best generated score on "
                 f"validation ({score}; the last step's {last})."
