@@ -38,6 +38,8 @@ TRAIN_DEFAULTS = MappingProxyType(
         "command": None,
         # named training commands train.command may name: none
         "commands": {},
+        # which step's model the run keeps (train/select.py): the last
+        "select": "last",
     }
 )
 
@@ -69,6 +71,8 @@ GENERATION_DEFAULTS = MappingProxyType(
         "batch_size": 8,
         # the largest share of training answers train.max_length may cut
         "max_truncated_share": 0.02,
+        # validation items generated and scored at each train.eval_every: none (off)
+        "eval_items": None,
     }
 )
 

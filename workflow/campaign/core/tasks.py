@@ -196,6 +196,19 @@ class TaskModule:
         generation task: the chat template the campaign formats and scores with); {} here."""
         return {}
 
+    def eval_items(self, model_spec: dict) -> int | None:
+        """How many validation items the loop generates and scores at each evaluation
+        (model.generation.eval_items for a task judged on generated text; None: off). The
+        default: None, the task's curve is evaluate's score (a label task's accuracy)."""
+        return None
+
+    def generated_score(self, model, tokenizer, run, split) -> float:
+        """The mean per-item score in [0, 1] of the model's greedy generations on `split` (the
+        loop's fixed validation subsample, a train.batches.Split), by the task's metric: the
+        training curve train.select: best_generated chooses by. Only a task with eval_items
+        has one."""
+        self._unsupported("generated scores during training")
+
     # ------------------------------------------------------------------ end train
 
     # ------------------------------------------------------------------ preflight and memory

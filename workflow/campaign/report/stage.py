@@ -210,6 +210,9 @@ def stage_report(ctx) -> None:
     ctx.outputs["html"].write_text(page, encoding="utf-8")
     ctx.outputs["markdown"].write_text(markdown, encoding="utf-8")
     train = curves[curves["split"] == "train"][["run", "step", "loss"]]
-    val = curves[curves["split"] == "validation"][["run", "step", "loss", "accuracy"]]
+    val = curves[curves["split"] == "validation"]
+    judged = "generated" in val.columns and val["generated"].notna().any()
+    # a generation run's judged curve (model.generation.eval_items) beside its loss
+    val = val[["run", "step", "loss", "accuracy", *(["generated"] if judged else [])]]
     train.to_csv(ctx.outputs["train_curves"], index=False, float_format="%.6g")
     val.to_csv(ctx.outputs["validation_curves"], index=False, float_format="%.6g")

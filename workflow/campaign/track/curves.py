@@ -11,14 +11,17 @@ NEEDED = ("step", "split", "loss", "lr")
 
 
 def read_curves(path: Path, metric: str) -> dict[str, list[tuple[int, float]]]:
-    """train/loss and train/lr per train step; validation/loss and validation/<metric> per
-    validation pass. Steps in the table's order; a missing value (NaN) is left out."""
+    """train/loss and train/lr per train step; validation/loss, validation/<metric> and
+    validation/generated (the mean generated score on the judged validation items,
+    model.generation.eval_items) per validation pass. Steps in the table's order; a missing
+    value (NaN), or a column the table lacks, is left out."""
     table = read_table(path, NEEDED)
     wanted = {
         "train/loss": ("train", "loss"),
         "train/lr": ("train", "lr"),
         "validation/loss": ("validation", "loss"),
         f"validation/{metric}": ("validation", metric),
+        "validation/generated": ("validation", "generated"),
     }
     curves = {}
     for name, (split, column) in wanted.items():

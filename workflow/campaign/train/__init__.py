@@ -152,6 +152,15 @@ def _check_params(params: dict) -> None:
     refusal = packing_refusal(params["model"]["task"])
     if train.get("packing") and refusal is not None:
         raise CampaignError(f"train.packing: {refusal}; set false")
+    # train.select: best_generated needs generated scores (model.generation.eval_items), in the
+    # baseline and in every level an ablation gives it.
+    from campaign.core.tasks import module_of
+    from campaign.train.judged import check_select
+
+    factors = ((params.get("ablation") or {}).get("factors") or {}).get("train") or {}
+    eval_items = module_of(params["model"]["task"]).eval_items(params["model"])
+    for select in {train.get("select", "last"), *factors.get("select", ())}:
+        check_select(select, eval_items)
     if train["warmup_steps"] > train["max_steps"]:
         raise CampaignError(
             f"train.warmup_steps: {train['warmup_steps']} is more than train.max_steps "

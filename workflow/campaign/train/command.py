@@ -370,10 +370,8 @@ def _check_labels(model, labels: list[str], task: str) -> None:
 
 def metrics_frame(progress: list[dict], validation: tuple[float, float] | None, step: int):
     """metrics.parquet as the built-in loop writes it (loop.METRIC_COLUMNS): the command's
-    progress lines as train rows, and the saved model's validation row."""
-    import pandas as pd
-
-    from campaign.train.loop import METRIC_COLUMNS
+    progress lines as train rows, and the saved model's validation row (the kept one)."""
+    from campaign.train.loop import metrics_table
 
     rows = [
         {
@@ -383,17 +381,14 @@ def metrics_frame(progress: list[dict], validation: tuple[float, float] | None, 
             "lr": r.get("lr"),
             "grad_norm": r.get("grad_norm"),
             "tokens": r.get("tokens"),
+            "kept": False,
         }
         for r in last_per_step(progress)
     ]
     if validation is not None:
         rows.append({"step": step, "split": "validation", "loss": validation[0],
-                     "accuracy": validation[1]})  # fmt: skip
-    frame = pd.DataFrame([{k: row.get(k) for k in METRIC_COLUMNS} for row in rows])
-    return frame.astype(
-        {"step": "int64", "split": "string", "loss": "float64", "accuracy": "float64",
-         "lr": "float64", "grad_norm": "float64", "targets": "Int64", "tokens": "Int64"}
-    )  # fmt: skip
+                     "accuracy": validation[1], "kept": True})  # fmt: skip
+    return metrics_table(rows)
 
 
 def last_per_step(progress: list[dict]) -> list[dict]:

@@ -37,7 +37,7 @@ SCHEDULES = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "
 # with the value its arguments do train with: the train defaults, and for train.lora (required
 # in params, so without a default) null, the full fine-tune a Trainer runs on the model it gets.
 _DEFAULTED = ("optimizer", "gradient_checkpointing", "group_by_length", "packing",
-              "base_dropout", "base_quantization")  # fmt: skip
+              "base_dropout", "base_quantization", "select")  # fmt: skip
 UNMAPPED = MappingProxyType({**{k: TRAIN_DEFAULTS[k] for k in _DEFAULTED}, "lora": None})
 
 

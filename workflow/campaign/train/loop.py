@@ -28,14 +28,31 @@ from campaign.core.tasks import module_of
 from campaign.plan import identity, run_id
 from campaign.train import checkpoint, devices, distributed, models, optim
 from campaign.train.batches import DataOrder, Split, count_targets, micro_batches, read_split
+from campaign.train.judged import check_select, judged_subsample
 from campaign.train.packing import check_packing
 from campaign.train.processes import signals_handled
 from campaign.train.recipe import GROUP_MICRO_BATCHES, Recipe, lr_factor
+from campaign.train.select import chosen_step
 from campaign.train.steps import accumulate, param_groups
 
 EVAL_SPLITS = ("validation", "test")
 # metrics.parquet: what a step or an evaluation computed, the same bytes on every identical run.
-METRIC_COLUMNS = ("step", "split", "loss", "accuracy", "lr", "grad_norm", "targets", "tokens")
+# generated: a validation row's mean score of greedy generations on the fixed subsample
+# (model.generation.eval_items; missing when off); kept: the row of the step whose model the
+# run kept (train.select), one validation row per run (none when validation is empty).
+METRIC_DTYPES = {
+    "step": "int64",
+    "split": "string",
+    "loss": "float64",
+    "accuracy": "float64",
+    "lr": "float64",
+    "grad_norm": "float64",
+    "targets": "Int64",
+    "tokens": "Int64",
+    "generated": "float64",
+    "kept": "boolean",
+}
+METRIC_COLUMNS = tuple(METRIC_DTYPES)
 # timings.json: how long each took (a run's volatile output: recorded, not compared).
 TIMING_COLUMNS = ("step", "split", "seconds", "tokens_per_s", "samples_per_s")
 # A scheduler's warning before the time limit and its cancellation: the loop finishes the step,
@@ -112,6 +129,9 @@ class Trainer:
         self.history: list[dict] = []
         self.train_seconds = 0.0
         self.resumed_from: int | None = None
+        # train.select best_generated: {"step", "model"} of the best generated step so far
+        # (the model's trainable state, on the CPU); checkpointed, restored by keep_chosen().
+        self.best: dict | None = None
         self.saved_step: int | None = None  # the step of the newest checkpoint in work_dir
         self.stop_signal: int | None = None  # set by a PREEMPT_SIGNALS handler during run()
 
@@ -124,6 +144,8 @@ class Trainer:
         self.recipe = Recipe.from_spec(spec["train"])
         models.check_model_spec(self.model_spec)
         self.task_module = module_of(self.task)
+        self.eval_items = self.task_module.eval_items(self.model_spec)
+        check_select(self.recipe.select, self.eval_items)
         self.seed = int(spec["seed"])
         self.work_dir = Path(work_dir)
         self.stream = sys.stderr if stream is None else stream
@@ -189,6 +211,12 @@ class Trainer:
             name: self._encode(getattr(data, name)) for name in ("train", *EVAL_SPLITS)
         }
         self.task_module.check_train_examples(self.run_setup, self.examples["train"])
+        # model.generation.eval_items: the validation records generated on at each evaluation.
+        self.judged = (
+            judged_subsample(data.validation, self.eval_items)
+            if self.eval_items is not None and len(data.validation)
+            else None
+        )
         # What a split's final score is called: accuracy, or for a task that generates none
         # here (the evaluation scores the generated text) the loss per target token.
         self.score_name = self.task_module.score_name
@@ -255,6 +283,7 @@ class Trainer:
             "data_order": self.order.state_dict(),
             "history": self.history,
             "train_seconds": self.train_seconds,
+            "best": self.best,
         }
 
     def _model_state(self) -> dict[str, Any]:
@@ -270,13 +299,16 @@ class Trainer:
     def frozen_base(self) -> bool:
         return self.quantized_base or self.recipe.lora is not None
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def _load_model_state(self, model_state: dict[str, Any]) -> None:
         if self.frozen_base:
             from campaign.train.basequant import load_trainable_state
 
-            load_trainable_state(self.model, state["model"])
+            load_trainable_state(self.model, model_state)
         else:
-            self.model.load_state_dict(state["model"])
+            self.model.load_state_dict(model_state)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._load_model_state(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
@@ -285,6 +317,7 @@ class Trainer:
         self.step = int(state["step"])
         self.history = list(state["history"])
         self.train_seconds = float(state["train_seconds"])
+        self.best = state.get("best")  # absent from a checkpoint of a run that selects last
 
     def resume(self) -> int | None:
         """Load the newest good checkpoint from work_dir; returns its step (None: fresh start)."""
@@ -438,7 +471,9 @@ class Trainer:
                 last = self.step == r.max_steps
                 fields = {"loss": row["loss"], "lr": row["lr"]}
                 due = self.step % r.eval_every == 0 or last
-                if self.rank == 0 and due and (final_evaluation or not last):
+                # best_generated judges the last step here too: the choice precedes the save.
+                judge_last = final_evaluation or self.recipe.select != "last"
+                if self.rank == 0 and due and (judge_last or not last):
                     result = self._validate()
                     if result is not None and result[1] is not None:
                         fields["val_acc"] = result[1]
@@ -450,11 +485,13 @@ class Trainer:
 
     # -------------------------------------------------------------- evaluation
     def _validate(self, final: bool = False) -> tuple[float, float, np.ndarray] | None:
-        """Score the validation split now and append its row (step, loss, accuracy) to history."""
+        """Score the validation split now and append its row (step, loss, accuracy, and the
+        generated score of the judged subsample) to history."""
         t0 = time.perf_counter()
         result = self.evaluate("validation", final=final)
         if result is not None:
             loss, accuracy, _ = result
+            generated = self.judge()
             seconds = time.perf_counter() - t0
             self.history.append(
                 {
@@ -463,11 +500,64 @@ class Trainer:
                     "split": "validation",
                     "loss": loss,
                     "accuracy": accuracy,
+                    "generated": generated,
                     "seconds": seconds,
                     "samples_per_s": len(self.examples["validation"]) / seconds,
                 }
             )
+            if generated is not None and self.recipe.select == "best_generated":
+                self._keep_if_best()
         return result
+
+    # -------------------------------------------------------------- generated scores, select
+    def judge(self) -> float | None:
+        """The model's mean generated score on the judged subsample now (None: eval_items off)."""
+        if self.judged is None:
+            return None
+        score = self.task_module.generated_score(
+            self.model, self.tokenizer, self.run_setup, self.judged
+        )
+        return float(score)
+
+    def generated_scores(self) -> dict[int, float]:
+        """{step: generated score} of the validation rows that have one."""
+        return {
+            int(row["step"]): float(row["generated"])
+            for row in self.history
+            if row["split"] == "validation" and row.get("generated") is not None
+        }
+
+    def chosen(self) -> int:
+        """The step whose model the run keeps (train.select; select.chosen_step)."""
+        return chosen_step(self.generated_scores(), self.recipe.select, self.step)
+
+    def _keep_if_best(self) -> None:
+        """After a judged evaluation: a copy of the model's trainable state when this step is
+        the choice so far (the latest of ties)."""
+        if self.chosen() != self.step:
+            return
+        state = self._model_state()
+        self.best = {
+            "step": self.step,
+            "model": {k: v.detach().to("cpu", copy=True) for k, v in state.items()},
+        }
+
+    def keep_chosen(self) -> int:
+        """Before the model is saved: load the chosen step's weights (train.select) when that
+        step is not the last; returns the chosen step."""
+        step = self.chosen()
+        if step != self.step:
+            if self.best is None or self.best["step"] != step:
+                raise CampaignError(
+                    f"train.select: step {step} was chosen, but the run holds no copy of its model"
+                )
+            self._load_model_state(self.best["model"])
+            print(
+                f"train: kept step {step} of {self.step} (best generated score on validation)",
+                file=self.stream,
+                flush=True,
+            )
+        return step
 
     def final_scores(self) -> dict[str, tuple[float, float, np.ndarray] | None]:
         """{split: evaluate(split)} for EVAL_SPLITS, each scored once on the model as it is now;
@@ -525,21 +615,16 @@ class Trainer:
         return self.task_module.predictions(self.run_setup, getattr(self.data, split), scored)
 
     def metrics_frame(self):
-        import pandas as pd
 
-        frame = pd.DataFrame([{k: row.get(k) for k in METRIC_COLUMNS} for row in self.history])
-        return frame.astype(
+        kept = self.chosen()
+        rows = [
             {
-                "step": "int64",
-                "split": "string",
-                "loss": "float64",
-                "accuracy": "float64",
-                "lr": "float64",
-                "grad_norm": "float64",
-                "targets": "Int64",
-                "tokens": "Int64",
+                **{k: row.get(k) for k in METRIC_COLUMNS},
+                "kept": row["split"] == "validation" and row["step"] == kept,
             }
-        )
+            for row in self.history
+        ]
+        return metrics_table(rows)
 
     def timing_columns(self) -> dict[str, list]:
         """Per step and evaluation: seconds and rates, column by column (JSON-able)."""
@@ -560,6 +645,16 @@ class Trainer:
             self.labels,
             self.recipe.base_quantization,
         )
+
+
+def metrics_table(rows: list[dict]):
+    """metrics.parquet's frame: METRIC_COLUMNS of `rows` (a missing key: missing), typed."""
+    import pandas as pd
+
+    frame = pd.DataFrame([{k: row.get(k) for k in METRIC_COLUMNS} for row in rows])
+    if frame.empty:
+        frame = pd.DataFrame(columns=list(METRIC_COLUMNS))
+    return frame.astype(METRIC_DTYPES)
 
 
 def read_data(inputs: dict[str, list[Path]]) -> Data:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from campaign.core.defaults import TRAIN_DEFAULTS, with_train_defaults
 from campaign.core.errors import CampaignError
 from campaign.train import models, optim
+from campaign.train.select import SELECT_MODES
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 SCHEDULES = ("constant", "linear", "cosine")
@@ -57,6 +58,8 @@ class Recipe:
     # commands; null or builtin: this loop.
     command: dict | str | None
     commands: dict | None
+    # which step's model the run keeps (select.py): the last, or the best generated one.
+    select: str
 
     @classmethod
     def from_spec(cls, train: dict) -> Recipe:
@@ -99,6 +102,10 @@ class Recipe:
         for key in ("gradient_checkpointing", "group_by_length", "packing", "base_dropout"):
             if not isinstance(getattr(self, key), bool):
                 raise CampaignError(f"train.{key}: expected true or false")
+        if self.select not in SELECT_MODES:
+            raise CampaignError(
+                f"train.select: {self.select!r} is not one of {', '.join(SELECT_MODES)}"
+            )
         optim.check_name(self.optimizer)
         if self.lora is not None:
             models.check_lora(self.lora)

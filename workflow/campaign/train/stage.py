@@ -55,9 +55,14 @@ def run_manifest(
     """What the run is and computed, identical for identical runs (no timings, no paths, no host:
     those are in timings.json)."""
     total, trainable = models.count_parameters(trainer.model)
+    # the kept step's validation row (train.select; the last row when it has none)
+    kept = trainer.chosen()
     validation = [r for r in trainer.history if r["split"] == "validation"]
+    validation = [r for r in validation if r["step"] != kept] + [
+        r for r in validation if r["step"] == kept
+    ]
     final = (
-        {k: validation[-1].get(k) for k in ("step", "split", "loss", "accuracy")}
+        {k: validation[-1].get(k) for k in ("step", "split", "loss", "accuracy", "generated")}
         if validation
         else None
     )
@@ -82,6 +87,19 @@ def run_manifest(
         * trainer.recipe.batch_examples
         / len(trainer.examples["train"]),
         "final_validation": final,
+        "selected": selected(trainer),
+    }
+
+
+def selected(trainer: Trainer) -> dict:
+    """train.select and the step it kept, with that step's generated score (None: not judged)."""
+    step = trainer.chosen()
+    return {
+        "select": trainer.recipe.select,
+        "step": step,
+        "of_steps": trainer.step,
+        "generated": trainer.generated_scores().get(step),
+        "eval_items": trainer.eval_items,
     }
 
 
@@ -147,6 +165,7 @@ def run_training(
     if trainer.rank != 0:
         return trainer  # rank 0 writes the run's outputs
     device = devices.device_info(trainer.device, lease)
+    trainer.keep_chosen()  # train.select: the chosen step's weights are the run's model
     trainer.save_model(outputs["model"])  # and merges a LoRA adapter for the predictions
     # Each split scored once, on the saved model: the last validation row comes from the
     # predictions' own scores.
@@ -156,7 +175,7 @@ def run_training(
         print(
             f"train: validation {trainer.score_name} "
             f"{loss if accuracy is None else accuracy:.4g} at step "
-            f"{trainer.step} "
+            f"{trainer.chosen()} "
             "(the saved model)",
             file=trainer.stream,
             flush=True,

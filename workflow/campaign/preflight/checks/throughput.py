@@ -41,7 +41,12 @@ def run(bench: Bench) -> Result:
     t0 = time.perf_counter()
     trainer.evaluate(split)
     sync(trainer.device)
-    eval_s_per_example = (time.perf_counter() - t0) / max(n_eval, 1)
+    loss_s_per_example = (time.perf_counter() - t0) / max(n_eval, 1)
+    judged = judged_cost(bench, trainer)
+    # The projection (plan/projection.py) prices n_validation x eval_seconds_per_example per
+    # evaluation: the judged items' generation is spread over the validation examples there.
+    n_val = len(bench.full.validation)
+    eval_s_per_example = loss_s_per_example + judged["seconds_per_evaluation"] / max(n_val, 1)
     folder = bench.scratch("throughput")
     t0 = time.perf_counter()
     save_checkpoint(folder, trainer.state_dict(), 1)
@@ -64,6 +69,9 @@ def run(bench: Bench) -> Result:
             "max": max(r["seconds"] for r in rows),
         },
         "eval_seconds_per_example": eval_s_per_example,
+        "loss_seconds_per_example": loss_s_per_example,
+        "generate_seconds_per_item": judged["seconds_per_item"],
+        "judged_seconds_per_evaluation": judged["seconds_per_evaluation"],
         "checkpoint_save_seconds": save_s,
     }
     details = {
@@ -83,6 +91,24 @@ def run(bench: Bench) -> Result:
     return Result(True, summary, details)
 
 
+def judged_cost(bench: Bench, trainer) -> dict:
+    """What model.generation.eval_items adds to each evaluation: the judged items' greedy
+    generation and scoring, timed on the sample's judged items and scaled to the campaign's
+    (min(eval_items, validation records)). Zero when eval_items is off."""
+    if trainer.judged is None or not len(trainer.judged):
+        return {"seconds_per_item": 0.0, "seconds_per_evaluation": 0.0, "items": 0}
+    t0 = time.perf_counter()
+    trainer.judge()
+    sync(trainer.device)
+    per_item = (time.perf_counter() - t0) / len(trainer.judged)
+    items = min(trainer.eval_items, len(bench.full.validation))
+    return {
+        "seconds_per_item": per_item,
+        "seconds_per_evaluation": per_item * items,
+        "items": items,
+    }
+
+
 def describe(d: dict) -> list[str]:
     r = d.get("rates")
     if not r:
@@ -94,4 +120,16 @@ def describe(d: dict) -> list[str]:
         + " / ".join(f"{1000 * r['step_seconds'][k]:.1f} ms" for k in ("min", "median", "max")),
         f"evaluation {1000 * r['eval_seconds_per_example']:.2f} ms per example; a checkpoint "
         f"{r['checkpoint_save_seconds']:.2f} s",
+        *judged_lines(r),
+    ]
+
+
+def judged_lines(r: dict) -> list[str]:
+    """The generated score's share of an evaluation (model.generation.eval_items), when on."""
+    per_eval = r.get("judged_seconds_per_evaluation") or 0.0
+    if not per_eval:
+        return []
+    return [
+        f"generated score: {1000 * r['generate_seconds_per_item']:.1f} ms per judged item, "
+        f"{per_eval:.2f} s per evaluation (in the evaluation's time per example)"
     ]

@@ -52,6 +52,16 @@ class Generation(TaskModule):
         tok = load_tokenizer(Path(tokenizer_folder), self.info.name)
         return {"chat_template": self.setup(model_spec, tok, root).template}
 
+    def eval_items(self, model_spec: dict) -> int | None:
+        """model.generation.eval_items (None: off)."""
+        from campaign.core.defaults import generation_settings
+
+        return generation_settings(model_spec)["eval_items"]
+
+    def generated_score(self, model, tokenizer, run, split) -> float:
+        """chat.generated_score: greedy generations scored by model.generation.metric."""
+        return chat.generated_score(model, tokenizer, run, split)
+
     # The chat pieces other phases use through the task.
     prompt_ids = staticmethod(chat.prompt_ids)
     # ------------------------------------------------------------------ end train
@@ -109,6 +119,13 @@ class Generation(TaskModule):
     def quantize_settings(self, section: dict) -> dict:
         """No sample generation beside the scores: its variants generate every answer."""
         return {"generation": None}
+
+    def own_settings(self, model: dict, scoring: bool = True) -> dict:
+        """TaskModule.own_settings, but the metric is kept when model.generation.eval_items is
+        set: the train stage then scores with it (the generated-score curve, train.select's
+        choice), so it is in the run spec and its id."""
+        judged = (model.get(self.settings_key) or {}).get("eval_items") is not None
+        return super().own_settings(model, scoring=scoring or judged)
 
     def selection_metric(self, metric, model: dict) -> str:
         """model.generation.metric, whatever evaluation.metric says."""

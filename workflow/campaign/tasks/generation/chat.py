@@ -26,7 +26,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from campaign.core.defaults import MODEL_DEFAULTS, generation_settings, special_tokens_policy
+from campaign.core.defaults import (
+    GENERATION_DEFAULTS,
+    MODEL_DEFAULTS,
+    generation_settings,
+    special_tokens_policy,
+)
 from campaign.core.errors import CampaignError
 from campaign.core.tasks import check_template_file
 from campaign.data import (
@@ -392,8 +397,9 @@ def metric_of(model_spec: dict) -> str:
 
 @dataclass(frozen=True)
 class Setup:
-    """What a run of this task fixes before it trains: the template and how it generates (the
-    metric is not here: nothing that generates scores, evaluate/scoring.py does)."""
+    """What a run of this task fixes before it trains: the template and how it generates, and
+    the metric its generated score during training is judged by (model.generation.eval_items:
+    generated_score; the evaluation's scores of the final predictions are evaluate/scoring.py's)."""
 
     template: str
     max_new_tokens: int
@@ -401,6 +407,8 @@ class Setup:
     max_truncated_share: float
     # data.special_tokens: refuse, escape or keep (data/control_tokens.py)
     special_tokens: str = "refuse"
+    # model.generation.metric: what generated_score scores each item by
+    metric: str = GENERATION_DEFAULTS["metric"]
 
     @property
     def escape(self) -> bool:
@@ -419,6 +427,7 @@ def setup(model_spec: dict, tokenizer, root: Path) -> Setup:
         batch_size=settings["batch_size"],
         max_truncated_share=settings["max_truncated_share"],
         special_tokens=special_tokens_policy(model_spec),
+        metric=settings["metric"],
     )
 
 
@@ -501,6 +510,32 @@ def evaluate(
     frame["nll"] = np.asarray(nll, dtype=np.float64)
     frame["tokens"] = np.asarray(tokens, dtype=np.int64)
     return loss, None, frame
+
+
+def generated_score(model, tokenizer, run: Setup, split) -> float:
+    """The mean per-item score in [0, 1] (model.generation.metric, text_scores.score_items) of
+    greedy generations from the split's prompts: the training curve of model.generation.eval_items
+    (the loop passes its fixed validation subsample). The model is left in eval mode."""
+    from campaign.tasks.generation.text_scores import score_items
+
+    model.eval()
+    talks = Conversations(
+        list(split.ids),
+        [parse_messages(c, f"record {i}") for i, c in zip(split.ids, split.messages, strict=True)],
+    )
+    frame, _out = predict(
+        model,
+        tokenizer,
+        run.template,
+        talks,
+        max_new_tokens=run.max_new_tokens,
+        batch_size=run.batch_size,
+        escape=run.escape,
+    )
+    scores = score_items(
+        run.metric, frame["prediction"].tolist(), frame["reference"].tolist(), talks.ids
+    )
+    return float(scores.mean())
 
 
 def item_losses(model, batch) -> tuple[list[float], list[int]]:

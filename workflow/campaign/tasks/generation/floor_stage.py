@@ -30,6 +30,11 @@ FROM_CONFIG_SKIPPED = (
 )
 
 
+# model.generation keys the training loop reads and no floor does: the judged subsample, and the
+# metric it is scored with (in a run's id only when eval_items is set).
+TRAIN_ONLY = ("eval_items", "metric")
+
+
 def floor_spec(params: dict) -> dict:
     """The generation floors' part of the floor spec: the zero-shot base model prompted with the
     runs' template and settings (the evaluation scores every floor by the runs' metric), the
@@ -38,7 +43,12 @@ def floor_spec(params: dict) -> dict:
     from campaign.plan import generating_keys, with_special_tokens
 
     model = with_special_tokens(params["model"], params)
-    out = {"model": {"task": model["task"], "source": model["source"], **generating_keys(model)}}
+    keys = generating_keys(model)
+    if keys.get("generation"):  # what only training reads (the judged curve) is no floor's
+        keys["generation"] = {k: v for k, v in keys["generation"].items() if k not in TRAIN_ONLY}
+        if not keys["generation"]:
+            del keys["generation"]
+    out = {"model": {"task": model["task"], "source": model["source"], **keys}}
     named = params["evaluation"]["floor"]
     method = params["train"].get("base_quantization")
     if method is not None and set(floors.PROMPTED) & set(named):
