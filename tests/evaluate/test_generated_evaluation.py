@@ -414,3 +414,42 @@ def test_the_zero_shot_floor_refuses_a_prompt_that_spells_a_control_token(tmp_pa
         else:
             stage_floor(ctx)
             assert (tmp_path / "keep" / "zero_shot" / "predictions_test.parquet").is_file()
+
+
+def test_the_items_the_runs_were_judged_on_while_training_decide_nothing(campaign):
+    """model.generation.eval_items: the runs generated on those validation items while they
+    trained, and train.select: best_generated chose their step by them, so the evaluation
+    leaves them out of the validation split for every variant (floors and variants included);
+    test keeps every item. Taking every validation item is one line naming the key."""
+    from campaign.evaluate.item_table import read_items_table
+    from campaign.train import judged_positions
+
+    tmp_path, inputs = campaign
+    judged = spec()
+    judged["model"] = {"generation": {**MODEL["generation"], "eval_items": 10}}
+    out = tmp_path / "judged"
+    out.mkdir()
+    outputs = {
+        "metrics": out / "metrics.parquet",
+        "comparisons": out / "comparisons.parquet",
+        "scored_items": out / "items.parquet",
+        "decisions": out / "decisions.json",
+        "errors": out / "errors",
+        "summary": out / "summary.txt",
+    }
+    stage_evaluate(SimpleNamespace(spec=judged, inputs=inputs, outputs=outputs))
+    ids = [f"validation-{i:03d}" for i in range(N)]
+    left_out = {ids[i] for i in judged_positions(ids, 10)}
+    assert len(left_out) == 10
+    items = read_items_table(outputs["scored_items"])
+    for variant, rows in items.groupby("variant"):
+        validation = set(rows[rows.split == "validation"].item)
+        assert validation == set(ids) - left_out, variant
+        assert len(rows[rows.split == "test"]) == N
+    judged["model"]["generation"]["eval_items"] = N
+    for path in outputs.values():
+        if path.is_file():
+            path.unlink()
+    with pytest.raises(CampaignError, match=f"eval_items \\({N}\\) takes all {N} validation"):
+        stage_evaluate(SimpleNamespace(spec=judged, inputs=inputs, outputs=outputs))
+    assert not outputs["decisions"].exists()

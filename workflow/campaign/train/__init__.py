@@ -80,6 +80,7 @@ _PUBLIC = {
     "quantize_base": "basequant",
     "is_quantized": "basequant",
     "dequantize_all": "basequant",
+    "judged_positions": "judged",
     # batches
     "IGNORE": "batches",
     "DataOrder": "batches",

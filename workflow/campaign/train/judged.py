@@ -15,11 +15,19 @@ from campaign.train.batches import Split
 JUDGED_SALT = "eval_items"
 
 
+def judged_positions(ids, n: int) -> list[int]:
+    """The positions, in file order, of the n ids whose hash_value([JUDGED_SALT, id]) come first
+    (all of them when n >= len(ids)): the judged items, by the same rule wherever asked (the
+    loop generates on them; the evaluation leaves them out of the validation decisions)."""
+    ids = [str(i) for i in ids]
+    ranked = sorted(range(len(ids)), key=lambda i: hash_value([JUDGED_SALT, ids[i]]))
+    return sorted(ranked[:n])
+
+
 def judged_subsample(split: Split, n: int) -> Split:
     """The split's n records whose hash_value([JUDGED_SALT, id]) come first, in file order (all
     of them when n >= its size): the same records for every run with the same split."""
-    ranked = sorted(range(len(split)), key=lambda i: hash_value([JUDGED_SALT, split.ids[i]]))
-    keep = sorted(ranked[:n])
+    keep = judged_positions(split.ids, n)
 
     def pick(values):
         return None if values is None else [values[i] for i in keep]

@@ -39,10 +39,15 @@ class GeneratedScoring:
 
     error_files = GENERATED_ERRORS
 
-    def __init__(self, metric: str, evaluation: dict) -> None:
+    def __init__(self, metric: str, evaluation: dict, judged: int | None = None) -> None:
         self.metric = metric
         self.item_metric = metric  # each item's score is the metric's
         self.s = evaluation
+        # model.generation.eval_items: the validation items the runs generated on while they
+        # trained (and train.select chose their step by) are left out of the validation split
+        # here, for every variant: a decision never reads the items a run was chosen on.
+        self.judged = judged
+        self._left_out: dict[str, set[str]] = {}
         # What error analysis shows beside the scores: per split the prompts and references
         # (from the split file), per (split, variant) the generated texts, in item order.
         self._asked: dict[str, tuple[list[str], list[str], list[str]]] = {}
@@ -55,8 +60,31 @@ class GeneratedScoring:
         from campaign.evaluate import read_items
 
         its = read_items(path, split, None, self.s["slices"])
+        if split == "validation" and self.judged:
+            its = self._leave_out_judged(path, its)
         self._asked[split] = ([str(i) for i in its.ids], *split_prompts(path, its))
         return its
+
+    def _leave_out_judged(self, path: Path, its: Items) -> Items:
+        """The validation items less the runs' judged items (train/judged.py's rule)."""
+        from dataclasses import replace
+
+        import numpy as np
+
+        from campaign.train import judged_positions
+
+        out = np.zeros(len(its), dtype=bool)
+        out[judged_positions(its.ids, self.judged)] = True
+        if out.all():
+            raise CampaignError(
+                f"{path}: model.generation.eval_items ({self.judged}) takes all {len(its)} "
+                "validation items the runs are judged on while training, leaving none for the "
+                "evaluation's decisions; lower it"
+            )
+        self._left_out[its.split] = {str(i) for i in its.ids[out]}
+        keep = ~out
+        slices = {name: values[keep] for name, values in its.slices.items()}
+        return replace(its, ids=its.ids[keep], slices=slices)
 
     def point(self, path: Path, its: Items) -> float:
         """The mean per-item score of one predictions file (quantize_select's pick)."""
@@ -91,7 +119,8 @@ class GeneratedScoring:
 
     def _read(self, path: Path, its: Items):
         """The predictions file scored by the metric (read_generated)."""
-        return read_generated(path, its, self.metric, self._asked[its.split][2])
+        refs = self._asked[its.split][2]
+        return read_generated(path, its, self.metric, refs, self._left_out.get(its.split))
 
     def decided_errors(self, scored, groups, keep, control) -> dict[str, list[dict]]:
         """worst_cells (each cell's lowest items pooled over its seeds) and kept_changes (the
@@ -128,7 +157,10 @@ class GeneratedScoring:
 
 def scorer(evaluation: dict, model_spec: dict, train: Path, evals: list[Path]) -> GeneratedScoring:
     """The generation task's Scorer: its per-item metric from `model_spec` (model.generation)."""
-    return GeneratedScoring(metric_of(model_spec), evaluation)
+    from campaign.core.defaults import generation_settings
+
+    judged = generation_settings(model_spec)["eval_items"]
+    return GeneratedScoring(metric_of(model_spec), evaluation, judged)
 
 
 def metric_of(model_spec: dict) -> str:
@@ -215,7 +247,9 @@ def split_prompts(path: Path, items: Items) -> tuple[list[str], list[str]]:
     return [prompt_text(m) for m in ordered], [reference(m) for m in ordered]
 
 
-def read_generated(path: Path, items: Items, metric: str, references: list[str]):
+def read_generated(
+    path: Path, items: Items, metric: str, references: list[str], left_out: set[str] | None = None
+):
     """A generation predictions file in `items` order, each item scored here by `metric`
     against its reference (`references`, from the split file, in `items` order) into a `score`
     column: the evaluation is the one place generated text is scored, so a changed metric
@@ -236,6 +270,9 @@ def read_generated(path: Path, items: Items, metric: str, references: list[str])
             "file: id, reference, prediction)"
         )
     ids = frame["id"].astype(str)
+    if left_out:  # the runs' judged validation items (GeneratedScoring.judged): not scored
+        frame = frame[~ids.isin(left_out)]
+        ids = frame["id"].astype(str)
     if not ids.is_unique or set(ids) != set(items.ids) or len(ids) != len(items):
         extra = sorted(set(ids) - set(items.ids))
         lacking = sorted(set(items.ids) - set(ids))
