@@ -214,6 +214,13 @@ def test_best_generated_without_eval_items_is_refused_in_one_line(splits, tmp_pa
     PHASE.check_params(
         {"model": _spec()["model"], "train": _spec(select="best_generated")["train"]}
     )
+    # a train.command run's trainer generates nothing while it trains: eval_items is refused
+    for command in ("hf", {"argv": ["python", "train.py"]}):
+        judged = _spec(command=command)
+        with pytest.raises(CampaignError, match=r"^model.generation.eval_items: a train.command"):
+            PHASE.check_params({"model": judged["model"], "train": judged["train"]})
+    builtin = _spec(command="builtin")
+    PHASE.check_params({"model": builtin["model"], "train": builtin["train"]})
 
 
 def test_the_forecast_counts_the_generated_scores(splits, tmp_path):
@@ -246,3 +253,36 @@ def test_the_forecast_counts_the_generated_scores(splits, tmp_path):
     assert evaluation == pytest.approx(
         evaluations_per_run(40, 4) * n_val * on["loss_seconds_per_example"] + judged
     )
+
+
+def test_a_judged_run_counts_its_metric_s_code_and_libraries_in_its_key(tmp_path, monkeypatch):
+    """With eval_items the train stage scores with the metric (and best_generated keeps the
+    step it ranks first): an edited user metric's module, or a new version of the library a
+    built-in metric computes with, trains again, as it rescores in the evaluation."""
+    from campaign.train.command import derive_inputs, key_view
+
+    module = tmp_path / "house_metric_t.py"
+    module.write_text("def score(p, r):\n    return float(p == r)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    judged = _spec(eval_items=4, metric="house_metric_t.score")
+    assert derive_inputs(judged, tmp_path)["metric_code"] == [module]
+    unjudged = _spec(eval_items=None, metric="house_metric_t.score")
+    assert derive_inputs(unjudged, tmp_path)["metric_code"] == []
+    similarity = key_view(_spec(eval_items=4, metric="similarity"))
+    assert "rapidfuzz" in similarity["metric_libraries"]
+    assert "metric_libraries" not in key_view(_spec(eval_items=None, metric="similarity"))
+    assert "metric_libraries" not in key_view(_spec(eval_items=4, metric="token_f1"))
+
+
+def test_the_disk_check_sizes_a_checkpoint_with_the_kept_step_s_copy(splits, tmp_path):
+    """best_generated: every checkpoint after the first judged step also holds the kept step's
+    trainable state, so the preflight's checkpoint (which the plan multiplies by
+    keep_checkpoints) is larger by about that state than with select last."""
+    from trainkit import preflight_config, run_preflight
+
+    config = preflight_config(["disk"])
+    sizes = {}
+    for select in ("last", "best_generated"):
+        report = run_preflight(_spec(select=select), splits, config, tmp_path / select)
+        sizes[select] = report["disk"]["details"]["checkpoint_bytes"]
+    assert sizes["best_generated"] > 1.2 * sizes["last"]

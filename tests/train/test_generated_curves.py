@@ -46,7 +46,10 @@ def test_the_report_names_the_kept_step_and_draws_the_generated_curve(paths):
         "(45.0 %; the last step's 38.0 %)."
     ) in text
     assert "run-b: kept step 24 of 24 (41.0 %)." in text
-    assert "the test split, which the choice never saw, is the headline" in text
+    assert (
+        "the evaluation leaves them out of its validation split, and the test split is the headline"
+        in text
+    )
     table = section.tables[0][1]
     assert table["kept_step"].tolist() == [16, 24]
     assert table["kept_generated"].tolist() == pytest.approx([0.45, 0.41])

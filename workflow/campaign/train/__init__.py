@@ -30,6 +30,8 @@ INPUTS = {
     "base_model": Derived(),
     "chat_template": Derived(),
     "command_files": Derived(),
+    # A user metric's module, for a run judged on its generations while training (eval_items).
+    "metric_code": Derived(),
 }
 # A run's predictions on the evaluation splits, as the stages that read them name them
 # (outputs_of("train", *PREDICTIONS, each=EachRun): every kept run's).
@@ -162,6 +164,12 @@ def _check_params(params: dict) -> None:
     eval_items = module_of(params["model"]["task"]).eval_items(params["model"])
     for select in {train.get("select", "last"), *factors.get("select", ())}:
         check_select(select, eval_items)
+    commands = [c for c in (train.get("command"), *factors.get("command", ())) if c is not None]
+    if eval_items is not None and any(c != "builtin" for c in commands):
+        raise CampaignError(
+            "model.generation.eval_items: a train.command run's trainer does not generate "
+            "while it trains (no curve, and the key would retrain every run); unset it"
+        )
     if train["warmup_steps"] > train["max_steps"]:
         raise CampaignError(
             f"train.warmup_steps: {train['warmup_steps']} is more than train.max_steps "

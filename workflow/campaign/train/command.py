@@ -27,6 +27,7 @@ from campaign.core.errors import PREEMPTED_EXIT, CampaignError, Preempted
 from campaign.core.fsutil import atomic_write_text
 from campaign.core.hashing import hash_tree, hash_value
 from campaign.core.progress import job_progress
+from campaign.core.tasks import module_of
 from campaign.core.versions import installed_versions
 from campaign.plan import command_of, identity, run_id
 from campaign.train.command_adapter import adopt_adapter, is_adapter
@@ -109,7 +110,23 @@ def derive_inputs(spec: dict, root: Path) -> dict[str, list[Path]]:
     else:
         commands = [c for c, _ in commands_of(spec["run"]["train"]).values()]
     files = sorted({f for c in commands for f in c.files})
-    return {**model_inputs(spec, root), "command_files": [Path(root) / f for f in files]}
+    return {
+        **model_inputs(spec, root),
+        "command_files": [Path(root) / f for f in files],
+        "metric_code": _judging_metric_code(spec, root),
+    }
+
+
+def _judging_metric_code(spec: dict, root: Path) -> list[Path]:
+    """A run that scores its generations while training (the task's eval_items set): the file
+    of a user metric's module (TaskModule.metric_code), which decides its curve and, with
+    train.select: best_generated, the step it keeps; [] otherwise and for the preflight."""
+    if "train" not in spec:
+        return []
+    task = module_of(spec["model"]["task"])
+    if task.eval_items(spec["model"]) is None:
+        return []
+    return task.metric_code(spec["model"], root)
 
 
 def key_view(spec: dict) -> dict:
@@ -119,6 +136,12 @@ def key_view(spec: dict) -> dict:
     command = Command.of(spec["train"])
     if command is not None and command.packages:
         view = {**view, "command_packages": command.package_versions()}
+    task = module_of(spec["model"]["task"])
+    if task.eval_items(spec["model"]) is not None:
+        # the versions of the libraries that compute the judged scores (as the evaluation's key)
+        libraries = task.metric_libraries(spec["model"])
+        if libraries:
+            view = {**view, "metric_libraries": libraries}
     return view
 
 

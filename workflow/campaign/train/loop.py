@@ -534,8 +534,12 @@ class Trainer:
     def _keep_if_best(self) -> None:
         """After a judged evaluation: a copy of the model's trainable state when this step is
         the choice so far (the latest of ties)."""
-        if self.chosen() != self.step:
-            return
+        if self.chosen() == self.step:
+            self.keep_current()
+
+    def keep_current(self) -> None:
+        """Keep a copy (on the host) of the model's trainable state as the chosen step's: it
+        goes into every later checkpoint (the preflight's disk check sizes one with it)."""
         state = self._model_state()
         self.best = {
             "step": self.step,

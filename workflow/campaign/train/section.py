@@ -108,10 +108,10 @@ def kept_lines(table: pd.DataFrame) -> list[str]:
             )
         else:
             lines.append(f"{row.run}: kept step {row.kept_step} of {row.steps} ({score}).")
-    if any(table["kept_step"] < table["steps"]):
+    if len(table):
         lines.append(
-            "A step chosen on validation generations scores optimistically there; the test "
-            "split, which the choice never saw, is the headline."
+            "A step chosen on the judged items scores optimistically on them: the evaluation "
+            "leaves them out of its validation split, and the test split is the headline."
         )
     return lines
 

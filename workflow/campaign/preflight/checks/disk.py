@@ -30,6 +30,10 @@ def run(bench: Bench) -> Result:
     folder = bench.scratch("disk")
     trainer = bench.trainer(work_dir=folder / "checkpoints")
     row = trainer.train_step()  # the optimizer state exists from the first step on
+    if recipe.select == "best_generated":
+        # every checkpoint after the first judged step also holds the kept step's trainable
+        # state (train/loop.py keep_current), and the job holds that copy in host memory
+        trainer.keep_current()
     ckpt = save_checkpoint(folder / "checkpoints", trainer.state_dict(), 1)
     checkpoint_bytes = ckpt.stat().st_size
     trainer.save_model(folder / "model")  # as the run writes it: a LoRA run, its adapter
