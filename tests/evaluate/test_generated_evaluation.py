@@ -137,8 +137,8 @@ def spec() -> dict:
     }
 
 
-def evaluate(tmp_path: Path, inputs: dict) -> dict:
-    out = tmp_path / "out"
+def evaluate(tmp_path: Path, inputs: dict, given: dict | None = None, name: str = "out") -> dict:
+    out = tmp_path / name
     out.mkdir(parents=True, exist_ok=True)
     outputs = {
         "metrics": out / "metrics.parquet",
@@ -148,7 +148,7 @@ def evaluate(tmp_path: Path, inputs: dict) -> dict:
         "errors": out / "errors",
         "summary": out / "summary.txt",
     }
-    stage_evaluate(SimpleNamespace(spec=spec(), inputs=inputs, outputs=outputs))
+    stage_evaluate(SimpleNamespace(spec=given or spec(), inputs=inputs, outputs=outputs))
     return outputs
 
 
@@ -427,17 +427,7 @@ def test_the_items_the_runs_were_judged_on_while_training_decide_nothing(campaig
     tmp_path, inputs = campaign
     judged = spec()
     judged["model"] = {"generation": {**MODEL["generation"], "eval_items": 10}}
-    out = tmp_path / "judged"
-    out.mkdir()
-    outputs = {
-        "metrics": out / "metrics.parquet",
-        "comparisons": out / "comparisons.parquet",
-        "scored_items": out / "items.parquet",
-        "decisions": out / "decisions.json",
-        "errors": out / "errors",
-        "summary": out / "summary.txt",
-    }
-    stage_evaluate(SimpleNamespace(spec=judged, inputs=inputs, outputs=outputs))
+    outputs = evaluate(tmp_path, inputs, judged, "judged")
     ids = [f"validation-{i:03d}" for i in range(N)]
     left_out = {ids[i] for i in judged_positions(ids, 10)}
     assert len(left_out) == 10
@@ -447,9 +437,6 @@ def test_the_items_the_runs_were_judged_on_while_training_decide_nothing(campaig
         assert validation == set(ids) - left_out, variant
         assert len(rows[rows.split == "test"]) == N
     judged["model"]["generation"]["eval_items"] = N
-    for path in outputs.values():
-        if path.is_file():
-            path.unlink()
     with pytest.raises(CampaignError, match=f"eval_items \\({N}\\) takes all {N} validation"):
-        stage_evaluate(SimpleNamespace(spec=judged, inputs=inputs, outputs=outputs))
-    assert not outputs["decisions"].exists()
+        evaluate(tmp_path, inputs, judged, "all_judged")
+    assert not (tmp_path / "all_judged" / "decisions.json").exists()

@@ -494,6 +494,15 @@ def evaluate(
     loss = float(np.sum(nll)) / count if count else float("nan")
     if not final:
         return loss, None, None
+    frame, _talks = _generated(model, tokenizer, run, split)
+    frame["nll"] = np.asarray(nll, dtype=np.float64)
+    frame["tokens"] = np.asarray(tokens, dtype=np.int64)
+    return loss, None, frame
+
+
+def _generated(model, tokenizer, run: Setup, split):
+    """(the predictions frame of greedy generations from the split's prompts with the run's
+    template and settings, the split's conversations)."""
     talks = Conversations(
         list(split.ids),
         [parse_messages(c, f"record {i}") for i, c in zip(split.ids, split.messages, strict=True)],
@@ -507,9 +516,7 @@ def evaluate(
         batch_size=run.batch_size,
         escape=run.escape,
     )
-    frame["nll"] = np.asarray(nll, dtype=np.float64)
-    frame["tokens"] = np.asarray(tokens, dtype=np.int64)
-    return loss, None, frame
+    return frame, talks
 
 
 def generated_score(model, tokenizer, run: Setup, split) -> float:
@@ -519,19 +526,7 @@ def generated_score(model, tokenizer, run: Setup, split) -> float:
     from campaign.tasks.generation.text_scores import score_items
 
     model.eval()
-    talks = Conversations(
-        list(split.ids),
-        [parse_messages(c, f"record {i}") for i, c in zip(split.ids, split.messages, strict=True)],
-    )
-    frame, _out = predict(
-        model,
-        tokenizer,
-        run.template,
-        talks,
-        max_new_tokens=run.max_new_tokens,
-        batch_size=run.batch_size,
-        escape=run.escape,
-    )
+    frame, talks = _generated(model, tokenizer, run, split)
     scores = score_items(
         run.metric, frame["prediction"].tolist(), frame["reference"].tolist(), talks.ids
     )
